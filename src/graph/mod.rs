@@ -1,0 +1,1 @@
+//! The run-level task graph and the executor that walks it (placeholder).

@@ -1,0 +1,124 @@
+//! A release: the ordered set of manifests `cvo` makes a cluster match.
+//!
+//! This module owns reading a release directory into [`Release`] — files, YAML/JSON
+//! documents, object identity, the `0000_<runlevel>_<component>_` file-name convention,
+//! `release-metadata`, the `release.openshift.io/*` annotations and the inclusion filters
+//! (profile, feature set, exclusions). It performs no I/O beyond reading the directory and
+//! never talks to a cluster.
+//!
+//! Loading never stops at the first bad input: [`load`] returns every good manifest together
+//! with every problem found, each as a [`Diagnostic`] naming file, document and line.
+
+mod annotations;
+mod filename;
+mod filter;
+mod identity;
+mod load;
+mod metadata;
+mod template;
+mod yaml;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::diagnostic::{Diagnostic, Location, Severity};
+
+pub use annotations::{
+    CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION, DeleteIntent,
+    EXCLUDE_PREFIX, FEATURE_SET_ANNOTATION, INCLUDE_PREFIX,
+};
+pub use filename::{FileOrder, parse_file_name};
+pub use filter::Filters;
+pub use identity::ObjectId;
+pub use load::{LoadError, LoadOptions, load};
+pub use metadata::ReleaseMetadata;
+
+/// One Kubernetes object from the release, with where it came from.
+#[derive(Clone, Debug, Serialize)]
+pub struct Manifest {
+    /// (group, kind, namespace, name): the API version is not part of identity.
+    pub id: ObjectId,
+    /// `apiVersion` as written (`v1`, `apps/v1`, `config.openshift.io/v1`).
+    pub api_version: String,
+    /// File, document index and line of the document.
+    pub location: Location,
+    /// Run level and component from the file name; `None` when the name does not follow
+    /// the convention (such manifests run serially, as in CVO).
+    pub order: Option<FileOrder>,
+    /// What `release.openshift.io/delete` asks for.
+    pub intent: DeleteIntent,
+    /// `release.openshift.io/create-only: "true"`: create when absent, never update.
+    pub create_only: bool,
+    /// `capability.openshift.io/name`, split on `+`.
+    pub capabilities: Vec<String>,
+    /// The object as it will be sent (CVO templates rendered for `manifests/`).
+    pub object: serde_json::Value,
+}
+
+impl Manifest {
+    /// File name without directories, the unit the file-name convention speaks of.
+    pub fn file_name(&self) -> &str {
+        self.location
+            .file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+    }
+
+    /// The object's `metadata.annotations`, empty when absent.
+    pub fn annotations(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.as_object())
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+    }
+
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.object
+            .pointer("/metadata/annotations")?
+            .get(key)?
+            .as_str()
+    }
+
+    pub fn is_delete(&self) -> bool {
+        self.intent == DeleteIntent::Delete
+    }
+}
+
+/// A loaded release.
+#[derive(Clone, Debug, Serialize)]
+pub struct Release {
+    /// The directory given by the user.
+    pub root: PathBuf,
+    /// `release-metadata`, when the release has one and it is valid.
+    pub metadata: Option<ReleaseMetadata>,
+    /// Manifests kept by the filters, in apply order (file name, then document).
+    pub manifests: Vec<Manifest>,
+    /// Manifests dropped by the filters (profile, feature set, exclusions), with why.
+    pub excluded: Vec<Excluded>,
+    /// Everything found wrong or suspicious while loading.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// A manifest that the inclusion filters left out.
+#[derive(Clone, Debug, Serialize)]
+pub struct Excluded {
+    pub id: ObjectId,
+    pub location: Location,
+    pub reason: String,
+}
+
+impl Release {
+    pub fn version(&self) -> Option<&semver::Version> {
+        self.metadata.as_ref().map(|m| &m.version)
+    }
+
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics
+            .iter()
+            .any(|d| d.severity == Severity::Error)
+    }
+}

@@ -1,0 +1,1 @@
+//! CVO template rendering (placeholder).

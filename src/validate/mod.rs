@@ -1,0 +1,1 @@
+//! CI validation rules over a loaded release (placeholder).
