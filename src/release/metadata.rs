@@ -1,9 +1,120 @@
-//! `release-metadata`: the payload's version.
-use serde::Serialize;
+//! `release-metadata` (the payload's version) and `image-references` (the payload's images).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 /// The `release-metadata` file (`kind: cincinnati-metadata-v0`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ReleaseMetadata {
+    /// The release's version (semver).
     pub version: semver::Version,
+    /// Versions this release may be updated from, when listed.
     pub previous: Vec<semver::Version>,
+}
+
+const METADATA_KIND: &str = "cincinnati-metadata-v0";
+
+#[derive(Deserialize)]
+struct RawMetadata {
+    kind: Option<String>,
+    version: Option<String>,
+    #[serde(default)]
+    previous: Vec<String>,
+}
+
+impl ReleaseMetadata {
+    /// Parses the JSON text of `release-metadata`; the error says what is wrong.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let raw: RawMetadata = serde_json::from_str(text.trim_start_matches('\u{feff}'))
+            .map_err(|e| format!("not valid release-metadata JSON (line {}): {e}", e.line()))?;
+        match raw.kind.as_deref() {
+            Some(METADATA_KIND) => {}
+            Some(other) => {
+                return Err(format!("kind is `{other}`, expected `{METADATA_KIND}`"));
+            }
+            None => return Err(format!("`kind: {METADATA_KIND}` is missing")),
+        }
+        let version = raw
+            .version
+            .ok_or_else(|| "`version` is missing".to_owned())?;
+        let version = semver::Version::parse(&version)
+            .map_err(|e| format!("version `{version}` is not semver: {e}"))?;
+        let previous = raw
+            .previous
+            .iter()
+            .map(|p| {
+                semver::Version::parse(p)
+                    .map_err(|e| format!("previous version `{p}` is not semver: {e}"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(ReleaseMetadata { version, previous })
+    }
+}
+
+/// `image-references`: an ImageStream whose `spec.tags` map image names to pull specs; the
+/// values of `{{index .Images "name"}}` in the payload's `manifests/`.
+pub fn parse_image_references(text: &str) -> Result<BTreeMap<String, String>, String> {
+    #[derive(Deserialize)]
+    struct Stream {
+        spec: Option<Spec>,
+    }
+    #[derive(Deserialize)]
+    struct Spec {
+        #[serde(default)]
+        tags: Vec<Tag>,
+    }
+    #[derive(Deserialize)]
+    struct Tag {
+        name: String,
+        from: Option<From>,
+    }
+    #[derive(Deserialize)]
+    struct From {
+        name: String,
+    }
+    let stream: Stream = serde_saphyr::from_str(text.trim_start_matches('\u{feff}'))
+        .map_err(|e| format!("not a valid ImageStream: {e}"))?;
+    Ok(stream
+        .spec
+        .into_iter()
+        .flat_map(|s| s.tags)
+        .filter_map(|t| Some((t.name, t.from?.name)))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_version_and_previous() {
+        let m = ReleaseMetadata::parse(
+            r#"{"kind":"cincinnati-metadata-v0","version":"4.16.2","previous":["4.16.1"],"metadata":{}}"#,
+        )
+        .unwrap();
+        assert_eq!(m.version, semver::Version::new(4, 16, 2));
+        assert_eq!(m.previous, vec![semver::Version::new(4, 16, 1)]);
+    }
+
+    #[test]
+    fn rejects_non_semver_and_wrong_kind() {
+        let bad = ReleaseMetadata::parse(r#"{"kind":"cincinnati-metadata-v0","version":"4.16"}"#);
+        assert!(bad.unwrap_err().contains("not semver"));
+        let kind = ReleaseMetadata::parse(r#"{"kind":"x","version":"1.0.0"}"#);
+        assert!(
+            kind.unwrap_err()
+                .contains("expected `cincinnati-metadata-v0`")
+        );
+        assert!(ReleaseMetadata::parse("{").unwrap_err().contains("line 1"));
+    }
+
+    #[test]
+    fn image_references_map_names_to_pull_specs() {
+        let refs = parse_image_references(
+            "kind: ImageStream\napiVersion: image.openshift.io/v1\nspec:\n  tags:\n  - name: cli\n    from:\n      kind: DockerImage\n      name: quay.io/x/cli@sha256:1\n",
+        )
+        .unwrap();
+        assert_eq!(refs["cli"], "quay.io/x/cli@sha256:1");
+    }
 }

@@ -25,13 +25,13 @@ use serde::Serialize;
 use crate::diagnostic::{Diagnostic, Location, Severity};
 
 pub use annotations::{
-    CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION, DeleteIntent,
-    EXCLUDE_PREFIX, FEATURE_SET_ANNOTATION, INCLUDE_PREFIX,
+    CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION, DeleteIntent, EXCLUDE_PREFIX,
+    FEATURE_SET_ANNOTATION, INCLUDE_PREFIX,
 };
 pub use filename::{FileOrder, parse_file_name};
 pub use filter::Filters;
 pub use identity::ObjectId;
-pub use load::{LoadError, LoadOptions, load};
+pub use load::{DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, load};
 pub use metadata::ReleaseMetadata;
 
 /// One Kubernetes object from the release, with where it came from.
@@ -106,8 +106,7 @@ pub struct Release {
 /// A manifest that the inclusion filters left out.
 #[derive(Clone, Debug, Serialize)]
 pub struct Excluded {
-    pub id: ObjectId,
-    pub location: Location,
+    pub manifest: Manifest,
     pub reason: String,
 }
 
