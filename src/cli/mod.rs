@@ -1,6 +1,137 @@
-//! The `cvo` command line: clap definitions and thin glue to the library (placeholder).
+//! The `cvo` command line: clap definitions and thin glue to the library.
+//!
+//! Every subcommand lives in its own file with its argument struct and a `run` function that
+//! returns an [`ExitCode`]. Exit codes are documented in the README:
+//! 0 success, 1 errors found / manifests failed, 2 input unreadable or usage error,
+//! 3 deletions still in progress, 4 refused by a precondition.
+
+mod graph;
+mod validate;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::release::{Filters, LoadOptions};
+
+/// Exit code: the input could not be read, or the command line is wrong.
+pub const EXIT_INPUT: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(name = "cvo", version, about = "Cluster-version manifest applier: ordered releases, safe deletions", long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every subcommand accepts.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Path to the kubeconfig file (kubectl rules: this flag, then $KUBECONFIG, then
+    /// ~/.kube/config, then in-cluster).
+    #[arg(long, global = true, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// More logging (-v debug, -vv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check a release for mistakes before it ships (for CI).
+    Validate(validate::ValidateArgs),
+    /// Show the run-level task graph of a release.
+    Graph(graph::GraphArgs),
+}
+
+/// How to read a release: shared by every subcommand that takes `--release`.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// Release directory: a flat directory of manifests, or a CVO payload root with
+    /// manifests/ and release-manifests/.
+    #[arg(long, value_name = "DIR")]
+    pub release: PathBuf,
+    /// Keep only manifests with include.release.openshift.io/NAME: "true".
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Drop manifests whose release.openshift.io/feature-set does not list NAME.
+    #[arg(long, value_name = "NAME", default_value = "Default")]
+    pub feature_set: String,
+    /// Drop manifests with exclude.release.openshift.io/ID: "true" (repeatable).
+    #[arg(long, value_name = "ID")]
+    pub exclude: Vec<String>,
+    /// Pull spec rendered into {{.ReleaseImage}} in a payload's manifests/.
+    #[arg(long, value_name = "PULLSPEC")]
+    pub release_image: Option<String>,
+}
+
+impl ReleaseArgs {
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions {
+            filters: Filters {
+                profile: self.profile.clone(),
+                feature_set: self.feature_set.clone(),
+                exclude: self.exclude.clone(),
+            },
+            release_image: self.release_image.clone(),
+        }
+    }
+}
 
 /// Runs the CLI and returns the process exit code.
-pub fn main() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EXIT_INPUT)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    init_logging(&cli.global);
+    match cli.command {
+        Command::Validate(args) => validate::run(&args),
+        Command::Graph(args) => graph::run(&args),
+    }
+}
+
+fn init_logging(global: &GlobalArgs) {
+    let default = match global.verbose {
+        0 => "warn",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CVO_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match global.log_format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Prints a load error the way every subcommand does and returns exit code 2.
+fn input_error(err: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("error: {err}");
+    ExitCode::from(EXIT_INPUT)
 }
