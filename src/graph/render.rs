@@ -1,0 +1,1 @@
+//! Drawing a [`TaskGraph`] for `cvo graph`: text, Graphviz DOT, Mermaid, JSON (placeholder).
