@@ -16,6 +16,8 @@
 
 mod build;
 mod executor;
+#[cfg(test)]
+mod invariants;
 mod render;
 mod task_graph;
 
