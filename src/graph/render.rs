@@ -5,6 +5,7 @@
 //! `✗ delete` (and drawn red in DOT and Mermaid). File names and labels come from release
 //! authors, so each format escapes them its own way.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::str::FromStr;
 
@@ -108,17 +109,19 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 }
 
 /// Control characters (a newline in a file name) shown escaped so they cannot break lines.
-fn clean(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            let esc: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            esc
-        })
-        .collect()
+fn clean(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 fn summary(graph: &TaskGraph) -> String {
@@ -185,7 +188,7 @@ pub fn render_text(graph: &TaskGraph) -> String {
             let _ = write!(out, " · after {}", list.join(" "));
         }
         out.push('\n');
-        let files: Vec<String> = tasks
+        let files: Vec<Cow<'_, str>> = tasks
             .iter()
             .map(|&t| clean(&graph.tasks()[t].file))
             .collect();
