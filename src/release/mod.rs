@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::diagnostic::{Diagnostic, Location, Severity};
-
+use crate::graph::{TaskGraph, TaskInput};
 pub use annotations::{
     CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION, DeleteIntent, EXCLUDE_PREFIX,
     FEATURE_SET_ANNOTATION, INCLUDE_PREFIX,
@@ -111,6 +111,27 @@ pub struct Excluded {
 }
 
 impl Release {
+    /// The tasks of this release in apply order, for [`crate::graph`]: task `i` is
+    /// `self.manifests[i]`.
+    pub fn task_inputs(&self) -> Vec<TaskInput> {
+        self.manifests
+            .iter()
+            .map(|m| {
+                let task =
+                    TaskInput::new(m.file_name(), m.id.to_string()).with_delete(m.is_delete());
+                match &m.order {
+                    Some(o) => task.with_key(o.runlevel, &o.component),
+                    None => task,
+                }
+            })
+            .collect()
+    }
+
+    /// The run-level task graph (install and update order).
+    pub fn task_graph(&self) -> TaskGraph {
+        crate::graph::build(self.task_inputs())
+    }
+
     pub fn version(&self) -> Option<&semver::Version> {
         self.metadata.as_ref().map(|m| &m.version)
     }
