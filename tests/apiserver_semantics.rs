@@ -729,6 +729,22 @@ fn parked_pod(name: &str, owner: &DynamicObject) -> DynamicObject {
     )
 }
 
+/// Create a pod. A real cluster refuses pods until the namespace's `default` ServiceAccount
+/// exists (created by a controller right after the namespace), so retry there.
+async fn create_pod(tc: &TestCluster, api: &Api<DynamicObject>, pod: &DynamicObject) {
+    if tc.is_memory() {
+        api.create(&pp(), pod).await.expect("create pod");
+        return;
+    }
+    poll_until("pod created", tc.deadline(), || async {
+        api.create(&pp(), pod)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn job_delete_without_policy_orphans_pods_and_background_removes_them() {
     let tc = cluster().await;
@@ -743,18 +759,12 @@ async fn job_delete_without_policy_orphans_pods_and_background_removes_them() {
         .await
         .expect("job");
     let job_uid = uid(&job);
-    pod_api
-        .create(&pp(), &parked_pod("orphan-me", &job))
-        .await
-        .expect("pod");
+    create_pod(&tc, &pod_api, &parked_pod("orphan-me", &job)).await;
     let job2 = job_api
         .create(&pp(), &suspended_job("background"))
         .await
         .expect("job2");
-    pod_api
-        .create(&pp(), &parked_pod("delete-me", &job2))
-        .await
-        .expect("pod2");
+    create_pod(&tc, &pod_api, &parked_pod("delete-me", &job2)).await;
 
     // batch/v1 Job: no propagationPolicy means Orphan.
     job_api
@@ -848,12 +858,31 @@ async fn namespace_deletion_terminates_deletes_content_and_waits_for_finalizers(
     );
 
     // Creating in a terminating namespace is forbidden.
-    expect_status(
-        api.create(&pp(), &configmap("late", json!({}))).await,
-        403,
-        "Forbidden",
-        "create in terminating namespace",
-    );
+    if tc.is_memory() {
+        expect_status(
+            api.create(&pp(), &configmap("late", json!({}))).await,
+            403,
+            "Forbidden",
+            "create in terminating namespace",
+        );
+    } else {
+        // The real admission plugin reads namespaces from an informer that may trail the
+        // DELETE for a moment.
+        poll_until(
+            "create in terminating namespace is Forbidden",
+            tc.deadline(),
+            || async {
+                match api
+                    .create(&pp(), &configmap(&unique("late"), json!({})))
+                    .await
+                {
+                    Err(kube::Error::Api(s)) if s.code == 403 && s.reason == "Forbidden" => Ok(()),
+                    other => Err(format!("{:?}", other.map(|o| o.metadata.name))),
+                }
+            },
+        )
+        .await;
+    }
 
     // The namespace controller deletes the content; the finalized object holds the namespace,
     // which reports it in its conditions.
@@ -1022,21 +1051,32 @@ async fn crd_deletion_deletes_custom_resources_first_and_waits_for_their_finaliz
         .await
         .expect("CRD held by the CR finalizer");
 
-    // New instances are refused while the CRD terminates (405 MethodNotAllowed).
-    poll_until(
-        "create refused while the CRD terminates",
-        tc.deadline(),
-        || async {
-            let name = unique("late");
-            match api.create(&pp(), &crd.object(&name, None, json!({}))).await {
-                Err(kube::Error::Api(s)) if s.code == 405 && s.reason == "MethodNotAllowed" => {
-                    Ok(())
+    // New instances are refused while the CRD terminates (405 MethodNotAllowed). The real
+    // handler reads the CRD from an informer, so allow it a moment there.
+    if tc.is_memory() {
+        expect_status(
+            api.create(&pp(), &crd.object("late", None, json!({})))
+                .await,
+            405,
+            "MethodNotAllowed",
+            "create while the CRD terminates",
+        );
+    } else {
+        poll_until(
+            "create refused while the CRD terminates",
+            tc.deadline(),
+            || async {
+                let name = unique("late");
+                match api.create(&pp(), &crd.object(&name, None, json!({}))).await {
+                    Err(kube::Error::Api(s)) if s.code == 405 && s.reason == "MethodNotAllowed" => {
+                        Ok(())
+                    }
+                    other => Err(format!("{:?}", other.map(|o| o.metadata.name))),
                 }
-                other => Err(format!("{:?}", other.map(|o| o.metadata.name))),
-            }
-        },
-    )
-    .await;
+            },
+        )
+        .await;
+    }
 
     api.patch(
         &held,
@@ -2059,9 +2099,16 @@ async fn watch_sends_bookmarks_when_allowed_and_ends_at_its_timeout() {
     let tc = cluster().await;
     let ns = tc.namespace("bookmark").await;
     let api = cms(&tc, &ns);
-    create_cm(&tc, &ns, "x", &[], json!({})).await;
+    create_cm(
+        &tc,
+        &ns,
+        "x",
+        &[],
+        json!({"metadata": {"labels": {"cvo-bm": "yes"}}}),
+    )
+    .await;
     let start = api
-        .list(&ListParams::default())
+        .list(&ListParams::default().labels("cvo-bm=yes"))
         .await
         .expect("list")
         .metadata
@@ -2070,7 +2117,7 @@ async fn watch_sends_bookmarks_when_allowed_and_ends_at_its_timeout() {
 
     // kube-apiserver sends a bookmark shortly (2 s) before a watch's timeoutSeconds when the
     // client allowed bookmarks, then closes the stream at the timeout.
-    let wp = WatchParams::default().timeout(5);
+    let wp = WatchParams::default().labels("cvo-bm=yes").timeout(5);
     assert!(
         wp.bookmarks,
         "kube's WatchParams allow bookmarks by default"
@@ -2100,7 +2147,10 @@ async fn watch_sends_bookmarks_when_allowed_and_ends_at_its_timeout() {
     );
 
     // Without allowWatchBookmarks there are none.
-    let quiet = WatchParams::default().timeout(3).disable_bookmarks();
+    let quiet = WatchParams::default()
+        .labels("cvo-bm=yes")
+        .timeout(3)
+        .disable_bookmarks();
     let mut stream = api.watch(&quiet, &start).await.expect("watch").boxed();
     let ended = tokio::time::timeout(Duration::from_secs(30), async {
         if let Some(event) = stream.next().await {
