@@ -1689,10 +1689,11 @@ async fn dry_run_all_returns_the_result_and_writes_nothing() {
         .expect("dry-run merge patch");
     assert_eq!(patched.data["data"]["a"], "merge");
 
+    // `data.a` belongs to the creating (Update) manager: apply needs force, as for real.
     let applied = api
         .patch(
             "real",
-            &PatchParams::apply("cvo-dry").dry_run(),
+            &PatchParams::apply("cvo-dry").force().dry_run(),
             &apply_cm("real", json!({"data": {"a": "apply"}})),
         )
         .await
@@ -2479,6 +2480,77 @@ async fn errors_are_status_objects_with_code_reason_and_details() {
         status.status,
         Some(kube::core::response::StatusSummary::Failure)
     );
+}
+
+/// Item 12: what overload and transient failures look like on the wire. A real apiserver
+/// cannot be made to throttle on demand, so this runs only in memory, where fault injection
+/// produces them; the expected shapes are kube-apiserver's (`Retry-After` header and
+/// `details.retryAfterSeconds` on 429, reasons InternalError / ServiceUnavailable / Timeout).
+#[tokio::test]
+async fn overload_and_transient_errors_look_like_kube_apiserver() {
+    use cvo::cluster::memory::{FaultAction, FaultRule};
+    let tc = cluster().await;
+    let Some(memory) = tc.memory.as_ref() else {
+        eprintln!("skipped: faults cannot be injected into a real cluster");
+        return;
+    };
+    let ns = tc.namespace("faults").await;
+    create_cm(&tc, &ns, "target", &[], json!({})).await;
+    let url = format!("/api/v1/namespaces/{ns}/configmaps/target");
+    let get = || http::Request::get(url.as_str()).body(vec![]).unwrap();
+
+    memory.faults().add(
+        FaultRule::new(FaultAction::TooManyRequests {
+            retry_after_secs: 3,
+        })
+        .verb("get")
+        .kind("ConfigMap")
+        .name("target")
+        .times(1),
+    );
+    let response = tc
+        .client
+        .send(get().map(kube::client::Body::from))
+        .await
+        .expect("send");
+    assert_eq!(response.status().as_u16(), 429);
+    assert_eq!(
+        response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok()),
+        Some("3"),
+        "429 carries Retry-After"
+    );
+    let body: Value =
+        serde_json::from_slice(&response.into_body().collect_bytes().await.expect("body"))
+            .expect("Status body");
+    assert_eq!(body["kind"], "Status");
+    assert_eq!(body["reason"], "TooManyRequests");
+    assert_eq!(body["code"], 429);
+    assert_eq!(body["details"]["retryAfterSeconds"], 3);
+    // The rule fired once: the retry succeeds.
+    let (code, _, _) = raw(&tc, get()).await;
+    assert_eq!(code, 200, "retry after the throttled request");
+
+    for (code, reason) in [
+        (500, "InternalError"),
+        (503, "ServiceUnavailable"),
+        (504, "Timeout"),
+    ] {
+        memory.faults().add(
+            FaultRule::new(FaultAction::Status(code))
+                .verb("get")
+                .name("target")
+                .times(1),
+        );
+        let (got, ct, body) = raw(&tc, get()).await;
+        assert_status_body(got, &ct, &body, code, reason);
+        cms(&tc, &ns)
+            .get("target")
+            .await
+            .expect("the rule is spent: GET works again");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
