@@ -574,6 +574,27 @@ async fn background_propagation_removes_the_owner_then_its_dependents() {
     for dep in ["dep-a", "dep-b"] {
         wait_gone(&tc, &api, dep, &format!("GC of {dep}")).await;
     }
+
+    // Without a policy, a ConfigMap (like everything but batch/v1 Job) cascades in background.
+    let owner2 = create_cm(&tc, &ns, "owner-default", &[], json!({})).await;
+    create_cm(
+        &tc,
+        &ns,
+        "dep-default",
+        &[],
+        json!({"metadata": {"ownerReferences": [owner_ref(&owner2, false)]}}),
+    )
+    .await;
+    api.delete("owner-default", &DeleteParams::default())
+        .await
+        .expect("delete owner without policy");
+    expect_status(
+        api.get("owner-default").await,
+        404,
+        "NotFound",
+        "owner without policy",
+    );
+    wait_gone(&tc, &api, "dep-default", "GC after a delete without policy").await;
 }
 
 #[tokio::test]
@@ -2163,6 +2184,68 @@ async fn watch_sends_bookmarks_when_allowed_and_ends_at_its_timeout() {
     assert!(ended.is_ok(), "the watch must end at timeoutSeconds=3");
 }
 
+#[tokio::test]
+async fn watch_shows_a_finalized_delete_as_modified_then_deleted() {
+    let tc = cluster().await;
+    let ns = tc.namespace("watch-fin").await;
+    let api = cms(&tc, &ns);
+    let selector = "cvo-watch=fin";
+    create_cm(
+        &tc,
+        &ns,
+        "held",
+        &[TEST_FINALIZER],
+        json!({"metadata": {"labels": {"cvo-watch": "fin"}}}),
+    )
+    .await;
+    let start = api
+        .list(&ListParams::default().labels(selector))
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("rv");
+    let mut stream = api
+        .watch(&WatchParams::default().labels(selector).timeout(60), &start)
+        .await
+        .expect("watch")
+        .boxed();
+    let mut next = async || loop {
+        match next_event(&mut stream, tc.deadline()).await {
+            Some(Ok(WatchEvent::Bookmark(_))) => continue,
+            Some(Ok(event)) => break event,
+            other => panic!("no watch event: {other:?}"),
+        }
+    };
+
+    api.delete("held", &DeleteParams::default())
+        .await
+        .expect("delete");
+    match next().await {
+        WatchEvent::Modified(o) => {
+            assert!(
+                o.metadata.deletion_timestamp.is_some(),
+                "MODIFIED carries deletionTimestamp"
+            )
+        }
+        other => panic!(
+            "DELETE of a finalized object must be MODIFIED, got {}",
+            describe(&other)
+        ),
+    }
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release");
+    match next().await {
+        WatchEvent::Deleted(o) => assert_eq!(o.metadata.name.as_deref(), Some("held")),
+        other => panic!("removal must be DELETED, got {}", describe(&other)),
+    }
+}
+
 /// Watch from `version`: Ok(status) when the server says 410 (as an HTTP error, or, like
 /// kube-apiserver, as an ERROR event with code 410), Err(what happened) otherwise.
 async fn watch_gone(api: &Api<DynamicObject>, version: &str) -> Result<Status, String> {
@@ -2354,6 +2437,22 @@ async fn label_and_field_selectors_filter_lists() {
         .await
         .expect("all-namespaces list with field selector");
     assert_eq!(names(&cross.items), set(&["web"]));
+
+    // Unsupported field selectors and malformed label selectors are rejected, not ignored.
+    expect_status(
+        api.list(&ListParams::default().fields("data.tier=web"))
+            .await,
+        400,
+        "BadRequest",
+        "field selector on a field ConfigMaps do not support",
+    );
+    expect_status(
+        api.list(&ListParams::default().labels("tier in (web"))
+            .await,
+        400,
+        "BadRequest",
+        "malformed label selector",
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2443,6 +2542,22 @@ async fn errors_are_status_objects_with_code_reason_and_details() {
         http::Request::post(&base)
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(b"{not json".to_vec())
+            .unwrap(),
+    )
+    .await;
+    assert_status_body(code, &ct, &body, 400, "BadRequest");
+
+    // The object's namespace must match the request's.
+    let elsewhere = serde_json::to_vec(&json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "elsewhere", "namespace": unique("other")},
+    }))
+    .unwrap();
+    let (code, ct, body) = raw(
+        &tc,
+        http::Request::post(&base)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(elsewhere)
             .unwrap(),
     )
     .await;
