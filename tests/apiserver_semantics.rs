@@ -984,6 +984,75 @@ async fn namespace_deletion_terminates_deletes_content_and_waits_for_finalizers(
 }
 
 #[tokio::test]
+async fn namespace_deletion_removes_custom_resources_too() {
+    let tc = cluster().await;
+    let crd = TestCrd::new("Gadget", true, false);
+    let ar = crd.install(&tc).await;
+    let ns = tc.namespace("term-cr").await;
+    let namespaces: Api<Namespace> = Api::all(tc.client.clone());
+    let api = tc.dynamic(&ar, Some(&ns));
+    api.create(&pp(), &crd.object("plain", Some(&ns), json!({"spec": {}})))
+        .await
+        .expect("plain CR");
+    tc.hold(&ar, Some(&ns), "held");
+    api.create(
+        &pp(),
+        &crd.object(
+            "held",
+            Some(&ns),
+            json!({"metadata": {"finalizers": [TEST_FINALIZER]}}),
+        ),
+    )
+    .await
+    .expect("held CR");
+
+    namespaces
+        .delete(&ns, &DeleteParams::default())
+        .await
+        .expect("delete namespace");
+    // The namespace controller discovers every namespaced kind, custom ones included.
+    wait_gone(&tc, &api, "plain", "CR in a terminating namespace").await;
+    poll_until(
+        "held CR marked, namespace reports it",
+        tc.deadline(),
+        || async {
+            let held = api.get("held").await.map_err(|e| e.to_string())?;
+            let n = namespaces.get(&ns).await.map_err(|e| e.to_string())?;
+            let conditions = n.status.and_then(|s| s.conditions).unwrap_or_default();
+            let remaining = conditions.iter().any(|c| {
+                c.type_ == "NamespaceContentRemaining"
+                    && c.status == "True"
+                    && c.message.as_deref().unwrap_or("").contains(&crd.plural)
+            });
+            if held.metadata.deletion_timestamp.is_some() && remaining {
+                Ok(())
+            } else {
+                Err(format!(
+                    "held deletionTimestamp={:?} conditions={conditions:?}",
+                    held.metadata.deletion_timestamp
+                ))
+            }
+        },
+    )
+    .await;
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release");
+    poll_until("namespace removed", tc.deadline(), || async {
+        match namespaces.get(&ns).await {
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Ok(n) => Err(format!("still there: {:?}", n.status)),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn create_in_a_missing_namespace_is_not_found() {
     let tc = cluster().await;
     let missing = unique("never-created");
@@ -1644,6 +1713,85 @@ async fn apply_conflicts_without_force_and_force_takes_ownership() {
         .await
         .expect("alpha reapplies");
     assert_eq!(after.data["data"]["key"], "two");
+}
+
+#[tokio::test]
+async fn apply_merges_keyed_lists_of_builtin_kinds_per_item() {
+    let tc = cluster().await;
+    let ns = tc.namespace("ssa-lists").await;
+    let api = tc.dynamic(&deployments(), Some(&ns));
+    let full = |containers: Value| {
+        Patch::Apply(json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": containers},
+                },
+            },
+        }))
+    };
+    api.patch(
+        "web",
+        &PatchParams::apply("owner-a"),
+        &full(json!([{"name": "main", "image": "registry.k8s.io/pause:3.10"}])),
+    )
+    .await
+    .expect("manager a");
+    // Manager b applies only its own container: `containers` is a list keyed by `name`, so
+    // this is no conflict and both containers stay.
+    let sidecar = Patch::Apply(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "sidecar", "image": "registry.k8s.io/pause:3.9"}
+        ]}}},
+    }));
+    let both = api
+        .patch("web", &PatchParams::apply("owner-b"), &sidecar)
+        .await
+        .expect("manager b adds a container without conflict");
+    let container_names = |obj: &DynamicObject| -> BTreeSet<String> {
+        obj.data["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .map(|cs| {
+                cs.iter()
+                    .filter_map(|c| c["name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(container_names(&both), set(&["main", "sidecar"]));
+
+    // a re-applies (changing its own container): b's container stays.
+    let again = api
+        .patch(
+            "web",
+            &PatchParams::apply("owner-a"),
+            &full(json!([{"name": "main", "image": "registry.k8s.io/pause:3.9"}])),
+        )
+        .await
+        .expect("manager a again");
+    assert_eq!(container_names(&again), set(&["main", "sidecar"]));
+    // b stops applying its container: it is removed, a's stays.
+    let fewer = api
+        .patch(
+            "web",
+            &PatchParams::apply("owner-b"),
+            &Patch::Apply(json!({
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "web"},
+            })),
+        )
+        .await
+        .expect("manager b drops its container");
+    assert_eq!(container_names(&fewer), set(&["main"]));
 }
 
 #[tokio::test]
@@ -2722,27 +2870,99 @@ async fn garbage_collector_removes_objects_whose_owners_are_all_gone() {
     )
     .await;
     wait_gone(&tc, &api, "follower", "dependent whose owner was deleted").await;
-    // With one live owner the object stays; the collector only drops the dangling reference.
-    let shared = poll_until(
-        "dangling reference removed from shared",
-        tc.deadline(),
-        || async {
-            let obj = api.get("shared").await.map_err(|e| e.to_string())?;
-            if owner_uids(&obj) == vec![uid(&live)] {
-                Ok(obj)
-            } else {
-                Err(format!(
-                    "ownerReferences {:?}",
-                    obj.metadata.owner_references
-                ))
-            }
-        },
-    )
-    .await;
+    // With one live owner the object stays.
+    let shared = api
+        .get("shared")
+        .await
+        .expect("object with a live owner is kept");
     assert!(
         shared.metadata.deletion_timestamp.is_none(),
         "an object with a live owner is kept"
     );
+
+    // A namespaced dependent of a cluster-scoped owner.
+    let roles = builtin(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+    );
+    let role_name = unique("cvo-test-owner");
+    tc.track_cluster_object(&roles, &role_name);
+    let role_api = tc.dynamic(&roles, None);
+    let role = role_api
+        .create(
+            &pp(),
+            &object(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRole",
+                &role_name,
+                json!({"rules": []}),
+            ),
+        )
+        .await
+        .expect("cluster role");
+    create_cm(
+        &tc,
+        &ns,
+        "role-dependent",
+        &[],
+        json!({"metadata": {"ownerReferences": [{
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "name": role_name,
+            "uid": uid(&role),
+        }]}}),
+    )
+    .await;
+    role_api
+        .delete(&role_name, &DeleteParams::background())
+        .await
+        .expect("delete cluster role");
+    wait_gone(
+        &tc,
+        &api,
+        "role-dependent",
+        "dependent of a deleted cluster-scoped owner",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn garbage_collector_drops_dangling_references_of_objects_with_a_live_owner() {
+    let tc = cluster().await;
+    let ns = tc.namespace("gc-dangling").await;
+    let api = cms(&tc, &ns);
+    let live = create_cm(&tc, &ns, "live-owner", &[], json!({})).await;
+    let ghost = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "ghost-owner",
+        "uid": "7a3c2e1f-0000-4000-8000-000000000002",
+    });
+    create_cm(
+        &tc,
+        &ns,
+        "shared",
+        &[],
+        json!({"metadata": {"ownerReferences": [owner_ref(&live, false), ghost]}}),
+    )
+    .await;
+    // kube-controller-manager's collector keeps the object (it has a solid owner) and patches
+    // the dangling reference away.
+    let shared = poll_until("dangling reference removed", tc.deadline(), || async {
+        let obj = api.get("shared").await.map_err(|e| e.to_string())?;
+        if owner_uids(&obj) == vec![uid(&live)] {
+            Ok(obj)
+        } else {
+            Err(format!(
+                "ownerReferences {:?}",
+                obj.metadata.owner_references
+            ))
+        }
+    })
+    .await;
+    assert!(shared.metadata.deletion_timestamp.is_none());
 }
 
 // ---------------------------------------------------------------------------------------------
