@@ -1795,6 +1795,63 @@ async fn apply_merges_keyed_lists_of_builtin_kinds_per_item() {
 }
 
 #[tokio::test]
+async fn apply_treats_lists_of_schemaless_custom_fields_as_atomic() {
+    // For fields under x-kubernetes-preserve-unknown-fields the apply schema is deduced:
+    // maps merge per key, lists are atomic. A second manager changing the list conflicts.
+    let tc = cluster().await;
+    let crd = TestCrd::new("Bundle", true, false);
+    let ar = crd.install(&tc).await;
+    let ns = tc.namespace("ssa-atomic").await;
+    let api = tc.dynamic(&ar, Some(&ns));
+    let apply = |spec: Value| {
+        let mut obj = serde_json::to_value(crd.object("b", None, json!({}))).expect("json");
+        obj["spec"] = spec;
+        Patch::Apply(obj)
+    };
+    api.patch(
+        "b",
+        &PatchParams::apply("first"),
+        &apply(json!({"items": ["x"], "labels": {"a": "1"}})),
+    )
+    .await
+    .expect("first applies");
+    let merged = api
+        .patch(
+            "b",
+            &PatchParams::apply("second"),
+            &apply(json!({"labels": {"b": "2"}})),
+        )
+        .await
+        .expect("second applies another map key");
+    assert_eq!(merged.data["spec"]["labels"], json!({"a": "1", "b": "2"}));
+    assert_eq!(merged.data["spec"]["items"], json!(["x"]));
+    expect_status(
+        api.patch(
+            "b",
+            &PatchParams::apply("second"),
+            &apply(json!({"items": ["y"], "labels": {"b": "2"}})),
+        )
+        .await,
+        409,
+        "Conflict",
+        "second manager replacing an atomic list",
+    );
+    let forced = api
+        .patch(
+            "b",
+            &PatchParams::apply("second").force(),
+            &apply(json!({"items": ["y"], "labels": {"b": "2"}})),
+        )
+        .await
+        .expect("forced");
+    assert_eq!(
+        forced.data["spec"]["items"],
+        json!(["y"]),
+        "atomic: replaced, not merged"
+    );
+}
+
+#[tokio::test]
 async fn apply_requires_a_field_manager() {
     let tc = cluster().await;
     let ns = tc.namespace("ssa-nomgr").await;
@@ -2188,6 +2245,47 @@ async fn immutable_fields_are_rejected_as_invalid() {
         "Invalid",
         "Deployment spec.selector",
     );
+}
+
+#[tokio::test]
+async fn service_cluster_ip_is_allocated_and_immutable() {
+    let tc = cluster().await;
+    let ns = tc.namespace("svc").await;
+    let api = tc.dynamic(&builtin("", "v1", "Service", "services"), Some(&ns));
+    let created = api
+        .create(
+            &pp(),
+            &object(
+                "v1",
+                "Service",
+                "web",
+                json!({"spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}),
+            ),
+        )
+        .await
+        .expect("service");
+    let ip = created.data["spec"]["clusterIP"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !ip.is_empty() && ip != "None",
+        "a ClusterIP service gets an address on create: {:?}",
+        created.data["spec"]
+    );
+    expect_status(
+        api.patch(
+            "web",
+            &PatchParams::default(),
+            &merge(json!({"spec": {"clusterIP": "None", "clusterIPs": ["None"]}})),
+        )
+        .await,
+        422,
+        "Invalid",
+        "changing spec.clusterIP",
+    );
+    let now = api.get("web").await.expect("get");
+    assert_eq!(now.data["spec"]["clusterIP"], ip.as_str());
 }
 
 // ---------------------------------------------------------------------------------------------
