@@ -4,9 +4,11 @@
 //! run-level task graph, [`validate`] checks it for CI, [`cluster`] talks to API servers (and
 //! holds the embedded in-memory one), and [`cli`] is the thin command-line shell on top.
 
+pub mod apply;
 pub mod cli;
 pub mod cluster;
 pub mod diagnostic;
 pub mod graph;
 pub mod release;
+pub mod status;
 pub mod validate;

@@ -5,7 +5,9 @@
 //! 0 success, 1 errors found / manifests failed, 2 input unreadable or usage error,
 //! 3 deletions still in progress, 4 refused by a precondition.
 
+mod apply;
 mod graph;
+mod plan;
 mod validate;
 
 use std::path::PathBuf;
@@ -57,6 +59,17 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Show the run-level task graph of a release.
     Graph(graph::GraphArgs),
+    /// Make a cluster match a release (create, update, delete), then report.
+    Apply(apply::ApplyArgs),
+    /// Show what `apply` would do, from server-side dry-run; writes nothing.
+    Plan(plan::PlanArgs),
+}
+
+/// `-o` of apply and plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
 }
 
 /// How to read a release: shared by every subcommand that takes `--release`.
@@ -110,6 +123,8 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Validate(args) => validate::run(&args),
         Command::Graph(args) => graph::run(&args),
+        Command::Apply(args) => apply::run(&cli.global, &args),
+        Command::Plan(args) => plan::run(&cli.global, &args),
     }
 }
 
@@ -134,4 +149,29 @@ fn init_logging(global: &GlobalArgs) {
 fn input_error(err: &dyn std::fmt::Display) -> ExitCode {
     eprintln!("error: {err}");
     ExitCode::from(EXIT_INPUT)
+}
+
+/// A client like kubectl's: `--kubeconfig` (or `$KUBECONFIG`, then `~/.kube/config`, then
+/// in-cluster) and `--context`.
+async fn kube_client(global: &GlobalArgs) -> Result<kube::Client, String> {
+    let options = kube::config::KubeConfigOptions {
+        context: global.context.clone(),
+        ..Default::default()
+    };
+    let config = match &global.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?
+        }
+        None if global.context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| format!("kubeconfig: {e}"))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no cluster configuration: {e}"))?,
+    };
+    kube::Client::try_from(config).map_err(|e| format!("client: {e}"))
 }

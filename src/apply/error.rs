@@ -1,0 +1,96 @@
+//! Why one manifest failed, worded for the person who has to fix it.
+
+use std::time::Duration;
+
+use super::retry::RequestError;
+use crate::cluster::crd::CrdWaitError;
+use crate::cluster::discovery::DiscoveryError;
+
+/// A manifest's failure. The file and object are added by the caller when printing
+/// ([`super::ManifestResult`] carries both).
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// `release.openshift.io/delete` with a value other than `"true"`: the object is not
+    /// touched.
+    #[error(
+        "release.openshift.io/delete must be exactly \"true\", found {0:?}; the object was not touched"
+    )]
+    InvalidDeleteAnnotation(String),
+    /// The per-manifest strategy annotation has an unknown value.
+    #[error(
+        "{annotation} must be \"synchronous\" or \"non-blocking\", found {value:?}; the object was not touched"
+    )]
+    InvalidStrategy {
+        annotation: &'static str,
+        value: String,
+    },
+    /// A built-in kind whose manifest does not decode into its type.
+    #[error(transparent)]
+    Decode(#[from] super::typed::DecodeError),
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    #[error(transparent)]
+    CrdWait(#[from] CrdWaitError),
+    /// The namespace the object lives in does not exist (and is not created earlier).
+    #[error("namespace {namespace:?} does not exist (create it earlier in the release): {message}")]
+    MissingNamespace { namespace: String, message: String },
+    /// The server refused the request permanently.
+    #[error("{verb} rejected by the server ({code} {reason}): {message}{hint}")]
+    Rejected {
+        verb: &'static str,
+        code: u16,
+        reason: String,
+        message: String,
+        /// Extra advice (immutable fields).
+        hint: &'static str,
+    },
+    /// A transient error outlasted the retries.
+    #[error("{verb} failed after {attempts} attempts: {source}")]
+    GaveUp {
+        verb: &'static str,
+        attempts: u32,
+        #[source]
+        source: RequestError,
+    },
+    /// Synchronous deletion did not finish in time.
+    #[error("deletion did not finish within {waited:?}; remaining finalizers: {}", finalizers_text(.finalizers))]
+    DeletionTimeout {
+        waited: Duration,
+        finalizers: Vec<String>,
+    },
+}
+
+fn finalizers_text(f: &[String]) -> String {
+    if f.is_empty() {
+        "none".into()
+    } else {
+        f.join(", ")
+    }
+}
+
+/// Advice appended to a 422 about an immutable field.
+pub const IMMUTABLE_HINT: &str = "; the field is immutable: the object must be deleted and recreated \
+     — mark it release.openshift.io/delete: \"true\" in one release and add it back in the next";
+
+impl ManifestError {
+    /// Builds the error for a failed request (after retries).
+    pub fn from_request(verb: &'static str, err: RequestError, attempts: u32) -> Self {
+        match err.status() {
+            Some(status) if super::retry::classify(&err) == super::retry::Verdict::Fail => {
+                let immutable = status.code == 422 && status.message.contains("immutable");
+                ManifestError::Rejected {
+                    verb,
+                    code: status.code,
+                    reason: status.reason.clone(),
+                    message: status.message.clone(),
+                    hint: if immutable { IMMUTABLE_HINT } else { "" },
+                }
+            }
+            _ => ManifestError::GaveUp {
+                verb,
+                attempts,
+                source: err,
+            },
+        }
+    }
+}

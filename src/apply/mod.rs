@@ -1,0 +1,180 @@
+//! The apply engine: make the cluster match a release, one manifest at a time, walking the
+//! task graph with bounded parallelism.
+//!
+//! - [`task`]: one manifest — create/update with server-side apply, create-only, delete with
+//!   `propagationPolicy: Background`, finalization strategies;
+//! - [`pass`]: one pass over the release's task graph, collecting a [`ManifestResult`] per
+//!   manifest;
+//! - [`retry`]: which errors are retried and the backoff;
+//! - [`typed`]: the typed round-trip that drops fields built-in kinds do not declare;
+//! - [`error`]: why a manifest failed.
+//!
+//! Deletion tracking has no memory of its own: every pass reads each delete manifest's
+//! object back from the cluster (absent, present, or carrying a deletionTimestamp), so a
+//! restarted process reports exactly what the cluster shows.
+
+pub mod error;
+pub mod pass;
+pub mod report;
+pub mod retry;
+pub mod sync;
+pub mod task;
+pub mod typed;
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::release::ObjectId;
+pub use error::ManifestError;
+pub use pass::{PassReport, Summary, run_pass};
+pub use retry::RetryPolicy;
+pub use task::Applier;
+
+/// Per-manifest annotation choosing the finalization strategy of a delete manifest:
+/// `synchronous` or `non-blocking` (overrides `--deletion-strategy`).
+pub const STRATEGY_ANNOTATION: &str = "cvo.io/deletion-strategy";
+
+/// How a delete waits for finalizers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// Send the DELETE and move on; later passes read progress back from the cluster.
+    #[default]
+    NonBlocking,
+    /// Wait until the object is gone; fail the node (and block its dependents) after the
+    /// deletion timeout.
+    Synchronous,
+}
+
+impl Strategy {
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "synchronous" => Some(Strategy::Synchronous),
+            "non-blocking" => Some(Strategy::NonBlocking),
+            _ => None,
+        }
+    }
+}
+
+/// Knobs of the engine.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub strategy: Strategy,
+    /// How long a synchronous deletion may take.
+    pub deletion_timeout: Duration,
+    /// How long to wait for a CRD of the release to become Established.
+    pub crd_timeout: Duration,
+    pub retry: RetryPolicy,
+    /// Server-side dry-run (`cvo plan`): compute what would happen, write nothing.
+    pub dry_run: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            strategy: Strategy::NonBlocking,
+            deletion_timeout: Duration::from_secs(600),
+            crd_timeout: Duration::from_secs(60),
+            retry: RetryPolicy::default(),
+            dry_run: false,
+        }
+    }
+}
+
+/// What happened to one manifest (the `action` of the JSON report).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    Created,
+    Updated,
+    Unchanged,
+    Deleted,
+    DeletionInProgress,
+    AlreadyAbsent,
+    Skipped,
+    Failed,
+}
+
+impl Action {
+    pub const ALL: [Action; 8] = [
+        Action::Created,
+        Action::Updated,
+        Action::Unchanged,
+        Action::Deleted,
+        Action::DeletionInProgress,
+        Action::AlreadyAbsent,
+        Action::Skipped,
+        Action::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Created => "created",
+            Action::Updated => "updated",
+            Action::Unchanged => "unchanged",
+            Action::Deleted => "deleted",
+            Action::DeletionInProgress => "deletion-in-progress",
+            Action::AlreadyAbsent => "already-absent",
+            Action::Skipped => "skipped",
+            Action::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A deletion the cluster has not finished: the object still exists with a
+/// deletionTimestamp.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PendingDeletion {
+    pub id: ObjectId,
+    /// When the deletion was requested (the object's deletionTimestamp).
+    pub since: Option<jiff::Timestamp>,
+    pub finalizers: Vec<String>,
+}
+
+/// One changed field of a planned update (`cvo plan`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FieldChange {
+    /// JSON pointer of the field.
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<serde_json::Value>,
+}
+
+/// The outcome of one manifest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ManifestResult {
+    /// Index into `release.manifests`.
+    pub index: usize,
+    pub action: Action,
+    /// Why it failed (or, for `skipped`, why it did not run).
+    pub error: Option<String>,
+    /// Non-fatal findings (dropped fields, stale delete manifests).
+    pub warnings: Vec<String>,
+    /// Set when the object is being deleted but still exists.
+    pub pending: Option<PendingDeletion>,
+    /// Field changes of a planned update (dry-run only).
+    pub changes: Vec<FieldChange>,
+}
+
+impl ManifestResult {
+    pub fn new(index: usize, action: Action) -> Self {
+        ManifestResult {
+            index,
+            action,
+            error: None,
+            warnings: Vec::new(),
+            pending: None,
+            changes: Vec::new(),
+        }
+    }
+}

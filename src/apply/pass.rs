@@ -1,0 +1,174 @@
+//! One pass: walk the release's task graph with bounded parallelism, run each node's
+//! manifests in order (stopping the node at its first failure), and collect one
+//! [`ManifestResult`] per manifest. Manifests that never ran are `skipped`, with the reason.
+
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+use super::{Action, Applier, ManifestResult, PendingDeletion};
+use crate::graph::{self, TaskGraph};
+
+/// Counts per action (the `summary` of the JSON report).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub total: usize,
+    pub created: usize,
+    pub updated: usize,
+    pub unchanged: usize,
+    pub deleted: usize,
+    pub deletion_in_progress: usize,
+    pub already_absent: usize,
+    pub skipped: usize,
+    pub failed: usize,
+}
+
+impl Summary {
+    pub fn of(results: &[ManifestResult]) -> Self {
+        let mut s = Summary {
+            total: results.len(),
+            ..Default::default()
+        };
+        for r in results {
+            *s.count_mut(r.action) += 1;
+        }
+        s
+    }
+
+    fn count_mut(&mut self, action: Action) -> &mut usize {
+        match action {
+            Action::Created => &mut self.created,
+            Action::Updated => &mut self.updated,
+            Action::Unchanged => &mut self.unchanged,
+            Action::Deleted => &mut self.deleted,
+            Action::DeletionInProgress => &mut self.deletion_in_progress,
+            Action::AlreadyAbsent => &mut self.already_absent,
+            Action::Skipped => &mut self.skipped,
+            Action::Failed => &mut self.failed,
+        }
+    }
+
+    pub fn count(&self, action: Action) -> usize {
+        let mut copy = self.clone();
+        *copy.count_mut(action)
+    }
+
+    /// Manifests that reached a final answer this pass (everything but skipped).
+    pub fn done(&self) -> usize {
+        self.total - self.skipped - self.failed
+    }
+}
+
+/// Everything one pass found.
+#[derive(Clone, Debug)]
+pub struct PassReport {
+    /// One result per manifest, in release order.
+    pub results: Vec<ManifestResult>,
+}
+
+impl PassReport {
+    pub fn summary(&self) -> Summary {
+        Summary::of(&self.results)
+    }
+
+    /// Deletions requested by the release that the cluster has not finished.
+    pub fn pending_deletions(&self) -> Vec<&PendingDeletion> {
+        self.results
+            .iter()
+            .filter_map(|r| r.pending.as_ref())
+            .collect()
+    }
+
+    pub fn failed(&self) -> impl Iterator<Item = &ManifestResult> {
+        self.results.iter().filter(|r| r.action == Action::Failed)
+    }
+}
+
+/// Runs one pass over `graph` (built from the applier's release) with at most
+/// `parallelism` nodes at once; `on_result` sees every result as it happens (progress).
+pub async fn run_pass<F>(
+    applier: &Applier<'_>,
+    graph: &TaskGraph,
+    parallelism: usize,
+    on_result: F,
+) -> PassReport
+where
+    F: Fn(&ManifestResult),
+{
+    let n = applier.release().manifests.len();
+    let slots: Mutex<Vec<Option<ManifestResult>>> = Mutex::new(vec![None; n]);
+    let slots_ref = &slots;
+    let on_result = &on_result;
+    let report = graph::run(graph, parallelism, |_node, tasks| async move {
+        for &task in tasks {
+            let result = applier.run(task).await;
+            on_result(&result);
+            let failed = result.action == Action::Failed;
+            slots_ref.lock().unwrap_or_else(|p| p.into_inner())[task] = Some(result);
+            if failed {
+                return Err(task);
+            }
+        }
+        Ok(())
+    })
+    .await;
+    let blockers: Vec<(graph::NodeId, usize)> =
+        report.failed.iter().map(|f| (f.node, f.error)).collect();
+    let mut slots = slots.into_inner().unwrap_or_else(|p| p.into_inner());
+    // Manifests after a failure in the same node, and nodes blocked by failures.
+    let mut results = Vec::with_capacity(n);
+    for (i, slot) in slots.iter_mut().enumerate() {
+        let result = slot.take().unwrap_or_else(|| {
+            let mut r = ManifestResult::new(i, Action::Skipped);
+            let node_failure = blockers
+                .iter()
+                .find(|(node, _)| graph.node(*node).tasks().contains(&i));
+            r.error = Some(match node_failure {
+                Some((_, failed)) => format!(
+                    "not attempted: {} failed before it",
+                    applier.release().manifests[*failed].id
+                ),
+                None => {
+                    let blocked: Vec<String> = report
+                        .not_started
+                        .iter()
+                        .filter(|ns| graph.node(ns.node).tasks().contains(&i))
+                        .flat_map(|ns| ns.blocked_by.iter())
+                        .filter_map(|b| blockers.iter().find(|(node, _)| node == b))
+                        .map(|(_, t)| applier.release().manifests[*t].id.to_string())
+                        .collect();
+                    if blocked.is_empty() {
+                        "not attempted".to_owned()
+                    } else {
+                        format!("not attempted: blocked by failed {}", blocked.join(", "))
+                    }
+                }
+            });
+            on_result(&r);
+            r
+        });
+        results.push(result);
+    }
+    PassReport { results }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_counts_every_action() {
+        let results: Vec<_> = Action::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, a)| ManifestResult::new(i, *a))
+            .collect();
+        let s = Summary::of(&results);
+        assert_eq!(s.total, 8);
+        for a in Action::ALL {
+            assert_eq!(s.count(a), 1, "{a}");
+        }
+        assert_eq!(s.done(), 6);
+    }
+}

@@ -1,0 +1,148 @@
+//! The report of a sync for people (text) and programs (JSON, DESIGN.md §2).
+
+use std::fmt::Write as _;
+
+use serde_json::{Value, json};
+
+use super::sync::SyncOutcome;
+use super::{Action, ManifestResult, Summary};
+use crate::release::Release;
+use crate::status::ConditionStatus;
+use crate::status::conditions::version_text;
+
+/// One result in the JSON shape of DESIGN.md §2 (plus `warnings` and, for plans, `changes`
+/// when non-empty).
+pub fn result_json(release: &Release, r: &ManifestResult) -> Value {
+    let m = &release.manifests[r.index];
+    let mut v = json!({
+        "file": m.location.file.display().to_string(),
+        "document": m.location.document,
+        "kind": m.id.kind,
+        "apiVersion": m.api_version,
+        "namespace": m.id.namespace,
+        "name": m.id.name,
+        "action": r.action,
+        "error": r.error,
+    });
+    if !r.warnings.is_empty() {
+        v["warnings"] = json!(r.warnings);
+    }
+    if !r.changes.is_empty() {
+        v["changes"] = json!(r.changes);
+    }
+    v
+}
+
+/// The whole JSON report.
+pub fn json_report(release: &Release, outcome: &SyncOutcome) -> Value {
+    let results: Vec<ManifestResult> = outcome
+        .report
+        .as_ref()
+        .map(|r| r.results.clone())
+        .unwrap_or_default();
+    let mut v = json!({
+        "release": {"version": release.version().map(ToString::to_string)},
+        "summary": Summary::of(&results),
+        "conditions": outcome.conditions,
+        "results": results.iter().map(|r| result_json(release, r)).collect::<Vec<_>>(),
+    });
+    v["updateType"] = json!(outcome.update);
+    if !outcome.refused.is_empty() {
+        v["preconditionFailures"] = json!(outcome.refused);
+    }
+    if !outcome.warnings.is_empty() {
+        v["warnings"] = json!(outcome.warnings);
+    }
+    v
+}
+
+/// One line per manifest: `created  ConfigMap ns/name  (0000_10_x.yaml)`.
+pub fn result_line(release: &Release, r: &ManifestResult) -> String {
+    let m = &release.manifests[r.index];
+    let mut line = format!("{:<20} {}  ({})", r.action.as_str(), m.id, m.location);
+    if let Some(e) = &r.error {
+        let _ = write!(line, ": {e}");
+    }
+    line
+}
+
+/// Text report: failures and skips, planned changes, warnings, the summary table and the
+/// conditions.
+pub fn text_report(release: &Release, outcome: &SyncOutcome) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "release {} ({})",
+        version_text(release),
+        outcome.update
+    );
+    for f in &outcome.refused {
+        let _ = writeln!(out, "refused: {f}");
+    }
+    if let Some(report) = &outcome.report {
+        for r in &report.results {
+            if r.action == Action::Failed || !r.changes.is_empty() {
+                let _ = writeln!(out, "{}", result_line(release, r));
+            }
+            for c in &r.changes {
+                let show = |v: &Option<Value>| {
+                    v.as_ref()
+                        .map(Value::to_string)
+                        .unwrap_or_else(|| "(absent)".into())
+                };
+                let _ = writeln!(
+                    out,
+                    "    {}: {} -> {}",
+                    c.path,
+                    show(&c.before),
+                    show(&c.after)
+                );
+            }
+        }
+        let skipped = report
+            .results
+            .iter()
+            .filter(|r| r.action == Action::Skipped)
+            .count();
+        if skipped > 0 {
+            let _ = writeln!(
+                out,
+                "{skipped} manifests not attempted because of the failures above"
+            );
+        }
+    }
+    for w in &outcome.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    let summary = outcome
+        .report
+        .as_ref()
+        .map(|r| r.summary())
+        .unwrap_or_default();
+    let _ = writeln!(out, "\n{:<22} {:>6}", "ACTION", "COUNT");
+    for a in Action::ALL {
+        let label = match a {
+            Action::DeletionInProgress => "deletion in progress",
+            Action::AlreadyAbsent => "already absent",
+            other => other.as_str(),
+        };
+        let _ = writeln!(out, "{label:<22} {:>6}", summary.count(a));
+    }
+    let _ = writeln!(out, "{:<22} {:>6}\n", "total", summary.total);
+    for c in &outcome.conditions {
+        let status = match c.status {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        };
+        let _ = write!(out, "{}={status}", c.type_);
+        if !c.reason.is_empty() {
+            let _ = write!(out, " {}", c.reason);
+        }
+        if !c.message.is_empty() {
+            let _ = write!(out, ": {}", c.message);
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,257 @@
+//! Which request errors are worth retrying, and how long to wait between attempts.
+//!
+//! Policy (documented in `docs/apply.md`): transient answers — 429 (waiting at least the
+//! server's `Retry-After` / `details.retryAfterSeconds`), 500, 503, 504, 409 Conflict, a
+//! request that timed out ([`RetryPolicy::request_timeout`]) and transport errors — are
+//! retried with exponential backoff: 200 ms, ×2 per attempt, capped at 5 s, at most 6
+//! attempts in all (about 6 s of waiting before giving up). Everything else (400, 403, 404,
+//! 422, …) fails at once: repeating it cannot help.
+//!
+//! CVO retries 3 steps of 10 s ×1.3; we start lower because most transient answers from a
+//! healthy server clear in well under a second, and cap lower so a pass fails in seconds, not
+//! minutes — the next pass retries anyway.
+
+use std::future::Future;
+use std::time::Duration;
+
+/// Backoff parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetryPolicy {
+    /// Wait before the second attempt.
+    pub initial: Duration,
+    /// Multiplier per attempt.
+    pub factor: u32,
+    /// Longest wait between two attempts (a larger `Retry-After` is still honoured).
+    pub max_delay: Duration,
+    /// Attempts in all, the first included.
+    pub attempts: u32,
+    /// Deadline of one request.
+    pub request_timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            initial: Duration::from_millis(200),
+            factor: 2,
+            max_delay: Duration::from_secs(5),
+            attempts: 6,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A request error with the timeout case made explicit.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error("the request timed out after {0:?}")]
+    Timeout(Duration),
+}
+
+impl RequestError {
+    /// The API server's `Status`, when the server answered with an error.
+    pub fn status(&self) -> Option<&kube::core::Status> {
+        match self {
+            RequestError::Kube(kube::Error::Api(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn code(&self) -> Option<u16> {
+        self.status().map(|s| s.code)
+    }
+}
+
+/// Whether to retry an error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Transient: try again, waiting at least `after` when the server said so.
+    Retry { after: Option<Duration> },
+    /// Permanent: report it.
+    Fail,
+}
+
+/// Classifies one error (see the module doc).
+pub fn classify(err: &RequestError) -> Verdict {
+    match err {
+        RequestError::Timeout(_) => Verdict::Retry { after: None },
+        RequestError::Kube(kube::Error::Api(status)) => match status.code {
+            429 => Verdict::Retry {
+                after: status
+                    .details
+                    .as_ref()
+                    .map(|d| d.retry_after_seconds)
+                    .filter(|s| *s > 0)
+                    .map(|s| Duration::from_secs(u64::from(s))),
+            },
+            409 if status.reason == "Conflict" => Verdict::Retry { after: None },
+            500 | 502 | 503 | 504 => Verdict::Retry { after: None },
+            _ => Verdict::Fail,
+        },
+        RequestError::Kube(kube::Error::HyperError(_) | kube::Error::Service(_)) => {
+            Verdict::Retry { after: None }
+        }
+        RequestError::Kube(_) => Verdict::Fail,
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before attempt `attempt + 1` (attempt counts from 1), before `Retry-After`.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let mut d = self.initial;
+        for _ in 1..attempt {
+            d = d.saturating_mul(self.factor);
+            if d >= self.max_delay {
+                return self.max_delay;
+            }
+        }
+        d.min(self.max_delay)
+    }
+
+    /// Runs `op` until it succeeds, fails permanently, or the attempts are used up; returns
+    /// the last error and the number of attempts made.
+    pub async fn run<T, F, Fut>(&self, mut op: F) -> Result<T, (RequestError, u32)>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = kube::Result<T>>,
+    {
+        let mut attempt = 1;
+        loop {
+            let err = match tokio::time::timeout(self.request_timeout, op()).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(e)) => RequestError::Kube(e),
+                Err(_) => RequestError::Timeout(self.request_timeout),
+            };
+            match classify(&err) {
+                Verdict::Retry { after } if attempt < self.attempts => {
+                    let wait = self.delay(attempt).max(after.unwrap_or_default());
+                    tracing::debug!(attempt, ?wait, error = %err, "transient error, retrying");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                _ => return Err((err, attempt)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::{Status, response::StatusDetails};
+
+    fn api(code: u16, reason: &str) -> RequestError {
+        RequestError::Kube(kube::Error::Api(Box::new(Status {
+            code,
+            reason: reason.into(),
+            ..Default::default()
+        })))
+    }
+
+    #[test]
+    fn transient_codes_are_retried_and_client_errors_are_not() {
+        for code in [500, 503, 504] {
+            assert_eq!(classify(&api(code, "x")), Verdict::Retry { after: None });
+        }
+        assert_eq!(
+            classify(&api(409, "Conflict")),
+            Verdict::Retry { after: None }
+        );
+        for (code, reason) in [
+            (400, "BadRequest"),
+            (403, "Forbidden"),
+            (404, "NotFound"),
+            (422, "Invalid"),
+            (409, "AlreadyExists"),
+        ] {
+            assert_eq!(classify(&api(code, reason)), Verdict::Fail, "{code}");
+        }
+        assert_eq!(
+            classify(&RequestError::Timeout(Duration::from_secs(1))),
+            Verdict::Retry { after: None }
+        );
+    }
+
+    #[test]
+    fn too_many_requests_honours_retry_after() {
+        let err = RequestError::Kube(kube::Error::Api(Box::new(Status {
+            code: 429,
+            reason: "TooManyRequests".into(),
+            details: Some(StatusDetails {
+                retry_after_seconds: 3,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })));
+        assert_eq!(
+            classify(&err),
+            Verdict::Retry {
+                after: Some(Duration::from_secs(3))
+            }
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let p = RetryPolicy::default();
+        let delays: Vec<_> = (1..=7).map(|a| p.delay(a).as_millis()).collect();
+        assert_eq!(delays, [200, 400, 800, 1600, 3200, 5000, 5000]);
+    }
+
+    #[tokio::test]
+    async fn run_stops_after_the_last_attempt_and_at_a_permanent_error() {
+        let p = RetryPolicy {
+            initial: Duration::from_millis(1),
+            attempts: 3,
+            ..Default::default()
+        };
+        let mut calls = 0;
+        let r: Result<(), _> = p
+            .run(|| {
+                calls += 1;
+                async {
+                    Err(kube::Error::Api(Box::new(Status {
+                        code: 503,
+                        ..Default::default()
+                    })))
+                }
+            })
+            .await;
+        assert_eq!(r.unwrap_err().1, 3);
+        assert_eq!(calls, 3);
+        let mut calls = 0;
+        let r: Result<(), _> = p
+            .run(|| {
+                calls += 1;
+                async {
+                    Err(kube::Error::Api(Box::new(Status {
+                        code: 422,
+                        ..Default::default()
+                    })))
+                }
+            })
+            .await;
+        assert_eq!(r.unwrap_err().1, 1);
+        assert_eq!(calls, 1);
+        let mut calls = 0;
+        let r = p
+            .run(|| {
+                calls += 1;
+                let n = calls;
+                async move {
+                    if n < 2 {
+                        Err(kube::Error::Api(Box::new(Status {
+                            code: 500,
+                            ..Default::default()
+                        })))
+                    } else {
+                        Ok(n)
+                    }
+                }
+            })
+            .await;
+        assert_eq!(r.unwrap(), 2);
+    }
+}

@@ -1,0 +1,369 @@
+//! One manifest's task: decide create / update / unchanged / delete and do it with as few
+//! requests as possible — a GET (to tell created from updated from unchanged, and to see a
+//! deletion in progress) and at most one write.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+use super::error::ManifestError;
+use super::retry::RequestError;
+use super::typed;
+use super::{
+    Action, FieldChange, ManifestResult, Options, PendingDeletion, STRATEGY_ANNOTATION, Strategy,
+};
+use crate::cluster::discovery::DiscoveryError;
+use crate::cluster::{Cluster, DeleteOutcome, Resolved, crd};
+use crate::release::{DeleteIntent, Manifest, Release};
+
+/// Applies the manifests of one release to one cluster. Holds no state between calls
+/// except the discovery cache inside [`Cluster`].
+pub struct Applier<'r> {
+    cluster: Cluster,
+    release: &'r Release,
+    options: Options,
+    /// (group, kind) → name of the CRD in this release that defines it.
+    crds: HashMap<(String, String), String>,
+}
+
+impl<'r> Applier<'r> {
+    pub fn new(cluster: Cluster, release: &'r Release, options: Options) -> Self {
+        let crds = release
+            .manifests
+            .iter()
+            .filter(|m| {
+                m.id.kind == "CustomResourceDefinition"
+                    && m.id.group == "apiextensions.k8s.io"
+                    && !m.is_delete()
+            })
+            .filter_map(|m| {
+                let spec = m.object.get("spec")?;
+                let group = spec.get("group")?.as_str()?.to_owned();
+                let kind = spec.pointer("/names/kind")?.as_str()?.to_owned();
+                Some(((group, kind), m.id.name.clone()))
+            })
+            .collect();
+        Applier {
+            cluster,
+            release,
+            options,
+            crds,
+        }
+    }
+
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    pub fn release(&self) -> &'r Release {
+        self.release
+    }
+
+    /// Runs manifest `index` of the release.
+    pub async fn run(&self, index: usize) -> ManifestResult {
+        let manifest = &self.release.manifests[index];
+        let mut result = ManifestResult::new(index, Action::Failed);
+        let outcome = match &manifest.intent {
+            DeleteIntent::Invalid(value) => {
+                Err(ManifestError::InvalidDeleteAnnotation(value.clone()))
+            }
+            DeleteIntent::Delete => self.delete(manifest, &mut result).await,
+            DeleteIntent::Apply => self.apply(manifest, &mut result).await,
+        };
+        match outcome {
+            Ok(action) => result.action = action,
+            Err(e) => {
+                result.action = Action::Failed;
+                result.error = Some(e.to_string());
+            }
+        }
+        result
+    }
+
+    /// Resolves the manifest's kind; when the release itself defines the kind with a CRD,
+    /// waits for that CRD to be established first.
+    async fn resolve(&self, manifest: &Manifest) -> Result<Resolved, ManifestError> {
+        let discovery = self.cluster.discovery();
+        match discovery
+            .resolve(&manifest.api_version, &manifest.id.kind)
+            .await
+        {
+            Err(DiscoveryError::UnknownKind { .. }) => {
+                let key = (manifest.id.group.clone(), manifest.id.kind.clone());
+                let Some(crd_name) = self.crds.get(&key) else {
+                    return discovery
+                        .resolve(&manifest.api_version, &manifest.id.kind)
+                        .await
+                        .map_err(Into::into);
+                };
+                crd::wait_established(self.cluster.client(), crd_name, self.options.crd_timeout)
+                    .await?;
+                Ok(discovery
+                    .resolve(&manifest.api_version, &manifest.id.kind)
+                    .await?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    async fn get(
+        &self,
+        resolved: &Resolved,
+        manifest: &Manifest,
+    ) -> Result<Option<DynamicObject>, ManifestError> {
+        let ns = manifest.id.namespace.as_deref();
+        self.options
+            .retry
+            .run(|| self.cluster.get(resolved, ns, &manifest.id.name))
+            .await
+            .map_err(|(e, n)| ManifestError::from_request("get", e, n))
+    }
+
+    async fn apply(
+        &self,
+        manifest: &Manifest,
+        result: &mut ManifestResult,
+    ) -> Result<Action, ManifestError> {
+        let rt = typed::round_trip(&manifest.api_version, &manifest.id.kind, &manifest.object)?;
+        for path in &rt.dropped {
+            result.warnings.push(format!(
+                "field {path} is not part of {} {} and was dropped",
+                manifest.api_version, manifest.id.kind
+            ));
+        }
+        let resolved = self.resolve(manifest).await?;
+        let before = self.get(&resolved, manifest).await?;
+        if manifest.create_only && before.is_some() {
+            return Ok(Action::Unchanged);
+        }
+        let ns = manifest.id.namespace.as_deref();
+        let dry_run = self.options.dry_run;
+        let after = self
+            .options
+            .retry
+            .run(|| {
+                self.cluster
+                    .apply(&resolved, ns, &manifest.id.name, &rt.object, dry_run)
+            })
+            .await
+            .map_err(|(e, n)| self.apply_error(manifest, &resolved, e, n))?;
+        let Some(before) = before else {
+            return Ok(Action::Created);
+        };
+        if dry_run {
+            let changes = diff(&comparable(&before), &comparable(&after));
+            let action = if changes.is_empty() {
+                Action::Unchanged
+            } else {
+                Action::Updated
+            };
+            result.changes = changes;
+            return Ok(action);
+        }
+        Ok(if before.resource_version() == after.resource_version() {
+            Action::Unchanged
+        } else {
+            Action::Updated
+        })
+    }
+
+    fn apply_error(
+        &self,
+        manifest: &Manifest,
+        resolved: &Resolved,
+        err: RequestError,
+        attempts: u32,
+    ) -> ManifestError {
+        if let (Some(status), true) = (err.status(), resolved.namespaced) {
+            let about_namespace = status
+                .details
+                .as_ref()
+                .is_some_and(|d| d.kind == "namespaces")
+                || status.message.starts_with("namespaces ");
+            if status.code == 404 && about_namespace {
+                return ManifestError::MissingNamespace {
+                    namespace: manifest
+                        .id
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| "default".into()),
+                    message: status.message.clone(),
+                };
+            }
+        }
+        if err.code() == Some(404) {
+            // The type itself is no longer served: look it up again next time.
+            self.cluster
+                .discovery()
+                .forget(&manifest.api_version, &manifest.id.kind);
+        }
+        ManifestError::from_request("apply", err, attempts)
+    }
+
+    fn strategy(&self, manifest: &Manifest) -> Result<Strategy, ManifestError> {
+        match manifest.annotation(STRATEGY_ANNOTATION) {
+            None => Ok(self.options.strategy),
+            Some(value) => Strategy::parse(value).ok_or_else(|| ManifestError::InvalidStrategy {
+                annotation: STRATEGY_ANNOTATION,
+                value: value.to_owned(),
+            }),
+        }
+    }
+
+    async fn delete(
+        &self,
+        manifest: &Manifest,
+        result: &mut ManifestResult,
+    ) -> Result<Action, ManifestError> {
+        let strategy = self.strategy(manifest)?;
+        let resolved = match self
+            .cluster
+            .discovery()
+            .resolve(&manifest.api_version, &manifest.id.kind)
+            .await
+        {
+            // A kind nobody serves has no objects.
+            Err(DiscoveryError::UnknownKind { .. }) => return Ok(Action::AlreadyAbsent),
+            other => other?,
+        };
+        let Some(current) = self.get(&resolved, manifest).await? else {
+            return Ok(Action::AlreadyAbsent);
+        };
+        let ns = manifest.id.namespace.as_deref();
+        let (since, finalizers) = if current.metadata.deletion_timestamp.is_some() {
+            (
+                current.metadata.deletion_timestamp.as_ref().map(|t| t.0),
+                current.finalizers().to_vec(),
+            )
+        } else {
+            let dry_run = self.options.dry_run;
+            let sent = self
+                .options
+                .retry
+                .run(|| {
+                    self.cluster
+                        .delete(&resolved, ns, &manifest.id.name, dry_run)
+                })
+                .await;
+            match sent {
+                Ok(DeleteOutcome::Deleted) => return Ok(Action::Deleted),
+                Ok(DeleteOutcome::Pending { finalizers, since }) => (since, finalizers),
+                Err((e, _)) if e.code() == Some(404) => return Ok(Action::AlreadyAbsent),
+                Err((e, n)) => return Err(ManifestError::from_request("delete", e, n)),
+            }
+        };
+        if strategy == Strategy::Synchronous && !self.options.dry_run {
+            return self.wait_gone(&resolved, manifest).await;
+        }
+        result.pending = Some(PendingDeletion {
+            id: manifest.id.clone(),
+            since,
+            finalizers,
+        });
+        Ok(Action::DeletionInProgress)
+    }
+
+    /// Polls (50 ms growing ×1.5 to 2 s) until the object is gone or the deletion timeout
+    /// passes.
+    async fn wait_gone(
+        &self,
+        resolved: &Resolved,
+        manifest: &Manifest,
+    ) -> Result<Action, ManifestError> {
+        let start = tokio::time::Instant::now();
+        let timeout = self.options.deletion_timeout;
+        let mut delay = Duration::from_millis(50);
+        loop {
+            let Some(obj) = self.get(resolved, manifest).await? else {
+                return Ok(Action::Deleted);
+            };
+            let elapsed = start.elapsed();
+            if elapsed >= timeout {
+                return Err(ManifestError::DeletionTimeout {
+                    waited: timeout,
+                    finalizers: obj.finalizers().to_vec(),
+                });
+            }
+            tokio::time::sleep(delay.min(timeout - elapsed)).await;
+            delay = (delay * 3 / 2).min(Duration::from_secs(2));
+        }
+    }
+}
+
+/// The parts of an object a plan compares: everything but server bookkeeping.
+fn comparable(obj: &DynamicObject) -> Value {
+    let mut value = serde_json::to_value(obj).unwrap_or(Value::Null);
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in [
+            "managedFields",
+            "resourceVersion",
+            "generation",
+            "creationTimestamp",
+            "uid",
+        ] {
+            meta.remove(key);
+        }
+    }
+    value
+}
+
+/// Field-level differences between two JSON values (leaves, as JSON pointers).
+pub fn diff(before: &Value, after: &Value) -> Vec<FieldChange> {
+    let mut out = Vec::new();
+    diff_into(before, after, &mut String::new(), &mut out);
+    out
+}
+
+fn diff_into(before: &Value, after: &Value, path: &mut String, out: &mut Vec<FieldChange>) {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            let keys: std::collections::BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+            for key in keys {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                match (b.get(key), a.get(key)) {
+                    (Some(bv), Some(av)) => diff_into(bv, av, path, out),
+                    (bv, av) => out.push(FieldChange {
+                        path: path.clone(),
+                        before: bv.cloned(),
+                        after: av.cloned(),
+                    }),
+                }
+                path.truncate(len);
+            }
+        }
+        (b, a) if b != a => out.push(FieldChange {
+            path: if path.is_empty() {
+                "/".into()
+            } else {
+                path.clone()
+            },
+            before: Some(b.clone()),
+            after: Some(a.clone()),
+        }),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn diff_lists_changed_added_and_removed_leaves() {
+        let before = json!({"a": 1, "b": {"c": "x", "d": [1]}, "gone": true});
+        let after = json!({"a": 1, "b": {"c": "y", "d": [1, 2]}, "new": 2});
+        let paths: Vec<_> = diff(&before, &after).into_iter().map(|c| c.path).collect();
+        assert_eq!(paths, ["/b/c", "/b/d", "/gone", "/new"]);
+        assert!(diff(&before, &before).is_empty());
+    }
+}

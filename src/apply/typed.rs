@@ -1,0 +1,198 @@
+//! Typed round-trip for built-in kinds: decode the manifest into the k8s-openapi struct and
+//! encode it again, as OpenShift's CVO does by decoding into Go types.
+//!
+//! A real kube-apiserver rejects a server-side apply carrying a field the built-in schema
+//! does not declare ("field not declared in schema"); real releases contain such fields (the
+//! OpenShift corpus has ClusterRoleBindings with `userNames`). The round-trip drops them, and
+//! [`round_trip`] names each dropped field so it can be reported as a warning. Kinds
+//! k8s-openapi does not know (custom resources, other versions) pass through unchanged.
+
+use k8s_openapi::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// The object to send, and the JSON paths of fields the typed struct dropped.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RoundTrip {
+    pub object: Value,
+    /// Dropped fields as JSON-pointer-like paths (`/userNames`, `/spec/foo`).
+    pub dropped: Vec<String>,
+}
+
+/// The manifest does not decode into the built-in type.
+#[derive(Debug, thiserror::Error)]
+#[error("does not decode as {api_version} {kind}: {message}")]
+pub struct DecodeError {
+    pub api_version: String,
+    pub kind: String,
+    pub message: String,
+}
+
+fn through<K: Resource + Serialize + DeserializeOwned>(
+    object: &Value,
+) -> Result<Value, DecodeError> {
+    let typed: K = serde_json::from_value(object.clone()).map_err(|e| DecodeError {
+        api_version: K::API_VERSION.to_owned(),
+        kind: K::KIND.to_owned(),
+        message: e.to_string(),
+    })?;
+    serde_json::to_value(&typed).map_err(|e| DecodeError {
+        api_version: K::API_VERSION.to_owned(),
+        kind: K::KIND.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+macro_rules! known_kinds {
+    ($api_version:expr, $kind:expr, $object:expr; $($ty:ty),* $(,)?) => {{
+        $(
+            if $api_version == <$ty as Resource>::API_VERSION && $kind == <$ty as Resource>::KIND {
+                return through::<$ty>($object).map(Some);
+            }
+        )*
+        Ok(None)
+    }};
+}
+
+/// The typed re-encoding of `object`, or `None` when k8s-openapi does not know its
+/// `apiVersion`/kind.
+pub fn typed_value(
+    api_version: &str,
+    kind: &str,
+    object: &Value,
+) -> Result<Option<Value>, DecodeError> {
+    use k8s_openapi::api::{
+        admissionregistration::v1 as adm, apps::v1 as apps, batch::v1 as batch, core::v1 as core,
+        networking::v1 as net, policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as sched,
+        storage::v1 as storage,
+    };
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as reg;
+    known_kinds!(api_version, kind, object;
+        core::Namespace, core::ConfigMap, core::Secret, core::Service, core::ServiceAccount,
+        core::Pod, core::Endpoints, core::LimitRange, core::ResourceQuota,
+        core::PersistentVolumeClaim, core::PersistentVolume,
+        apps::Deployment, apps::DaemonSet, apps::StatefulSet, apps::ReplicaSet,
+        batch::Job, batch::CronJob,
+        rbac::Role, rbac::RoleBinding, rbac::ClusterRole, rbac::ClusterRoleBinding,
+        ext::CustomResourceDefinition,
+        adm::ValidatingWebhookConfiguration, adm::MutatingWebhookConfiguration,
+        net::NetworkPolicy, net::Ingress, policy::PodDisruptionBudget,
+        sched::PriorityClass, storage::StorageClass, storage::CSIDriver,
+        reg::APIService,
+    )
+}
+
+/// Round-trips `object` through its built-in type when there is one.
+pub fn round_trip(api_version: &str, kind: &str, object: &Value) -> Result<RoundTrip, DecodeError> {
+    match typed_value(api_version, kind, object)? {
+        None => Ok(RoundTrip {
+            object: object.clone(),
+            dropped: Vec::new(),
+        }),
+        Some(typed) => {
+            let mut dropped = Vec::new();
+            dropped_fields(object, &typed, &mut String::new(), &mut dropped);
+            Ok(RoundTrip {
+                object: typed,
+                dropped,
+            })
+        }
+    }
+}
+
+/// Appends to `out` every non-null field of `before` that `after` no longer has.
+fn dropped_fields(before: &Value, after: &Value, path: &mut String, out: &mut Vec<String>) {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            for (key, value) in b {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                match a.get(key) {
+                    None if !value.is_null() => out.push(path.clone()),
+                    None => {}
+                    Some(next) => dropped_fields(value, next, path, out),
+                }
+                path.truncate(len);
+            }
+        }
+        (Value::Array(b), Value::Array(a)) => {
+            for (i, (bv, av)) in b.iter().zip(a).enumerate() {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&i.to_string());
+                dropped_fields(bv, av, path, out);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn cluster_role_binding_user_names_are_dropped_and_named() {
+        let crb = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "x"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"},
+            "subjects": [{"kind": "Group", "name": "g", "apiGroup": "rbac.authorization.k8s.io"}],
+            "userNames": ["system:serviceaccount:a:b"],
+            "groupNames": null,
+        });
+        let rt = round_trip("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &crb).unwrap();
+        assert_eq!(rt.dropped, ["/userNames"]);
+        assert!(rt.object.get("userNames").is_none());
+        assert_eq!(rt.object["subjects"], crb["subjects"]);
+        assert_eq!(rt.object["kind"], "ClusterRoleBinding");
+    }
+
+    #[test]
+    fn nested_unknown_fields_are_named_with_their_path() {
+        let cm = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "bogus": 1},
+            "spec": {"selector": {"matchLabels": {"a": "b"}},
+                     "template": {"metadata": {"labels": {"a": "b"}},
+                                  "spec": {"containers": [{"name": "c", "image": "i", "colour": "red"}]}}},
+        });
+        let rt = round_trip("apps/v1", "Deployment", &cm).unwrap();
+        assert_eq!(
+            rt.dropped,
+            ["/metadata/bogus", "/spec/template/spec/containers/0/colour"]
+        );
+    }
+
+    #[test]
+    fn unknown_kinds_and_versions_pass_through() {
+        let cr = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "extra": 1});
+        let rt = round_trip("example.com/v1", "Widget", &cr).unwrap();
+        assert_eq!(rt.object, cr);
+        assert!(rt.dropped.is_empty());
+        let old = json!({"apiVersion": "rbac.authorization.k8s.io/v1beta1", "kind": "ClusterRoleBinding", "userNames": []});
+        assert!(
+            round_trip(
+                "rbac.authorization.k8s.io/v1beta1",
+                "ClusterRoleBinding",
+                &old
+            )
+            .unwrap()
+            .dropped
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_wrongly_typed_field_is_a_decode_error() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": 1}});
+        let err = round_trip("v1", "ConfigMap", &cm).unwrap_err();
+        assert_eq!(err.kind, "ConfigMap");
+    }
+}

@@ -1,0 +1,228 @@
+//! `cvo apply`: make a cluster match a release.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{GlobalArgs, OutputFormat, ReleaseArgs};
+use crate::apply::report::{json_report, result_line, text_report};
+use crate::apply::sync::{SyncOptions, sync};
+use crate::apply::{Options, Strategy};
+use crate::release::Release;
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub release: ReleaseArgs,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// How delete manifests wait for finalizers (per manifest: annotation
+    /// cvo.io/deletion-strategy).
+    #[arg(long, value_enum, default_value_t = Strategy::NonBlocking)]
+    pub deletion_strategy: Strategy,
+    /// How long a synchronous deletion may take (e.g. 10m, 30s).
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    pub deletion_timeout: Duration,
+    /// A deletion pending longer than this (from its deletionTimestamp) is stuck.
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    pub stuck_after: Duration,
+    /// Nodes of the task graph applied at once.
+    #[arg(long, default_value_t = crate::graph::DEFAULT_PARALLELISM)]
+    pub parallelism: usize,
+    /// Apply even when a precondition refuses the update.
+    #[arg(long)]
+    pub force: bool,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+/// Where to apply: a kubeconfig cluster (global flags) or a fresh in-memory server.
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// Run against a fresh embedded in-memory API server instead of a cluster.
+    #[arg(long)]
+    pub in_memory: bool,
+}
+
+/// Parses `90s`, `10m`, `1h`, `500ms` or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?} (try 30s, 10m, 1h)"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => {
+            return Err(format!(
+                "invalid duration unit in {s:?} (use ms, s, m or h)"
+            ));
+        }
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> ExitCode {
+    let options = SyncOptions {
+        apply: Options {
+            strategy: args.deletion_strategy,
+            deletion_timeout: args.deletion_timeout,
+            ..Options::default()
+        },
+        parallelism: args.parallelism,
+        stuck_after: args.stuck_after,
+        force: args.force,
+    };
+    execute(global, &args.release, &args.target, options, args.output)
+}
+
+/// Shared by `apply` and `plan`: load, connect, sync, print, exit code.
+pub(super) fn execute(
+    global: &GlobalArgs,
+    release_args: &ReleaseArgs,
+    target: &TargetArgs,
+    options: SyncOptions,
+    output: OutputFormat,
+) -> ExitCode {
+    let release = match crate::release::load(&release_args.release, &release_args.load_options()) {
+        Ok(release) => release,
+        Err(e) => return super::input_error(&e),
+    };
+    for d in &release.diagnostics {
+        eprintln!("{d}");
+    }
+    if release.has_errors() {
+        eprintln!("error: the release has errors; fix them first (see `cvo validate`)");
+        return ExitCode::from(super::EXIT_INPUT);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return super::input_error(&e),
+    };
+    runtime.block_on(async {
+        let client = match connect(global, target, &release).await {
+            Ok(c) => c,
+            Err(e) => return super::input_error(&e),
+        };
+        let cluster = crate::cluster::Cluster::new(client);
+        let progress = Progress::new(&release, output);
+        let outcome = match sync(&cluster, &release, &options, |r| {
+            progress.result(&release, r)
+        })
+        .await
+        {
+            Ok(o) => o,
+            Err(e) => {
+                progress.finish();
+                eprintln!("error: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        progress.finish();
+        match output {
+            OutputFormat::Json => println!(
+                "{}",
+                serde_json::to_string_pretty(&json_report(&release, &outcome)).unwrap_or_default()
+            ),
+            OutputFormat::Text => print!("{}", text_report(&release, &outcome)),
+        }
+        if let Some(Err(e)) = &outcome.cluster_version {
+            eprintln!("warning: {e}");
+        }
+        ExitCode::from(outcome.exit_code())
+    })
+}
+
+async fn connect(
+    global: &GlobalArgs,
+    target: &TargetArgs,
+    release: &Release,
+) -> Result<kube::Client, String> {
+    if target.in_memory {
+        let server =
+            crate::cluster::memory::MemoryServer::start(crate::cluster::memory::Config::default());
+        // Finalizers named in the release stay held (the fake operator releases none), so a
+        // deletion the release asks for shows the in-progress/stuck path.
+        for m in &release.manifests {
+            for f in m
+                .object
+                .pointer("/metadata/finalizers")
+                .and_then(|f| f.as_array())
+                .into_iter()
+                .flatten()
+            {
+                if let Some(f) = f.as_str() {
+                    server.faults().hold_finalizer(f);
+                }
+            }
+        }
+        return Ok(server.client());
+    }
+    super::kube_client(global).await
+}
+
+/// Progress: a bar on a terminal, else one log line per manifest (stderr).
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new(release: &Release, output: OutputFormat) -> Self {
+        let tty = std::io::stderr().is_terminal() && output == OutputFormat::Text;
+        let bar = tty.then(|| {
+            let bar = indicatif::ProgressBar::new(release.manifests.len() as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{bar:40} {pos} of {len} done {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        Progress { bar }
+    }
+
+    fn result(&self, release: &Release, r: &crate::apply::ManifestResult) {
+        match &self.bar {
+            Some(bar) => {
+                bar.inc(1);
+                let m = &release.manifests[r.index];
+                if let Some(o) = &m.order {
+                    bar.set_message(format!("(runlevel {:02})", o.runlevel));
+                }
+            }
+            None => eprintln!("{}", result_line(release, r)),
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5d").is_err());
+    }
+}

@@ -1,0 +1,40 @@
+//! `cvo plan`: what `cvo apply` would do, computed with server-side dry-run (`dryRun=All`),
+//! with a field-level diff for updates. Writes nothing.
+
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::apply::{TargetArgs, execute};
+use super::{GlobalArgs, OutputFormat, ReleaseArgs};
+use crate::apply::Options;
+use crate::apply::sync::SyncOptions;
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub release: ReleaseArgs,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Nodes of the task graph planned at once.
+    #[arg(long, default_value_t = crate::graph::DEFAULT_PARALLELISM)]
+    pub parallelism: usize,
+    /// Plan even when a precondition would refuse the update.
+    #[arg(long)]
+    pub force: bool,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+pub fn run(global: &GlobalArgs, args: &PlanArgs) -> ExitCode {
+    let options = SyncOptions {
+        apply: Options {
+            dry_run: true,
+            ..Options::default()
+        },
+        parallelism: args.parallelism,
+        force: args.force,
+        ..SyncOptions::default()
+    };
+    execute(global, &args.release, &args.target, options, args.output)
+}

@@ -1,0 +1,61 @@
+//! Waiting for a CustomResourceDefinition to be `Established=True`: a CRD's kind is served
+//! only from then on (DESIGN.md §3.7), so its custom resources must wait for it.
+
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{Api, Client};
+use tokio::time::Instant;
+
+/// Why waiting for a CRD ended without it being established.
+#[derive(Debug, thiserror::Error)]
+pub enum CrdWaitError {
+    #[error(
+        "CustomResourceDefinition {name} was not Established after {waited:?} (last seen: {last})"
+    )]
+    Timeout {
+        name: String,
+        waited: Duration,
+        last: String,
+    },
+}
+
+/// True when the CRD has condition `Established=True`.
+pub fn is_established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
+}
+
+/// Polls the CRD `name` (20 ms growing ×1.5 to 1 s) until it is established or `timeout`
+/// passes. Request errors while polling count as "not yet".
+pub async fn wait_established(
+    client: &Client,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), CrdWaitError> {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    let start = Instant::now();
+    let mut delay = Duration::from_millis(20);
+    loop {
+        let last = match api.get(name).await {
+            Ok(crd) if is_established(&crd) => return Ok(()),
+            Ok(crd) => format!("conditions {:?}", crd.status.and_then(|s| s.conditions)),
+            Err(e) => e.to_string(),
+        };
+        let elapsed = start.elapsed();
+        if elapsed >= timeout {
+            return Err(CrdWaitError::Timeout {
+                name: name.to_owned(),
+                waited: timeout,
+                last,
+            });
+        }
+        tokio::time::sleep(delay.min(timeout - elapsed)).await;
+        delay = (delay * 3 / 2).min(Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,115 @@
+//! Discovery cache: `apiVersion` + kind → the REST resource (plural, scope).
+//!
+//! Each group/version/kind is looked up once with `kube::discovery::pinned_kind` and cached
+//! for the life of the [`Discovery`]. A kind the server does not serve is never cached, so
+//! the next lookup asks again: that is how a kind appears once its CRD is established.
+//! [`Discovery::forget`] drops an entry the server has stopped serving.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::Client;
+use kube::api::{ApiResource, GroupVersionKind};
+use kube::discovery::Scope;
+
+/// A served kind: how to address it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    pub resource: ApiResource,
+    /// True for namespaced kinds.
+    pub namespaced: bool,
+}
+
+/// Why a kind could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    /// The server does not serve this group/version/kind (yet).
+    #[error("the server does not serve kind {kind} in {api_version}")]
+    UnknownKind { api_version: String, kind: String },
+    /// The discovery request itself failed.
+    #[error("discovery of {kind} in {api_version} failed: {source}")]
+    Request {
+        api_version: String,
+        kind: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The GVK → resource cache of one client.
+pub struct Discovery {
+    client: Client,
+    cache: Mutex<HashMap<GroupVersionKind, Resolved>>,
+}
+
+/// Splits `apps/v1` into (`apps`, `v1`) and `v1` into (``, `v1`).
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    api_version.rsplit_once('/').unwrap_or(("", api_version))
+}
+
+impl Discovery {
+    pub fn new(client: Client) -> Self {
+        Discovery {
+            client,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn key(api_version: &str, kind: &str) -> GroupVersionKind {
+        let (group, version) = split_api_version(api_version);
+        GroupVersionKind::gvk(group, version, kind)
+    }
+
+    /// Resolves `kind` in `api_version`, asking the server on a cache miss.
+    pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<Resolved, DiscoveryError> {
+        let gvk = Self::key(api_version, kind);
+        if let Some(hit) = self.lock().get(&gvk) {
+            return Ok(hit.clone());
+        }
+        let unknown = || DiscoveryError::UnknownKind {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+        };
+        match kube::discovery::pinned_kind(&self.client, &gvk).await {
+            Ok((resource, caps)) => {
+                let resolved = Resolved {
+                    resource,
+                    namespaced: caps.scope == Scope::Namespaced,
+                };
+                self.lock().insert(gvk, resolved.clone());
+                Ok(resolved)
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => Err(unknown()),
+            Err(kube::Error::Discovery(_)) => Err(unknown()),
+            Err(source) => Err(DiscoveryError::Request {
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// Drops a cached kind (after the server answered 404 for the type itself).
+    pub fn forget(&self, api_version: &str, kind: &str) {
+        self.lock().remove(&Self::key(api_version, kind));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<GroupVersionKind, Resolved>> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_core_and_grouped_api_versions() {
+        assert_eq!(split_api_version("v1"), ("", "v1"));
+        assert_eq!(split_api_version("apps/v1"), ("apps", "v1"));
+        assert_eq!(
+            split_api_version("config.openshift.io/v1"),
+            ("config.openshift.io", "v1")
+        );
+    }
+}

@@ -1,0 +1,228 @@
+//! `ClusterVersion/version` (config.openshift.io/v1): read the current version and the last
+//! Upgradeable condition, and write a pass's status the way CVO does — `desired`, `history`
+//! (newest first, Partial → Completed, at most [`HISTORY_LIMIT`] entries) and conditions.
+//! The status is written only when it changed, and the write retries on conflict.
+//! Without a ClusterVersion, nothing is read or written.
+
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::{Value, json};
+
+use super::{Condition, ConditionStatus};
+use crate::cluster::Cluster;
+
+pub const API_VERSION: &str = "config.openshift.io/v1";
+pub const KIND: &str = "ClusterVersion";
+pub const NAME: &str = "version";
+/// Longest history kept, as in CVO.
+pub const HISTORY_LIMIT: usize = 100;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterVersionError {
+    #[error("reading ClusterVersion {NAME}: {0}")]
+    Read(#[source] kube::Error),
+    #[error("writing ClusterVersion {NAME} status: {0}")]
+    Write(#[source] kube::Error),
+    #[error("writing ClusterVersion {NAME} status: still conflicting after {0} attempts")]
+    Conflict(u32),
+}
+
+/// What [`write`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WriteOutcome {
+    Written,
+    Unchanged,
+    /// No ClusterVersion in the cluster.
+    Absent,
+}
+
+async fn api(cluster: &Cluster) -> Option<Api<DynamicObject>> {
+    let resolved = cluster.discovery().resolve(API_VERSION, KIND).await.ok()?;
+    Some(Api::all_with(cluster.client().clone(), &resolved.resource))
+}
+
+/// The ClusterVersion, or `None` when the kind is not served or the object is absent.
+pub async fn read(cluster: &Cluster) -> Result<Option<DynamicObject>, ClusterVersionError> {
+    let Some(api) = api(cluster).await else {
+        return Ok(None);
+    };
+    api.get_opt(NAME).await.map_err(ClusterVersionError::Read)
+}
+
+fn status(cv: &DynamicObject) -> &Value {
+    cv.data.get("status").unwrap_or(&Value::Null)
+}
+
+/// The newest Completed history entry's version.
+pub fn current_version(cv: &DynamicObject) -> Option<semver::Version> {
+    status(cv)
+        .get("history")?
+        .as_array()?
+        .iter()
+        .find(|h| h.get("state").and_then(Value::as_str) == Some("Completed"))
+        .and_then(|h| h.get("version")?.as_str()?.parse().ok())
+}
+
+/// True when some history entry is Completed.
+pub fn ever_completed(cv: &DynamicObject) -> bool {
+    current_version(cv).is_some()
+}
+
+/// The condition `type_` in the status, if present.
+pub fn condition(cv: &DynamicObject, type_: &str) -> Option<Condition> {
+    status(cv)
+        .get("conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+        .and_then(|c| serde_json::from_value(c.clone()).ok())
+}
+
+/// The status after a pass towards `version` (pure). `complete`: every manifest applied.
+/// Conditions keep their `lastTransitionTime` while their status is unchanged, so an
+/// identical pass yields an identical status.
+pub fn next_status(
+    old: &Value,
+    version: &str,
+    conditions: &[Condition],
+    complete: bool,
+    now: jiff::Timestamp,
+) -> Value {
+    let now = now.to_string();
+    let mut status = if old.is_object() {
+        old.clone()
+    } else {
+        json!({})
+    };
+    status["desired"] = json!({"version": version});
+    let mut history: Vec<Value> = old
+        .get("history")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let same = history
+        .first()
+        .is_some_and(|h| h.get("version").and_then(Value::as_str) == Some(version));
+    if !same {
+        history.insert(0, json!({"state": "Partial", "version": version, "startedTime": now, "completionTime": null, "verified": false}));
+    }
+    if complete && history[0].get("state").and_then(Value::as_str) != Some("Completed") {
+        history[0]["state"] = json!("Completed");
+        history[0]["completionTime"] = json!(now);
+    }
+    history.truncate(HISTORY_LIMIT);
+    status["history"] = Value::Array(history);
+    let old_conditions = old
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let conditions: Vec<Value> = conditions
+        .iter()
+        .map(|c| {
+            let previous = old_conditions
+                .iter()
+                .find(|o| o.get("type").and_then(Value::as_str) == Some(c.type_.as_str()));
+            let status_text = match c.status {
+                ConditionStatus::True => "True",
+                ConditionStatus::False => "False",
+                ConditionStatus::Unknown => "Unknown",
+            };
+            let since = previous
+                .filter(|o| o.get("status").and_then(Value::as_str) == Some(status_text))
+                .and_then(|o| o.get("lastTransitionTime").cloned())
+                .unwrap_or_else(|| json!(now));
+            json!({"type": c.type_, "status": status_text, "reason": c.reason, "message": c.message, "lastTransitionTime": since})
+        })
+        .collect();
+    status["conditions"] = Value::Array(conditions);
+    status
+}
+
+/// Writes the status of a pass, only when it changed; on a conflict re-reads and retries
+/// (5 attempts).
+pub async fn write(
+    cluster: &Cluster,
+    version: &str,
+    conditions: &[Condition],
+    complete: bool,
+) -> Result<WriteOutcome, ClusterVersionError> {
+    let Some(api) = api(cluster).await else {
+        return Ok(WriteOutcome::Absent);
+    };
+    const ATTEMPTS: u32 = 5;
+    for _ in 0..ATTEMPTS {
+        let Some(mut cv) = api.get_opt(NAME).await.map_err(ClusterVersionError::Read)? else {
+            return Ok(WriteOutcome::Absent);
+        };
+        let old = status(&cv).clone();
+        let new = next_status(&old, version, conditions, complete, jiff::Timestamp::now());
+        if new == old {
+            return Ok(WriteOutcome::Unchanged);
+        }
+        cv.data["status"] = new;
+        match api.replace_status(NAME, &PostParams::default(), &cv).await {
+            Ok(_) => return Ok(WriteOutcome::Written),
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(ClusterVersionError::Write(e)),
+        }
+    }
+    Err(ClusterVersionError::Conflict(ATTEMPTS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conds(status: ConditionStatus) -> Vec<Condition> {
+        vec![Condition::new("Failing", status, "", "")]
+    }
+
+    #[test]
+    fn history_goes_partial_then_completed_newest_first() {
+        let t0 = jiff::Timestamp::from_second(1_000).unwrap();
+        let s1 = next_status(
+            &Value::Null,
+            "1.0.0",
+            &conds(ConditionStatus::True),
+            false,
+            t0,
+        );
+        assert_eq!(s1["history"][0]["state"], "Partial");
+        assert_eq!(s1["desired"]["version"], "1.0.0");
+        let s2 = next_status(&s1, "1.0.0", &conds(ConditionStatus::False), true, t0);
+        assert_eq!(s2["history"].as_array().unwrap().len(), 1);
+        assert_eq!(s2["history"][0]["state"], "Completed");
+        let s3 = next_status(&s2, "1.1.0", &conds(ConditionStatus::False), false, t0);
+        assert_eq!(s3["history"][0]["version"], "1.1.0");
+        assert_eq!(s3["history"][1]["state"], "Completed");
+    }
+
+    #[test]
+    fn same_pass_gives_same_status_and_history_is_capped() {
+        let t0 = jiff::Timestamp::from_second(1_000).unwrap();
+        let t1 = jiff::Timestamp::from_second(2_000).unwrap();
+        let s1 = next_status(
+            &Value::Null,
+            "1.0.0",
+            &conds(ConditionStatus::False),
+            true,
+            t0,
+        );
+        assert_eq!(
+            next_status(&s1, "1.0.0", &conds(ConditionStatus::False), true, t1),
+            s1
+        );
+        let mut s = s1;
+        for i in 0..150 {
+            s = next_status(
+                &s,
+                &format!("1.{i}.0"),
+                &conds(ConditionStatus::False),
+                true,
+                t0,
+            );
+        }
+        assert_eq!(s["history"].as_array().unwrap().len(), HISTORY_LIMIT);
+        assert_eq!(s["history"][0]["version"], "1.149.0");
+    }
+}

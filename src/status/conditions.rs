@@ -1,0 +1,258 @@
+//! The conditions a pass reports, worded like OpenShift's CVO.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::apply::{ManifestResult, PendingDeletion, Summary};
+use crate::release::Release;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+/// One condition, as in the JSON report and `ClusterVersion.status.conditions`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: ConditionStatus,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+impl Condition {
+    pub fn new(
+        type_: &str,
+        status: ConditionStatus,
+        reason: &str,
+        message: impl Into<String>,
+    ) -> Self {
+        Condition {
+            type_: type_.to_owned(),
+            status,
+            reason: reason.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    pub fn is_false(&self) -> bool {
+        self.status == ConditionStatus::False
+    }
+}
+
+pub const REASON_IN_PROGRESS: &str = "ResourceDeletionInProgress";
+pub const REASON_STUCK: &str = "ResourceDeletionStuck";
+
+/// `Upgradeable`: False while deletions the release asked for are unfinished; the reason
+/// turns to `ResourceDeletionStuck` once one has waited longer than `stuck_after` since its
+/// deletionTimestamp, and the message then names every stuck object with its finalizers.
+pub fn upgradeable(
+    pending: &[&PendingDeletion],
+    stuck_after: Duration,
+    now: jiff::Timestamp,
+) -> Condition {
+    if pending.is_empty() {
+        return Condition::new("Upgradeable", ConditionStatus::True, "AsExpected", "");
+    }
+    let stuck_after =
+        jiff::SignedDuration::try_from(stuck_after).unwrap_or(jiff::SignedDuration::MAX);
+    let stuck: Vec<&&PendingDeletion> = pending
+        .iter()
+        .filter(|p| {
+            p.since
+                .is_some_and(|since| now.duration_since(since) > stuck_after)
+        })
+        .collect();
+    if stuck.is_empty() {
+        let names: Vec<String> = pending.iter().map(|p| object_name(p)).collect();
+        return Condition::new(
+            "Upgradeable",
+            ConditionStatus::False,
+            REASON_IN_PROGRESS,
+            format!("Deletion in progress: {}", names.join(", ")),
+        );
+    }
+    let names: Vec<String> = stuck
+        .iter()
+        .map(|p| {
+            format!(
+                "{} (finalizers: {})",
+                object_name(p),
+                p.finalizers.join(", ")
+            )
+        })
+        .collect();
+    Condition::new(
+        "Upgradeable",
+        ConditionStatus::False,
+        REASON_STUCK,
+        format!(
+            "Deletion stuck for more than {}: {}",
+            humanize(stuck_after.unsigned_abs()),
+            names.join("; ")
+        ),
+    )
+}
+
+/// `kind ns/name` or `kind name`.
+pub fn object_name(p: &PendingDeletion) -> String {
+    match &p.id.namespace {
+        Some(ns) => format!("{} {}/{}", p.id.kind, ns, p.id.name),
+        None => format!("{} {}", p.id.kind, p.id.name),
+    }
+}
+
+fn humanize(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 60 && secs % 60 == 0 {
+        format!("{}m", secs / 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+
+/// "Working towards 1.2.3: 40 of 120 done (33% complete)".
+pub fn progress_message(version: &str, done: usize, total: usize) -> String {
+    let percent = (done * 100).checked_div(total).unwrap_or(100);
+    format!("Working towards {version}: {done} of {total} done ({percent}% complete)")
+}
+
+/// Available / Progressing / Failing / Upgradeable after a pass.
+pub fn after_pass(
+    release: &Release,
+    results: &[ManifestResult],
+    upgradeable: Condition,
+    ever_completed: bool,
+) -> Vec<Condition> {
+    let summary = Summary::of(results);
+    let version = version_text(release);
+    let complete = summary.failed == 0 && summary.skipped == 0;
+    let available = if complete || ever_completed {
+        Condition::new(
+            "Available",
+            ConditionStatus::True,
+            "",
+            format!("Done applying {version}"),
+        )
+    } else {
+        Condition::new("Available", ConditionStatus::False, "", "")
+    };
+    let progressing = if complete {
+        Condition::new(
+            "Progressing",
+            ConditionStatus::False,
+            "",
+            format!("Cluster version is {version}"),
+        )
+    } else {
+        Condition::new(
+            "Progressing",
+            ConditionStatus::True,
+            "",
+            progress_message(&version, summary.done(), summary.total),
+        )
+    };
+    vec![
+        available,
+        progressing,
+        failing(release, results),
+        upgradeable,
+    ]
+}
+
+/// `Failing`: one failure names it; several → reason `MultipleErrors`.
+pub fn failing(release: &Release, results: &[ManifestResult]) -> Condition {
+    let failed: Vec<String> = results
+        .iter()
+        .filter(|r| r.action == crate::apply::Action::Failed)
+        .map(|r| {
+            let m = &release.manifests[r.index];
+            format!(
+                "{} ({}): {}",
+                m.id,
+                m.file_name(),
+                r.error.as_deref().unwrap_or("failed")
+            )
+        })
+        .collect();
+    match failed.len() {
+        0 => Condition::new("Failing", ConditionStatus::False, "", ""),
+        1 => Condition::new(
+            "Failing",
+            ConditionStatus::True,
+            "ManifestFailed",
+            failed[0].clone(),
+        ),
+        n => Condition::new(
+            "Failing",
+            ConditionStatus::True,
+            "MultipleErrors",
+            format!("{n} manifests failed:\n* {}", failed.join("\n* ")),
+        ),
+    }
+}
+
+/// The release's version as text (`unknown` without release-metadata).
+pub fn version_text(release: &Release) -> String {
+    release
+        .version()
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::release::ObjectId;
+
+    fn pending(name: &str, age_secs: i64, now: jiff::Timestamp) -> PendingDeletion {
+        PendingDeletion {
+            id: ObjectId::new("example.com", "Widget", Some("ns"), name),
+            since: Some(now - jiff::SignedDuration::from_secs(age_secs)),
+            finalizers: vec!["example.com/hold".into()],
+        }
+    }
+
+    #[test]
+    fn progress_message_matches_cvo() {
+        assert_eq!(
+            progress_message("1.2.3", 40, 120),
+            "Working towards 1.2.3: 40 of 120 done (33% complete)"
+        );
+        assert_eq!(
+            progress_message("1.2.3", 0, 0),
+            "Working towards 1.2.3: 0 of 0 done (100% complete)"
+        );
+    }
+
+    #[test]
+    fn upgradeable_turns_stuck_past_the_threshold() {
+        let now = jiff::Timestamp::now();
+        let ten = Duration::from_secs(600);
+        assert_eq!(upgradeable(&[], ten, now).status, ConditionStatus::True);
+        let young = pending("young", 5, now);
+        let c = upgradeable(&[&young], ten, now);
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (ConditionStatus::False, REASON_IN_PROGRESS)
+        );
+        assert!(c.message.contains("Widget ns/young"));
+        let old = pending("old", 601, now);
+        let c = upgradeable(&[&young, &old], ten, now);
+        assert_eq!(c.reason, REASON_STUCK);
+        assert!(
+            c.message
+                .contains("Widget ns/old (finalizers: example.com/hold)"),
+            "{}",
+            c.message
+        );
+        assert!(!c.message.contains("young"));
+        assert!(c.message.contains("10m"));
+    }
+}
