@@ -180,8 +180,12 @@ mod tests {
             code: 429,
             reason: "TooManyRequests".into(),
             details: Some(StatusDetails {
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                causes: Vec::new(),
                 retry_after_seconds: 3,
-                ..Default::default()
             }),
             ..Default::default()
         })));

@@ -110,7 +110,7 @@ pub fn object_name(p: &PendingDeletion) -> String {
 
 fn humanize(d: Duration) -> String {
     let secs = d.as_secs();
-    if secs >= 60 && secs % 60 == 0 {
+    if secs >= 60 && secs.is_multiple_of(60) {
         format!("{}m", secs / 60)
     } else {
         format!("{secs}s")

@@ -1,0 +1,112 @@
+//! Retries and fail-fast against the in-memory server's fault injection (skipped against a
+//! real cluster: faults cannot be injected there).
+
+mod common;
+
+use std::time::Duration;
+
+use cvo::apply::sync::{SyncOptions, sync};
+use cvo::apply::{Action, Options, RetryPolicy};
+use cvo::cluster::Cluster;
+use cvo::cluster::memory::{FaultAction, FaultRule};
+use cvo::release::LoadOptions;
+
+fn options() -> SyncOptions {
+    SyncOptions {
+        apply: Options {
+            retry: RetryPolicy {
+                initial: Duration::from_millis(10),
+                ..Default::default()
+            },
+            ..Options::default()
+        },
+        ..SyncOptions::default()
+    }
+}
+
+fn write_release(ns: &str, data: &str, immutable: bool) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("0000_10_a_ns.yaml"),
+        format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n"),
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("0000_20_a_cm.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: frozen\n  namespace: {ns}\nimmutable: {immutable}\ndata:\n  a: {data}\n"
+        ),
+    )
+    .expect("write");
+    dir
+}
+
+#[tokio::test]
+async fn transient_429_and_500_are_retried() {
+    let tc = common::cluster().await;
+    let Some(memory) = &tc.memory else {
+        return; // fault injection needs the in-memory server
+    };
+    memory.faults().add(
+        FaultRule::new(FaultAction::TooManyRequests {
+            retry_after_secs: 1,
+        })
+        .verb("patch")
+        .kind("Namespace")
+        .times(1),
+    );
+    memory.faults().add(
+        FaultRule::new(FaultAction::Status(500))
+            .verb("patch")
+            .kind("ConfigMap")
+            .times(2),
+    );
+    let ns = common::unique("faults");
+    let dir = write_release(&ns, "one", false);
+    let rel = cvo::release::load(dir.path(), &LoadOptions::default()).expect("load");
+    let started = std::time::Instant::now();
+    let out = sync(&Cluster::new(tc.client.clone()), &rel, &options(), |_| {})
+        .await
+        .expect("sync");
+    let report = out.report.expect("pass");
+    assert!(
+        report.results.iter().all(|r| r.action == Action::Created),
+        "{report:?}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "Retry-After was not honoured"
+    );
+}
+
+#[tokio::test]
+async fn immutable_field_422_fails_fast_with_delete_then_recreate_advice() {
+    let tc = common::cluster().await;
+    let ns = common::unique("immutable");
+    let first = write_release(&ns, "one", true);
+    let rel = cvo::release::load(first.path(), &LoadOptions::default()).expect("load");
+    let cluster = Cluster::new(tc.client.clone());
+    tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &ns);
+    let out = sync(&cluster, &rel, &options(), |_| {})
+        .await
+        .expect("sync");
+    assert_eq!(out.exit_code(), 0, "{:?}", out.report);
+
+    let second = write_release(&ns, "two", true);
+    let rel2 = cvo::release::load(second.path(), &LoadOptions::default()).expect("load");
+    let started = std::time::Instant::now();
+    let out = sync(&cluster, &rel2, &options(), |_| {})
+        .await
+        .expect("sync");
+    let report = out.report.as_ref().expect("pass");
+    let failed: Vec<_> = report.failed().collect();
+    assert_eq!(failed.len(), 1, "{report:?}");
+    let err = failed[0].error.as_deref().unwrap_or_default();
+    assert!(
+        err.contains("422") && err.contains("deleted and recreated"),
+        "{err}"
+    );
+    // Not retried: no backoff was spent.
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(out.exit_code(), 1);
+}
