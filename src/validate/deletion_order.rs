@@ -44,8 +44,7 @@ pub fn check(release: &Release) -> Vec<Diagnostic> {
                     NAMESPACE_DELETED_IN_USE,
                     m,
                     format!(
-                        "namespace `{}` is deleted while the release still applies {} object(s) in it: {}; deleting the namespace deletes them, and creating them in a terminating namespace is forbidden",
-                        m.id.name,
+                        "this namespace is deleted while the release still applies {} object(s) in it: {}; deleting the namespace deletes them, and creating them in a terminating namespace is forbidden",
                         users.len(),
                         list(&users)
                     ),
@@ -67,8 +66,7 @@ pub fn check(release: &Release) -> Vec<Diagnostic> {
                     CRD_DELETED_IN_USE,
                     m,
                     format!(
-                        "CRD `{}` is deleted while the release still applies {} resource(s) of its kind: {}; they are deleted with it and cannot be created again",
-                        m.id.name,
+                        "this CRD is deleted while the release still applies {} resource(s) of its kind: {}; they are deleted with it and cannot be created again",
                         in_use.len(),
                         list(&in_use)
                     ),
@@ -87,8 +85,7 @@ pub fn check(release: &Release) -> Vec<Diagnostic> {
                     CRD_DELETED_BEFORE_CRS,
                     m,
                     format!(
-                        "CRD `{}` is deleted before or at the same point as {} resource(s) of its kind: {}; once the CRD is going away, the finalizers of its resources may never be processed and the deletion sticks",
-                        m.id.name,
+                        "this CRD is deleted before or at the same point as {} resource(s) of its kind: {}; once the CRD is going away, the finalizers of its resources may never be processed and the deletion sticks",
                         too_late.len(),
                         list(&too_late)
                     ),
