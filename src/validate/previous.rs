@@ -33,8 +33,10 @@ pub fn check(release: &Release, previous: &Release) -> Vec<Diagnostic> {
                         STALE_DELETE_MANIFEST,
                         m,
                         format!(
-                            "the previous release {p} already deleted this object (at {at}); {p} → {n} is a {} update, which every cluster makes through {p}, so this delete manifest is stale",
-                            if p.major != n.major { "major" } else { "minor" }
+                            "the previous release {p} already carries this delete manifest (at {at}); {p} → {n} is a {} update, so every cluster reaching {n} went through a {}.{} release that deleted the object: this delete manifest is stale",
+                            if p.major != n.major { "major" } else { "minor" },
+                            p.major,
+                            p.minor
                         ),
                         "remove the delete manifest: the object is already gone on every cluster that can update to this release",
                     ));
