@@ -116,6 +116,18 @@ fn every_rule_fires_on_its_bad_fixture_and_not_on_its_good_one() {
 }
 
 #[test]
+fn every_rule_is_documented() {
+    let docs = std::fs::read_to_string(root().join("docs/validation.md")).unwrap();
+    for rule in cvo::validate::RULES {
+        assert!(
+            docs.contains(&format!("### `{}`", rule.id)),
+            "docs/validation.md has no section for {}",
+            rule.id
+        );
+    }
+}
+
+#[test]
 fn own_rules_name_the_object() {
     for rule in cvo::validate::RULES.iter().filter(|r| !r.from_loader) {
         let (_, report) = validate_json(&fixture_args(&fixtures().join(rule.id).join("bad")));

@@ -90,6 +90,48 @@ fn finding_at(
 }
 
 #[cfg(test)]
+mod tests {
+    use super::testing::{manifest, release, rules};
+    use super::*;
+    use crate::diagnostic::Severity;
+
+    #[test]
+    fn loader_findings_come_first_in_file_order_and_get_default_help() {
+        let mut r = release(vec![
+            manifest(
+                "b/0000_50_a_00_x.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: ns\n  annotations:\n    release.openshift.io/delete: \"no\"\n",
+            ),
+            manifest(
+                "a/plain.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\n  namespace: ns\n",
+            ),
+        ]);
+        r.diagnostics.push(Diagnostic::new(
+            rules::PARSE_ERROR,
+            Severity::Error,
+            Location {
+                file: "b/0000_50_a_00_x.yaml".into(),
+                document: Some(1),
+                line: Some(9),
+            },
+            "bad",
+        ));
+        let found = validate(&r, None);
+        assert_eq!(
+            rules(&found),
+            [
+                rules::FILE_NAME_CONVENTION,
+                rules::INVALID_DELETE_VALUE,
+                rules::PARSE_ERROR
+            ]
+        );
+        assert!(found.iter().all(|d| d.help.is_some()));
+        assert_eq!(found, validate(&r, None), "deterministic");
+    }
+}
+
+#[cfg(test)]
 pub(crate) mod testing {
     //! Building releases in memory for the rule tests.
 
