@@ -166,7 +166,10 @@ pub(crate) mod testing {
                 document: Some(0),
                 line: Some(line),
             },
-            order: parse_file_name(file),
+            order: std::path::Path::new(file)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(parse_file_name),
             intent,
             create_only: false,
             capabilities: Vec::new(),
