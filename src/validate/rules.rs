@@ -1,0 +1,214 @@
+//! The rule registry: every finding `cvo validate` can report, with its stable id, default
+//! severity, a one-line summary and the default advice.
+//!
+//! The registry lists the loader's rules too (parse problems, duplicate identities, …) so that
+//! documentation, `--format sarif` rule metadata and the fixture tests cover every id a user
+//! can see. Ids are kebab-case and never change meaning once released.
+
+use crate::diagnostic::Severity;
+
+/// One rule as users see it in reports and in `docs/validation.md`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// Stable kebab-case id, shown as `error[id]`.
+    pub id: &'static str,
+    /// Default severity of its findings.
+    pub severity: Severity,
+    /// One line: what the rule catches.
+    pub summary: &'static str,
+    /// What to do about a finding, used when a finding carries no more specific advice.
+    pub help: &'static str,
+    /// True for rules reported by the release loader rather than by `validate`'s own checks.
+    pub from_loader: bool,
+}
+
+const fn rule(
+    id: &'static str,
+    severity: Severity,
+    summary: &'static str,
+    help: &'static str,
+) -> Rule {
+    Rule {
+        id,
+        severity,
+        summary,
+        help,
+        from_loader: false,
+    }
+}
+
+const fn loader(
+    id: &'static str,
+    severity: Severity,
+    summary: &'static str,
+    help: &'static str,
+) -> Rule {
+    Rule {
+        from_loader: true,
+        ..rule(id, severity, summary, help)
+    }
+}
+
+pub const PARSE_ERROR: &str = "parse-error";
+pub const INVALID_OBJECT: &str = "invalid-object";
+pub const DUPLICATE_IDENTITY: &str = "duplicate-identity";
+pub const APPLY_AND_DELETE: &str = "apply-and-delete";
+pub const SUBDIRECTORY_IGNORED: &str = "subdirectory-ignored";
+pub const RELEASE_METADATA: &str = "release-metadata";
+pub const TEMPLATE_ERROR: &str = "template-error";
+pub const UNRENDERED_TEMPLATE: &str = "unrendered-template";
+pub const INVALID_DELETE_VALUE: &str = "invalid-delete-value";
+pub const DELETE_ANNOTATION_TYPO: &str = "delete-annotation-typo";
+pub const NAMESPACE_DELETED_IN_USE: &str = "namespace-deleted-in-use";
+pub const CRD_DELETED_IN_USE: &str = "crd-deleted-in-use";
+pub const CRD_DELETED_BEFORE_CRS: &str = "crd-deleted-before-crs";
+pub const DELETE_MISSING_PROFILE: &str = "delete-missing-profile";
+pub const DELETE_EXTRA_FIELDS: &str = "delete-extra-fields";
+pub const FILE_NAME_CONVENTION: &str = "file-name-convention";
+pub const DELETE_UNKNOWN_OBJECT: &str = "delete-unknown-object";
+pub const REMOVED_WITHOUT_DELETE: &str = "removed-without-delete";
+pub const STALE_DELETE_MANIFEST: &str = "stale-delete-manifest";
+
+/// Every rule, loader rules first, then `validate`'s own in the issue's order.
+pub const RULES: &[Rule] = &[
+    loader(
+        PARSE_ERROR,
+        Severity::Error,
+        "A file is not valid YAML/JSON (bad syntax, a duplicate mapping key, not UTF-8).",
+        "fix the syntax at the line shown; duplicate keys must be removed, not kept (tools disagree on which value wins)",
+    ),
+    loader(
+        INVALID_OBJECT,
+        Severity::Error,
+        "A document is not a Kubernetes object with apiVersion, kind and metadata.name.",
+        "every document must be a Kubernetes object with apiVersion, kind and metadata.name",
+    ),
+    loader(
+        DUPLICATE_IDENTITY,
+        Severity::Error,
+        "Two manifests define the same object (group, kind, namespace, name).",
+        "objects are identified by group, kind, namespace and name (not API version): remove one of the two",
+    ),
+    loader(
+        APPLY_AND_DELETE,
+        Severity::Error,
+        "The release both applies and deletes the same object.",
+        "keep either the delete manifest or the manifest that applies the object, not both",
+    ),
+    loader(
+        SUBDIRECTORY_IGNORED,
+        Severity::Warning,
+        "A sub-directory of the release is not read.",
+        "move its manifests up one level if they belong to the release",
+    ),
+    loader(
+        RELEASE_METADATA,
+        Severity::Error,
+        "release-metadata or image-references is unreadable or invalid.",
+        r#"write JSON like {"kind": "cincinnati-metadata-v0", "version": "4.16.2"}"#,
+    ),
+    loader(
+        TEMPLATE_ERROR,
+        Severity::Error,
+        "A CVO template action in a payload's manifests/ cannot be rendered.",
+        "files in a payload's manifests/ are Go templates: use only {{.ReleaseImage}}, {{.ClusterProfile}}, {{index .Images \"name\"}} and string literals",
+    ),
+    loader(
+        UNRENDERED_TEMPLATE,
+        Severity::Warning,
+        "A file outside a payload's manifests/ contains CVO template fields that will be applied literally.",
+        "move the file into <payload>/manifests/ or write the value out",
+    ),
+    rule(
+        INVALID_DELETE_VALUE,
+        Severity::Error,
+        "release.openshift.io/delete has a value other than the string \"true\"; CVO refuses the manifest.",
+        "write `release.openshift.io/delete: \"true\"` (a quoted string) to delete the object, or remove the annotation to apply it",
+    ),
+    rule(
+        DELETE_ANNOTATION_TYPO,
+        Severity::Error,
+        "An annotation key is a near miss of release.openshift.io/delete, so the object would be applied instead of deleted.",
+        "spell the key exactly `release.openshift.io/delete` (lower case, no spaces)",
+    ),
+    rule(
+        NAMESPACE_DELETED_IN_USE,
+        Severity::Error,
+        "A Namespace is deleted while the release still applies objects in it.",
+        "stop deleting the namespace, or delete (or move) every object the release applies in it",
+    ),
+    rule(
+        CRD_DELETED_IN_USE,
+        Severity::Error,
+        "A CustomResourceDefinition is deleted while the release still applies resources of its kind.",
+        "stop deleting the CRD, or turn the manifests of its resources into delete manifests",
+    ),
+    rule(
+        CRD_DELETED_BEFORE_CRS,
+        Severity::Error,
+        "A CustomResourceDefinition is deleted before or at the same point as resources of its kind, so their finalizers may never be processed.",
+        "delete the CRD in a later run level than its custom resources (or in a later release)",
+    ),
+    rule(
+        DELETE_MISSING_PROFILE,
+        Severity::Warning,
+        "A delete manifest lacks include.release.openshift.io/<profile> annotations that the rest of its component carries, so it is skipped under that profile.",
+        "copy the include.release.openshift.io/<profile>: \"true\" annotations of the component onto the delete manifest",
+    ),
+    rule(
+        DELETE_EXTRA_FIELDS,
+        Severity::Note,
+        "A delete manifest has fields beyond apiVersion, kind and metadata; they have no effect.",
+        "remove everything but apiVersion, kind and metadata from the delete manifest",
+    ),
+    rule(
+        FILE_NAME_CONVENTION,
+        Severity::Warning,
+        "A file name does not follow 0000_<runlevel>_<component>_<name>, so it has no run level or component and runs serially.",
+        "rename the file to 0000_<runlevel>_<component>_<name>.yaml, e.g. 0000_50_my-operator_03_deployment.yaml",
+    ),
+    rule(
+        DELETE_UNKNOWN_OBJECT,
+        Severity::Warning,
+        "A delete manifest names an object the previous release neither applied nor deleted (typo? nothing to delete).",
+        "check group, kind, namespace and name against the previous release, or drop the delete manifest",
+    ),
+    rule(
+        REMOVED_WITHOUT_DELETE,
+        Severity::Warning,
+        "An object the previous release applied is neither applied nor deleted by this one: it is orphaned on every cluster.",
+        "add a delete manifest (metadata plus `release.openshift.io/delete: \"true\"`) for the object, or keep applying it",
+    ),
+    rule(
+        STALE_DELETE_MANIFEST,
+        Severity::Error,
+        "A delete manifest the previous release already carried, across a major or minor update: it is stale.",
+        "remove the delete manifest: every cluster that updated through the previous release has already deleted the object",
+    ),
+];
+
+/// Looks a rule up by id.
+pub fn rule_by_id(id: &str) -> Option<&'static Rule> {
+    RULES.iter().find(|r| r.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_kebab_case_and_documented() {
+        let mut seen = std::collections::HashSet::new();
+        for r in RULES {
+            assert!(seen.insert(r.id), "duplicate id {}", r.id);
+            assert!(
+                r.id.chars().all(|c| c.is_ascii_lowercase() || c == '-'),
+                "{} is not kebab-case",
+                r.id
+            );
+            assert!(!r.summary.is_empty() && !r.help.is_empty());
+        }
+        assert!(rule_by_id(STALE_DELETE_MANIFEST).is_some());
+        assert!(rule_by_id("nope").is_none());
+    }
+}
