@@ -211,21 +211,42 @@ async fn exit_codes_and_json_report() {
 }
 
 #[test]
-fn in_memory_quickstart_runs() {
+fn in_memory_quickstart_shows_the_stuck_deletion() {
     let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests-example");
     let out = Command::cargo_bin("cvo")
         .expect("binary")
-        .args(["apply", "--in-memory", "-o", "json", "--release"])
+        .args([
+            "apply",
+            "--in-memory",
+            "--stuck-after",
+            "0s",
+            "-o",
+            "json",
+            "--release",
+        ])
         .arg(&manifests)
         .output()
         .expect("run");
+    // The seeded legacy Widget keeps a finalizer nothing removes: exit 3.
     assert_eq!(
         out.status.code(),
-        Some(0),
+        Some(3),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let report: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(report["summary"]["failed"], 0);
-    assert!(report["summary"]["created"].as_u64() > Some(0));
+    assert_eq!(report["summary"]["deletionInProgress"], 1);
+    let upgradeable = report["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Upgradeable"))
+        .expect("Upgradeable");
+    assert_eq!(upgradeable["reason"], "ResourceDeletionStuck");
+    assert!(
+        upgradeable["message"]
+            .as_str()
+            .is_some_and(|m| m
+                .contains("Widget widget-operator/legacy (finalizers: example.com/never-removed)")),
+        "{upgradeable}"
+    );
 }

@@ -188,3 +188,30 @@ async fn absent_deletes(applier: &Applier<'_>) -> Vec<ObjectId> {
     }
     out
 }
+
+/// Creates what a previous release would have left behind: the whole release applied with
+/// every delete manifest turned into an ordinary one (with its finalizers), so that the next
+/// sync has real deletions to do. Used by `cvo apply --in-memory` on its fresh server; the
+/// results are not reported and failures are ignored (a delete manifest may carry only the
+/// object's identity, which not every kind accepts).
+pub async fn seed_previous_state(cluster: &Cluster, release: &Release, parallelism: usize) {
+    let mut previous = release.clone();
+    for m in &mut previous.manifests {
+        if m.is_delete() {
+            m.intent = crate::release::DeleteIntent::Apply;
+            if let Some(a) = m
+                .object
+                .pointer_mut("/metadata/annotations")
+                .and_then(|a| a.as_object_mut())
+            {
+                a.remove(crate::release::DELETE_ANNOTATION);
+            }
+        }
+    }
+    let applier = Applier::new(cluster.clone(), &previous, Options::default());
+    let graph = previous.task_graph();
+    let report = run_pass(&applier, &graph, parallelism, |_| {}).await;
+    for r in report.failed() {
+        tracing::debug!(manifest = %previous.manifests[r.index].id, error = ?r.error, "seeding failed");
+    }
+}

@@ -41,7 +41,10 @@ pub struct ApplyArgs {
 /// Where to apply: a kubeconfig cluster (global flags) or a fresh in-memory server.
 #[derive(Debug, Args)]
 pub struct TargetArgs {
-    /// Run against a fresh embedded in-memory API server instead of a cluster.
+    /// Run against a fresh embedded in-memory API server instead of a cluster. The server is
+    /// first seeded with the objects the release's delete manifests name (as a previous
+    /// release would have left them, finalizers included, and nothing releases them), so the
+    /// deletion paths — in progress, stuck — are visible.
     #[arg(long)]
     pub in_memory: bool,
 }
@@ -116,6 +119,9 @@ pub(super) fn execute(
             Err(e) => return super::input_error(&e),
         };
         let cluster = crate::cluster::Cluster::new(client);
+        if target.in_memory {
+            crate::apply::sync::seed_previous_state(&cluster, &release, options.parallelism).await;
+        }
         let progress = Progress::new(&release, output);
         let outcome = match sync(&cluster, &release, &options, |r| {
             progress.result(&release, r)
@@ -153,7 +159,7 @@ async fn connect(
         let server =
             crate::cluster::memory::MemoryServer::start(crate::cluster::memory::Config::default());
         // Finalizers named in the release stay held (the fake operator releases none), so a
-        // deletion the release asks for shows the in-progress/stuck path.
+        // deletion of a seeded object shows the in-progress/stuck path.
         for m in &release.manifests {
             for f in m
                 .object
