@@ -17,6 +17,7 @@ pub mod error;
 pub mod pass;
 pub mod report;
 pub mod retry;
+pub mod snapshot;
 pub mod sync;
 pub mod task;
 pub mod typed;

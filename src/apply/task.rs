@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::error::ManifestError;
 use super::retry::RequestError;
+use super::snapshot::{Lookup, Snapshot};
 use super::typed;
 use super::{
     Action, FieldChange, ManifestResult, Options, PendingDeletion, STRATEGY_ANNOTATION, Strategy,
@@ -27,6 +28,8 @@ pub struct Applier<'r> {
     options: Options,
     /// (group, kind) → name of the CRD in this release that defines it.
     crds: HashMap<(String, String), String>,
+    /// Existing objects, listed once per (kind, namespace) for this pass.
+    snapshot: Snapshot,
 }
 
 impl<'r> Applier<'r> {
@@ -51,6 +54,7 @@ impl<'r> Applier<'r> {
             release,
             options,
             crds,
+            snapshot: Snapshot::new(),
         }
     }
 
@@ -113,6 +117,24 @@ impl<'r> Applier<'r> {
         }
     }
 
+    /// The object as the pass found it: from the snapshot, or a GET when it cannot tell.
+    async fn current(
+        &self,
+        resolved: &Resolved,
+        manifest: &Manifest,
+    ) -> Result<Option<DynamicObject>, ManifestError> {
+        let ns = manifest.id.namespace.as_deref();
+        match self
+            .snapshot
+            .lookup(&self.cluster, resolved, ns, &manifest.id.name)
+            .await
+        {
+            Lookup::Absent => Ok(None),
+            Lookup::Present(obj) => Ok(Some(*obj)),
+            Lookup::Unknown => self.get(resolved, manifest).await,
+        }
+    }
+
     async fn get(
         &self,
         resolved: &Resolved,
@@ -139,7 +161,7 @@ impl<'r> Applier<'r> {
             ));
         }
         let resolved = self.resolve(manifest).await?;
-        let before = self.get(&resolved, manifest).await?;
+        let before = self.current(&resolved, manifest).await?;
         if manifest.create_only && before.is_some() {
             return Ok(Action::Unchanged);
         }
@@ -233,7 +255,7 @@ impl<'r> Applier<'r> {
             Err(DiscoveryError::UnknownKind { .. }) => return Ok(Action::AlreadyAbsent),
             other => other?,
         };
-        let Some(current) = self.get(&resolved, manifest).await? else {
+        let Some(current) = self.current(&resolved, manifest).await? else {
             return Ok(Action::AlreadyAbsent);
         };
         let ns = manifest.id.namespace.as_deref();

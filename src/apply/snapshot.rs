@@ -1,0 +1,90 @@
+//! A pass's view of existing objects, one LIST per (resource, namespace) instead of one GET
+//! per manifest.
+//!
+//! The first manifest of a pass that needs a given kind in a given namespace lists that
+//! kind there (concurrent tasks share the one LIST); every later manifest of the same
+//! (kind, namespace) finds its object — or its absence — in the result. Each object of a
+//! release belongs to exactly one manifest, so the entry a task reads was not changed by the
+//! pass itself. A LIST that fails (forbidden, kind not served yet) is remembered as
+//! "unknown" and the task falls back to a GET. The snapshot lives for one pass only.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use kube::ResourceExt;
+use kube::api::{DynamicObject, ListParams};
+use tokio::sync::OnceCell;
+
+use crate::cluster::{Cluster, Resolved};
+
+type Listing = Option<HashMap<String, DynamicObject>>;
+
+/// (group, version, plural, namespace).
+type Key = (String, String, String, Option<String>);
+
+/// Objects listed so far in this pass.
+#[derive(Default)]
+pub struct Snapshot {
+    cells: Mutex<HashMap<Key, Arc<OnceCell<Listing>>>>,
+}
+
+/// What the snapshot knows about one object.
+#[derive(Debug)]
+pub enum Lookup {
+    Absent,
+    Present(Box<DynamicObject>),
+    /// The LIST failed or does not apply: ask the server directly.
+    Unknown,
+}
+
+impl Snapshot {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Looks `name` up, listing its (kind, namespace) on first use.
+    pub async fn lookup(
+        &self,
+        cluster: &Cluster,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Lookup {
+        if resolved.namespaced && namespace.is_none() {
+            return Lookup::Unknown;
+        }
+        let r = &resolved.resource;
+        let key = (
+            r.group.clone(),
+            r.version.clone(),
+            r.plural.clone(),
+            namespace.filter(|_| resolved.namespaced).map(str::to_owned),
+        );
+        let cell = self
+            .cells
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key)
+            .or_default()
+            .clone();
+        let listing = cell
+            .get_or_init(|| async {
+                let list = cluster.api(resolved, namespace).list(&ListParams::default()).await;
+                match list {
+                    Ok(list) => Some(list.items.into_iter().map(|o| (o.name_any(), o)).collect()),
+                    Err(e) => {
+                        tracing::debug!(resource = %r.plural, ?namespace, error = %e, "list failed; falling back to GET");
+                        None
+                    }
+                }
+            })
+            .await;
+        match listing {
+            None => Lookup::Unknown,
+            Some(objects) => match objects.get(name) {
+                Some(obj) => Lookup::Present(Box::new(obj.clone())),
+                None => Lookup::Absent,
+            },
+        }
+    }
+}
