@@ -73,6 +73,7 @@ impl<'r> Applier<'r> {
     /// Runs manifest `index` of the release.
     pub async fn run(&self, index: usize) -> ManifestResult {
         let manifest = &self.release.manifests[index];
+        let started = tokio::time::Instant::now();
         let mut result = ManifestResult::new(index, Action::Failed);
         let outcome = match &manifest.intent {
             DeleteIntent::Invalid(value) => {
@@ -88,6 +89,7 @@ impl<'r> Applier<'r> {
                 result.error = Some(e.to_string());
             }
         }
+        tracing::debug!(manifest = %manifest.id, action = %result.action, elapsed = ?started.elapsed(), "manifest done");
         result
     }
 

@@ -11,6 +11,10 @@ use tokio::time::Instant;
 #[derive(Debug, thiserror::Error)]
 pub enum CrdWaitError {
     #[error(
+        "CustomResourceDefinition {name} does not exist (waited {waited:?}): it must be applied at an earlier run level than its custom resources"
+    )]
+    Absent { name: String, waited: Duration },
+    #[error(
         "CustomResourceDefinition {name} was not Established after {waited:?} (last seen: {last})"
     )]
     Timeout {
@@ -31,8 +35,13 @@ pub fn is_established(crd: &CustomResourceDefinition) -> bool {
         })
 }
 
+/// How long a CRD may be absent before [`wait_established`] gives up (it may be created by a
+/// node running in parallel; one created at a later run level will not come in time).
+pub const ABSENT_GRACE: Duration = Duration::from_secs(5);
+
 /// Polls the CRD `name` (20 ms growing ×1.5 to 1 s) until it is established or `timeout`
-/// passes. Request errors while polling count as "not yet".
+/// passes; gives up after [`ABSENT_GRACE`] while the CRD does not exist at all. Other request
+/// errors while polling count as "not yet".
 pub async fn wait_established(
     client: &Client,
     name: &str,
@@ -45,6 +54,14 @@ pub async fn wait_established(
         let last = match api.get(name).await {
             Ok(crd) if is_established(&crd) => return Ok(()),
             Ok(crd) => format!("conditions {:?}", crd.status.and_then(|s| s.conditions)),
+            Err(kube::Error::Api(s))
+                if s.code == 404 && start.elapsed() >= ABSENT_GRACE.min(timeout) =>
+            {
+                return Err(CrdWaitError::Absent {
+                    name: name.to_owned(),
+                    waited: start.elapsed(),
+                });
+            }
             Err(e) => e.to_string(),
         };
         let elapsed = start.elapsed();

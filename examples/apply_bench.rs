@@ -1,0 +1,360 @@
+//! Apply benchmark (not a timed test): the shared OpenShift corpus and a generated
+//! 5,000-manifest release, applied twice to the in-memory API server with an injected 2 ms
+//! latency per request. Reports wall time against the ideal (requests × 2 ms / parallelism),
+//! requests per manifest and writes (resourceVersion increments). With `--kubectl`, also
+//! times `kubectl apply --server-side` of the same directory against the same kind of server
+//! (served on loopback).
+//!
+//! `cargo run --example apply_bench [-- --kubectl]`; results go in docs/performance.md.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cvo::apply::sync::{SyncOptions, sync};
+use cvo::cluster::Cluster;
+use cvo::cluster::memory::{Config, FaultAction, FaultRule, MemoryServer, kubeconfig_yaml, serve};
+use cvo::release::{LoadOptions, Release};
+
+const LATENCY: Duration = Duration::from_millis(2);
+
+type Counts = Arc<Mutex<BTreeMap<String, u64>>>;
+
+/// A client for `server` that counts requests by HTTP method (LIST counted apart from GET).
+fn counting_client(server: &MemoryServer, counts: Counts) -> kube::Client {
+    let inner = server.client();
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let inner = inner.clone();
+        let counts = counts.clone();
+        async move {
+            let method = req.method().as_str().to_owned();
+            let query = req.uri().query().unwrap_or_default().to_owned();
+            let path = req.uri().path().to_owned();
+            let verb = if method == "GET" && (path.starts_with("/apis") || path.starts_with("/api"))
+            {
+                let segments = path.trim_matches('/').split('/').count();
+                // /api/v1/namespaces/x/configmaps = 5 (list), /6 = get; discovery paths are short.
+                let core = path.starts_with("/api/");
+                let named = if core {
+                    segments % 2 == 0
+                } else {
+                    segments % 2 == 1
+                };
+                if segments <= 3 {
+                    "GET (discovery)".to_owned()
+                } else if named {
+                    "GET".to_owned()
+                } else {
+                    "LIST".to_owned()
+                }
+            } else if query.contains("dryRun") {
+                format!("{method} (dry-run)")
+            } else {
+                method
+            };
+            *counts.lock().expect("counts").entry(verb).or_default() += 1;
+            inner.send(req).await
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+fn generated(n: usize) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut ns = String::new();
+    for c in 0..40 {
+        ns.push_str(&format!(
+            "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns-comp{c}\n"
+        ));
+    }
+    std::fs::write(dir.path().join("0000_00_namespaces_00.yaml"), ns).expect("write");
+    let per_file = 10;
+    for file in 0..n.div_ceil(per_file) {
+        let runlevel = 10 + (file % 9) * 10;
+        let component = format!("comp{}", file % 40);
+        let mut text = String::new();
+        for doc in 0..per_file.min(n - file * per_file) {
+            let i = file * per_file + doc;
+            text.push_str(&format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  namespace: ns-{component}\ndata:\n  key: value-{i}\n  config.yaml: |\n    replicas: 3\n    image: quay.io/example/app@sha256:{i:064}\n"
+            ));
+        }
+        std::fs::write(
+            dir.path()
+                .join(format!("0000_{runlevel:02}_{component}_{file:05}.yaml")),
+            text,
+        )
+        .expect("write");
+    }
+    dir
+}
+
+struct Pass {
+    wall: Duration,
+    counts: BTreeMap<String, u64>,
+    writes: u64,
+    failed: usize,
+}
+
+impl Pass {
+    fn requests(&self) -> u64 {
+        self.counts.values().sum()
+    }
+}
+
+async fn pass(server: &MemoryServer, release: &Release, parallelism: usize) -> Pass {
+    let counts: Counts = Arc::default();
+    let cluster = Cluster::new(counting_client(server, counts.clone()));
+    let options = SyncOptions {
+        parallelism,
+        ..SyncOptions::default()
+    };
+    let rv = server.resource_version();
+    let start = Instant::now();
+    let verbose = std::env::var_os("BENCH_FAILURES").is_some();
+    let last = Mutex::new(Instant::now());
+    let outcome = sync(&cluster, release, &options, |r| {
+        let mut last = last.lock().expect("last");
+        if verbose && last.elapsed() > Duration::from_millis(300) {
+            let m = &release.manifests[r.index];
+            eprintln!(
+                "SLOW {:?} before {} {} {:?}",
+                last.elapsed(),
+                m.location,
+                m.id,
+                r.action
+            );
+        }
+        *last = Instant::now();
+    })
+    .await
+    .expect("sync");
+    let wall = start.elapsed();
+    let failed = outcome
+        .report
+        .map(|r| r.summary().failed)
+        .unwrap_or_default();
+    let counts = counts.lock().expect("counts").clone();
+    Pass {
+        wall,
+        counts,
+        writes: server.resource_version() - rv,
+        failed,
+    }
+}
+
+fn row(name: &str, manifests: usize, parallelism: usize, p: &Pass) {
+    let ideal = LATENCY * p.requests() as u32 / parallelism as u32;
+    println!(
+        "| {name} | {manifests} | {:.2} s | {:.2} s | {} | {:.2} | {} | {} | {:?} |",
+        p.wall.as_secs_f64(),
+        ideal.as_secs_f64(),
+        p.requests(),
+        p.requests() as f64 / manifests as f64,
+        p.writes,
+        p.failed,
+        p.counts
+    );
+}
+
+async fn kubectl(dir: &Path) -> Option<Duration> {
+    let server = MemoryServer::start(Config::default());
+    server
+        .faults()
+        .add(FaultRule::new(FaultAction::Delay(LATENCY)));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    tokio::spawn(serve(server.clone(), addr));
+    let cfg = tempfile::NamedTempFile::new().ok()?;
+    std::fs::write(cfg.path(), kubeconfig_yaml(addr)).ok()?;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let start = Instant::now();
+    let (cfg_path, dir) = (cfg.path().to_owned(), dir.to_owned());
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(cfg_path)
+            .args(["apply", "--server-side", "--force-conflicts", "-R", "-f"])
+            .arg(dir)
+            .output()
+    })
+    .await
+    .ok()?
+    .ok()?;
+    let wall = start.elapsed();
+    eprintln!(
+        "kubectl exit {:?}, {} lines of output",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    );
+    Some(wall)
+}
+
+/// Kinds the release uses whose CRDs it does not ship (OpenShift's ClusterOperator, the
+/// monitoring stack's ServiceMonitor, …) exist on a real cluster before the release is
+/// applied: install a schemaless stand-in CRD for each, untimed.
+async fn stand_in_crds(cluster: &Cluster, release: &Release) {
+    use kube::api::{Api, PostParams};
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(cluster.client().clone());
+    let mut seen = std::collections::BTreeSet::new();
+    for m in &release.manifests {
+        let (group, version) = m
+            .api_version
+            .rsplit_once('/')
+            .unwrap_or(("", &m.api_version));
+        if group.is_empty() || !seen.insert((m.api_version.clone(), m.id.kind.clone())) {
+            continue;
+        }
+        if cluster
+            .discovery()
+            .resolve(&m.api_version, &m.id.kind)
+            .await
+            .is_ok()
+        {
+            continue;
+        }
+        let lower = m.id.kind.to_ascii_lowercase();
+        let plural = match lower.strip_suffix('y') {
+            Some(stem) => format!("{stem}ies"),
+            None if lower.ends_with('s') => format!("{lower}es"),
+            None => format!("{lower}s"),
+        };
+        let crd = serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.{group}")},
+            "spec": {"group": group, "scope": if m.id.namespace.is_some() { "Namespaced" } else { "Cluster" },
+                "names": {"plural": plural, "singular": lower, "kind": m.id.kind, "listKind": format!("{}List", m.id.kind)},
+                "versions": [{"name": version, "served": true, "storage": true,
+                    "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+        match crds
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(crd).expect("crd"),
+            )
+            .await
+        {
+            Ok(_) => {
+                let _ = cvo::cluster::crd::wait_established(
+                    cluster.client(),
+                    &format!("{plural}.{group}"),
+                    Duration::from_secs(10),
+                )
+                .await;
+            }
+            Err(e) => eprintln!("stand-in CRD for {} {}: {e}", m.api_version, m.id.kind),
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("CVO_LOG"))
+        .with_writer(std::io::stderr)
+        .try_init();
+    let with_kubectl = std::env::args().any(|a| a == "--kubectl");
+    let corpus =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/openshift-release");
+    let gen_dir = generated(5_000);
+    let mut sets: Vec<(String, PathBuf)> = Vec::new();
+    if corpus.is_dir() {
+        sets.push(("openshift corpus".into(), corpus));
+    }
+    sets.push(("generated".into(), gen_dir.path().to_owned()));
+    let parallelism = cvo::graph::DEFAULT_PARALLELISM;
+    println!(
+        "| release | manifests | wall | ideal | requests | per manifest | writes | failed | by verb |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    for (name, dir) in &sets {
+        // The corpus carries manifests for several profiles: apply the default one, as CVO does.
+        let mut options = LoadOptions::default();
+        options.filters.profile = Some(cvo::release::DEFAULT_CLUSTER_PROFILE.to_owned());
+        let release = cvo::release::load(dir, &options).expect("load");
+        // On a real cluster the installer creates the namespaces the release's first run
+        // levels use (OpenShift applies ConfigMaps into openshift-config at run level 00, before
+        // its Namespace manifest): create every namespace the release uses up front.
+        let mut config = Config::default();
+        for m in &release.manifests {
+            if let Some(ns) = m.id.namespace.as_deref()
+                && !config.namespaces.iter().any(|n| n == ns)
+            {
+                config.namespaces.push(ns.to_owned());
+            }
+        }
+        let server = MemoryServer::start(config);
+        // The installer also creates the CRDs of the early run levels (OpenShift applies
+        // config.openshift.io custom resources at run level 05, their CRDs at 10): install every
+        // CRD of the release first, untimed.
+        let mut crds = release.clone();
+        crds.manifests
+            .retain(|m| m.id.kind == "CustomResourceDefinition" && !m.is_delete());
+        let bootstrap = Cluster::new(server.client());
+        sync(&bootstrap, &crds, &SyncOptions::default(), |_| {})
+            .await
+            .expect("CRDs");
+        stand_in_crds(&bootstrap, &release).await;
+        server
+            .faults()
+            .add(FaultRule::new(FaultAction::Delay(LATENCY)));
+        let first = pass(&server, &release, parallelism).await;
+        if std::env::var_os("BENCH_FAILURES").is_some() {
+            let counts: Counts = Arc::default();
+            let cluster = Cluster::new(counting_client(&server, counts));
+            let last = Mutex::new(Instant::now());
+            let out = sync(&cluster, &release, &SyncOptions::default(), |r| {
+                let mut last = last.lock().expect("last");
+                if last.elapsed() > Duration::from_millis(300) {
+                    eprintln!(
+                        "SLOW {:?} before {} {}",
+                        last.elapsed(),
+                        release.manifests[r.index].location,
+                        release.manifests[r.index].id
+                    );
+                }
+                *last = Instant::now();
+            })
+            .await
+            .expect("sync");
+            for r in out.report.iter().flat_map(|r| r.failed()) {
+                eprintln!(
+                    "FAILED {} {}: {:?}",
+                    release.manifests[r.index].location, release.manifests[r.index].id, r.error
+                );
+            }
+        }
+        row(
+            &format!("{name}, first apply"),
+            release.manifests.len(),
+            parallelism,
+            &first,
+        );
+        let second = pass(&server, &release, parallelism).await;
+        row(
+            &format!("{name}, second apply"),
+            release.manifests.len(),
+            parallelism,
+            &second,
+        );
+        if with_kubectl && let Some(wall) = kubectl(dir).await {
+            println!(
+                "| {name}, kubectl apply --server-side | {} | {:.2} s | | | | | | |",
+                release.manifests.len(),
+                wall.as_secs_f64()
+            );
+        }
+    }
+}
