@@ -68,7 +68,10 @@ mod tests {
     fn group_of_core_and_named_groups() {
         assert_eq!(ObjectId::group_of("v1"), "");
         assert_eq!(ObjectId::group_of("apps/v1"), "apps");
-        assert_eq!(ObjectId::group_of("config.openshift.io/v1"), "config.openshift.io");
+        assert_eq!(
+            ObjectId::group_of("config.openshift.io/v1"),
+            "config.openshift.io"
+        );
     }
 
     #[test]

@@ -25,8 +25,8 @@ use serde::Serialize;
 use crate::diagnostic::{Diagnostic, Location, Severity};
 
 pub use annotations::{
-    CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION, DeleteIntent,
-    EXCLUDE_PREFIX, FEATURE_SET_ANNOTATION, INCLUDE_PREFIX,
+    CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION, DeleteIntent, EXCLUDE_PREFIX,
+    FEATURE_SET_ANNOTATION, INCLUDE_PREFIX,
 };
 pub use filename::{FileOrder, parse_file_name};
 pub use filter::Filters;
