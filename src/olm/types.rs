@@ -135,7 +135,7 @@ impl ClusterServiceVersion {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CsvSpec {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "CustomResourceDefinitions::is_empty")]
     pub customresourcedefinitions: CustomResourceDefinitions,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub install_modes: Vec<InstallMode>,
@@ -157,6 +157,13 @@ pub struct CustomResourceDefinitions {
     pub required: Vec<CrdDescription>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+impl CustomResourceDefinitions {
+    /// No owned, no required, nothing else.
+    pub fn is_empty(&self) -> bool {
+        self.owned.is_empty() && self.required.is_empty() && self.extra.is_empty()
+    }
 }
 
 /// One entry of `owned` / `required`: `name` is the CRD's name, `<plural>.<group>`.
