@@ -383,6 +383,9 @@ pub fn targets(
     }
     match og.spec.selector.as_ref() {
         Some(sel) if !selector_is_empty(sel) => {
+            // Validate up front: an invalid selector must block even if no namespace is
+            // evaluated far enough to reach the bad expression.
+            selector_matches(sel, &BTreeMap::new()).map_err(invalid)?;
             let mut set = BTreeSet::new();
             for ns in namespaces {
                 if selector_matches(sel, &ns.labels).map_err(invalid)? {
@@ -406,6 +409,17 @@ pub fn selector_matches(
     sel: &LabelSelector,
     labels: &BTreeMap<String, String>,
 ) -> Result<bool, String> {
+    for expr in sel.match_expressions.iter().flatten() {
+        if !matches!(
+            expr.operator.as_str(),
+            "In" | "NotIn" | "Exists" | "DoesNotExist"
+        ) {
+            return Err(format!(
+                "unknown label selector operator {:?}",
+                expr.operator
+            ));
+        }
+    }
     for (k, v) in sel.match_labels.iter().flatten() {
         if labels.get(k) != Some(v) {
             return Ok(false);
@@ -978,6 +992,13 @@ mod tests {
             }]),
             ..Default::default()
         });
+        assert!(matches!(
+            w.plan().decision,
+            Decision::Block(BlockReason::InvalidOperatorGroup { .. })
+        ));
+        // An invalid expression blocks even when matchLabels already rules every namespace out.
+        w.ogs[0].spec.selector.as_mut().unwrap().match_labels =
+            Some([("team".to_string(), "nobody".to_string())].into());
         assert!(matches!(
             w.plan().decision,
             Decision::Block(BlockReason::InvalidOperatorGroup { .. })
