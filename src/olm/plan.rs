@@ -701,15 +701,18 @@ pub fn desired_status(
 }
 
 /// A JSON patch removing [`FINALIZER`] whose first operation tests the finalizer list, so a
-/// concurrent change by another writer makes the patch fail instead of being lost.
-/// `None` when the finalizer is absent.
+/// concurrent change by another writer makes the patch fail instead of being lost. When the
+/// object's `resourceVersion` is known it is tested too: the decision to release was made on
+/// exactly this version (not on a stale cache entry). `None` when the finalizer is absent.
 pub fn finalizer_removal_patch(meta: &ObjectMeta) -> Option<Value> {
     let list = meta.finalizers.as_ref()?;
     let idx = list.iter().position(|f| f == FINALIZER)?;
-    Some(json!([
-        {"op": "test", "path": "/metadata/finalizers", "value": list},
-        {"op": "remove", "path": format!("/metadata/finalizers/{idx}")},
-    ]))
+    let mut ops = vec![json!({"op": "test", "path": "/metadata/finalizers", "value": list})];
+    if let Some(rv) = &meta.resource_version {
+        ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
+    }
+    ops.push(json!({"op": "remove", "path": format!("/metadata/finalizers/{idx}")}));
+    Some(Value::Array(ops))
 }
 
 #[cfg(test)]
@@ -1194,6 +1197,19 @@ mod tests {
             ])
         );
         assert_eq!(finalizer_removal_patch(&ObjectMeta::default()), None);
+        let meta = ObjectMeta {
+            finalizers: Some(vec![FINALIZER.into()]),
+            resource_version: Some("42".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            finalizer_removal_patch(&meta).unwrap(),
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": [FINALIZER]},
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
+                {"op": "remove", "path": "/metadata/finalizers/0"}
+            ])
+        );
     }
 
     #[test]

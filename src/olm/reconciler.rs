@@ -320,7 +320,7 @@ async fn apply(
             let message = reason.to_string();
             warn!(reason = %message, "operand cleanup blocked; finalizer kept");
             let changed = write_status(ctx, csv, None, REASON_BLOCKED, &message).await?;
-            if changed {
+            if changed.is_some() {
                 ctx.event(csv, EventType::Warning, "CleanupBlocked", message)
                     .await;
             }
@@ -357,19 +357,21 @@ async fn apply(
             Ok(Action::requeue(ctx.backoff(key)))
         }
         Decision::Done => {
-            let started = plan::cleanup_started(csv);
-            if started {
-                write_status(
+            let mut current = csv.clone();
+            if plan::cleanup_started(csv)
+                && let Some(updated) = write_status(
                     ctx,
                     csv,
                     Some(vec![]),
                     REASON_COMPLETE,
                     "all custom resources deleted",
                 )
-                .await?;
+                .await?
+            {
+                current = updated;
             }
             info!("no custom resources left; removing finalizer");
-            if remove_finalizer(ctx, csv).await? {
+            if remove_finalizer(ctx, &current).await? {
                 ctx.event(
                     csv,
                     EventType::Normal,
@@ -389,29 +391,30 @@ async fn wait_status(
     csv: &ClusterServiceVersion,
     crds: &[CrdInfo],
     pending: &[CrRef],
-) -> Result<bool, Error> {
+) -> Result<(), Error> {
     let (lists, unlisted) = plan::pending_deletion(pending, crds);
     let message = plan::waiting_message(pending.len(), unlisted);
-    write_status(ctx, csv, Some(lists), REASON_WAITING, &message).await
+    write_status(ctx, csv, Some(lists), REASON_WAITING, &message).await?;
+    Ok(())
 }
 
 /// Merge-patch `status.cleanup` and `status.conditions` when they differ from the CSV's; the
 /// patch carries the read `resourceVersion`, so a concurrent writer makes it fail (409) and the
-/// next pass recomputes. Returns whether a write happened.
+/// next pass recomputes. Returns the updated CSV when a write happened.
 async fn write_status(
     ctx: &Ctx,
     csv: &ClusterServiceVersion,
     cleanup: Option<Vec<super::types::ResourceList>>,
     reason: &str,
     message: &str,
-) -> Result<bool, Error> {
+) -> Result<Option<ClusterServiceVersion>, Error> {
     let now = jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string();
     let Some((cleanup, conditions)) =
         plan::desired_status(csv.status.as_ref(), cleanup, reason, message, &now)
     else {
-        return Ok(false);
+        return Ok(None);
     };
     let mut status = json!({ "conditions": conditions });
     if let Some(pending) = cleanup {
@@ -423,15 +426,16 @@ async fn write_status(
     }
     let api: Api<ClusterServiceVersion> =
         Api::namespaced(ctx.client.clone(), &csv.namespace().unwrap_or_default());
-    api.patch_status(
-        &csv.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&body),
-    )
-    .await
-    .map_err(kube_err("patching CSV status"))?;
+    let updated = api
+        .patch_status(
+            &csv.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&body),
+        )
+        .await
+        .map_err(kube_err("patching CSV status"))?;
     debug!(reason, message, "status written");
-    Ok(true)
+    Ok(Some(updated))
 }
 
 /// Remove the finalizer with a `test`-guarded JSON patch. Returns whether this call removed it.
