@@ -832,3 +832,15 @@ async fn csv_without_the_finalizer_is_never_touched() {
     settle().await;
     assert_eq!(e.names(Some(&a)).await, vec!["w"]);
 }
+
+#[tokio::test]
+async fn run_fails_fast_without_the_csv_type() {
+    let tc = common::cluster().await;
+    if !tc.is_memory() {
+        return; // a real cluster may well have OLM installed
+    }
+    let err = cvo::olm::run(tc.client.clone(), None, std::future::pending())
+        .await
+        .expect_err("no CSV CRD");
+    assert!(matches!(err, cvo::olm::Error::NotInstalled), "{err}");
+}

@@ -77,6 +77,10 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error(
+        "the ClusterServiceVersion type (operators.coreos.com/v1alpha1) is not served: is OLM installed?"
+    )]
+    NotInstalled,
     #[error("object has no name or namespace")]
     MissingName,
     #[error("building the finalizer patch: {0}")]
@@ -187,6 +191,14 @@ pub async fn run_with_config(
         config,
         attempts: Mutex::new(HashMap::new()),
     });
+    // Fail fast when OLM's CSV type is not served at all, instead of retrying forever.
+    if let Err(e) = api.list(&ListParams::default().limit(1)).await {
+        return Err(if is_status(&e, 404) {
+            Error::NotInstalled
+        } else {
+            kube_err("listing ClusterServiceVersions")(e)
+        });
+    }
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let signal = tokio::spawn(async move {
         shutdown.await;
@@ -327,6 +339,18 @@ async fn apply(
             Ok(Action::requeue(ctx.config.blocked_requeue))
         }
         Decision::DeleteCrs { delete, pending } => {
+            // Listing CRs can take a while: re-read the CSV right before deleting, and delete
+            // nothing if anything about it changed since the snapshot (e.g. an abort).
+            let api: Api<ClusterServiceVersion> =
+                Api::namespaced(ctx.client.clone(), &csv.namespace().unwrap_or_default());
+            let fresh = api
+                .get_opt(&csv.name_any())
+                .await
+                .map_err(kube_err("re-reading the CSV before deleting"))?;
+            if fresh.as_ref().and_then(|f| f.resource_version()) != csv.resource_version() {
+                debug!("CSV changed since the snapshot; re-planning before deleting");
+                return Ok(Action::requeue(ctx.config.min_backoff));
+            }
             let started = plan::cleanup_started(csv);
             if !started {
                 ctx.event(
