@@ -329,6 +329,29 @@ async fn cleanup_true_removes_all_crs() {
     e.delete_csv(&csv).await;
     e.wait_csv_gone(&csv).await;
     assert!(e.names(Some(&a)).await.is_empty());
+    // Events (events.k8s.io/v1): checked where the server serves them.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(e.tc.client.clone(), &e.op_ns);
+    match events.list(&ListParams::default()).await {
+        Ok(list) => {
+            let reasons: Vec<String> = list
+                .items
+                .iter()
+                .filter(|ev| ev.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&csv))
+                .filter_map(|ev| ev.reason.clone())
+                .collect();
+            for want in ["CleanupStarted", "CleanupFinished"] {
+                assert!(
+                    reasons.iter().any(|r| r == want),
+                    "{want} missing: {reasons:?}"
+                );
+            }
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            eprintln!("events.k8s.io/v1 not served: events not checked");
+        }
+        Err(err) => panic!("list events: {err}"),
+    }
 }
 
 #[tokio::test]
