@@ -1811,7 +1811,11 @@ async fn apply_treats_lists_of_schemaless_custom_fields_as_atomic() {
     api.patch(
         "b",
         &PatchParams::apply("first"),
-        &apply(json!({"items": ["x"], "labels": {"a": "1"}})),
+        &apply(json!({
+            "items": ["x"],
+            "objects": [{"name": "a", "v": 1}],
+            "labels": {"a": "1"},
+        })),
     )
     .await
     .expect("first applies");
@@ -1835,6 +1839,19 @@ async fn apply_treats_lists_of_schemaless_custom_fields_as_atomic() {
         409,
         "Conflict",
         "second manager replacing an atomic list",
+    );
+    // Even a list of objects that all have a `name` is atomic here (no list-map-keys in the
+    // schema), unlike a built-in keyed list such as containers.
+    expect_status(
+        api.patch(
+            "b",
+            &PatchParams::apply("second"),
+            &apply(json!({"objects": [{"name": "b", "v": 2}], "labels": {"b": "2"}})),
+        )
+        .await,
+        409,
+        "Conflict",
+        "second manager adding an item to an atomic list of named objects",
     );
     let forced = api
         .patch(
