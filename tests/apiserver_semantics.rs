@@ -1259,8 +1259,82 @@ async fn custom_resources_are_served_only_once_the_crd_is_established() {
         .await
     };
     assert_eq!(created.data["spec"]["a"], 1);
+    let established = Api::<CustomResourceDefinition>::all(tc.client.clone())
+        .get(&crd.name)
+        .await
+        .expect("CRD");
+    assert_eq!(
+        crd_condition(&established, "NamesAccepted").as_deref(),
+        Some("True")
+    );
     let listed = api.list(&ListParams::default()).await.expect("list");
     assert_eq!(names(&listed.items), set(&["ready"]));
+}
+
+#[tokio::test]
+async fn custom_resources_are_validated_and_pruned_by_their_schema() {
+    let tc = cluster().await;
+    let crd = TestCrd::new("Valve", true, false);
+    let mut manifest = serde_json::to_value(crd.manifest()).expect("json");
+    manifest["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = json!({
+        "type": "object",
+        "properties": {
+            "replicas": {"type": "integer", "minimum": 0},
+            "mode": {"type": "string", "enum": ["open", "closed"]},
+        },
+    });
+    let manifest: CustomResourceDefinition = serde_json::from_value(manifest).expect("CRD");
+    Api::<CustomResourceDefinition>::all(tc.client.clone())
+        .create(&pp(), &manifest)
+        .await
+        .expect("create CRD");
+    tc.track_crd(&crd.name);
+    wait_established(&tc, &crd.name).await;
+    let ns = tc.namespace("schema").await;
+    let api = tc.dynamic(&crd.resource(), Some(&ns));
+
+    // Unknown fields are pruned, not stored.
+    let ok = api
+        .create(
+            &pp(),
+            &crd.object(
+                "ok",
+                Some(&ns),
+                json!({"spec": {"replicas": 2, "mode": "open", "colour": "red"}}),
+            ),
+        )
+        .await
+        .expect("valid CR");
+    assert_eq!(
+        ok.data["spec"],
+        json!({"replicas": 2, "mode": "open"}),
+        "unknown field pruned"
+    );
+
+    for (name, spec) in [
+        ("wrong-type", json!({"replicas": "two"})),
+        ("not-in-enum", json!({"mode": "ajar"})),
+        ("below-minimum", json!({"replicas": -1})),
+    ] {
+        expect_status(
+            api.create(&pp(), &crd.object(name, Some(&ns), json!({"spec": spec})))
+                .await,
+            422,
+            "Invalid",
+            &format!("CR {name}"),
+        );
+    }
+    expect_status(
+        api.patch(
+            "ok",
+            &PatchParams::default(),
+            &merge(json!({"spec": {"replicas": "many"}})),
+        )
+        .await,
+        422,
+        "Invalid",
+        "update violating the schema",
+    );
 }
 
 #[tokio::test]
@@ -2805,6 +2879,23 @@ async fn errors_are_status_objects_with_code_reason_and_details() {
         http::Request::post(&base)
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(b"{not json".to_vec())
+            .unwrap(),
+    )
+    .await;
+    assert_status_body(code, &ct, &body, 400, "BadRequest");
+
+    // PUT: the body's name must match the URL's.
+    let created = cms(&tc, &ns)
+        .create(&pp(), &configmap("named", json!({})))
+        .await
+        .expect("create");
+    let mut renamed = serde_json::to_value(&created).unwrap();
+    renamed["metadata"]["name"] = json!("other-name");
+    let (code, ct, body) = raw(
+        &tc,
+        http::Request::put(format!("{base}/named"))
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(&renamed).unwrap())
             .unwrap(),
     )
     .await;
