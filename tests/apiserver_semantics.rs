@@ -7,6 +7,36 @@
 //! in-memory implementation: a server kinder than the real one must fail here. Every case works
 //! in its own unique namespace or CRD group, and waits for controllers only by polling with a
 //! deadline.
+//!
+//! Coverage of DESIGN.md section 3:
+//! 1. finalizers and DELETE: `delete_without_finalizers_…`, `delete_with_finalizer_…`,
+//!    `removing_the_last_finalizer_by_update_…`
+//! 2. no new finalizer while deleting: `adding_a_finalizer_to_a_deleting_object_is_invalid`
+//! 3. 404 / 409: `…_missing_object_are_not_found`, `create_of_an_existing_object_…`,
+//!    `update_with_a_stale_resource_version_…`, `delete_preconditions_…`
+//! 4. propagation: `background_…`, `foreground_…`, `orphan_…`, `job_delete_without_policy_…`
+//! 5. namespaces: `namespace_deletion_terminates_…`, `namespace_deletion_removes_custom_…`,
+//!    `create_in_a_missing_namespace_is_not_found`
+//! 6. CRD deletion: `crd_deletion_deletes_custom_resources_first_…`
+//! 7. CRD establish/serve: `custom_resources_are_served_only_once_…`, `crd_kinds_appear_…`,
+//!    `custom_resources_are_validated_and_pruned_…`
+//! 8. server-side apply and dry run: `apply_*`, `dry_run_all_…`
+//! 9. generation and status: `generation_bumps_…`, `custom_resource_status_subresource_…`
+//! 10. immutable fields: `immutable_fields_…`, `service_cluster_ip_…`
+//! 11. watch: `watch_*`
+//! 12. error shapes: `errors_are_status_objects_…`, `overload_and_transient_errors_…` (429 with
+//!     Retry-After, 500/503/504: in memory only, a real server cannot be made to throttle)
+//! 13. garbage collection: `garbage_collector_*`
+//!
+//! Also: discovery of built-in kinds, label/field selectors, limit/continue, JSON/merge patch,
+//! deletecollection.
+//!
+//! Against a real cluster: `CVO_TEST_KUBECONFIG=~/.kube/config cargo test --test
+//! apiserver_semantics` (needs cluster-admin; creates and deletes namespaces labelled
+//! `cvo-test.example.com/suite`, CRDs in `*.cvo-test.example.com` and one ClusterRole per run of
+//! the GC case). Where a real server's caches make a check racy (namespace admission, the CRD
+//! handler, the `default` ServiceAccount) the real-cluster branch polls; in memory the same
+//! check is strict.
 
 mod common;
 
