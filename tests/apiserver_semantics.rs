@@ -908,6 +908,19 @@ async fn namespace_deletion_terminates_deletes_content_and_waits_for_finalizers(
             .contains(&"kubernetes".to_string())
     );
 
+    // A second DELETE of a terminating namespace is harmless: current kube-apiserver answers
+    // with the namespace (very old releases said 409 Conflict).
+    let again = namespaces
+        .delete(&ns, &DeleteParams::default())
+        .await
+        .expect("second DELETE of a terminating namespace");
+    assert!(
+        again
+            .left()
+            .is_some_and(|n| n.metadata.deletion_timestamp.is_some()),
+        "second DELETE returns the terminating namespace"
+    );
+
     // Creating in a terminating namespace is forbidden.
     if tc.is_memory() {
         expect_status(
