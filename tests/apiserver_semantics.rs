@@ -1990,8 +1990,9 @@ async fn apply_requires_a_field_manager() {
     let tc = cluster().await;
     let ns = tc.namespace("ssa-nomgr").await;
     let api = cms(&tc, &ns);
-    // kube-apiserver validates PatchOptions: fieldManager is required for apply (422).
-    expect_status(
+    // kube-apiserver validates PatchOptions: fieldManager is required for apply (422 Invalid,
+    // details naming PatchOptions and the fieldManager field).
+    let status = expect_status(
         api.patch(
             "cm",
             &PatchParams::default(),
@@ -2001,6 +2002,13 @@ async fn apply_requires_a_field_manager() {
         422,
         "Invalid",
         "apply without fieldManager",
+    );
+    let details = status.details.expect("details");
+    assert_eq!(details.kind, "PatchOptions");
+    assert!(
+        details.causes.iter().any(|c| c.field == "fieldManager"),
+        "causes {:?}",
+        details.causes
     );
     expect_status(api.get("cm").await, 404, "NotFound", "nothing was created");
 }
