@@ -2097,6 +2097,21 @@ async fn dry_run_all_returns_the_result_and_writes_nothing() {
         .expect("still there after dry-run delete");
     assert_eq!(now.data["data"]["a"], "1", "no dry-run write persisted");
     assert_eq!(rv(&now), before, "resourceVersion untouched by dry runs");
+
+    // Dry-run DELETE of a finalized object shows it marked, and leaves it unmarked.
+    create_cm(&tc, &ns, "held", &[TEST_FINALIZER], json!({})).await;
+    let marked = api
+        .delete("held", &dry_delete)
+        .await
+        .expect("dry-run delete of a finalized object")
+        .left()
+        .expect("the would-be object");
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    let held = api.get("held").await.expect("held");
+    assert!(
+        held.metadata.deletion_timestamp.is_none(),
+        "dry-run delete must not mark"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
