@@ -51,6 +51,11 @@ pub struct TestCluster {
 enum Created {
     Namespace(String),
     Crd(String),
+    /// A cluster-scoped object (namespaced ones go with their namespace).
+    Object {
+        resource: ApiResource,
+        name: String,
+    },
     Held {
         resource: ApiResource,
         namespace: Option<String>,
@@ -135,6 +140,14 @@ impl TestCluster {
         self.track(Created::Crd(name.to_string()));
     }
 
+    /// Remember a cluster-scoped object to delete at the end.
+    pub fn track_cluster_object(&self, resource: &ApiResource, name: &str) {
+        self.track(Created::Object {
+            resource: resource.clone(),
+            name: name.to_string(),
+        });
+    }
+
     /// Remember an object that carries finalizers nobody else will remove, so that cleanup
     /// strips them (otherwise it would hold its namespace or CRD forever).
     pub fn hold(&self, resource: &ApiResource, namespace: Option<&str>, name: &str) {
@@ -213,6 +226,11 @@ async fn cleanup(client: &Client, created: Vec<Created>) {
             }
             Created::Namespace(name) => {
                 let _ = Api::<Namespace>::all(client.clone())
+                    .delete(name, &DeleteParams::background())
+                    .await;
+            }
+            Created::Object { resource, name } => {
+                let _ = Api::<DynamicObject>::all_with(client.clone(), resource)
                     .delete(name, &DeleteParams::background())
                     .await;
             }
