@@ -289,7 +289,11 @@ async fn reconcile_csv(
     for w in &p.warnings {
         warn!(hazard = %w, "operand cleanup hazard");
     }
-    if !p.warnings.is_empty() && !plan::cleanup_started(&g.csv) {
+    // Hazard Events go out once, when a cleanup starts.
+    if !p.warnings.is_empty()
+        && !plan::cleanup_started(&g.csv)
+        && matches!(p.decision, Decision::DeleteCrs { .. })
+    {
         ctx.event(
             &g.csv,
             EventType::Warning,
