@@ -7,6 +7,7 @@
 //! operator namespace, so tests never see each other's objects.
 
 mod common;
+mod olm_model;
 
 use std::time::Duration;
 
@@ -866,4 +867,236 @@ async fn run_fails_fast_without_the_csv_type() {
         .await
         .expect_err("no CSV CRD");
     assert!(matches!(err, cvo::olm::Error::NotInstalled), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random worlds replayed on the API server
+// ---------------------------------------------------------------------------------------------
+
+type Outcome = (
+    std::collections::BTreeSet<(String, String, bool)>,
+    std::collections::BTreeSet<(String, Option<String>, String)>,
+);
+
+/// Existing CSVs (namespace, name, still has our finalizer) and CRs (CRD, namespace, name).
+fn model_outcome(w: &olm_model::World) -> Outcome {
+    let csvs = w
+        .csvs
+        .iter()
+        .map(|c| {
+            (
+                c.metadata.namespace.clone().unwrap(),
+                c.metadata.name.clone().unwrap(),
+                c.metadata
+                    .finalizers
+                    .iter()
+                    .flatten()
+                    .any(|f| f == FINALIZER),
+            )
+        })
+        .collect();
+    let crs = w
+        .crs
+        .iter()
+        .map(|c| (c.crd.clone(), c.namespace.clone(), c.name.clone()))
+        .collect();
+    (csvs, crs)
+}
+
+async fn live_outcome(tc: &TestCluster, w: &olm_model::World, crds: &[TestCrd]) -> Outcome {
+    let namespaces: std::collections::BTreeSet<&str> =
+        w.namespaces.iter().map(|n| n.name.as_str()).collect();
+    let csvs = Api::<ClusterServiceVersion>::all(tc.client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("list CSVs")
+        .items
+        .into_iter()
+        .filter(|c| namespaces.contains(c.metadata.namespace.as_deref().unwrap_or("")))
+        .map(|c| {
+            (
+                c.metadata.namespace.clone().unwrap(),
+                c.metadata.name.clone().unwrap(),
+                c.metadata
+                    .finalizers
+                    .iter()
+                    .flatten()
+                    .any(|f| f == FINALIZER),
+            )
+        })
+        .collect();
+    let mut crs = std::collections::BTreeSet::new();
+    for crd in crds {
+        for o in tc
+            .dynamic(&crd.resource(), None)
+            .list(&ListParams::default())
+            .await
+            .expect("list CRs")
+            .items
+        {
+            crs.insert((
+                crd.name.clone(),
+                o.metadata.namespace.clone(),
+                o.metadata.name.clone().unwrap(),
+            ));
+        }
+    }
+    (csvs, crs)
+}
+
+/// Create the world's objects, CSVs last, then delete the CSVs the model marks as deleted.
+async fn materialize(tc: &TestCluster, w: &olm_model::World) -> Vec<TestCrd> {
+    for ns in &w.namespaces {
+        let mut labels = ns.labels.clone();
+        labels.insert(common::TEST_LABEL.to_string(), "olm".to_string());
+        let obj: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": ns.name, "labels": labels}}))
+                .unwrap();
+        Api::<Namespace>::all(tc.client.clone())
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("namespace {}: {e}", ns.name));
+    }
+    let mut crds = Vec::new();
+    for info in &w.crds {
+        let crd = TestCrd::in_group(&info.group, &info.kind, !info.cluster_scoped, false);
+        assert_eq!(crd.name, info.name);
+        crd.install(tc).await;
+        crds.push(crd);
+    }
+    for cr in &w.crs {
+        let crd = crds.iter().find(|c| c.name == cr.crd).unwrap();
+        tc.dynamic(&crd.resource(), cr.namespace.as_deref())
+            .create(
+                &PostParams::default(),
+                &crd.object(&cr.name, cr.namespace.as_deref(), json!({})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("CR {}: {e}", cr.name));
+    }
+    for og in &w.ogs {
+        Api::<OperatorGroup>::namespaced(
+            tc.client.clone(),
+            og.metadata.namespace.as_deref().unwrap(),
+        )
+        .create(&PostParams::default(), og)
+        .await
+        .unwrap_or_else(|e| panic!("OperatorGroup: {e}"));
+    }
+    for model in &w.csvs {
+        let ns = model.metadata.namespace.clone().unwrap();
+        let name = model.metadata.name.clone().unwrap();
+        let mut csv = model.clone();
+        csv.metadata.deletion_timestamp = None;
+        csv.metadata.uid = None;
+        let status = csv.status.take().unwrap_or_default();
+        csv.spec.extra.insert("displayName".into(), json!(name));
+        csv.spec.extra.insert(
+            "install".into(),
+            json!({"strategy": "deployment", "spec": {"deployments": []}}),
+        );
+        let api: Api<ClusterServiceVersion> = Api::namespaced(tc.client.clone(), &ns);
+        api.create(&PostParams::default(), &csv)
+            .await
+            .unwrap_or_else(|e| panic!("CSV {name}: {e}"));
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": status.phase, "reason": status.reason}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("CSV {name} status: {e}"));
+    }
+    for model in w
+        .csvs
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_some())
+    {
+        Api::<ClusterServiceVersion>::namespaced(
+            tc.client.clone(),
+            model.metadata.namespace.as_deref().unwrap(),
+        )
+        .delete(
+            model.metadata.name.as_deref().unwrap(),
+            &DeleteParams::background(),
+        )
+        .await
+        .expect("delete CSV");
+    }
+    crds
+}
+
+/// Random worlds (the safety test's generator, without CR finalizers) replayed on the in-memory
+/// API server with a cluster-wide reconciler: the cluster must settle exactly where the
+/// oracle's fixpoint says, and stay there.
+#[tokio::test]
+async fn random_worlds_settle_where_the_oracle_says() {
+    let tc = common::cluster().await;
+    if !tc.is_memory() {
+        eprintln!("skipped on a real cluster: it runs a cluster-wide reconciler");
+        return;
+    }
+    install_olm_crds(&tc).await;
+    let cases: u64 = std::env::var("CVO_OLM_LIVE_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
+    let seed: u64 = std::env::var("CVO_OLM_SAFETY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x0C0F_FEE5);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let config = cvo::olm::Config {
+        min_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(400),
+        blocked_requeue: Duration::from_millis(300),
+        ..cvo::olm::Config::default()
+    };
+    let client = tc.client.clone();
+    tokio::spawn(async move {
+        cvo::olm::run_with_config(client, config, async move {
+            let _ = rx.await;
+        })
+        .await
+        .expect("reconciler");
+    });
+    for case in 0..cases {
+        let mut rng = olm_model::Rng(olm_model::splitmix(olm_model::splitmix(seed) ^ case) | 1);
+        let prefix = common::unique("w");
+        let group = format!("{prefix}.{}", common::TEST_GROUP_SUFFIX);
+        let max_csvs = if case % 3 == 2 { 6 } else { 2 };
+        let mut world = olm_model::gen_world_with(&mut rng, &prefix, &group, max_csvs);
+        if case % 3 != 2 {
+            olm_model::bias_towards_cleanup(&mut world, &mut rng);
+        }
+        let expected = model_outcome(&olm_model::expected_outcome(&world));
+        let crds = materialize(&tc, &world).await;
+        eprintln!(
+            "case {case}: {} CSVs, {} CRs -> expect {} CSVs, {} CRs",
+            world.csvs.len(),
+            world.crs.len(),
+            expected.0.len(),
+            expected.1.len()
+        );
+        poll_until(
+            &format!("case {case} settles as the oracle says"),
+            tc.deadline(),
+            || async {
+                let live = live_outcome(&tc, &world, &crds).await;
+                if live == expected {
+                    Ok(())
+                } else {
+                    Err(format!("live {live:?}\nexpected {expected:?}"))
+                }
+            },
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            live_outcome(&tc, &world, &crds).await,
+            expected,
+            "case {case} moved after settling"
+        );
+    }
+    drop(tx);
 }
