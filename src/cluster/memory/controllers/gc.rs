@@ -70,3 +70,119 @@ pub fn reconcile(st: &mut State) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::memory::handler::{DeleteOpts, Target, WriteOpts};
+    use crate::cluster::memory::store::Store;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn setup() -> (State, Target, Target) {
+        let mut st = State::new(Store::new(1000, Arc::new(tokio::sync::Notify::new())), 3);
+        let ns = target(&st, "", "namespaces", "", "");
+        st.create(
+            &ns,
+            json!({"metadata": {"name": "n"}}),
+            &WriteOpts::default(),
+            false,
+        )
+        .unwrap();
+        let owner = target(&st, "", "configmaps", "n", "owner");
+        let (_, o) = st
+            .create(
+                &owner,
+                json!({"metadata": {"name": "owner"}}),
+                &WriteOpts::default(),
+                false,
+            )
+            .unwrap();
+        let uid = o["metadata"]["uid"].clone();
+        let dep = target(&st, "", "configmaps", "n", "dep");
+        st.create(
+            &dep,
+            json!({"metadata": {"name": "dep", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}]}}),
+            &WriteOpts::default(),
+            false,
+        )
+        .unwrap();
+        (st, owner, dep)
+    }
+
+    fn target(st: &State, g: &str, plural: &str, ns: &str, name: &str) -> Target {
+        let info = st
+            .served()
+            .into_iter()
+            .find(|i| i.group == g && i.plural == plural)
+            .unwrap();
+        Target {
+            version: info.versions[0].clone(),
+            info,
+            namespace: ns.into(),
+            name: name.into(),
+            subresource: None,
+        }
+    }
+
+    #[test]
+    fn background_deletes_dependents_after_owner() {
+        let (mut st, owner, dep) = setup();
+        st.delete(&owner, &DeleteOpts::default()).unwrap();
+        assert!(st.get(&dep).is_ok());
+        reconcile(&mut st);
+        assert_eq!(st.get(&dep).unwrap_err().code, 404);
+    }
+
+    #[test]
+    fn foreground_waits_for_dependents() {
+        let (mut st, owner, dep) = setup();
+        st.delete(
+            &owner,
+            &DeleteOpts {
+                policy: Some(Policy::Foreground),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let o = st.get(&owner).unwrap();
+        assert_eq!(o["metadata"]["finalizers"], json!([FOREGROUND]));
+        assert!(o["metadata"]["deletionTimestamp"].is_string());
+        reconcile(&mut st);
+        assert_eq!(st.get(&dep).unwrap_err().code, 404);
+        reconcile(&mut st);
+        assert_eq!(st.get(&owner).unwrap_err().code, 404);
+    }
+
+    #[test]
+    fn orphan_keeps_dependents() {
+        let (mut st, owner, dep) = setup();
+        st.delete(
+            &owner,
+            &DeleteOpts {
+                policy: Some(Policy::Orphan),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        reconcile(&mut st);
+        let d = st.get(&dep).unwrap();
+        assert!(d["metadata"].get("ownerReferences").is_none());
+    }
+
+    #[test]
+    fn dry_run_delete_changes_nothing() {
+        let (mut st, owner, _) = setup();
+        let rv = st.store.rv();
+        st.delete(
+            &owner,
+            &DeleteOpts {
+                dry_run: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(st.store.rv(), rv);
+        assert!(st.get(&owner).is_ok());
+    }
+}
