@@ -802,11 +802,14 @@ impl State {
         }
         // Generation: bumps on anything but metadata and status.
         if t.info.generation {
+            let has_status = t.info.status_subresource;
             let strip = |v: &Value| {
                 let mut v = v.clone();
                 if let Some(m) = v.as_object_mut() {
                     m.remove("metadata");
-                    m.remove("status");
+                    if has_status {
+                        m.remove("status");
+                    }
                     m.remove("apiVersion");
                     m.remove("kind");
                 }
