@@ -929,6 +929,17 @@ async fn namespace_deletion_terminates_deletes_content_and_waits_for_finalizers(
             "Forbidden",
             "create in terminating namespace",
         );
+        expect_status(
+            api.patch(
+                "late-apply",
+                &PatchParams::apply("cvo-test"),
+                &apply_cm("late-apply", json!({"data": {"a": "1"}})),
+            )
+            .await,
+            403,
+            "Forbidden",
+            "apply-create in terminating namespace",
+        );
     } else {
         // The real admission plugin reads namespaces from an informer that may trail the
         // DELETE for a moment.
@@ -1113,6 +1124,24 @@ async fn create_in_a_missing_namespace_is_not_found() {
         "the missing thing is the namespace"
     );
     assert_eq!(details.name, missing);
+
+    // Server-side apply that would create is a create: same answer.
+    let status = expect_status(
+        cms(&tc, &missing)
+            .patch(
+                "cm",
+                &PatchParams::apply("cvo-test"),
+                &apply_cm("cm", json!({"data": {"a": "1"}})),
+            )
+            .await,
+        404,
+        "NotFound",
+        "apply into a missing namespace",
+    );
+    assert_eq!(
+        status.details.map(|d| d.kind).as_deref(),
+        Some("namespaces")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
