@@ -8,5 +8,6 @@ pub mod cli;
 pub mod cluster;
 pub mod diagnostic;
 pub mod graph;
+pub mod olm;
 pub mod release;
 pub mod validate;

@@ -1,0 +1,115 @@
+//! CRD controller: sets `Established=True` once `establish_delay` has passed since creation (the
+//! kind is served only from then on), and on deletion marks the CRD `Terminating`, deletes all
+//! its custom resources (which their own finalizers may hold), then removes the
+//! `customresourcecleanup.apiextensions.k8s.io` finalizer so the CRD — and its type — go away.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::Timers;
+use crate::cluster::memory::handler::{self, CRD_FINALIZER, Policy, State, now};
+use crate::cluster::memory::resources::ResKey;
+use crate::cluster::memory::store::ObjKey;
+
+fn set_condition(obj: &mut Value, ty: &str, status: &str, reason: &str, message: &str) {
+    if !obj.get("status").is_some_and(Value::is_object) {
+        obj["status"] = json!({});
+    }
+    let conds = obj["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut out: Vec<Value> = conds.into_iter().filter(|c| c["type"] != ty).collect();
+    out.push(json!({"type": ty, "status": status, "reason": reason, "message": message, "lastTransitionTime": now()}));
+    obj["status"]["conditions"] = Value::Array(out);
+}
+
+fn condition_is(obj: &Value, ty: &str, status: &str) -> bool {
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == ty && c["status"] == status))
+}
+
+/// One pass.
+pub fn reconcile(st: &mut State, timers: &mut Timers, delay: Duration) {
+    let res = ResKey {
+        group: "apiextensions.k8s.io".into(),
+        resource: "customresourcedefinitions".into(),
+    };
+    let crds: Vec<Value> = st.store.range(&res, None, None).cloned().collect();
+    for crd in crds {
+        let name = crd["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let uid = crd["metadata"]["uid"].as_str().unwrap_or("").to_string();
+        let key = ObjKey {
+            res: res.clone(),
+            namespace: String::new(),
+            name: name.clone(),
+        };
+        if !handler::deleting(&crd) {
+            if !condition_is(&crd, "Established", "True")
+                && timers.due(&format!("crd/{uid}"), delay)
+            {
+                st.controller_update(&key, "kube-apiserver", Some("status"), |o| {
+                    set_condition(
+                        o,
+                        "Established",
+                        "True",
+                        "InitialNamesAccepted",
+                        "the initial names have been accepted",
+                    )
+                });
+            }
+            continue;
+        }
+        if !condition_is(&crd, "Terminating", "True") {
+            st.controller_update(&key, "kube-apiserver", Some("status"), |o| {
+                set_condition(
+                    o,
+                    "Terminating",
+                    "True",
+                    "InstanceDeletionInProgress",
+                    "CustomResource deletion is in progress",
+                )
+            });
+        }
+        let Some(info) = st.crd_type(&name) else {
+            remove_finalizer(st, &key);
+            continue;
+        };
+        let instances: Vec<(ObjKey, bool)> = st
+            .store
+            .range(&info.key(), None, None)
+            .map(|o| {
+                (
+                    ObjKey {
+                        res: info.key(),
+                        namespace: o["metadata"]["namespace"].as_str().unwrap_or("").into(),
+                        name: o["metadata"]["name"].as_str().unwrap_or("").into(),
+                    },
+                    handler::deleting(o),
+                )
+            })
+            .collect();
+        if instances.is_empty() {
+            remove_finalizer(st, &key);
+            continue;
+        }
+        for (k, deleting) in instances {
+            if !deleting {
+                st.controller_delete(&k, Policy::Background);
+            }
+        }
+    }
+}
+
+fn remove_finalizer(st: &mut State, key: &ObjKey) {
+    st.controller_update(key, "kube-apiserver", None, |o| {
+        if let Some(f) = o
+            .pointer_mut("/metadata/finalizers")
+            .and_then(Value::as_array_mut)
+        {
+            f.retain(|x| x != CRD_FINALIZER);
+        }
+    });
+}

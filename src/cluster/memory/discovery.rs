@@ -1,0 +1,106 @@
+//! Discovery documents: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}` and
+//! `/apis/{group}/{version}` (the non-aggregated format, which kube-rs `Discovery` and kubectl
+//! both understand), built from the currently served types.
+
+use serde_json::{Value, json};
+
+use super::resources::{ResourceInfo, VERBS};
+
+/// `/version`.
+pub fn version() -> Value {
+    json!({
+        "major": "1", "minor": "34", "gitVersion": "v1.34.0+cvo-memory", "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.24.0",
+        "compiler": "gc", "platform": "linux/amd64",
+    })
+}
+
+/// `/api`.
+pub fn core_versions() -> Value {
+    json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]})
+}
+
+fn group_versions(types: &[ResourceInfo]) -> Vec<(String, Vec<String>)> {
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for t in types.iter().filter(|t| !t.group.is_empty()) {
+        let idx = match groups.iter().position(|(g, _)| *g == t.group) {
+            Some(i) => i,
+            None => {
+                groups.push((t.group.clone(), Vec::new()));
+                groups.len() - 1
+            }
+        };
+        for v in &t.versions {
+            if !groups[idx].1.contains(v) {
+                groups[idx].1.push(v.clone());
+            }
+        }
+    }
+    groups
+}
+
+fn group_doc(g: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v}))
+        .collect();
+    json!({"name": g, "versions": vs, "preferredVersion": vs[0]})
+}
+
+/// `/apis`.
+pub fn groups(types: &[ResourceInfo]) -> Value {
+    let gs: Vec<Value> = group_versions(types)
+        .iter()
+        .map(|(g, vs)| group_doc(g, vs))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": gs})
+}
+
+/// `/apis/{group}`.
+pub fn group(types: &[ResourceInfo], g: &str) -> Option<Value> {
+    let (_, vs) = group_versions(types).into_iter().find(|(n, _)| n == g)?;
+    let mut d = group_doc(g, &vs);
+    d["kind"] = json!("APIGroup");
+    d["apiVersion"] = json!("v1");
+    Some(d)
+}
+
+/// `/api/v1` or `/apis/{group}/{version}`.
+pub fn resources(types: &[ResourceInfo], g: &str, v: &str) -> Option<Value> {
+    let mut out = Vec::new();
+    for t in types
+        .iter()
+        .filter(|t| t.group == g && t.versions.iter().any(|x| x == v))
+    {
+        let mut r = json!({
+            "name": t.plural, "singularName": t.singular, "namespaced": t.namespaced, "kind": t.kind, "verbs": VERBS,
+        });
+        if !t.short_names.is_empty() {
+            r["shortNames"] = json!(t.short_names);
+        }
+        if !t.categories.is_empty() {
+            r["categories"] = json!(t.categories);
+        }
+        out.push(r);
+        if t.status_subresource {
+            out.push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": ["get", "patch", "update"]}));
+        }
+        if t.scale {
+            out.push(json!({"name": format!("{}/scale", t.plural), "singularName": "", "namespaced": t.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+        }
+        if g.is_empty() && t.kind == "Namespace" {
+            out.push(json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"]}));
+        }
+    }
+    if out.is_empty() {
+        return None;
+    }
+    let gv = if g.is_empty() {
+        v.to_string()
+    } else {
+        format!("{g}/{v}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": out}),
+    )
+}

@@ -1,0 +1,147 @@
+//! Validation that kube-apiserver performs on every write and that clients must handle:
+//! object names (DNS-1123 label / subdomain / path segment) and immutable fields (422).
+
+use serde_json::Value;
+
+use super::errors::{ApiError, Cause};
+use super::resources::ResourceInfo;
+
+const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+fn is_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_label)
+}
+
+/// Validate `name` for a type; `Err` carries the 422 cause.
+pub fn check_name(info: &ResourceInfo, name: &str) -> Result<(), Cause> {
+    let v = Value::String(name.to_string());
+    match (info.group.as_str(), info.kind.as_str()) {
+        ("", "Namespace") | ("", "Service") => {
+            if !is_label(name) {
+                return Err(Cause::invalid("metadata.name", &v, LABEL_MSG));
+            }
+        }
+        ("rbac.authorization.k8s.io", _) => {
+            if name.is_empty()
+                || name == "."
+                || name == ".."
+                || name.contains('/')
+                || name.contains('%')
+            {
+                return Err(Cause::invalid(
+                    "metadata.name",
+                    &v,
+                    "may not be '.' or '..' and may not contain '/' or '%'",
+                ));
+            }
+        }
+        _ => {
+            if !is_subdomain(name) {
+                return Err(Cause::invalid("metadata.name", &v, SUBDOMAIN_MSG));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Fields that may not change after creation, per type (JSON pointers).
+fn immutable_fields(info: &ResourceInfo) -> &'static [&'static str] {
+    match (info.group.as_str(), info.kind.as_str()) {
+        ("apps", "Deployment") | ("apps", "DaemonSet") => &["/spec/selector"],
+        ("apps", "StatefulSet") => &[
+            "/spec/selector",
+            "/spec/serviceName",
+            "/spec/volumeClaimTemplates",
+            "/spec/podManagementPolicy",
+        ],
+        ("batch", "Job") => &["/spec/selector", "/spec/template", "/spec/completionMode"],
+        ("", "Service") => &["/spec/clusterIP"],
+        ("policy", "PodDisruptionBudget") => &[],
+        ("rbac.authorization.k8s.io", "RoleBinding")
+        | ("rbac.authorization.k8s.io", "ClusterRoleBinding") => &["/roleRef"],
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            &["/spec/scope", "/spec/group", "/spec/names/plural"]
+        }
+        _ => &[],
+    }
+}
+
+/// 422 when an update changes an immutable field (or data of an `immutable: true` ConfigMap/Secret).
+pub fn check_immutable(info: &ResourceInfo, old: &Value, new: &Value) -> Result<(), ApiError> {
+    let name = old
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let mut causes = Vec::new();
+    for p in immutable_fields(info) {
+        let (o, n) = (old.pointer(p), new.pointer(p));
+        if o.is_some() && o != n {
+            let field = p.trim_start_matches('/').replace('/', ".");
+            causes.push(Cause::invalid(
+                &field,
+                n.unwrap_or(&Value::Null),
+                "field is immutable",
+            ));
+        }
+    }
+    if info.group.is_empty()
+        && matches!(info.kind.as_str(), "ConfigMap" | "Secret")
+        && old.get("immutable") == Some(&Value::Bool(true))
+    {
+        for f in ["data", "binaryData", "immutable"] {
+            if old.get(f) != new.get(f) {
+                causes.push(Cause::forbidden(
+                    f,
+                    "field is immutable when `immutable` is set",
+                ));
+            }
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(&info.group, &info.kind, name, causes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names() {
+        let cm = &super::super::resources::builtins()[1];
+        assert!(check_name(cm, "a.b-c").is_ok());
+        assert!(check_name(cm, "Bad_Name").is_err());
+        let ns = &super::super::resources::builtins()[0];
+        assert!(check_name(ns, "a.b").is_err());
+    }
+
+    #[test]
+    fn job_template_immutable() {
+        let job = super::super::resources::builtins()
+            .into_iter()
+            .find(|i| i.kind == "Job")
+            .unwrap();
+        let old = json!({"metadata": {"name": "j"}, "spec": {"template": {"a": 1}}});
+        let new = json!({"metadata": {"name": "j"}, "spec": {"template": {"a": 2}}});
+        let e = check_immutable(&job, &old, &new).unwrap_err();
+        assert_eq!(e.code, 422);
+        assert!(
+            e.message.contains("spec.template: Invalid value"),
+            "{}",
+            e.message
+        );
+    }
+}
