@@ -5,6 +5,7 @@
 //! 0 success, 1 errors found / manifests failed, 2 input unreadable or usage error,
 //! 3 deletions still in progress, 4 refused by a precondition.
 
+mod dev_apiserver;
 mod graph;
 mod validate;
 
@@ -57,6 +58,8 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Show the run-level task graph of a release.
     Graph(graph::GraphArgs),
+    /// Serve the embedded in-memory API server on loopback (for kubectl and tests).
+    DevApiserver(dev_apiserver::DevApiserverArgs),
 }
 
 /// How to read a release: shared by every subcommand that takes `--release`.
@@ -110,6 +113,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Validate(args) => validate::run(&args),
         Command::Graph(args) => graph::run(&args),
+        Command::DevApiserver(args) => dev_apiserver::run(&args),
     }
 }
 
@@ -134,4 +138,37 @@ fn init_logging(global: &GlobalArgs) {
 fn input_error(err: &dyn std::fmt::Display) -> ExitCode {
     eprintln!("error: {err}");
     ExitCode::from(EXIT_INPUT)
+}
+
+/// A multi-threaded tokio runtime for the commands that talk to API servers.
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        })
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM: the signal to stop gracefully.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
 }

@@ -1,0 +1,65 @@
+//! `cvo dev-apiserver`: the embedded in-memory API server over plain HTTP on loopback, for
+//! kubectl and `cvo` in another process.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::cluster::memory::{Config, MemoryServer, kubeconfig_yaml, serve};
+
+#[derive(Debug, Args)]
+pub struct DevApiserverArgs {
+    /// Loopback address to listen on (non-loopback addresses are refused: the server has no
+    /// authentication).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8001")]
+    pub listen: SocketAddr,
+    /// Write a kubeconfig for this server to FILE (use it with `kubectl --kubeconfig FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig_out: Option<PathBuf>,
+}
+
+pub fn run(args: &DevApiserverArgs) -> ExitCode {
+    if !args.listen.ip().is_loopback() {
+        eprintln!(
+            "error: refusing to listen on {}: the in-memory API server has no authentication; use a loopback address such as 127.0.0.1",
+            args.listen
+        );
+        return ExitCode::from(super::EXIT_INPUT);
+    }
+    if args.listen.port() == 0 {
+        eprintln!("error: pick a port: the kubeconfig must name it");
+        return ExitCode::from(super::EXIT_INPUT);
+    }
+    if let Some(path) = &args.kubeconfig_out
+        && let Err(e) = std::fs::write(path, kubeconfig_yaml(args.listen))
+    {
+        eprintln!("error: cannot write kubeconfig {}: {e}", path.display());
+        return ExitCode::from(super::EXIT_INPUT);
+    }
+    let runtime = match super::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    runtime.block_on(async {
+        let server = MemoryServer::start(Config::default());
+        eprintln!("in-memory API server on http://{}", args.listen);
+        if let Some(path) = &args.kubeconfig_out {
+            eprintln!(
+                "kubeconfig: {} (kubectl --kubeconfig {0} get ns)",
+                path.display()
+            );
+        }
+        tokio::select! {
+            result = serve(server, args.listen) => match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: serving on {}: {e}", args.listen);
+                    ExitCode::FAILURE
+                }
+            },
+            () = super::shutdown_signal() => ExitCode::SUCCESS,
+        }
+    })
+}
