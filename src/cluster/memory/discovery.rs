@@ -85,6 +85,9 @@ pub fn resources(types: &[ResourceInfo], g: &str, v: &str) -> Option<Value> {
         if t.status_subresource {
             out.push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": ["get", "patch", "update"]}));
         }
+        if t.scale {
+            out.push(json!({"name": format!("{}/scale", t.plural), "singularName": "", "namespaced": t.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+        }
         if g.is_empty() && t.kind == "Namespace" {
             out.push(json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"]}));
         }

@@ -11,6 +11,7 @@ use super::errors::{ApiError, Cause, Subject, success_status};
 use super::patch::{self, PatchKind};
 use super::resources::{self, ResKey, ResourceInfo};
 use super::rng::XorShift;
+use super::schema;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::ssa::{self, Scope};
 use super::store::{ObjKey, Store};
@@ -77,6 +78,30 @@ impl Target {
     }
     fn api_version(&self) -> String {
         self.info.api_version(&self.version)
+    }
+    fn lists(&self) -> ssa::Lists<'_> {
+        ssa::Lists {
+            schema: self.info.schema(&self.version),
+        }
+    }
+    /// Prune and validate against the CRD schema (custom resources).
+    fn check_schema(&self, obj: &mut Value) -> Result<(), ApiError> {
+        let Some(schema) = self.info.schema(&self.version) else {
+            return Ok(());
+        };
+        schema::prune(obj, schema);
+        let causes = schema::validate(obj, schema);
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            let name = meta(obj, "name").unwrap_or_else(|| self.name.clone());
+            Err(ApiError::invalid(
+                &self.info.group,
+                &self.info.kind,
+                &name,
+                causes,
+            ))
+        }
     }
     fn scope(&self) -> Scope {
         match (self.subresource.as_deref(), self.info.status_subresource) {
@@ -372,6 +397,16 @@ impl State {
                     })
                     .into_iter(),
             ),
+            _ if rv < self.store.rv() => {
+                match self.store.snapshot_range(&t.info.key(), ns, after, rv) {
+                    Some(items) => Box::new(items.into_iter()),
+                    None => {
+                        return Err(ApiError::gone(
+                            "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                        ));
+                    }
+                }
+            }
             _ => self.store.range(&t.info.key(), ns, after),
         };
         for v in candidates.filter(matches) {
@@ -556,6 +591,7 @@ impl State {
         obj["apiVersion"] = json!(t.api_version());
         obj["kind"] = json!(t.info.kind);
         self.defaults_on_create(&t, &mut obj)?;
+        t.check_schema(&mut obj)?;
         if !managed {
             ssa::track_update(
                 None,
@@ -564,6 +600,7 @@ impl State {
                 &t.api_version(),
                 t.scope(),
                 &now(),
+                &t.lists(),
             );
         }
         if o.dry_run {
@@ -792,6 +829,7 @@ impl State {
                 ));
             }
         }
+        t.check_schema(&mut new)?;
         validation::check_immutable(&t.info, &old, &new)?;
         if t.info.group.is_empty()
             && t.info.kind == "Service"
@@ -802,11 +840,14 @@ impl State {
         }
         // Generation: bumps on anything but metadata and status.
         if t.info.generation {
+            let has_status = t.info.status_subresource;
             let strip = |v: &Value| {
                 let mut v = v.clone();
                 if let Some(m) = v.as_object_mut() {
                     m.remove("metadata");
-                    m.remove("status");
+                    if has_status {
+                        m.remove("status");
+                    }
                     m.remove("apiVersion");
                     m.remove("kind");
                 }
@@ -829,6 +870,7 @@ impl State {
                 &t.api_version(),
                 scope,
                 &now(),
+                &t.lists(),
             );
         }
         // No-op writes do not bump the resourceVersion.
@@ -957,6 +999,7 @@ impl State {
             api_version: &t.api_version(),
             scope: t.scope(),
             now: &ts,
+            lists: t.lists(),
         };
         let new = ssa::apply(&base, &req).map_err(|cs| self.conflict_error(t, &cs))?;
         let precondition = meta(&applied, "resourceVersion");
@@ -1030,6 +1073,98 @@ impl State {
     ) -> Result<Reply, ApiError> {
         let obj = parse_body(body)?;
         self.create(t, obj, o, false)
+    }
+
+    // ----- scale subresource ------------------------------------------------------------------
+
+    /// GET `…/scale`: the `autoscaling/v1` Scale view of `spec.replicas`.
+    pub fn scale_get(&self, t: &Target) -> Result<Value, ApiError> {
+        let obj = self
+            .store
+            .get(&t.key())
+            .ok_or_else(|| ApiError::not_found(t.subject()))?;
+        let selector = obj
+            .pointer("/spec/selector/matchLabels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default();
+        Ok(json!({
+            "kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {"name": t.name, "namespace": t.namespace, "uid": obj["metadata"]["uid"],
+                         "resourceVersion": obj["metadata"]["resourceVersion"], "creationTimestamp": obj["metadata"]["creationTimestamp"]},
+            "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
+            "status": {"replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": selector},
+        }))
+    }
+
+    /// PUT/PATCH `…/scale`: writes `spec.replicas` of the object.
+    pub fn scale_write(
+        &mut self,
+        t: &Target,
+        scale: Value,
+        o: &WriteOpts,
+    ) -> Result<Reply, ApiError> {
+        let old = self
+            .store
+            .get(&t.key())
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(t.subject()))?;
+        let replicas = scale
+            .pointer("/spec/replicas")
+            .cloned()
+            .filter(Value::is_i64)
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "autoscaling",
+                    "Scale",
+                    &t.name,
+                    vec![Cause::required("spec.replicas", "")],
+                )
+            })?;
+        let mut main = t.clone();
+        main.subresource = None;
+        let mut new = self.present(old.clone(), &main);
+        new["spec"]["replicas"] = replicas;
+        let (code, _) =
+            self.write_existing(&main, old, new, o, true, meta(&scale, "resourceVersion"))?;
+        if o.dry_run {
+            let mut s = self.scale_get(t)?;
+            s["spec"]["replicas"] = scale["spec"]["replicas"].clone();
+            return Ok((code, s));
+        }
+        Ok((code, self.scale_get(t)?))
+    }
+
+    /// PATCH `…/scale` with a non-apply patch.
+    pub fn scale_patch(
+        &mut self,
+        t: &Target,
+        kind: PatchKind,
+        body: &[u8],
+        o: &WriteOpts,
+    ) -> Result<Reply, ApiError> {
+        if kind == PatchKind::Apply {
+            return Err(ApiError::unsupported_media("application/apply-patch+yaml"));
+        }
+        let mut s = self.scale_get(t)?;
+        patch::apply_patch(kind, &mut s, body)?;
+        self.scale_write(t, s, o)
+    }
+
+    /// PUT `…/scale`.
+    pub fn scale_update(
+        &mut self,
+        t: &Target,
+        body: &[u8],
+        o: &WriteOpts,
+    ) -> Result<Reply, ApiError> {
+        let s = parse_body(body)?;
+        self.scale_write(t, s, o)
     }
 
     // ----- delete ------------------------------------------------------------------------------

@@ -12,7 +12,8 @@
 //! - [`resources`] / [`discovery`]: served types and discovery documents
 //! - [`handler`]: verb semantics (validation, finalizers, propagation, status, generation)
 //! - [`ssa`] / [`patch`]: server-side apply and field ownership / other patch types
-//! - [`selectors`], [`validation`], [`errors`]: list filters, names & immutable fields, `Status`
+//! - [`selectors`], [`validation`], [`schema`], [`errors`]: list filters, names & immutable
+//!   fields, CRD structural schemas, `Status`
 //! - [`router`]: HTTP request → verb, the `tower::Service`, the loopback HTTP server
 //! - [`watch`]: watch streams; [`controllers`]: namespace, CRD, GC, fake finalizer operator
 //! - [`faults`]: fault injection; [`rng`]: seeded randomness
@@ -26,6 +27,7 @@ pub mod patch;
 pub mod resources;
 pub mod rng;
 pub mod router;
+pub mod schema;
 pub mod selectors;
 pub mod ssa;
 pub mod store;

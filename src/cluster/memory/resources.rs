@@ -2,6 +2,8 @@
 //! kind, plural, scope, verbs and subresources. Built-in kinds are a static table; custom kinds
 //! are derived from established CustomResourceDefinitions.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 /// Everything the server needs to know about one served resource type.
@@ -21,6 +23,8 @@ pub struct ResourceInfo {
     pub namespaced: bool,
     /// Has a `status` subresource (writes to the main resource ignore `status`).
     pub status_subresource: bool,
+    /// Has an `autoscaling/v1` `scale` subresource (`spec.replicas`).
+    pub scale: bool,
     /// Sets and bumps `metadata.generation`.
     pub generation: bool,
     /// Short names for discovery.
@@ -31,6 +35,8 @@ pub struct ResourceInfo {
     pub custom: bool,
     /// PUT without `metadata.resourceVersion` is allowed.
     pub unconditional_update: bool,
+    /// Structural schema per served version (custom resources only).
+    pub schemas: Vec<(String, Arc<Value>)>,
 }
 
 impl ResourceInfo {
@@ -48,6 +54,13 @@ impl ResourceInfo {
         } else {
             format!("{}/{version}", self.group)
         }
+    }
+    /// The structural schema of `version`, if any.
+    pub fn schema(&self, version: &str) -> Option<&Value> {
+        self.schemas
+            .iter()
+            .find(|(v, _)| v == version)
+            .map(|(_, s)| s.as_ref())
     }
     /// `apiVersion` of the preferred version.
     pub fn preferred_api_version(&self) -> String {
@@ -330,8 +343,13 @@ pub fn builtins() -> Vec<ResourceInfo> {
             } else {
                 vec![]
             },
+            scale: matches!(
+                (b.group, b.kind),
+                ("apps", "Deployment") | ("apps", "StatefulSet")
+            ),
             custom: false,
             unconditional_update: true,
+            schemas: Vec::new(),
         })
         .collect()
 }
@@ -386,7 +404,17 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
         generation: true,
         short_names: strs("shortNames"),
         categories: strs("categories"),
+        scale: false,
         custom: true,
         unconditional_update: false,
+        schemas: versions
+            .iter()
+            .filter_map(|v| {
+                Some((
+                    v.get("name")?.as_str()?.to_string(),
+                    Arc::new(v.pointer("/schema/openAPIV3Schema")?.clone()),
+                ))
+            })
+            .collect(),
     })
 }

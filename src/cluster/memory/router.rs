@@ -256,6 +256,7 @@ async fn handle_inner(
         None => {}
         Some("status") if info.status_subresource => {}
         Some("finalize") if info.group.is_empty() && info.kind == "Namespace" => {}
+        Some("scale") if info.scale => {}
         Some(_) => return Err(ApiError::path_not_found()),
     }
     let t = Target {
@@ -328,6 +329,14 @@ async fn handle_inner(
         "watch" => {
             let lo = list_opts(&q, &t.info.kind)?;
             return watch::start(shared.clone(), t, lo, &q);
+        }
+        "get" if t.subresource.as_deref() == Some("scale") => (200, shared.lock().scale_get(&t)?),
+        "update" if t.subresource.as_deref() == Some("scale") => {
+            shared.lock().scale_update(&t, &body, &wo()?)?
+        }
+        "patch" | "apply" if t.subresource.as_deref() == Some("scale") => {
+            let k = patch_kind.ok_or_else(|| ApiError::unsupported_media(ct))?;
+            shared.lock().scale_patch(&t, k, &body, &wo()?)?
         }
         "get" => (200, shared.lock().get(&t)?),
         "list" => (200, shared.lock().list(&t, &list_opts(&q, &t.info.kind)?)?),
