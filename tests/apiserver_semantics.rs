@@ -3138,6 +3138,42 @@ async fn overload_and_transient_errors_look_like_kube_apiserver() {
     }
 }
 
+/// Beyond DESIGN.md section 3, but the same principle: kube-apiserver validates built-in specs,
+/// so a manifest it would reject must not be accepted here either.
+#[tokio::test]
+async fn invalid_builtin_objects_are_rejected() {
+    let tc = cluster().await;
+    let ns = tc.namespace("validate").await;
+    expect_status(
+        cms(&tc, &ns)
+            .create(
+                &pp(),
+                &configmap("cm", json!({"data": {"not a valid key!": "x"}})),
+            )
+            .await,
+        422,
+        "Invalid",
+        "ConfigMap data key outside [-._a-zA-Z0-9]",
+    );
+    let deploys = tc.dynamic(&deployments(), Some(&ns));
+    let mut mismatched = deployment("mismatch");
+    mismatched.data["spec"]["selector"] = json!({"matchLabels": {"app": "other"}});
+    expect_status(
+        deploys.create(&pp(), &mismatched).await,
+        422,
+        "Invalid",
+        "Deployment whose selector does not match its template labels",
+    );
+    let mut no_containers = deployment("empty");
+    no_containers.data["spec"]["template"]["spec"]["containers"] = json!([]);
+    expect_status(
+        deploys.create(&pp(), &no_containers).await,
+        422,
+        "Invalid",
+        "Deployment without containers",
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // 13. garbage collection
 
