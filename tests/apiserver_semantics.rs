@@ -2678,6 +2678,56 @@ async fn watch_shows_a_finalized_delete_as_modified_then_deleted() {
     }
 }
 
+#[tokio::test]
+async fn watch_with_a_label_selector_reports_objects_entering_and_leaving_it() {
+    // kube-apiserver's watch cache compares old and new objects against the selector: an
+    // object that stops matching is DELETED for that watcher, one that starts matching ADDED.
+    let tc = cluster().await;
+    let ns = tc.namespace("watch-sel").await;
+    let api = cms(&tc, &ns);
+    let start = api
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("rv");
+    let mut stream = api
+        .watch(
+            &WatchParams::default().labels("tier=web").timeout(60),
+            &start,
+        )
+        .await
+        .expect("watch")
+        .boxed();
+    let mut next = async || loop {
+        match next_event(&mut stream, tc.deadline()).await {
+            Some(Ok(WatchEvent::Bookmark(_))) => continue,
+            Some(Ok(event)) => break describe(&event),
+            other => panic!("no watch event: {other:?}"),
+        }
+    };
+    let relabel = |tier: &str| merge(json!({"metadata": {"labels": {"tier": tier}}}));
+
+    create_cm(
+        &tc,
+        &ns,
+        "x",
+        &[],
+        json!({"metadata": {"labels": {"tier": "web"}}}),
+    )
+    .await;
+    assert_eq!(next().await, "ADDED x");
+    api.patch("x", &PatchParams::default(), &relabel("db"))
+        .await
+        .expect("relabel");
+    assert_eq!(next().await, "DELETED x", "leaving the selector");
+    api.patch("x", &PatchParams::default(), &relabel("web"))
+        .await
+        .expect("relabel back");
+    assert_eq!(next().await, "ADDED x", "entering the selector");
+}
+
 /// Watch from `version`: Ok(status) when the server says 410 (as an HTTP error, or, like
 /// kube-apiserver, as an ERROR event with code 410), Err(what happened) otherwise.
 async fn watch_gone(api: &Api<DynamicObject>, version: &str) -> Result<Status, String> {
