@@ -1501,7 +1501,19 @@ async fn crd_kinds_appear_in_discovery_with_scope_verbs_and_subresources() {
 #[tokio::test]
 async fn discovery_serves_the_builtin_kinds_with_their_scope() {
     let tc = cluster().await;
+    // Only the groups asserted on: a real cluster may carry broken aggregated APIs.
     let disc = Discovery::new(tc.client.clone())
+        .filter(&[
+            "",
+            "apps",
+            "batch",
+            "rbac.authorization.k8s.io",
+            "networking.k8s.io",
+            "policy",
+            "coordination.k8s.io",
+            "admissionregistration.k8s.io",
+            "apiextensions.k8s.io",
+        ])
         .run()
         .await
         .expect("discovery");
