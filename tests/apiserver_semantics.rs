@@ -1774,6 +1774,44 @@ async fn apply_removes_fields_the_manager_stopped_applying_and_keeps_other_manag
 }
 
 #[tokio::test]
+async fn managed_fields_survive_an_update_that_omits_them() {
+    // A PUT whose body carries no managedFields keeps the recorded ownership (only an explicit
+    // empty list resets it), so a later apply still prunes what its manager dropped.
+    let tc = cluster().await;
+    let ns = tc.namespace("ssa-keep").await;
+    let api = cms(&tc, &ns);
+    let mine = PatchParams::apply("cvo-mine");
+    let applied = api
+        .patch(
+            "cm",
+            &mine,
+            &apply_cm("cm", json!({"data": {"a": "1", "b": "2"}})),
+        )
+        .await
+        .expect("apply");
+    let mut edited = applied.clone();
+    edited.metadata.managed_fields = None;
+    edited.data["data"]["c"] = json!("3");
+    let put = api.replace("cm", &pp(), &edited).await.expect("PUT");
+    assert!(
+        owns(&put, "cvo-mine", &["f:data", "f:b"]),
+        "ownership kept across a PUT without managedFields: {:?}",
+        put.metadata.managed_fields
+    );
+    let pruned = api
+        .patch("cm", &mine, &apply_cm("cm", json!({"data": {"a": "1"}})))
+        .await
+        .expect("apply without b");
+    let keys: BTreeSet<String> = pruned.data["data"]
+        .as_object()
+        .expect("data")
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(keys, set(&["a", "c"]));
+}
+
+#[tokio::test]
 async fn apply_conflicts_without_force_and_force_takes_ownership() {
     let tc = cluster().await;
     let ns = tc.namespace("ssa-conflict").await;
