@@ -220,6 +220,23 @@ fn held(obj: &Value, info: &ResourceInfo) -> bool {
             .is_some_and(|a| !a.is_empty())
 }
 
+fn check_metadata(t: &Target, obj: &Value) -> Result<(), ApiError> {
+    let causes = validation::check_metadata(obj);
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            &t.info.group,
+            &t.info.kind,
+            &meta(obj, "name").unwrap_or_default(),
+            causes,
+        ))
+    }
+}
+
+/// Namespaces kube-apiserver refuses to delete.
+const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+
 /// Encode a continue token (opaque hex of a small JSON document).
 fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
     json!({"v": "meta.k8s.io/v1", "rv": rv, "start": [ns, name]})
@@ -409,25 +426,37 @@ impl State {
             }
             _ => self.store.range(&t.info.key(), ns, after),
         };
-        for v in candidates.filter(matches) {
-            if limit.is_some_and(|l| items.len() >= l) {
-                if next.is_none() {
-                    let last: &Value = items.last().expect("limit > 0");
-                    next = Some(encode_continue(
-                        rv,
-                        &meta(last, "namespace").unwrap_or_default(),
-                        &meta(last, "name").unwrap_or_default(),
-                    ));
-                }
-                remaining += 1;
-                continue;
-            }
+        let selective = !o.labels.is_empty() || o.fields != FieldSelector::default();
+        let mut it = candidates.filter(matches);
+        for v in it.by_ref() {
             items.push(self.present(v.clone(), t));
+            if limit.is_some_and(|l| items.len() >= l) {
+                break;
+            }
+        }
+        if limit.is_some_and(|l| items.len() >= l) {
+            // Like kube: remainingItemCount only without selectors; with them, only "more?".
+            let more = if selective {
+                it.next().is_some()
+            } else {
+                remaining = it.count();
+                remaining > 0
+            };
+            if more {
+                let last: &Value = items.last().expect("limit > 0");
+                next = Some(encode_continue(
+                    rv,
+                    &meta(last, "namespace").unwrap_or_default(),
+                    &meta(last, "name").unwrap_or_default(),
+                ));
+            }
         }
         let mut md = json!({"resourceVersion": rv.to_string()});
         if let Some(n) = next {
             md["continue"] = json!(n);
-            md["remainingItemCount"] = json!(remaining);
+            if !selective {
+                md["remainingItemCount"] = json!(remaining);
+            }
         }
         Ok(
             json!({"kind": format!("{}List", t.info.kind), "apiVersion": t.api_version(), "metadata": md, "items": items}),
@@ -592,6 +621,7 @@ impl State {
         obj["kind"] = json!(t.info.kind);
         self.defaults_on_create(&t, &mut obj)?;
         t.check_schema(&mut obj)?;
+        check_metadata(&t, &obj)?;
         if !managed {
             ssa::track_update(
                 None,
@@ -830,6 +860,7 @@ impl State {
             }
         }
         t.check_schema(&mut new)?;
+        check_metadata(t, &new)?;
         validation::check_immutable(&t.info, &old, &new)?;
         if t.info.group.is_empty()
             && t.info.kind == "Service"
@@ -1196,6 +1227,15 @@ impl State {
             ));
         }
         let is_ns = t.info.group.is_empty() && t.info.kind == "Namespace";
+        if is_ns && IMMORTAL_NAMESPACES.contains(&t.name.as_str()) {
+            return Err(ApiError::forbidden(
+                t.subject(),
+                format!(
+                    "namespaces \"{}\" is forbidden: this namespace may not be deleted",
+                    t.name
+                ),
+            ));
+        }
         let policy = d
             .policy
             .unwrap_or(if t.info.group == "batch" && t.info.kind == "Job" {

@@ -54,6 +54,77 @@ pub fn check_name(info: &ResourceInfo, name: &str) -> Result<(), Cause> {
     Ok(())
 }
 
+fn is_label_value(v: &str) -> bool {
+    v.is_empty()
+        || (v.len() <= 63
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            && v.as_bytes()[0].is_ascii_alphanumeric()
+            && v.as_bytes()[v.len() - 1].is_ascii_alphanumeric())
+}
+
+fn is_qualified_name(k: &str) -> bool {
+    let (prefix, name) = match k.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    prefix.is_none_or(|p| !p.is_empty() && is_subdomain(p))
+        && !name.is_empty()
+        && is_label_value(name)
+}
+
+/// Label keys and values, annotation keys and finalizer names (422 causes).
+pub fn check_metadata(obj: &Value) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let map = |f: &str| {
+        obj.pointer(&format!("/metadata/{f}"))
+            .and_then(Value::as_object)
+    };
+    for (k, v) in map("labels").into_iter().flatten() {
+        if !is_qualified_name(k) {
+            out.push(Cause::invalid("metadata.labels", &Value::String(k.clone()), "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"));
+        }
+        match v.as_str() {
+            Some(s) if is_label_value(s) => {}
+            _ => out.push(Cause::invalid("metadata.labels", v, "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")),
+        }
+    }
+    for (k, v) in map("annotations").into_iter().flatten() {
+        if !is_qualified_name(&k.to_ascii_lowercase()) {
+            out.push(Cause::invalid(
+                "metadata.annotations",
+                &Value::String(k.clone()),
+                "name part must consist of alphanumeric characters, '-', '_' or '.'",
+            ));
+        }
+        if !v.is_string() {
+            out.push(Cause::invalid(
+                "metadata.annotations",
+                v,
+                "annotation values must be strings",
+            ));
+        }
+    }
+    for f in obj
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if !f
+            .as_str()
+            .is_some_and(|s| is_qualified_name(s) || s == "kubernetes")
+        {
+            out.push(Cause::invalid(
+                "metadata.finalizers",
+                f,
+                "name is neither a standard finalizer name nor is it fully qualified",
+            ));
+        }
+    }
+    out
+}
+
 /// Fields that may not change after creation, per type (JSON pointers).
 fn immutable_fields(info: &ResourceInfo) -> &'static [&'static str] {
     match (info.group.as_str(), info.kind.as_str()) {
@@ -126,6 +197,19 @@ mod tests {
         assert!(check_name(cm, "Bad_Name").is_err());
         let ns = &super::super::resources::builtins()[0];
         assert!(check_name(ns, "a.b").is_err());
+    }
+
+    #[test]
+    fn labels_and_finalizers() {
+        assert!(check_metadata(&json!({"metadata": {"labels": {"app.kubernetes.io/name": "x", "a": ""}, "finalizers": ["example.com/f", "foregroundDeletion"]}})).is_empty());
+        assert_eq!(
+            check_metadata(&json!({"metadata": {"labels": {"a": "bad value"}}})).len(),
+            1
+        );
+        assert_eq!(
+            check_metadata(&json!({"metadata": {"labels": {"-a": "x"}}})).len(),
+            1
+        );
     }
 
     #[test]
