@@ -859,16 +859,17 @@ impl State {
                 ));
             }
         }
-        t.check_schema(&mut new)?;
-        check_metadata(t, &new)?;
-        validation::check_immutable(&t.info, &old, &new)?;
         if t.info.group.is_empty()
             && t.info.kind == "Service"
             && new.pointer("/spec/clusterIP").is_none()
             && let Some(ip) = old.pointer("/spec/clusterIP")
+            && let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut)
         {
-            new["spec"]["clusterIP"] = ip.clone();
+            spec.insert("clusterIP".into(), ip.clone());
         }
+        t.check_schema(&mut new)?;
+        check_metadata(t, &new)?;
+        validation::check_immutable(&t.info, &old, &new)?;
         // Generation: bumps on anything but metadata and status.
         if t.info.generation {
             let has_status = t.info.status_subresource;
@@ -1160,6 +1161,9 @@ impl State {
         let mut main = t.clone();
         main.subresource = None;
         let mut new = self.present(old.clone(), &main);
+        if !new.get("spec").is_some_and(Value::is_object) {
+            new["spec"] = json!({});
+        }
         new["spec"]["replicas"] = replicas;
         let (code, _) =
             self.write_existing(&main, old, new, o, true, meta(&scale, "resourceVersion"))?;
@@ -1590,6 +1594,42 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.get(&t).unwrap_err().code, 404);
+    }
+
+    #[test]
+    fn garbage_input_is_an_error_not_a_panic() {
+        let mut s = state();
+        let t = target(&s, "", "services", "ns", "svc");
+        let o = WriteOpts::default();
+        assert_eq!(s.create_from_body(&t, b"[1,2]", &o).unwrap_err().code, 400);
+        assert_eq!(
+            s.create_from_body(&t, b"\xff\xfe", &o).unwrap_err().code,
+            400
+        );
+        let _ = s.create(
+            &t,
+            json!({"metadata": {"name": "svc"}, "spec": "x", "status": 7}),
+            &o,
+            false,
+        );
+        let _ = s.update(&t, br#"{"metadata":{"name":"svc"},"spec":[1]}"#, &o);
+        let _ = s.patch(
+            &t,
+            PatchKind::Json,
+            br#"[{"op":"replace","path":"/metadata","value":3}]"#,
+            &o,
+        );
+        let _ = s.patch(
+            &t,
+            PatchKind::Merge,
+            br#"{"metadata":null,"spec":null}"#,
+            &o,
+        );
+        let _ = s.patch(&t, PatchKind::Apply, br#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc"},"spec":{"ports":[{"name":1}]}}"#, &WriteOpts { field_manager: Some("m".into()), ..o.clone() });
+        let d = target(&s, "apps", "deployments", "ns", "d");
+        let _ = s.create(&d, json!({"metadata": {"name": "d"}, "spec": 5}), &o, false);
+        let _ = s.scale_patch(&d, PatchKind::Merge, br#"{"spec":{"replicas":3}}"#, &o);
+        let _ = s.delete(&t, &DeleteOpts::default());
     }
 
     #[test]

@@ -401,7 +401,15 @@ where
                     ))));
                 }
             };
-            Ok(handle(shared, Request::from_parts(parts, bytes)).await)
+            // A bug must cost one request, not the server: panics become 500s.
+            let fut =
+                std::panic::AssertUnwindSafe(handle(shared, Request::from_parts(parts, bytes)));
+            match futures::FutureExt::catch_unwind(fut).await {
+                Ok(r) => Ok(r),
+                Err(_) => Ok(error_response(&ApiError::internal(
+                    "Internal error occurred: the in-memory API server failed on this request",
+                ))),
+            }
         })
     }
 }
