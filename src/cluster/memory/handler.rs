@@ -85,11 +85,22 @@ impl Target {
         }
     }
     /// Prune and validate against the CRD schema (custom resources).
-    fn check_schema(&self, obj: &mut Value) -> Result<(), ApiError> {
+    fn check_schema(&self, obj: &mut Value, strict: bool) -> Result<(), ApiError> {
         let Some(schema) = self.info.schema(&self.version) else {
             return Ok(());
         };
-        schema::prune(obj, schema);
+        let dropped = schema::prune(obj, schema);
+        if strict && !dropped.is_empty() {
+            let fields = dropped
+                .iter()
+                .map(|d| format!("unknown field \"{d}\""))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(ApiError::bad_request(format!(
+                "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {fields}",
+                self.info.kind, self.version, self.info.kind
+            )));
+        }
         let causes = schema::validate(obj, schema);
         if causes.is_empty() {
             Ok(())
@@ -123,6 +134,8 @@ pub struct WriteOpts {
     pub default_manager: String,
     /// `force=true` (apply).
     pub force: bool,
+    /// `fieldValidation=Strict`: unknown fields of custom resources are a 400 instead of pruned.
+    pub strict: bool,
 }
 
 impl WriteOpts {
@@ -221,7 +234,8 @@ fn held(obj: &Value, info: &ResourceInfo) -> bool {
 }
 
 fn check_metadata(t: &Target, obj: &Value) -> Result<(), ApiError> {
-    let causes = validation::check_metadata(obj);
+    let mut causes = validation::check_metadata(obj);
+    causes.extend(validation::check_builtin(&t.info, obj));
     if causes.is_empty() {
         Ok(())
     } else {
@@ -620,7 +634,7 @@ impl State {
         obj["apiVersion"] = json!(t.api_version());
         obj["kind"] = json!(t.info.kind);
         self.defaults_on_create(&t, &mut obj)?;
-        t.check_schema(&mut obj)?;
+        t.check_schema(&mut obj, o.strict)?;
         check_metadata(&t, &obj)?;
         if !managed {
             ssa::track_update(
@@ -867,7 +881,7 @@ impl State {
         {
             spec.insert("clusterIP".into(), ip.clone());
         }
-        t.check_schema(&mut new)?;
+        t.check_schema(&mut new, o.strict)?;
         check_metadata(t, &new)?;
         validation::check_immutable(&t.info, &old, &new)?;
         // Generation: bumps on anything but metadata and status.
@@ -1524,7 +1538,7 @@ mod tests {
         let (_, d) = s
             .create(
                 &t,
-                json!({"metadata": {"name": "d"}, "spec": {"replicas": 1}}),
+                json!({"metadata": {"name": "d"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
                 &WriteOpts::default(),
                 false,
             )
