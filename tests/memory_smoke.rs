@@ -224,6 +224,24 @@ async fn discovery_crd_watch_and_faults() {
         other => panic!("expected ADDED, got {other:?}"),
     }
 
+    // kube-runtime's watcher (list + watch with bookmarks) sees the object and its deletion.
+    let mut events =
+        kube::runtime::watcher(widgets.clone(), kube::runtime::watcher::Config::default()).boxed();
+    let mut saw_w1 = false;
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), events.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        if let kube::runtime::watcher::Event::InitApply(o) = &ev {
+            saw_w1 |= o.metadata.name.as_deref() == Some("w1");
+        }
+        if matches!(ev, kube::runtime::watcher::Event::InitDone) {
+            break;
+        }
+    }
+    assert!(saw_w1);
+
     // Faults: a 503 once, then normal service.
     server.faults().add(
         FaultRule::new(FaultAction::Status(503))
