@@ -265,3 +265,43 @@ async fn discovery_crd_watch_and_faults() {
     .await;
     assert_eq!(api_code(widgets.list(&ListParams::default()).await), 404);
 }
+
+#[tokio::test]
+async fn serves_over_loopback_http_with_its_kubeconfig() {
+    let server = MemoryServer::start(Config::default());
+    let refused = cvo::cluster::memory::serve(server.clone(), "0.0.0.0:0".parse().unwrap()).await;
+    assert_eq!(
+        refused.unwrap_err().kind(),
+        std::io::ErrorKind::InvalidInput
+    );
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    tokio::spawn(cvo::cluster::memory::serve(server, addr));
+    let kubeconfig =
+        kube::config::Kubeconfig::from_yaml(&cvo::cluster::memory::kubeconfig_yaml(addr)).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let nss: Api<Namespace> = Api::all(client);
+    let mut names = Vec::new();
+    for _ in 0..50 {
+        match nss.list(&ListParams::default()).await {
+            Ok(l) => {
+                names = l
+                    .items
+                    .into_iter()
+                    .filter_map(|n| n.metadata.name)
+                    .collect();
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    assert!(names.contains(&"kube-system".to_string()), "{names:?}");
+}
