@@ -1501,7 +1501,19 @@ async fn crd_kinds_appear_in_discovery_with_scope_verbs_and_subresources() {
 #[tokio::test]
 async fn discovery_serves_the_builtin_kinds_with_their_scope() {
     let tc = cluster().await;
+    // Only the groups asserted on: a real cluster may carry broken aggregated APIs.
     let disc = Discovery::new(tc.client.clone())
+        .filter(&[
+            "",
+            "apps",
+            "batch",
+            "rbac.authorization.k8s.io",
+            "networking.k8s.io",
+            "policy",
+            "coordination.k8s.io",
+            "admissionregistration.k8s.io",
+            "apiextensions.k8s.io",
+        ])
         .run()
         .await
         .expect("discovery");
@@ -1759,6 +1771,44 @@ async fn apply_removes_fields_the_manager_stopped_applying_and_keeps_other_manag
     assert!(!owns(&obj, "cvo-mine", &["f:data", "f:b"]));
     assert!(owns(&obj, "cvo-other", &["f:data", "f:theirs"]));
     assert!(owns(&obj, "cvo-updater", &["f:data", "f:edited"]));
+}
+
+#[tokio::test]
+async fn managed_fields_survive_an_update_that_omits_them() {
+    // A PUT whose body carries no managedFields keeps the recorded ownership (only an explicit
+    // empty list resets it), so a later apply still prunes what its manager dropped.
+    let tc = cluster().await;
+    let ns = tc.namespace("ssa-keep").await;
+    let api = cms(&tc, &ns);
+    let mine = PatchParams::apply("cvo-mine");
+    let applied = api
+        .patch(
+            "cm",
+            &mine,
+            &apply_cm("cm", json!({"data": {"a": "1", "b": "2"}})),
+        )
+        .await
+        .expect("apply");
+    let mut edited = applied.clone();
+    edited.metadata.managed_fields = None;
+    edited.data["data"]["c"] = json!("3");
+    let put = api.replace("cm", &pp(), &edited).await.expect("PUT");
+    assert!(
+        owns(&put, "cvo-mine", &["f:data", "f:b"]),
+        "ownership kept across a PUT without managedFields: {:?}",
+        put.metadata.managed_fields
+    );
+    let pruned = api
+        .patch("cm", &mine, &apply_cm("cm", json!({"data": {"a": "1"}})))
+        .await
+        .expect("apply without b");
+    let keys: BTreeSet<String> = pruned.data["data"]
+        .as_object()
+        .expect("data")
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(keys, set(&["a", "c"]));
 }
 
 #[tokio::test]
@@ -2678,6 +2728,56 @@ async fn watch_shows_a_finalized_delete_as_modified_then_deleted() {
     }
 }
 
+#[tokio::test]
+async fn watch_with_a_label_selector_reports_objects_entering_and_leaving_it() {
+    // kube-apiserver's watch cache compares old and new objects against the selector: an
+    // object that stops matching is DELETED for that watcher, one that starts matching ADDED.
+    let tc = cluster().await;
+    let ns = tc.namespace("watch-sel").await;
+    let api = cms(&tc, &ns);
+    let start = api
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("rv");
+    let mut stream = api
+        .watch(
+            &WatchParams::default().labels("tier=web").timeout(60),
+            &start,
+        )
+        .await
+        .expect("watch")
+        .boxed();
+    let mut next = async || loop {
+        match next_event(&mut stream, tc.deadline()).await {
+            Some(Ok(WatchEvent::Bookmark(_))) => continue,
+            Some(Ok(event)) => break describe(&event),
+            other => panic!("no watch event: {other:?}"),
+        }
+    };
+    let relabel = |tier: &str| merge(json!({"metadata": {"labels": {"tier": tier}}}));
+
+    create_cm(
+        &tc,
+        &ns,
+        "x",
+        &[],
+        json!({"metadata": {"labels": {"tier": "web"}}}),
+    )
+    .await;
+    assert_eq!(next().await, "ADDED x");
+    api.patch("x", &PatchParams::default(), &relabel("db"))
+        .await
+        .expect("relabel");
+    assert_eq!(next().await, "DELETED x", "leaving the selector");
+    api.patch("x", &PatchParams::default(), &relabel("web"))
+        .await
+        .expect("relabel back");
+    assert_eq!(next().await, "ADDED x", "entering the selector");
+}
+
 /// Watch from `version`: Ok(status) when the server says 410 (as an HTTP error, or, like
 /// kube-apiserver, as an ERROR event with code 410), Err(what happened) otherwise.
 async fn watch_gone(api: &Api<DynamicObject>, version: &str) -> Result<Status, String> {
@@ -3136,6 +3236,42 @@ async fn overload_and_transient_errors_look_like_kube_apiserver() {
             .await
             .expect("the rule is spent: GET works again");
     }
+}
+
+/// Beyond DESIGN.md section 3, but the same principle: kube-apiserver validates built-in specs,
+/// so a manifest it would reject must not be accepted here either.
+#[tokio::test]
+async fn invalid_builtin_objects_are_rejected() {
+    let tc = cluster().await;
+    let ns = tc.namespace("validate").await;
+    expect_status(
+        cms(&tc, &ns)
+            .create(
+                &pp(),
+                &configmap("cm", json!({"data": {"not a valid key!": "x"}})),
+            )
+            .await,
+        422,
+        "Invalid",
+        "ConfigMap data key outside [-._a-zA-Z0-9]",
+    );
+    let deploys = tc.dynamic(&deployments(), Some(&ns));
+    let mut mismatched = deployment("mismatch");
+    mismatched.data["spec"]["selector"] = json!({"matchLabels": {"app": "other"}});
+    expect_status(
+        deploys.create(&pp(), &mismatched).await,
+        422,
+        "Invalid",
+        "Deployment whose selector does not match its template labels",
+    );
+    let mut no_containers = deployment("empty");
+    no_containers.data["spec"]["template"]["spec"]["containers"] = json!([]);
+    expect_status(
+        deploys.create(&pp(), &no_containers).await,
+        422,
+        "Invalid",
+        "Deployment without containers",
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

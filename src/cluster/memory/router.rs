@@ -124,6 +124,13 @@ fn route(shared: &Shared, path: &str) -> Route {
         ["apis"] => Route::Json(discovery::groups(&types())),
         ["apis", g] => discovery::group(&types(), g).map_or(Route::NotFound, Route::Json),
         ["apis", g, v] => discovery::resources(&types(), g, v).map_or(Route::NotFound, Route::Json),
+        ["openapi", "v3"] => Route::Json(discovery::openapi_root(&types())),
+        ["openapi", "v3", "api", v] => {
+            discovery::openapi_gv(&types(), "", v).map_or(Route::NotFound, Route::Json)
+        }
+        ["openapi", "v3", "apis", g, v] => {
+            discovery::openapi_gv(&types(), g, v).map_or(Route::NotFound, Route::Json)
+        }
         ["api", v, rest @ ..] => resource_route("", v, rest),
         ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
         _ => Route::NotFound,
@@ -323,6 +330,7 @@ async fn handle_inner(
             field_manager: q.get("fieldManager").map(str::to_string),
             default_manager: default_manager.clone(),
             force: q.flag("force"),
+            strict: q.get("fieldValidation") == Some("Strict"),
         })
     };
     let (code, v) = match verb {
@@ -401,7 +409,15 @@ where
                     ))));
                 }
             };
-            Ok(handle(shared, Request::from_parts(parts, bytes)).await)
+            // A bug must cost one request, not the server: panics become 500s.
+            let fut =
+                std::panic::AssertUnwindSafe(handle(shared, Request::from_parts(parts, bytes)));
+            match futures::FutureExt::catch_unwind(fut).await {
+                Ok(r) => Ok(r),
+                Err(_) => Ok(error_response(&ApiError::internal(
+                    "Internal error occurred: the in-memory API server failed on this request",
+                ))),
+            }
         })
     }
 }

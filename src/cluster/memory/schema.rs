@@ -32,12 +32,15 @@ fn preserves(s: &Value) -> bool {
         == Some(true)
 }
 
-/// Drop fields the schema does not know (the root keeps apiVersion, kind and metadata).
-pub fn prune(obj: &mut Value, schema: &Value) {
-    prune_node(obj, schema, true);
+/// Drop fields the schema does not know (the root keeps apiVersion, kind and metadata);
+/// returns the dotted paths of what was dropped.
+pub fn prune(obj: &mut Value, schema: &Value) -> Vec<String> {
+    let mut dropped = Vec::new();
+    prune_node(obj, schema, true, "", &mut dropped);
+    dropped
 }
 
-fn prune_node(v: &mut Value, s: &Value, root: bool) {
+fn prune_node(v: &mut Value, s: &Value, root: bool, path: &str, dropped: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
             let props = s.get("properties").and_then(Value::as_object);
@@ -50,23 +53,36 @@ fn prune_node(v: &mut Value, s: &Value, root: bool) {
                 || additional.is_some()
                 || (props.is_none() && s.get("type").is_none());
             m.retain(|k, _| {
-                (embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+                let keep = (embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
                     || props.is_some_and(|p| p.contains_key(k))
-                    || keep_unknown
+                    || keep_unknown;
+                if !keep {
+                    dropped.push(if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    });
+                }
+                keep
             });
             for (k, c) in m.iter_mut() {
                 if embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
                     continue;
                 }
                 if let Some(cs) = props.and_then(|p| p.get(k)).or(additional) {
-                    prune_node(c, cs, false);
+                    let child = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    prune_node(c, cs, false, &child, dropped);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(is) = s.get("items") {
-                for i in items {
-                    prune_node(i, is, false);
+                for (n, i) in items.iter_mut().enumerate() {
+                    prune_node(i, is, false, &format!("{path}[{n}]"), dropped);
                 }
             }
         }
@@ -290,7 +306,7 @@ mod tests {
     #[test]
     fn prunes_unknown_fields() {
         let mut o = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"}, "spec": {"mode": "open", "colour": "red", "free": {"any": 1}}, "other": 1});
-        prune(&mut o, &schema());
+        assert_eq!(prune(&mut o, &schema()), vec!["other", "spec.colour"]);
         assert_eq!(
             o,
             json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"}, "spec": {"mode": "open", "free": {"any": 1}}})

@@ -61,6 +61,8 @@ pub struct Event {
     /// Object before the change (None for ADDED): lets lists be served from an older snapshot
     /// and watches turn selector transitions into ADDED/DELETED.
     pub prev: Option<Arc<Value>>,
+    /// `object` serialised once, shared by every watcher that wants it as stored.
+    pub encoded: std::sync::OnceLock<bytes::Bytes>,
 }
 
 type Table = BTreeMap<(String, String), Value>;
@@ -261,6 +263,7 @@ impl Store {
             kind,
             object: Arc::new(object),
             prev: prev.map(Arc::new),
+            encoded: std::sync::OnceLock::new(),
         });
         self.history.push_back(ev.clone());
         while self.history.len() > self.history_cap {

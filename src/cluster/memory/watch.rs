@@ -68,6 +68,27 @@ impl Filter {
         }
     }
 
+    /// The watch line for an event, reusing the event's one-time encoding when the watcher
+    /// asked for the version the object is stored in (the common case).
+    fn event_line(&self, kind: &str, ev: &Event) -> Bytes {
+        let api_version = self.t.info.api_version(&self.t.version);
+        if ev.object.get("apiVersion").and_then(Value::as_str) == Some(api_version.as_str())
+            && ev.object.get("kind").and_then(Value::as_str) == Some(self.t.info.kind.as_str())
+        {
+            let obj = ev
+                .encoded
+                .get_or_init(|| Bytes::from(serde_json::to_vec(&*ev.object).unwrap_or_default()));
+            let mut v = Vec::with_capacity(obj.len() + 32);
+            v.extend_from_slice(b"{\"type\":\"");
+            v.extend_from_slice(kind.as_bytes());
+            v.extend_from_slice(b"\",\"object\":");
+            v.extend_from_slice(obj);
+            v.extend_from_slice(b"}\n");
+            return Bytes::from(v);
+        }
+        line(kind, &self.render(&ev.object))
+    }
+
     fn render(&self, obj: &Value) -> Value {
         let mut o = obj.clone();
         o["apiVersion"] = json!(self.t.info.api_version(&self.t.version));
@@ -132,7 +153,7 @@ pub(crate) fn start(
             }
             for ev in st.store.history_since(from) {
                 if let Some(kind) = f.translate(ev) {
-                    initial.push(line(kind, &f.render(&ev.object)));
+                    initial.push(f.event_line(kind, ev));
                 }
             }
         }
@@ -195,7 +216,7 @@ async fn run(
                     if ev.rv <= start_rv { continue; }
                     last_rv = ev.rv;
                     if let Some(kind) = f.translate(&ev)
-                        && tx.send(line(kind, &f.render(&ev.object))).await.is_err() {
+                        && tx.send(f.event_line(kind, &ev)).await.is_err() {
                             return;
                         }
                 }
