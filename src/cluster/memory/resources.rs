@@ -33,6 +33,8 @@ pub struct ResourceInfo {
     pub categories: Vec<String>,
     /// Comes from a CRD (changes some update/validation rules).
     pub custom: bool,
+    /// PUT of a missing object creates it (kube's AllowCreateOnUpdate).
+    pub create_on_update: bool,
     /// PUT without `metadata.resourceVersion` is allowed.
     pub unconditional_update: bool,
     /// Structural schema per served version (custom resources only).
@@ -348,6 +350,11 @@ pub fn builtins() -> Vec<ResourceInfo> {
                 ("apps", "Deployment") | ("apps", "StatefulSet")
             ),
             custom: false,
+            create_on_update: b.group == "rbac.authorization.k8s.io"
+                || matches!(
+                    (b.group, b.kind),
+                    ("coordination.k8s.io", "Lease") | ("", "Service") | ("", "Event")
+                ),
             unconditional_update: true,
             schemas: Vec::new(),
         })
@@ -435,6 +442,7 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
         categories: strs("categories"),
         scale: false,
         custom: true,
+        create_on_update: false,
         unconditional_update: false,
         schemas: versions
             .iter()
