@@ -305,3 +305,34 @@ async fn serves_over_loopback_http_with_its_kubeconfig() {
     }
     assert!(names.contains(&"kube-system".to_string()), "{names:?}");
 }
+
+#[tokio::test]
+async fn dev_apiserver_writes_a_kubeconfig_for_the_bound_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kubeconfig");
+    let out = path.clone();
+    tokio::spawn(async move {
+        cvo::cluster::memory::dev_apiserver(
+            Config::default(),
+            "127.0.0.1:0".parse().unwrap(),
+            Some(&out),
+        )
+        .await
+    });
+    let mut yaml = String::new();
+    for _ in 0..500 {
+        match std::fs::read_to_string(&path) {
+            Ok(s) if s.contains("current-context") => {
+                yaml = s;
+                break;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let nss: Api<Namespace> = Api::all(kube::Client::try_from(config).unwrap());
+    assert!(nss.get("default").await.is_ok());
+}

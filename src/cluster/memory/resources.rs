@@ -33,6 +33,8 @@ pub struct ResourceInfo {
     pub categories: Vec<String>,
     /// Comes from a CRD (changes some update/validation rules).
     pub custom: bool,
+    /// PUT of a missing object creates it (kube's AllowCreateOnUpdate).
+    pub create_on_update: bool,
     /// PUT without `metadata.resourceVersion` is allowed.
     pub unconditional_update: bool,
     /// Structural schema per served version (custom resources only).
@@ -348,10 +350,39 @@ pub fn builtins() -> Vec<ResourceInfo> {
                 ("apps", "Deployment") | ("apps", "StatefulSet")
             ),
             custom: false,
+            create_on_update: b.group == "rbac.authorization.k8s.io"
+                || matches!(
+                    (b.group, b.kind),
+                    ("coordination.k8s.io", "Lease") | ("", "Service") | ("", "Event")
+                ),
             unconditional_update: true,
             schemas: Vec::new(),
         })
         .collect()
+}
+
+/// Sort key of a version name by kube's version priority: GA above beta above alpha, higher
+/// numbers first; names that are not kube-like (`v1`, `v2beta1`, …) sort last.
+pub fn version_priority(v: &str) -> (u8, u64, u64) {
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let Ok(major) = digits.parse::<u64>() else {
+        return (0, 0, 0);
+    };
+    let tail = &rest[digits.len()..];
+    if tail.is_empty() {
+        return (3, major, 0);
+    }
+    for (label, rank) in [("beta", 2u8), ("alpha", 1u8)] {
+        if let Some(n) = tail.strip_prefix(label)
+            && let Ok(minor) = n.parse::<u64>()
+        {
+            return (rank, major, minor);
+        }
+    }
+    (0, 0, 0)
 }
 
 /// The resource type a CRD object defines, if its spec is usable.
@@ -376,8 +407,13 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
     if served.is_empty() {
         return None;
     }
-    // Preferred version first: kube orders by version priority; storage version is a good proxy.
-    served.sort_by_key(|(_, storage, _)| !*storage);
+    // Preferred version first, in kube's version priority order (v2 > v1 > v1beta2 > v1alpha1 >
+    // non-kube-like names).
+    served.sort_by(|a, b| {
+        version_priority(&b.0)
+            .cmp(&version_priority(&a.0))
+            .then_with(|| a.0.cmp(&b.0))
+    });
     let strs = |p: &str| -> Vec<String> {
         names
             .get(p)
@@ -406,6 +442,7 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
         categories: strs("categories"),
         scale: false,
         custom: true,
+        create_on_update: false,
         unconditional_update: false,
         schemas: versions
             .iter()
@@ -417,4 +454,23 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
             })
             .collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_priority as p;
+
+    #[test]
+    fn kube_version_priority() {
+        let mut vs = vec![
+            "v1alpha1", "foo", "v1", "v2beta1", "v1beta2", "v2", "v1beta1",
+        ];
+        vs.sort_by_key(|v| std::cmp::Reverse(p(v)));
+        assert_eq!(
+            vs,
+            vec![
+                "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "foo"
+            ]
+        );
+    }
 }

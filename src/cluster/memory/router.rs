@@ -433,6 +433,14 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: SocketAddr) -> std::io::Res
         ));
     }
     let listener = tokio::net::TcpListener::bind(addr).await?;
+    serve_listener(shared, listener).await
+}
+
+/// Serve on an already bound listener.
+pub(crate) async fn serve_listener(
+    shared: Arc<Shared>,
+    listener: tokio::net::TcpListener,
+) -> std::io::Result<()> {
     loop {
         let (stream, _) = listener.accept().await?;
         let svc = ApiService::new(shared.clone());

@@ -122,26 +122,47 @@ fn heuristic(path: &[Pe], items: &[Value]) -> ListKind {
     {
         return ListKind::Set;
     }
-    if items.is_empty() || !items.iter().all(Value::is_object) {
-        return ListKind::Atomic;
-    }
     let parent = match path.last() {
         Some(Pe::Field(f)) => f.as_str(),
         _ => "",
     };
-    let key = if parent == "ownerReferences" {
-        "uid"
-    } else {
-        "name"
-    };
-    if items
-        .iter()
-        .all(|i| i.get(key).is_some_and(Value::is_string))
-    {
-        ListKind::Map(vec![key.to_string()])
-    } else {
-        ListKind::Atomic
+    match builtin_list_keys(parent, items) {
+        Some(keys) => ListKind::Map(keys),
+        None => ListKind::Atomic,
     }
+}
+
+/// Merge keys of a built-in list, from its field name and items (kube's patchMergeKey for the
+/// common cases: `mountPath`, `devicePath`, `containerPort`+`protocol`, `port`+`protocol`,
+/// `ip`, `uid` for ownerReferences, `name` otherwise). `None` = atomic: not all items are
+/// objects carrying the key, or two items share a key.
+pub fn builtin_list_keys(parent: &str, items: &[Value]) -> Option<Vec<String>> {
+    if items.is_empty() || !items.iter().all(Value::is_object) {
+        return None;
+    }
+    let has = |k: &str| {
+        items
+            .iter()
+            .all(|i| i.get(k).is_some_and(|v| v.is_string() || v.is_number()))
+    };
+    let keys: Vec<&str> = match parent {
+        "ownerReferences" => vec!["uid"],
+        "volumeMounts" => vec!["mountPath"],
+        "volumeDevices" => vec!["devicePath"],
+        "hostAliases" => vec!["ip"],
+        "ports" if has("containerPort") => vec!["containerPort", "protocol"],
+        "ports" if has("port") => vec!["port", "protocol"],
+        _ => vec!["name"],
+    };
+    if !has(keys[0]) {
+        return None;
+    }
+    let keys: Vec<String> = keys.into_iter().map(str::to_string).collect();
+    let mut seen = std::collections::HashSet::new();
+    items
+        .iter()
+        .all(|i| seen.insert(item_key(i, &keys)))
+        .then_some(keys)
 }
 
 fn item_key(item: &Value, keys: &[String]) -> String {
@@ -806,6 +827,29 @@ mod tests {
         let tree = to_fields_v1(&f);
         assert_eq!(tree["f:spec"]["f:atomic"], json!({}));
         assert_eq!(tree["f:spec"]["f:keyed"]["k:{\"id\":1}"]["f:v"], json!({}));
+    }
+
+    #[test]
+    fn builtin_merge_keys() {
+        assert_eq!(
+            builtin_list_keys(
+                "volumeMounts",
+                &[
+                    json!({"name": "v", "mountPath": "/a"}),
+                    json!({"name": "v", "mountPath": "/b"})
+                ]
+            ),
+            Some(vec!["mountPath".to_string()])
+        );
+        assert_eq!(
+            builtin_list_keys("env", &[json!({"name": "A"}), json!({"name": "A"})]),
+            None
+        );
+        assert_eq!(
+            builtin_list_keys("ports", &[json!({"containerPort": 80})]),
+            Some(vec!["containerPort".to_string(), "protocol".to_string()])
+        );
+        assert_eq!(builtin_list_keys("args", &[json!("x")]), None);
     }
 
     #[test]

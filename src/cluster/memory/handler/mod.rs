@@ -659,6 +659,27 @@ mod tests {
     }
 
     #[test]
+    fn put_creates_only_where_kube_allows_it() {
+        let mut s = state();
+        let lease = target(&s, "coordination.k8s.io", "leases", "ns", "l");
+        let (code, _) = s
+            .update(
+                &lease,
+                br#"{"metadata":{"name":"l"},"spec":{"holderIdentity":"a"}}"#,
+                &WriteOpts::default(),
+            )
+            .unwrap();
+        assert_eq!(code, 201);
+        let cm = target(&s, "", "configmaps", "ns", "c");
+        assert_eq!(
+            s.update(&cm, br#"{"metadata":{"name":"c"}}"#, &WriteOpts::default())
+                .unwrap_err()
+                .code,
+            404
+        );
+    }
+
+    #[test]
     fn stale_update_conflicts() {
         let mut s = state();
         let t = target(&s, "", "configmaps", "ns", "c");

@@ -208,12 +208,15 @@ impl State {
 
     /// PUT.
     pub fn update(&mut self, t: &Target, body: &[u8], o: &WriteOpts) -> Result<Reply, ApiError> {
-        let new = parse_body(body)?;
-        let old = self
-            .store
-            .get(&t.key())
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(t.subject()))?;
+        let mut new = parse_body(body)?;
+        let Some(old) = self.store.get(&t.key()).cloned() else {
+            // Some kinds (RBAC, Lease, Service, Event) may be created with a PUT, like in kube.
+            if t.info.create_on_update && t.subresource.is_none() {
+                meta_mut(&mut new).remove("resourceVersion");
+                return self.create(t, new, o, false);
+            }
+            return Err(ApiError::not_found(t.subject()));
+        };
         let rv = meta(&new, "resourceVersion").filter(|r| !r.is_empty());
         if rv.is_none() && !t.info.unconditional_update {
             return Err(ApiError::invalid(
