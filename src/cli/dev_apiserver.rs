@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::cluster::memory::{Config, MemoryServer, kubeconfig_yaml, serve};
+use crate::cluster::memory::{Config, dev_apiserver};
 
 #[derive(Debug, Args)]
 pub struct DevApiserverArgs {
@@ -15,7 +15,8 @@ pub struct DevApiserverArgs {
     /// authentication).
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8001")]
     pub listen: SocketAddr,
-    /// Write a kubeconfig for this server to FILE (use it with `kubectl --kubeconfig FILE`).
+    /// Write a kubeconfig for this server to FILE (use it with `kubectl --kubeconfig FILE`);
+    /// with port 0 it names the port actually bound.
     #[arg(long, value_name = "FILE")]
     pub kubeconfig_out: Option<PathBuf>,
 }
@@ -28,31 +29,25 @@ pub fn run(args: &DevApiserverArgs) -> ExitCode {
         );
         return ExitCode::from(super::EXIT_INPUT);
     }
-    if args.listen.port() == 0 {
-        eprintln!("error: pick a port: the kubeconfig must name it");
-        return ExitCode::from(super::EXIT_INPUT);
-    }
-    if let Some(path) = &args.kubeconfig_out
-        && let Err(e) = std::fs::write(path, kubeconfig_yaml(args.listen))
-    {
-        eprintln!("error: cannot write kubeconfig {}: {e}", path.display());
-        return ExitCode::from(super::EXIT_INPUT);
-    }
     let runtime = match super::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };
+    if let Some(path) = &args.kubeconfig_out {
+        eprintln!(
+            "kubeconfig: {} (kubectl --kubeconfig {0} get ns)",
+            path.display()
+        );
+    }
+    eprintln!("in-memory API server on http://{}", args.listen);
     runtime.block_on(async {
-        let server = MemoryServer::start(Config::default());
-        eprintln!("in-memory API server on http://{}", args.listen);
-        if let Some(path) = &args.kubeconfig_out {
-            eprintln!(
-                "kubeconfig: {} (kubectl --kubeconfig {0} get ns)",
-                path.display()
-            );
-        }
+        let serving = dev_apiserver(
+            Config::default(),
+            args.listen,
+            args.kubeconfig_out.as_deref(),
+        );
         tokio::select! {
-            result = serve(server, args.listen) => match result {
+            result = serving => match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: serving on {}: {e}", args.listen);

@@ -159,6 +159,18 @@ const BUILTINS: &[B] = &[
     ),
     b("", "v1", "Service", "services", true, true, false, &["svc"]),
     b("", "v1", "Event", "events", true, false, false, &["ev"]),
+    // The same events through events.k8s.io (what kube-runtime's Recorder writes). Stored
+    // apart from core/v1 Events here; kube-apiserver serves both from one resource.
+    b(
+        "events.k8s.io",
+        "v1",
+        "Event",
+        "events",
+        true,
+        false,
+        false,
+        &[],
+    ),
     b("", "v1", "Pod", "pods", true, true, true, &["po"]),
     b(
         "apps",
