@@ -7,6 +7,24 @@ use std::path::{Path, PathBuf};
 use cvo::diagnostic::Severity;
 use cvo::release::{DeleteIntent, Filters, LoadOptions, load};
 
+/// File names of the diagnostics of `rule`s.
+fn files_with(release: &cvo::release::Release, rules: &[&str]) -> BTreeSet<String> {
+    release
+        .diagnostics
+        .iter()
+        .filter(|d| rules.contains(&d.rule))
+        .map(|d| {
+            d.location
+                .file
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
 fn corpus(sub: &str) -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/corpus")
@@ -28,20 +46,10 @@ fn openshift_release_loads_every_file_but_the_duplicate_key_one() {
         return;
     };
     let release = load(&dir, &LoadOptions::default()).expect("corpus is readable");
-    let broken: BTreeSet<_> = release
-        .diagnostics
-        .iter()
-        .filter(|d| matches!(d.rule, "parse-error" | "invalid-object" | "template-error"))
-        .map(|d| {
-            d.location
-                .file
-                .file_name()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
+    let broken = files_with(
+        &release,
+        &["parse-error", "invalid-object", "template-error"],
+    );
     assert_eq!(broken, BTreeSet::from([DUPLICATE_KEY_FILE.to_owned()]));
     let dup = release
         .diagnostics
@@ -58,37 +66,20 @@ fn openshift_release_loads_every_file_but_the_duplicate_key_one() {
     // SOURCES.md: 1081 non-empty documents, one of them in the duplicate-key file.
     assert_eq!(release.manifests.len() + release.excluded.len(), 1080);
     let files: BTreeSet<_> = release
-        .manifests
-        .iter()
-        .chain(release.excluded.iter().map(|e| &e.manifest))
+        .all_manifests()
         .map(|m| m.file_name().to_owned())
         .collect();
     assert_eq!(files.len(), 798);
 
     // 15 delete-annotated documents, all "true".
     let deletes = release
-        .manifests
-        .iter()
-        .chain(release.excluded.iter().map(|e| &e.manifest))
+        .all_manifests()
         .filter(|m| m.intent == DeleteIntent::Delete)
         .count();
     assert_eq!(deletes, 15);
 
     // The CVO's own install templates are flagged, since this folder is not a payload.
-    let templates: BTreeSet<_> = release
-        .diagnostics
-        .iter()
-        .filter(|d| d.rule == "unrendered-template")
-        .map(|d| {
-            d.location
-                .file
-                .file_name()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
+    let templates = files_with(&release, &["unrendered-template"]);
     assert_eq!(
         templates,
         BTreeSet::from([
@@ -107,9 +98,7 @@ fn edge_cases_read_like_kubernetes_tooling() {
     let release = load(&dir, &LoadOptions::default()).unwrap();
     let by_file = |name: &str| {
         release
-            .manifests
-            .iter()
-            .chain(release.excluded.iter().map(|e| &e.manifest))
+            .all_manifests()
             .find(|m| m.file_name() == name)
             .unwrap_or_else(|| panic!("{name} not loaded"))
     };
@@ -169,11 +158,7 @@ fn delete_annotated_corpus_loads_without_panics() {
             .filter(|d| d.severity == Severity::Error && d.rule == "parse-error")
             .collect();
         assert!(parse_errors.is_empty(), "{parse_errors:?}");
-        let all: Vec<_> = release
-            .manifests
-            .iter()
-            .chain(release.excluded.iter().map(|e| &e.manifest))
-            .collect();
+        let all: Vec<_> = release.all_manifests().collect();
         documents += all.len();
         deletes += all.iter().filter(|m| m.is_delete()).count();
     }

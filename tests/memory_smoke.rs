@@ -224,6 +224,24 @@ async fn discovery_crd_watch_and_faults() {
         other => panic!("expected ADDED, got {other:?}"),
     }
 
+    // kube-runtime's watcher (list + watch with bookmarks) sees the object and its deletion.
+    let mut events =
+        kube::runtime::watcher(widgets.clone(), kube::runtime::watcher::Config::default()).boxed();
+    let mut saw_w1 = false;
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), events.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        if let kube::runtime::watcher::Event::InitApply(o) = &ev {
+            saw_w1 |= o.metadata.name.as_deref() == Some("w1");
+        }
+        if matches!(ev, kube::runtime::watcher::Event::InitDone) {
+            break;
+        }
+    }
+    assert!(saw_w1);
+
     // Faults: a 503 once, then normal service.
     server.faults().add(
         FaultRule::new(FaultAction::Status(503))
@@ -246,4 +264,75 @@ async fn discovery_crd_watch_and_faults() {
     })
     .await;
     assert_eq!(api_code(widgets.list(&ListParams::default()).await), 404);
+}
+
+#[tokio::test]
+async fn serves_over_loopback_http_with_its_kubeconfig() {
+    let server = MemoryServer::start(Config::default());
+    let refused = cvo::cluster::memory::serve(server.clone(), "0.0.0.0:0".parse().unwrap()).await;
+    assert_eq!(
+        refused.unwrap_err().kind(),
+        std::io::ErrorKind::InvalidInput
+    );
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    tokio::spawn(cvo::cluster::memory::serve(server, addr));
+    let kubeconfig =
+        kube::config::Kubeconfig::from_yaml(&cvo::cluster::memory::kubeconfig_yaml(addr)).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let nss: Api<Namespace> = Api::all(client);
+    let mut names = Vec::new();
+    for _ in 0..50 {
+        match nss.list(&ListParams::default()).await {
+            Ok(l) => {
+                names = l
+                    .items
+                    .into_iter()
+                    .filter_map(|n| n.metadata.name)
+                    .collect();
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    assert!(names.contains(&"kube-system".to_string()), "{names:?}");
+}
+
+#[tokio::test]
+async fn dev_apiserver_writes_a_kubeconfig_for_the_bound_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kubeconfig");
+    let out = path.clone();
+    tokio::spawn(async move {
+        cvo::cluster::memory::dev_apiserver(
+            Config::default(),
+            "127.0.0.1:0".parse().unwrap(),
+            Some(&out),
+        )
+        .await
+    });
+    let mut yaml = String::new();
+    for _ in 0..500 {
+        match std::fs::read_to_string(&path) {
+            Ok(s) if s.contains("current-context") => {
+                yaml = s;
+                break;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let nss: Api<Namespace> = Api::all(kube::Client::try_from(config).unwrap());
+    assert!(nss.get("default").await.is_ok());
 }

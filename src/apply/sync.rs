@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Action, Applier, Options, PassReport, run_pass};
+use super::{Action, Applier, ManifestResult, Options, PassReport, run_pass};
 use crate::cluster::Cluster;
 use crate::release::{ObjectId, Release};
 use crate::status::clusterversion::{self, ClusterVersionError, WriteOutcome};
@@ -211,7 +211,19 @@ pub async fn seed_previous_state(cluster: &Cluster, release: &Release, paralleli
     let applier = Applier::new(cluster.clone(), &previous, Options::default());
     let graph = previous.task_graph();
     let report = run_pass(&applier, &graph, parallelism, |_| {}).await;
-    for r in report.failed() {
+    // A failed seed must not keep the others from being seeded: try the skipped ones alone.
+    let mut failed: Vec<ManifestResult> = report.failed().cloned().collect();
+    for r in report
+        .results
+        .iter()
+        .filter(|r| r.action == Action::Skipped)
+    {
+        let retried = applier.run(r.index).await;
+        if retried.action == Action::Failed {
+            failed.push(retried);
+        }
+    }
+    for r in failed {
         tracing::debug!(manifest = %previous.manifests[r.index].id, error = ?r.error, "seeding failed");
     }
 }

@@ -6,6 +6,7 @@
 //! 3 deletions still in progress, 4 refused by a precondition.
 
 mod apply;
+mod dev_apiserver;
 mod graph;
 mod plan;
 mod validate;
@@ -63,6 +64,8 @@ pub enum Command {
     Apply(apply::ApplyArgs),
     /// Show what `apply` would do, from server-side dry-run; writes nothing.
     Plan(plan::PlanArgs),
+    /// Serve the embedded in-memory API server on loopback (for kubectl and tests).
+    DevApiserver(dev_apiserver::DevApiserverArgs),
 }
 
 /// `-o` of apply and plan.
@@ -125,6 +128,7 @@ pub fn main() -> ExitCode {
         Command::Graph(args) => graph::run(&args),
         Command::Apply(args) => apply::run(&cli.global, &args),
         Command::Plan(args) => plan::run(&cli.global, &args),
+        Command::DevApiserver(args) => dev_apiserver::run(&args),
     }
 }
 
@@ -174,4 +178,37 @@ async fn kube_client(global: &GlobalArgs) -> Result<kube::Client, String> {
             .map_err(|e| format!("no cluster configuration: {e}"))?,
     };
     kube::Client::try_from(config).map_err(|e| format!("client: {e}"))
+}
+
+/// A multi-threaded tokio runtime for the commands that talk to API servers.
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        })
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM: the signal to stop gracefully.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
 }

@@ -132,6 +132,13 @@ impl Release {
         crate::graph::build(self.task_inputs())
     }
 
+    /// Every manifest of the release, kept or excluded by the filters, in load order of each.
+    pub fn all_manifests(&self) -> impl Iterator<Item = &Manifest> {
+        self.manifests
+            .iter()
+            .chain(self.excluded.iter().map(|e| &e.manifest))
+    }
+
     pub fn version(&self) -> Option<&semver::Version> {
         self.metadata.as_ref().map(|m| &m.version)
     }

@@ -16,12 +16,7 @@ use super::finding;
 use super::rules::DELETE_MISSING_PROFILE;
 
 pub fn check(release: &Release) -> Vec<Diagnostic> {
-    let all = || {
-        release
-            .manifests
-            .iter()
-            .chain(release.excluded.iter().map(|e| &e.manifest))
-    };
+    let all = || release.all_manifests();
     // Per component: the profiles that every applied manifest of it includes.
     let mut common: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for m in all().filter(|m| m.intent == DeleteIntent::Apply) {

@@ -94,7 +94,7 @@ pub async fn cluster_with(config: MemoryConfig) -> TestCluster {
     }
 }
 
-async fn client_from_kubeconfig(path: &PathBuf) -> Client {
+async fn client_from_kubeconfig(path: &std::path::Path) -> Client {
     let kubeconfig = Kubeconfig::read_from(path)
         .unwrap_or_else(|e| panic!("{KUBECONFIG_ENV}={}: {e}", path.display()));
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())

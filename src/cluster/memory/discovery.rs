@@ -85,6 +85,9 @@ pub fn resources(types: &[ResourceInfo], g: &str, v: &str) -> Option<Value> {
         if t.status_subresource {
             out.push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": ["get", "patch", "update"]}));
         }
+        if t.scale {
+            out.push(json!({"name": format!("{}/scale", t.plural), "singularName": "", "namespaced": t.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+        }
         if g.is_empty() && t.kind == "Namespace" {
             out.push(json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"]}));
         }
@@ -99,5 +102,63 @@ pub fn resources(types: &[ResourceInfo], g: &str, v: &str) -> Option<Value> {
     };
     Some(
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": out}),
+    )
+}
+
+fn gv_path(g: &str, v: &str) -> String {
+    if g.is_empty() {
+        format!("api/{v}")
+    } else {
+        format!("apis/{g}/{v}")
+    }
+}
+
+/// `/openapi/v3`: one entry per served group/version. Enough for kubectl to learn that PATCH
+/// supports `fieldValidation` (so it validates server-side instead of downloading schemas).
+pub fn openapi_root(types: &[ResourceInfo]) -> Value {
+    let mut paths = serde_json::Map::new();
+    for t in types {
+        for v in &t.versions {
+            let p = gv_path(&t.group, v);
+            paths.insert(
+                p.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash=cvo-memory")}),
+            );
+        }
+    }
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/{api/v1 | apis/g/v}`: a skeletal OpenAPI 3 document listing each resource's
+/// item path with its PATCH operation, GVK extension and the `fieldValidation`/`fieldManager`/
+/// `dryRun`/`force` parameters. No schemas.
+pub fn openapi_gv(types: &[ResourceInfo], g: &str, v: &str) -> Option<Value> {
+    let mut paths = serde_json::Map::new();
+    for t in types
+        .iter()
+        .filter(|t| t.group == g && t.versions.iter().any(|x| x == v))
+    {
+        let base = format!("/{}", gv_path(g, v));
+        let item = if t.namespaced {
+            format!("{base}/namespaces/{{namespace}}/{}/{{name}}", t.plural)
+        } else {
+            format!("{base}/{}/{{name}}", t.plural)
+        };
+        let gvk = json!({"group": g, "version": v, "kind": t.kind});
+        let params: Vec<Value> = ["dryRun", "fieldManager", "fieldValidation", "force"]
+            .iter()
+            .map(|p| json!({"name": p, "in": "query", "schema": {"type": "string"}, "uniqueItems": true}))
+            .collect();
+        let op = |id: &str| {
+            json!({"operationId": format!("{id}{}", t.kind), "x-kubernetes-group-version-kind": gvk,
+                   "parameters": params, "responses": {"200": {"description": "OK"}}})
+        };
+        paths.insert(item, json!({"get": op("read"), "put": op("replace"), "patch": op("patch"), "delete": op("delete")}));
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    Some(
+        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes (cvo in-memory)", "version": "v1.34.0"}, "paths": paths}),
     )
 }

@@ -257,10 +257,15 @@ impl Cause {
     }
     /// `field: Required value: detail`.
     pub fn required(field: &str, detail: &str) -> Self {
+        let message = if detail.is_empty() {
+            "Required value".to_string()
+        } else {
+            format!("Required value: {detail}")
+        };
         Cause {
             reason: "FieldValueRequired",
             field: field.into(),
-            message: format!("Required value: {detail}"),
+            message,
         }
     }
     /// `field: Forbidden: detail`.

@@ -118,6 +118,8 @@ pub struct FaultId(u64);
 struct Inner {
     next: u64,
     rules: BTreeMap<u64, FaultRule>,
+    /// How often each rule fired (kept after a rule is spent or removed).
+    hits: BTreeMap<u64, u32>,
     rng: XorShift,
     /// finalizer → Some(delay): released after delay; None: held.
     finalizers: BTreeMap<String, Option<Duration>>,
@@ -141,6 +143,7 @@ impl Faults {
         Faults(Arc::new(Mutex::new(Inner {
             next: 1,
             rules: BTreeMap::new(),
+            hits: BTreeMap::new(),
             rng: XorShift::new(seed),
             finalizers: BTreeMap::new(),
         })))
@@ -162,6 +165,11 @@ impl Faults {
     /// Remove a rule.
     pub fn remove(&self, id: FaultId) {
         self.lock().rules.remove(&id.0);
+    }
+
+    /// How many times a rule has fired so far (also after it is spent or removed).
+    pub fn hits(&self, id: FaultId) -> u32 {
+        self.lock().hits.get(&id.0).copied().unwrap_or(0)
     }
 
     /// Remove all rules (finalizer settings stay).
@@ -215,9 +223,11 @@ impl Faults {
                 *t -= 1;
             }
             let action = rule.action.clone();
-            if rule.times == Some(0) {
+            let spent = rule.times == Some(0);
+            if spent {
                 i.rules.remove(&id);
             }
+            *i.hits.entry(id).or_default() += 1;
             match action {
                 FaultAction::Delay(d) => fired.delay += d,
                 FaultAction::TooManyRequests { retry_after_secs } if fired.error.is_none() => {
@@ -300,6 +310,7 @@ mod tests {
         assert_eq!(f.check(&req("apply", "a")).error.unwrap().code, 503);
         assert_eq!(f.check(&req("patch", "a")).error.unwrap().code, 503);
         assert!(f.check(&req("patch", "a")).error.is_none());
+        assert_eq!(f.hits(FaultId(1)), 2);
     }
 
     #[test]

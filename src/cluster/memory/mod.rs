@@ -12,7 +12,8 @@
 //! - [`resources`] / [`discovery`]: served types and discovery documents
 //! - [`handler`]: verb semantics (validation, finalizers, propagation, status, generation)
 //! - [`ssa`] / [`patch`]: server-side apply and field ownership / other patch types
-//! - [`selectors`], [`validation`], [`errors`]: list filters, names & immutable fields, `Status`
+//! - [`selectors`], [`validation`], [`schema`], [`errors`]: list filters, names & immutable
+//!   fields, CRD structural schemas, `Status`
 //! - [`router`]: HTTP request → verb, the `tower::Service`, the loopback HTTP server
 //! - [`watch`]: watch streams; [`controllers`]: namespace, CRD, GC, fake finalizer operator
 //! - [`faults`]: fault injection; [`rng`]: seeded randomness
@@ -26,6 +27,7 @@ pub mod patch;
 pub mod resources;
 pub mod rng;
 pub mod router;
+pub mod schema;
 pub mod selectors;
 pub mod ssa;
 pub mod store;
@@ -166,6 +168,30 @@ impl MemoryServer {
 /// the listener fails.
 pub async fn serve(server: MemoryServer, addr: SocketAddr) -> std::io::Result<()> {
     router::serve(server.shared.clone(), addr).await
+}
+
+/// Everything `cvo dev-apiserver --listen ADDR [--kubeconfig-out FILE]` does: check the address
+/// is loopback, start a server, write the kubeconfig (if asked) once the port is bound, and serve
+/// until the listener fails. The CLI only parses flags and calls this.
+pub async fn dev_apiserver(
+    config: Config,
+    addr: SocketAddr,
+    kubeconfig_out: Option<&std::path::Path>,
+) -> std::io::Result<()> {
+    if !addr.ip().is_loopback() {
+        // Same refusal as `serve`, before anything is written.
+        return serve(MemoryServer::start(config), addr).await;
+    }
+    let server = MemoryServer::start(config);
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    if let Some(path) = kubeconfig_out {
+        // Write-then-rename, so a reader polling for the file never sees half of it.
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, kubeconfig_yaml(bound))?;
+        std::fs::rename(&tmp, path)?;
+    }
+    router::serve_listener(server.shared.clone(), listener).await
 }
 
 /// A kubeconfig pointing kubectl (or `cvo --kubeconfig`) at a server listening on `addr`.

@@ -2,10 +2,10 @@
 //! and an approximation of strategic merge patch.
 //!
 //! Strategic merge is approximated: maps merge recursively like a merge patch; lists of objects
-//! whose items all carry a `name` (containers, ports, env, volumes, …) merge by `name`, with
-//! `$patch: delete` items removing entries and `$patch: replace` replacing the list; every other
-//! list is replaced wholesale (real kube merges some scalar lists such as `finalizers`, and uses
-//! other merge keys, e.g. `containerPort`, `mountPath`, `ip`). `$retainKeys`,
+//! merge by the built-in merge keys of [`ssa::builtin_list_keys`](super::ssa::builtin_list_keys)
+//! (`name`, `mountPath`, `containerPort`+`protocol`, …), with `$patch: delete` items removing
+//! entries and `$patch: replace` replacing the list; every other list is replaced wholesale
+//! (real kube also merges some scalar lists such as `finalizers`). `$retainKeys`,
 //! `$setElementOrder/…` and `$deleteFromPrimitiveList/…` directives are ignored.
 
 use serde_json::{Map, Value};
@@ -91,12 +91,6 @@ pub fn apply_patch(kind: PatchKind, doc: &mut Value, body: &[u8]) -> Result<(), 
     }
 }
 
-fn is_named_list(a: &[Value]) -> bool {
-    !a.is_empty()
-        && a.iter()
-            .all(|i| i.get("name").is_some_and(Value::is_string))
-}
-
 /// Approximate strategic merge of `patch` into `doc` (see module docs).
 pub fn strategic_merge(doc: &mut Value, patch: &Value) {
     let Value::Object(p) = patch else {
@@ -123,28 +117,28 @@ pub fn strategic_merge(doc: &mut Value, patch: &Value) {
             }
             Value::Object(_) => strategic_merge(d.entry(k.clone()).or_insert(Value::Null), v),
             Value::Array(items) => {
+                let plain: Vec<Value> = items
+                    .iter()
+                    .filter(|i| i.get("$patch").is_none())
+                    .cloned()
+                    .collect();
+                let keys = super::ssa::builtin_list_keys(k, &plain).or_else(|| {
+                    (plain.is_empty() && !items.is_empty()).then(|| vec!["name".to_string()])
+                });
                 let existing = d.get_mut(k).and_then(Value::as_array_mut);
-                match existing {
-                    Some(cur)
-                        if is_named_list(items)
-                            || items.iter().any(|i| i.get("$patch").is_some()) =>
-                    {
+                match (existing, keys) {
+                    (Some(cur), Some(keys)) => {
                         if items
                             .iter()
                             .any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace"))
                         {
-                            *cur = items
-                                .iter()
-                                .filter(|i| i.get("$patch").is_none())
-                                .cloned()
-                                .collect();
+                            *cur = plain;
                             continue;
                         }
+                        let same =
+                            |a: &Value, b: &Value| keys.iter().all(|key| a.get(key) == b.get(key));
                         for item in items {
-                            let name = item.get("name").cloned();
-                            let pos = cur
-                                .iter()
-                                .position(|c| name.is_some() && c.get("name") == name.as_ref());
+                            let pos = cur.iter().position(|c| same(c, item));
                             let delete =
                                 item.get("$patch").and_then(Value::as_str) == Some("delete");
                             match (pos, delete) {
@@ -162,7 +156,7 @@ pub fn strategic_merge(doc: &mut Value, patch: &Value) {
                         }
                     }
                     _ => {
-                        d.insert(k.clone(), v.clone());
+                        d.insert(k.clone(), Value::Array(plain));
                     }
                 }
             }

@@ -2,6 +2,8 @@
 //! kind, plural, scope, verbs and subresources. Built-in kinds are a static table; custom kinds
 //! are derived from established CustomResourceDefinitions.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 /// Everything the server needs to know about one served resource type.
@@ -21,6 +23,8 @@ pub struct ResourceInfo {
     pub namespaced: bool,
     /// Has a `status` subresource (writes to the main resource ignore `status`).
     pub status_subresource: bool,
+    /// Has an `autoscaling/v1` `scale` subresource (`spec.replicas`).
+    pub scale: bool,
     /// Sets and bumps `metadata.generation`.
     pub generation: bool,
     /// Short names for discovery.
@@ -29,8 +33,12 @@ pub struct ResourceInfo {
     pub categories: Vec<String>,
     /// Comes from a CRD (changes some update/validation rules).
     pub custom: bool,
+    /// PUT of a missing object creates it (kube's AllowCreateOnUpdate).
+    pub create_on_update: bool,
     /// PUT without `metadata.resourceVersion` is allowed.
     pub unconditional_update: bool,
+    /// Structural schema per served version (custom resources only).
+    pub schemas: Vec<(String, Arc<Value>)>,
 }
 
 impl ResourceInfo {
@@ -48,6 +56,13 @@ impl ResourceInfo {
         } else {
             format!("{}/{version}", self.group)
         }
+    }
+    /// The structural schema of `version`, if any.
+    pub fn schema(&self, version: &str) -> Option<&Value> {
+        self.schemas
+            .iter()
+            .find(|(v, _)| v == version)
+            .map(|(_, s)| s.as_ref())
     }
     /// `apiVersion` of the preferred version.
     pub fn preferred_api_version(&self) -> String {
@@ -144,6 +159,18 @@ const BUILTINS: &[B] = &[
     ),
     b("", "v1", "Service", "services", true, true, false, &["svc"]),
     b("", "v1", "Event", "events", true, false, false, &["ev"]),
+    // The same events through events.k8s.io (what kube-runtime's Recorder writes). Stored
+    // apart from core/v1 Events here; kube-apiserver serves both from one resource.
+    b(
+        "events.k8s.io",
+        "v1",
+        "Event",
+        "events",
+        true,
+        false,
+        false,
+        &[],
+    ),
     b("", "v1", "Pod", "pods", true, true, true, &["po"]),
     b(
         "apps",
@@ -330,10 +357,44 @@ pub fn builtins() -> Vec<ResourceInfo> {
             } else {
                 vec![]
             },
+            scale: matches!(
+                (b.group, b.kind),
+                ("apps", "Deployment") | ("apps", "StatefulSet")
+            ),
             custom: false,
+            create_on_update: b.group == "rbac.authorization.k8s.io"
+                || matches!(
+                    (b.group, b.kind),
+                    ("coordination.k8s.io", "Lease") | ("", "Service") | ("", "Event")
+                ),
             unconditional_update: true,
+            schemas: Vec::new(),
         })
         .collect()
+}
+
+/// Sort key of a version name by kube's version priority: GA above beta above alpha, higher
+/// numbers first; names that are not kube-like (`v1`, `v2beta1`, …) sort last.
+pub fn version_priority(v: &str) -> (u8, u64, u64) {
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let Ok(major) = digits.parse::<u64>() else {
+        return (0, 0, 0);
+    };
+    let tail = &rest[digits.len()..];
+    if tail.is_empty() {
+        return (3, major, 0);
+    }
+    for (label, rank) in [("beta", 2u8), ("alpha", 1u8)] {
+        if let Some(n) = tail.strip_prefix(label)
+            && let Ok(minor) = n.parse::<u64>()
+        {
+            return (rank, major, minor);
+        }
+    }
+    (0, 0, 0)
 }
 
 /// The resource type a CRD object defines, if its spec is usable.
@@ -358,8 +419,13 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
     if served.is_empty() {
         return None;
     }
-    // Preferred version first: kube orders by version priority; storage version is a good proxy.
-    served.sort_by_key(|(_, storage, _)| !*storage);
+    // Preferred version first, in kube's version priority order (v2 > v1 > v1beta2 > v1alpha1 >
+    // non-kube-like names).
+    served.sort_by(|a, b| {
+        version_priority(&b.0)
+            .cmp(&version_priority(&a.0))
+            .then_with(|| a.0.cmp(&b.0))
+    });
     let strs = |p: &str| -> Vec<String> {
         names
             .get(p)
@@ -386,7 +452,37 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
         generation: true,
         short_names: strs("shortNames"),
         categories: strs("categories"),
+        scale: false,
         custom: true,
+        create_on_update: false,
         unconditional_update: false,
+        schemas: versions
+            .iter()
+            .filter_map(|v| {
+                Some((
+                    v.get("name")?.as_str()?.to_string(),
+                    Arc::new(v.pointer("/schema/openAPIV3Schema")?.clone()),
+                ))
+            })
+            .collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_priority as p;
+
+    #[test]
+    fn kube_version_priority() {
+        let mut vs = vec![
+            "v1alpha1", "foo", "v1", "v2beta1", "v1beta2", "v2", "v1beta1",
+        ];
+        vs.sort_by_key(|v| std::cmp::Reverse(p(v)));
+        assert_eq!(
+            vs,
+            vec![
+                "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "foo"
+            ]
+        );
+    }
 }

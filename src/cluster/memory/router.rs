@@ -124,6 +124,13 @@ fn route(shared: &Shared, path: &str) -> Route {
         ["apis"] => Route::Json(discovery::groups(&types())),
         ["apis", g] => discovery::group(&types(), g).map_or(Route::NotFound, Route::Json),
         ["apis", g, v] => discovery::resources(&types(), g, v).map_or(Route::NotFound, Route::Json),
+        ["openapi", "v3"] => Route::Json(discovery::openapi_root(&types())),
+        ["openapi", "v3", "api", v] => {
+            discovery::openapi_gv(&types(), "", v).map_or(Route::NotFound, Route::Json)
+        }
+        ["openapi", "v3", "apis", g, v] => {
+            discovery::openapi_gv(&types(), g, v).map_or(Route::NotFound, Route::Json)
+        }
         ["api", v, rest @ ..] => resource_route("", v, rest),
         ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
         _ => Route::NotFound,
@@ -256,6 +263,7 @@ async fn handle_inner(
         None => {}
         Some("status") if info.status_subresource => {}
         Some("finalize") if info.group.is_empty() && info.kind == "Namespace" => {}
+        Some("scale") if info.scale => {}
         Some(_) => return Err(ApiError::path_not_found()),
     }
     let t = Target {
@@ -322,12 +330,21 @@ async fn handle_inner(
             field_manager: q.get("fieldManager").map(str::to_string),
             default_manager: default_manager.clone(),
             force: q.flag("force"),
+            strict: q.get("fieldValidation") == Some("Strict"),
         })
     };
     let (code, v) = match verb {
         "watch" => {
             let lo = list_opts(&q, &t.info.kind)?;
             return watch::start(shared.clone(), t, lo, &q);
+        }
+        "get" if t.subresource.as_deref() == Some("scale") => (200, shared.lock().scale_get(&t)?),
+        "update" if t.subresource.as_deref() == Some("scale") => {
+            shared.lock().scale_update(&t, &body, &wo()?)?
+        }
+        "patch" | "apply" if t.subresource.as_deref() == Some("scale") => {
+            let k = patch_kind.ok_or_else(|| ApiError::unsupported_media(ct))?;
+            shared.lock().scale_patch(&t, k, &body, &wo()?)?
         }
         "get" => (200, shared.lock().get(&t)?),
         "list" => (200, shared.lock().list(&t, &list_opts(&q, &t.info.kind)?)?),
@@ -392,7 +409,15 @@ where
                     ))));
                 }
             };
-            Ok(handle(shared, Request::from_parts(parts, bytes)).await)
+            // A bug must cost one request, not the server: panics become 500s.
+            let fut =
+                std::panic::AssertUnwindSafe(handle(shared, Request::from_parts(parts, bytes)));
+            match futures::FutureExt::catch_unwind(fut).await {
+                Ok(r) => Ok(r),
+                Err(_) => Ok(error_response(&ApiError::internal(
+                    "Internal error occurred: the in-memory API server failed on this request",
+                ))),
+            }
         })
     }
 }
@@ -408,6 +433,14 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: SocketAddr) -> std::io::Res
         ));
     }
     let listener = tokio::net::TcpListener::bind(addr).await?;
+    serve_listener(shared, listener).await
+}
+
+/// Serve on an already bound listener.
+pub(crate) async fn serve_listener(
+    shared: Arc<Shared>,
+    listener: tokio::net::TcpListener,
+) -> std::io::Result<()> {
     loop {
         let (stream, _) = listener.accept().await?;
         let svc = ApiService::new(shared.clone());

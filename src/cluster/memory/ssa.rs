@@ -55,57 +55,157 @@ pub enum Scope {
     Status,
 }
 
-fn list_key(parent: &str, items: &[Value]) -> Option<&'static str> {
+/// How a list is merged and owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListKind {
+    /// Replaced and owned as a whole.
+    Atomic,
+    /// Items are scalars owned one by one (`v:`).
+    Set,
+    /// Items are objects identified by these key fields (`k:`).
+    Map(Vec<String>),
+}
+
+/// Where list types come from: the built-in heuristic, or a CRD's structural schema
+/// (`x-kubernetes-list-type` / `x-kubernetes-list-map-keys`; lists are atomic by default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Lists<'a> {
+    /// The version's `openAPIV3Schema`, for custom resources.
+    pub schema: Option<&'a Value>,
+}
+
+impl Lists<'_> {
+    /// The kind of the list at `path` holding `items`.
+    pub fn kind(&self, path: &[Pe], items: &[Value]) -> ListKind {
+        let in_meta = matches!(path.first(), Some(Pe::Field(f)) if f == "metadata");
+        match self.schema {
+            Some(schema) if !in_meta => {
+                let node = super::schema::node_at(schema, path);
+                match node
+                    .and_then(|n| n.get("x-kubernetes-list-type"))
+                    .and_then(Value::as_str)
+                {
+                    Some("set") if items.iter().all(|i| !i.is_object() && !i.is_array()) => {
+                        ListKind::Set
+                    }
+                    Some("map") => {
+                        let keys: Vec<String> = node
+                            .and_then(|n| n.get("x-kubernetes-list-map-keys"))
+                            .and_then(Value::as_array)
+                            .map(|a| {
+                                a.iter()
+                                    .filter_map(|k| k.as_str().map(str::to_string))
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        if !keys.is_empty()
+                            && items
+                                .iter()
+                                .all(|i| keys.iter().all(|k| i.get(k).is_some()))
+                        {
+                            ListKind::Map(keys)
+                        } else {
+                            ListKind::Atomic
+                        }
+                    }
+                    _ => ListKind::Atomic,
+                }
+            }
+            _ => heuristic(path, items),
+        }
+    }
+}
+
+fn heuristic(path: &[Pe], items: &[Value]) -> ListKind {
+    if path == [Pe::Field("metadata".into()), Pe::Field("finalizers".into())]
+        && items.iter().all(Value::is_string)
+    {
+        return ListKind::Set;
+    }
+    let parent = match path.last() {
+        Some(Pe::Field(f)) => f.as_str(),
+        _ => "",
+    };
+    match builtin_list_keys(parent, items) {
+        Some(keys) => ListKind::Map(keys),
+        None => ListKind::Atomic,
+    }
+}
+
+/// Merge keys of a built-in list, from its field name and items (kube's patchMergeKey for the
+/// common cases: `mountPath`, `devicePath`, `containerPort`+`protocol`, `port`+`protocol`,
+/// `ip`, `uid` for ownerReferences, `name` otherwise). `None` = atomic: not all items are
+/// objects carrying the key, or two items share a key.
+pub fn builtin_list_keys(parent: &str, items: &[Value]) -> Option<Vec<String>> {
     if items.is_empty() || !items.iter().all(Value::is_object) {
         return None;
     }
-    let key = if parent == "ownerReferences" {
-        "uid"
-    } else {
-        "name"
+    let has = |k: &str| {
+        items
+            .iter()
+            .all(|i| i.get(k).is_some_and(|v| v.is_string() || v.is_number()))
     };
+    let keys: Vec<&str> = match parent {
+        "ownerReferences" => vec!["uid"],
+        "volumeMounts" => vec!["mountPath"],
+        "volumeDevices" => vec!["devicePath"],
+        "hostAliases" => vec!["ip"],
+        "ports" if has("containerPort") => vec!["containerPort", "protocol"],
+        "ports" if has("port") => vec!["port", "protocol"],
+        _ => vec!["name"],
+    };
+    if !has(keys[0]) {
+        return None;
+    }
+    let keys: Vec<String> = keys.into_iter().map(str::to_string).collect();
+    let mut seen = std::collections::HashSet::new();
     items
         .iter()
-        .all(|i| i.get(key).is_some_and(Value::is_string))
-        .then_some(key)
+        .all(|i| seen.insert(item_key(i, &keys)))
+        .then_some(keys)
 }
 
-fn is_set_list(path: &[Pe], items: &[Value]) -> bool {
-    path == [Pe::Field("metadata".into()), Pe::Field("finalizers".into())]
-        && items.iter().all(Value::is_string)
+fn item_key(item: &Value, keys: &[String]) -> String {
+    let mut m = Map::new();
+    for k in keys {
+        m.insert(k.clone(), item.get(k).cloned().unwrap_or(Value::Null));
+    }
+    Value::Object(m).to_string()
 }
 
-fn collect(v: &Value, path: &mut Path, out: &mut FieldSet) {
+fn same_key(a: &Value, b: &Value, keys: &[String]) -> bool {
+    keys.iter().all(|k| a.get(k) == b.get(k))
+}
+
+fn collect(v: &Value, path: &mut Path, out: &mut FieldSet, lists: &Lists<'_>) {
     match v {
         Value::Object(m) if !m.is_empty() => {
             for (k, c) in m {
                 path.push(Pe::Field(k.clone()));
-                collect(c, path, out);
+                collect(c, path, out, lists);
                 path.pop();
             }
         }
-        Value::Array(items) if !items.is_empty() => {
-            let parent = match path.last() {
-                Some(Pe::Field(f)) => f.clone(),
-                _ => String::new(),
-            };
-            if is_set_list(path, items) {
+        Value::Array(items) if !items.is_empty() => match lists.kind(path, items) {
+            ListKind::Set => {
                 for i in items {
                     path.push(Pe::Value(i.to_string()));
                     out.insert(path.clone());
                     path.pop();
                 }
-            } else if let Some(key) = list_key(&parent, items) {
+            }
+            ListKind::Map(keys) => {
                 for i in items {
-                    path.push(Pe::Key(json!({ key: i[key] }).to_string()));
+                    path.push(Pe::Key(item_key(i, &keys)));
                     out.insert(path.clone());
-                    collect(i, path, out);
+                    collect(i, path, out, lists);
                     path.pop();
                 }
-            } else {
+            }
+            ListKind::Atomic => {
                 out.insert(path.clone());
             }
-        }
+        },
         _ => {
             out.insert(path.clone());
         }
@@ -141,10 +241,10 @@ pub fn managed_view(obj: &Value, scope: Scope) -> Value {
 }
 
 /// Leaf paths of an object (after [`managed_view`]).
-pub fn fields_of(view: &Value) -> FieldSet {
+pub fn fields_of(view: &Value, lists: &Lists<'_>) -> FieldSet {
     let mut out = FieldSet::new();
     if view.as_object().is_some_and(|m| !m.is_empty()) {
-        collect(view, &mut Vec::new(), &mut out);
+        collect(view, &mut Vec::new(), &mut out, lists);
     }
     out
 }
@@ -279,13 +379,13 @@ pub fn remove_at(obj: &mut Value, path: &[Pe]) {
 
 /// Merge an applied configuration into `live`: maps recursively, associative lists by key, set
 /// lists by union, everything else replaced.
-pub fn merge_applied(live: &mut Value, applied: &Value, path: &mut Path) {
+pub fn merge_applied(live: &mut Value, applied: &Value, path: &mut Path, lists: &Lists<'_>) {
     match (live, applied) {
         (Value::Object(l), Value::Object(a)) => {
             for (k, av) in a {
                 path.push(Pe::Field(k.clone()));
                 match l.get_mut(k) {
-                    Some(lv) => merge_applied(lv, av, path),
+                    Some(lv) => merge_applied(lv, av, path, lists),
                     None => {
                         l.insert(k.clone(), av.clone());
                     }
@@ -293,29 +393,24 @@ pub fn merge_applied(live: &mut Value, applied: &Value, path: &mut Path) {
                 path.pop();
             }
         }
-        (Value::Array(l), Value::Array(a)) => {
-            let parent = match path.last() {
-                Some(Pe::Field(f)) => f.clone(),
-                _ => String::new(),
-            };
-            if is_set_list(path, a) && l.iter().all(Value::is_string) {
+        (Value::Array(l), Value::Array(a)) => match lists.kind(path, a) {
+            ListKind::Set if l.iter().all(|i| !i.is_object()) => {
                 for i in a {
                     if !l.contains(i) {
                         l.push(i.clone());
                     }
                 }
-            } else if let (Some(key), true) = (list_key(&parent, a), l.iter().all(Value::is_object))
-            {
+            }
+            ListKind::Map(keys) if l.iter().all(|i| keys.iter().all(|k| i.get(k).is_some())) => {
                 for ai in a {
-                    match l.iter_mut().find(|li| li.get(key) == ai.get(key)) {
-                        Some(li) => merge_applied(li, ai, path),
+                    match l.iter_mut().find(|li| same_key(li, ai, &keys)) {
+                        Some(li) => merge_applied(li, ai, path, lists),
                         None => l.push(ai.clone()),
                     }
                 }
-            } else {
-                *l = a.clone();
             }
-        }
+            _ => *l = a.clone(),
+        },
         (l, a) => *l = a.clone(),
     }
 }
@@ -448,6 +543,8 @@ pub struct ApplyRequest<'a> {
     pub scope: Scope,
     /// Timestamp for the entry.
     pub now: &'a str,
+    /// List types.
+    pub lists: Lists<'a>,
 }
 
 /// Apply onto `base` (the live object, or a fresh skeleton for a create). Returns the new object
@@ -459,7 +556,7 @@ pub fn apply(base: &Value, req: &ApplyRequest<'_>) -> Result<Value, Vec<Conflict
         ""
     };
     let view = managed_view(req.applied, req.scope);
-    let applied_fields = fields_of(&view);
+    let applied_fields = fields_of(&view, &req.lists);
     let mut list = entries(base);
     let mine =
         |e: &Entry| e.manager == req.manager && e.operation == "Apply" && e.subresource == sub;
@@ -467,7 +564,7 @@ pub fn apply(base: &Value, req: &ApplyRequest<'_>) -> Result<Value, Vec<Conflict
     // Conflicts: another manager owns a related path whose value the apply changes.
     let mut conflicts = Vec::new();
     let mut merged = base.clone();
-    merge_applied(&mut merged, &view, &mut Vec::new());
+    merge_applied(&mut merged, &view, &mut Vec::new(), &req.lists);
     for e in list.iter().filter(|e| !mine(e)) {
         for p in &applied_fields {
             if let Some(q) = e.fields.iter().find(|q| related(p, q)) {
@@ -553,6 +650,7 @@ pub fn track_update(
     api_version: &str,
     scope: Scope,
     now: &str,
+    lists: &Lists<'_>,
 ) {
     let sub = if scope == Scope::Status { "status" } else { "" };
     let requested = new.pointer("/metadata/managedFields").cloned();
@@ -575,7 +673,7 @@ pub fn track_update(
         return;
     }
     let new_view = managed_view(new, scope);
-    let changed: FieldSet = fields_of(&new_view)
+    let changed: FieldSet = fields_of(&new_view, lists)
         .into_iter()
         .filter(|p| old.is_none_or(|o| get_at(o, p) != get_at(new, p)))
         .collect();
@@ -618,6 +716,7 @@ mod tests {
             api_version: "v1",
             scope: Scope::Whole,
             now: "t",
+            lists: Lists::default(),
         }
     }
 
@@ -628,7 +727,7 @@ mod tests {
     #[test]
     fn fields_v1_round_trip() {
         let v = json!({"metadata": {"labels": {"a": "1"}, "finalizers": ["x"]}, "spec": {"containers": [{"name": "c", "image": "i"}], "args": ["1"]}});
-        let f = fields_of(&v);
+        let f = fields_of(&v, &Lists::default());
         let tree = to_fields_v1(&f);
         assert_eq!(
             tree["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"]["."],
@@ -683,6 +782,7 @@ mod tests {
             "v1",
             Scope::Whole,
             "t2",
+            &Lists::default(),
         );
         let es = entries(&upd);
         assert_eq!(es.len(), 1);
@@ -712,6 +812,44 @@ mod tests {
             o2["spec"]["template"]["spec"]["containers"],
             json!([{"name": "b", "image": "3"}])
         );
+    }
+
+    #[test]
+    fn crd_lists_are_atomic_unless_the_schema_says_map() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "atomic": {"type": "array", "items": {"type": "object"}},
+            "keyed": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"], "items": {"type": "object"}}}}}});
+        let lists = Lists {
+            schema: Some(&schema),
+        };
+        let v = json!({"spec": {"atomic": [{"name": "a"}], "keyed": [{"id": 1, "v": 2}]}});
+        let f = fields_of(&v, &lists);
+        let tree = to_fields_v1(&f);
+        assert_eq!(tree["f:spec"]["f:atomic"], json!({}));
+        assert_eq!(tree["f:spec"]["f:keyed"]["k:{\"id\":1}"]["f:v"], json!({}));
+    }
+
+    #[test]
+    fn builtin_merge_keys() {
+        assert_eq!(
+            builtin_list_keys(
+                "volumeMounts",
+                &[
+                    json!({"name": "v", "mountPath": "/a"}),
+                    json!({"name": "v", "mountPath": "/b"})
+                ]
+            ),
+            Some(vec!["mountPath".to_string()])
+        );
+        assert_eq!(
+            builtin_list_keys("env", &[json!({"name": "A"}), json!({"name": "A"})]),
+            None
+        );
+        assert_eq!(
+            builtin_list_keys("ports", &[json!({"containerPort": 80})]),
+            Some(vec!["containerPort".to_string(), "protocol".to_string()])
+        );
+        assert_eq!(builtin_list_keys("args", &[json!("x")]), None);
     }
 
     #[test]

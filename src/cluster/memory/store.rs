@@ -58,6 +58,11 @@ pub struct Event {
     pub kind: EventType,
     /// Object after the change (for DELETED: last state, with the deletion's resourceVersion).
     pub object: Arc<Value>,
+    /// Object before the change (None for ADDED): lets lists be served from an older snapshot
+    /// and watches turn selector transitions into ADDED/DELETED.
+    pub prev: Option<Arc<Value>>,
+    /// `object` serialised once, shared by every watcher that wants it as stored.
+    pub encoded: std::sync::OnceLock<bytes::Bytes>,
 }
 
 type Table = BTreeMap<(String, String), Value>;
@@ -159,6 +164,51 @@ impl Store {
         }
     }
 
+    /// The state of a type's objects (optionally in one namespace) at an older resourceVersion
+    /// `rv`, strictly after `after`, in key order; `None` when `rv` is no longer covered by the
+    /// history.
+    pub fn snapshot_range<'a>(
+        &'a self,
+        res: &ResKey,
+        namespace: Option<&'a str>,
+        after: Option<(String, String)>,
+        rv: u64,
+    ) -> Option<Vec<&'a Value>> {
+        if rv < self.compacted {
+            return None;
+        }
+        let mut at_rv: BTreeMap<(String, String), Option<&'a Value>> = BTreeMap::new();
+        for ev in self.history_since(rv) {
+            if ev.key.res == *res && namespace.is_none_or(|ns| ev.key.namespace == ns) {
+                at_rv
+                    .entry((ev.key.namespace.clone(), ev.key.name.clone()))
+                    .or_insert(ev.prev.as_deref());
+            }
+        }
+        let mut merged: BTreeMap<(String, String), &'a Value> = BTreeMap::new();
+        for v in self.range(res, namespace, after.clone()) {
+            let k = (
+                meta_str(v, "namespace").unwrap_or("").to_string(),
+                meta_str(v, "name").unwrap_or("").to_string(),
+            );
+            merged.insert(k, v);
+        }
+        for (k, v) in at_rv {
+            if after.as_ref().is_some_and(|a| k <= *a) {
+                continue;
+            }
+            match v {
+                Some(v) => {
+                    merged.insert(k, v);
+                }
+                None => {
+                    merged.remove(&k);
+                }
+            }
+        }
+        Some(merged.into_values().collect())
+    }
+
     /// Resource types with at least one object.
     pub fn types(&self) -> Vec<ResKey> {
         self.tables
@@ -206,12 +256,14 @@ impl Store {
         }
     }
 
-    fn record(&mut self, key: ObjKey, kind: EventType, object: Value) {
+    fn record(&mut self, key: ObjKey, kind: EventType, object: Value, prev: Option<Value>) {
         let ev = Arc::new(Event {
             rv: self.rv,
             key,
             kind,
             object: Arc::new(object),
+            prev: prev.map(Arc::new),
+            encoded: std::sync::OnceLock::new(),
         });
         self.history.push_back(ev.clone());
         while self.history.len() > self.history_cap {
@@ -240,7 +292,7 @@ impl Store {
             .entry(key.res.clone())
             .or_default()
             .insert((key.namespace.clone(), key.name.clone()), obj.clone());
-        self.record(key, EventType::Added, obj.clone());
+        self.record(key, EventType::Added, obj.clone(), None);
         obj
     }
 
@@ -248,11 +300,12 @@ impl Store {
     pub fn replace(&mut self, key: ObjKey, mut obj: Value) -> Value {
         self.stamp(&mut obj);
         self.index(&key, &obj);
-        self.tables
+        let prev = self
+            .tables
             .entry(key.res.clone())
             .or_default()
             .insert((key.namespace.clone(), key.name.clone()), obj.clone());
-        self.record(key, EventType::Modified, obj.clone());
+        self.record(key, EventType::Modified, obj.clone(), prev);
         obj
     }
 
@@ -267,8 +320,9 @@ impl Store {
         }
         self.owned.remove(key);
         self.deleting.remove(key);
+        let prev = obj.clone();
         self.stamp(&mut obj);
-        self.record(key.clone(), EventType::Deleted, obj.clone());
+        self.record(key.clone(), EventType::Deleted, obj.clone(), Some(prev));
         Some(obj)
     }
 }

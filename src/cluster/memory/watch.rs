@@ -20,7 +20,7 @@ use super::Shared;
 use super::errors::ApiError;
 use super::handler::{ListOpts, Target};
 use super::router::{Query, RespBody};
-use super::store::Event;
+use super::store::{Event, EventType};
 
 fn line(kind: &str, object: &Value) -> Bytes {
     let mut v = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
@@ -34,16 +34,61 @@ struct Filter {
 }
 
 impl Filter {
-    fn accepts(&self, ev: &Event) -> bool {
-        ev.key.res == self.t.info.key()
-            && (self.t.namespace.is_empty() || ev.key.namespace == self.t.namespace)
-            && self.opts.fields.matches(&ev.object)
-            && self.opts.labels.matches(
-                ev.object
-                    .pointer("/metadata/labels")
-                    .and_then(Value::as_object),
-            )
+    fn matches(&self, obj: &Value) -> bool {
+        self.opts.fields.matches(obj)
+            && self
+                .opts
+                .labels
+                .matches(obj.pointer("/metadata/labels").and_then(Value::as_object))
     }
+
+    /// The event this watcher sees for a store event, if any: an object entering the selector
+    /// is ADDED, one leaving it is DELETED, like kube's watch cache.
+    fn translate(&self, ev: &Event) -> Option<&'static str> {
+        if ev.key.res != self.t.info.key()
+            || (!self.t.namespace.is_empty() && ev.key.namespace != self.t.namespace)
+        {
+            return None;
+        }
+        let now = self.matches(&ev.object);
+        match ev.kind {
+            EventType::Added => now.then_some("ADDED"),
+            EventType::Deleted => ev
+                .prev
+                .as_deref()
+                .map_or(now, |p| self.matches(p))
+                .then_some("DELETED"),
+            EventType::Modified => match (ev.prev.as_deref().map_or(now, |p| self.matches(p)), now)
+            {
+                (true, true) => Some("MODIFIED"),
+                (false, true) => Some("ADDED"),
+                (true, false) => Some("DELETED"),
+                (false, false) => None,
+            },
+        }
+    }
+
+    /// The watch line for an event, reusing the event's one-time encoding when the watcher
+    /// asked for the version the object is stored in (the common case).
+    fn event_line(&self, kind: &str, ev: &Event) -> Bytes {
+        let api_version = self.t.info.api_version(&self.t.version);
+        if ev.object.get("apiVersion").and_then(Value::as_str) == Some(api_version.as_str())
+            && ev.object.get("kind").and_then(Value::as_str) == Some(self.t.info.kind.as_str())
+        {
+            let obj = ev
+                .encoded
+                .get_or_init(|| Bytes::from(serde_json::to_vec(&*ev.object).unwrap_or_default()));
+            let mut v = Vec::with_capacity(obj.len() + 32);
+            v.extend_from_slice(b"{\"type\":\"");
+            v.extend_from_slice(kind.as_bytes());
+            v.extend_from_slice(b"\",\"object\":");
+            v.extend_from_slice(obj);
+            v.extend_from_slice(b"}\n");
+            return Bytes::from(v);
+        }
+        line(kind, &self.render(&ev.object))
+    }
+
     fn render(&self, obj: &Value) -> Value {
         let mut o = obj.clone();
         o["apiVersion"] = json!(self.t.info.api_version(&self.t.version));
@@ -106,8 +151,10 @@ pub(crate) fn start(
                 initial.push(line("ERROR", &e.to_status()));
                 return Ok(stream_response(initial, None));
             }
-            for ev in st.store.history_since(from).filter(|e| f.accepts(e)) {
-                initial.push(line(ev.kind.as_str(), &f.render(&ev.object)));
+            for ev in st.store.history_since(from) {
+                if let Some(kind) = f.translate(ev) {
+                    initial.push(f.event_line(kind, ev));
+                }
             }
         }
         (rx, cur)
@@ -168,9 +215,10 @@ async fn run(
                 Ok(ev) => {
                     if ev.rv <= start_rv { continue; }
                     last_rv = ev.rv;
-                    if f.accepts(&ev) && tx.send(line(ev.kind.as_str(), &f.render(&ev.object))).await.is_err() {
-                        return;
-                    }
+                    if let Some(kind) = f.translate(&ev)
+                        && tx.send(f.event_line(kind, &ev)).await.is_err() {
+                            return;
+                        }
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
                     let e = ApiError::gone("the watcher fell too far behind; re-list and watch again");

@@ -37,19 +37,29 @@ pub fn reconcile(st: &mut State, timers: &mut Timers, delay: Duration) {
         group: "apiextensions.k8s.io".into(),
         resource: "customresourcedefinitions".into(),
     };
-    let crds: Vec<Value> = st.store.range(&res, None, None).cloned().collect();
-    for crd in crds {
-        let name = crd["metadata"]["name"].as_str().unwrap_or("").to_string();
-        let uid = crd["metadata"]["uid"].as_str().unwrap_or("").to_string();
+    // Only CRDs with work to do (not yet established, or being deleted), without cloning the
+    // (possibly huge) CRD documents.
+    let pending: Vec<(String, String, bool, bool)> = st
+        .store
+        .range(&res, None, None)
+        .filter(|c| handler::deleting(c) || !condition_is(c, "Established", "True"))
+        .map(|c| {
+            (
+                c["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                c["metadata"]["uid"].as_str().unwrap_or("").to_string(),
+                handler::deleting(c),
+                condition_is(c, "Terminating", "True"),
+            )
+        })
+        .collect();
+    for (name, uid, deleting, terminating) in pending {
         let key = ObjKey {
             res: res.clone(),
             namespace: String::new(),
             name: name.clone(),
         };
-        if !handler::deleting(&crd) {
-            if !condition_is(&crd, "Established", "True")
-                && timers.due(&format!("crd/{uid}"), delay)
-            {
+        if !deleting {
+            if timers.due(&format!("crd/{uid}"), delay) {
                 st.controller_update(&key, "kube-apiserver", Some("status"), |o| {
                     set_condition(
                         o,
@@ -62,7 +72,7 @@ pub fn reconcile(st: &mut State, timers: &mut Timers, delay: Duration) {
             }
             continue;
         }
-        if !condition_is(&crd, "Terminating", "True") {
+        if !terminating {
             st.controller_update(&key, "kube-apiserver", Some("status"), |o| {
                 set_condition(
                     o,

@@ -1,7 +1,8 @@
 //! Garbage collector: deletes (in the background) objects whose ownerReferences all point to
 //! owners that no longer exist, and finishes foreground deletions: an owner carrying the
 //! `foregroundDeletion` finalizer has its dependents deleted, and loses the finalizer once no
-//! dependent is left. Orphan propagation is done synchronously by the delete handler.
+//! dependent with `blockOwnerDeletion: true` is left. References to owners that are gone are
+//! dropped from objects that still have a live owner. Orphan propagation is done synchronously by the delete handler.
 
 use serde_json::Value;
 
@@ -24,10 +25,13 @@ pub fn reconcile(st: &mut State) {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let all_gone = refs.iter().all(|r| {
-            let uid = r.get("uid").and_then(Value::as_str).unwrap_or("");
-            st.store.by_uid(uid).is_none()
-        });
+        let gone = |r: &Value| {
+            st.store
+                .by_uid(r.get("uid").and_then(Value::as_str).unwrap_or(""))
+                .is_none()
+        };
+        let all_gone = refs.iter().all(gone);
+        let some_gone = refs.iter().any(gone);
         // Owners being deleted in the foreground take their dependents with them.
         let owner_foreground = refs.iter().any(|r| {
             let uid = r.get("uid").and_then(Value::as_str).unwrap_or("");
@@ -40,8 +44,38 @@ pub fn reconcile(st: &mut State) {
         });
         if all_gone {
             st.controller_delete(&k, Policy::Background);
-        } else if owner_foreground {
-            st.controller_delete(&k, Policy::Foreground);
+            continue;
+        }
+        if some_gone {
+            // A live owner remains: the dangling references are dropped, the object stays.
+            let live: Vec<Value> = refs
+                .iter()
+                .filter(|r| {
+                    st.store
+                        .by_uid(r.get("uid").and_then(Value::as_str).unwrap_or(""))
+                        .is_some()
+                })
+                .cloned()
+                .collect();
+            st.controller_update(&k, "garbage-collector", None, |o| {
+                o["metadata"]["ownerReferences"] = Value::Array(live);
+            });
+        }
+        if owner_foreground {
+            // Like kube's GC: foreground down the chain only if this dependent has dependents.
+            let uid = st
+                .store
+                .get(&k)
+                .and_then(|o| o.pointer("/metadata/uid"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let policy = if st.dependents(&uid).is_empty() {
+                Policy::Background
+            } else {
+                Policy::Foreground
+            };
+            st.controller_delete(&k, policy);
         }
     }
     // Foreground owners whose dependents are gone.
@@ -58,7 +92,20 @@ pub fn reconcile(st: &mut State) {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        if st.dependents(&uid).is_empty() {
+        // Only dependents with blockOwnerDeletion=true hold a foreground owner.
+        let blocking = st.dependents(&uid).into_iter().any(|d| {
+            st.store
+                .get(&d)
+                .and_then(|o| o.pointer("/metadata/ownerReferences"))
+                .and_then(Value::as_array)
+                .is_some_and(|refs| {
+                    refs.iter().any(|r| {
+                        r.get("uid").and_then(Value::as_str) == Some(uid.as_str())
+                            && r.get("blockOwnerDeletion").and_then(Value::as_bool) == Some(true)
+                    })
+                })
+        });
+        if !blocking {
             st.controller_update(&k, "garbage-collector", None, |o| {
                 if let Some(f) = o
                     .pointer_mut("/metadata/finalizers")
@@ -68,5 +115,121 @@ pub fn reconcile(st: &mut State) {
                 }
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::memory::handler::{DeleteOpts, Target, WriteOpts};
+    use crate::cluster::memory::store::Store;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn setup() -> (State, Target, Target) {
+        let mut st = State::new(Store::new(1000, Arc::new(tokio::sync::Notify::new())), 3);
+        let ns = target(&st, "", "namespaces", "", "");
+        st.create(
+            &ns,
+            json!({"metadata": {"name": "n"}}),
+            &WriteOpts::default(),
+            false,
+        )
+        .unwrap();
+        let owner = target(&st, "", "configmaps", "n", "owner");
+        let (_, o) = st
+            .create(
+                &owner,
+                json!({"metadata": {"name": "owner"}}),
+                &WriteOpts::default(),
+                false,
+            )
+            .unwrap();
+        let uid = o["metadata"]["uid"].clone();
+        let dep = target(&st, "", "configmaps", "n", "dep");
+        st.create(
+            &dep,
+            json!({"metadata": {"name": "dep", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}]}}),
+            &WriteOpts::default(),
+            false,
+        )
+        .unwrap();
+        (st, owner, dep)
+    }
+
+    fn target(st: &State, g: &str, plural: &str, ns: &str, name: &str) -> Target {
+        let info = st
+            .served()
+            .into_iter()
+            .find(|i| i.group == g && i.plural == plural)
+            .unwrap();
+        Target {
+            version: info.versions[0].clone(),
+            info,
+            namespace: ns.into(),
+            name: name.into(),
+            subresource: None,
+        }
+    }
+
+    #[test]
+    fn background_deletes_dependents_after_owner() {
+        let (mut st, owner, dep) = setup();
+        st.delete(&owner, &DeleteOpts::default()).unwrap();
+        assert!(st.get(&dep).is_ok());
+        reconcile(&mut st);
+        assert_eq!(st.get(&dep).unwrap_err().code, 404);
+    }
+
+    #[test]
+    fn foreground_waits_for_dependents() {
+        let (mut st, owner, dep) = setup();
+        st.delete(
+            &owner,
+            &DeleteOpts {
+                policy: Some(Policy::Foreground),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let o = st.get(&owner).unwrap();
+        assert_eq!(o["metadata"]["finalizers"], json!([FOREGROUND]));
+        assert!(o["metadata"]["deletionTimestamp"].is_string());
+        reconcile(&mut st);
+        assert_eq!(st.get(&dep).unwrap_err().code, 404);
+        reconcile(&mut st);
+        assert_eq!(st.get(&owner).unwrap_err().code, 404);
+    }
+
+    #[test]
+    fn orphan_keeps_dependents() {
+        let (mut st, owner, dep) = setup();
+        st.delete(
+            &owner,
+            &DeleteOpts {
+                policy: Some(Policy::Orphan),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        reconcile(&mut st);
+        let d = st.get(&dep).unwrap();
+        assert!(d["metadata"].get("ownerReferences").is_none());
+    }
+
+    #[test]
+    fn dry_run_delete_changes_nothing() {
+        let (mut st, owner, _) = setup();
+        let rv = st.store.rv();
+        st.delete(
+            &owner,
+            &DeleteOpts {
+                dry_run: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(st.store.rv(), rv);
+        assert!(st.get(&owner).is_ok());
     }
 }

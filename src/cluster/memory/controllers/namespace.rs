@@ -141,3 +141,87 @@ pub fn reconcile(st: &mut State) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::memory::handler::{DeleteOpts, Target, WriteOpts};
+    use crate::cluster::memory::patch::PatchKind;
+    use crate::cluster::memory::store::Store;
+    use std::sync::Arc;
+
+    fn target(st: &State, g: &str, plural: &str, ns: &str, name: &str) -> Target {
+        let info = st
+            .served()
+            .into_iter()
+            .find(|i| i.group == g && i.plural == plural)
+            .unwrap();
+        Target {
+            version: info.versions[0].clone(),
+            info,
+            namespace: ns.into(),
+            name: name.into(),
+            subresource: None,
+        }
+    }
+
+    #[test]
+    fn terminating_namespace_lifecycle() {
+        let mut st = State::new(Store::new(1000, Arc::new(tokio::sync::Notify::new())), 3);
+        let ns = target(&st, "", "namespaces", "", "n");
+        let (_, created) = st
+            .create(
+                &ns,
+                json!({"metadata": {"name": "n"}}),
+                &WriteOpts::default(),
+                false,
+            )
+            .unwrap();
+        assert_eq!(created["spec"]["finalizers"], json!(["kubernetes"]));
+        assert_eq!(created["status"]["phase"], "Active");
+        let a = target(&st, "", "configmaps", "n", "a");
+        st.create(
+            &a,
+            json!({"metadata": {"name": "a"}}),
+            &WriteOpts::default(),
+            false,
+        )
+        .unwrap();
+        let b = target(&st, "", "secrets", "n", "b");
+        st.create(
+            &b,
+            json!({"metadata": {"name": "b", "finalizers": ["x.io/f"]}}),
+            &WriteOpts::default(),
+            false,
+        )
+        .unwrap();
+        let (_, d) = st.delete(&ns, &DeleteOpts::default()).unwrap();
+        assert_eq!(d["status"]["phase"], "Terminating");
+        let e = st.create(
+            &target(&st, "", "configmaps", "n", "c"),
+            json!({"metadata": {"name": "c"}}),
+            &WriteOpts::default(),
+            false,
+        );
+        assert_eq!(e.unwrap_err().code, 403);
+        reconcile(&mut st);
+        assert_eq!(st.get(&a).unwrap_err().code, 404);
+        let n = st.get(&ns).unwrap();
+        let conds = n["status"]["conditions"].as_array().unwrap();
+        let c = conds
+            .iter()
+            .find(|c| c["type"] == "NamespaceFinalizersRemaining")
+            .unwrap();
+        assert_eq!(c["status"], "True");
+        assert!(c["message"].as_str().unwrap().contains("x.io/f"));
+        st.patch(
+            &b,
+            PatchKind::Merge,
+            br#"{"metadata":{"finalizers":[]}}"#,
+            &WriteOpts::default(),
+        )
+        .unwrap();
+        reconcile(&mut st);
+        assert_eq!(st.get(&ns).unwrap_err().code, 404);
+    }
+}
