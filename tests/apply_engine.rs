@@ -438,3 +438,55 @@ async fn job_is_deleted_with_background_propagation() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn plan_writes_nothing_and_plans_a_crd_with_its_resources() {
+    let tc = common::cluster().await;
+    let ns = unique("apply-plan");
+    let crd = TestCrd::new("Doohickey", true, false);
+    let cr_yaml = format!(
+        "apiVersion: {}/v1\nkind: Doohickey\nmetadata:\n  name: d1\n  namespace: {ns}\nspec:\n  size: 1\n",
+        crd.group
+    );
+    let (_dir, rel) = release(&[
+        metadata("1.0.0"),
+        ("0000_10_a_ns.yaml", namespace_yaml(&ns)),
+        (
+            "0000_20_a_crd.yaml",
+            serde_json::to_string(&crd.manifest()).expect("crd json"),
+        ),
+        ("0000_20_a_cr.yaml", cr_yaml),
+        (
+            "0000_30_a_cm.yaml",
+            configmap_yaml(&ns, "settings", "", "level: info"),
+        ),
+    ]);
+    let mut options = fast();
+    options.apply.dry_run = true;
+    let rv = tc.memory.as_ref().map(|m| m.resource_version());
+    let out = run(&tc, &rel, &options).await;
+    let summary = out.report.as_ref().expect("pass").summary();
+    assert_eq!(
+        (summary.created, summary.failed),
+        (4, 0),
+        "{:?}",
+        out.report
+    );
+    assert!(
+        out.warnings.iter().any(|w| w.contains("not served yet")),
+        "{:?}",
+        out.warnings
+    );
+    assert_eq!(out.cluster_version, None);
+    if let Some(m) = &tc.memory {
+        assert_eq!(Some(m.resource_version()), rv, "plan wrote something");
+    }
+    let namespaces = common::builtin("", "v1", "Namespace", "namespaces");
+    assert!(
+        tc.dynamic(&namespaces, None)
+            .get_opt(&ns)
+            .await
+            .expect("get")
+            .is_none()
+    );
+}

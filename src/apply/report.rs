@@ -66,9 +66,9 @@ pub fn result_line(release: &Release, r: &ManifestResult) -> String {
     line
 }
 
-/// Text report: failures and skips, planned changes, warnings, the summary table and the
-/// conditions.
-pub fn text_report(release: &Release, outcome: &SyncOutcome) -> String {
+/// Text report: failures and skips (every change too when `all_changes`, as for `plan`),
+/// planned field changes, warnings, the summary table and the conditions.
+pub fn text_report(release: &Release, outcome: &SyncOutcome, all_changes: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -81,7 +81,10 @@ pub fn text_report(release: &Release, outcome: &SyncOutcome) -> String {
     }
     if let Some(report) = &outcome.report {
         for r in &report.results {
-            if r.action == Action::Failed || !r.changes.is_empty() {
+            let shown = r.action == Action::Failed
+                || !r.changes.is_empty()
+                || (all_changes && !matches!(r.action, Action::Unchanged | Action::Skipped));
+            if shown {
                 let _ = writeln!(out, "{}", result_line(release, r));
             }
             for c in &r.changes {

@@ -28,6 +28,8 @@ pub struct Applier<'r> {
     options: Options,
     /// (group, kind) → name of the CRD in this release that defines it.
     crds: HashMap<(String, String), String>,
+    /// Namespaces this release creates.
+    namespaces: std::collections::HashSet<String>,
     /// Existing objects, listed once per (kind, namespace) for this pass.
     snapshot: Snapshot,
 }
@@ -49,11 +51,18 @@ impl<'r> Applier<'r> {
                 Some(((group, kind), m.id.name.clone()))
             })
             .collect();
+        let namespaces = release
+            .manifests
+            .iter()
+            .filter(|m| m.id.kind == "Namespace" && m.id.group.is_empty() && !m.is_delete())
+            .map(|m| m.id.name.clone())
+            .collect();
         Applier {
             cluster,
             release,
             options,
             crds,
+            namespaces,
             snapshot: Snapshot::new(),
         }
     }
@@ -162,6 +171,23 @@ impl<'r> Applier<'r> {
                 manifest.api_version, manifest.id.kind
             ));
         }
+        let key = (manifest.id.group.clone(), manifest.id.kind.clone());
+        if self.options.dry_run && self.crds.contains_key(&key) {
+            // A dry run creates no CRD: a kind whose CRD this release brings may not be
+            // served yet, so the object can only be planned as new.
+            if let Err(DiscoveryError::UnknownKind { .. }) = self
+                .cluster
+                .discovery()
+                .resolve(&manifest.api_version, &manifest.id.kind)
+                .await
+            {
+                result.warnings.push(format!(
+                    "not checked by the server: {} is not served yet (its CRD {} is created by this release)",
+                    manifest.id.kind, self.crds[&key]
+                ));
+                return Ok(Action::Created);
+            }
+        }
         let resolved = self.resolve(manifest).await?;
         let before = self.current(&resolved, manifest).await?;
         if manifest.create_only && before.is_some() {
@@ -177,7 +203,18 @@ impl<'r> Applier<'r> {
                     .apply(&resolved, ns, &manifest.id.name, &rt.object, dry_run)
             })
             .await
-            .map_err(|(e, n)| self.apply_error(manifest, &resolved, e, n))?;
+            .map_err(|(e, n)| self.apply_error(manifest, &resolved, e, n));
+        let after = match after {
+            Err(ManifestError::MissingNamespace { namespace, .. })
+                if dry_run && self.namespaces.contains(&namespace) =>
+            {
+                result.warnings.push(format!(
+                    "not checked by the server: namespace {namespace} is created by this release"
+                ));
+                return Ok(Action::Created);
+            }
+            other => other?,
+        };
         let Some(before) = before else {
             return Ok(Action::Created);
         };

@@ -141,7 +141,9 @@ pub(super) fn execute(
                 "{}",
                 serde_json::to_string_pretty(&json_report(&release, &outcome)).unwrap_or_default()
             ),
-            OutputFormat::Text => print!("{}", text_report(&release, &outcome)),
+            OutputFormat::Text => {
+                print!("{}", text_report(&release, &outcome, options.apply.dry_run))
+            }
         }
         if let Some(Err(e)) = &outcome.cluster_version {
             eprintln!("warning: {e}");

@@ -6,7 +6,7 @@
 //! [`Discovery::forget`] drops an entry the server has stopped serving.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use kube::Client;
 use kube::api::{ApiResource, GroupVersionKind};
@@ -40,6 +40,8 @@ pub enum DiscoveryError {
 pub struct Discovery {
     client: Client,
     cache: Mutex<HashMap<GroupVersionKind, Resolved>>,
+    /// One lock per kind being looked up, so concurrent first lookups send one request.
+    inflight: Mutex<HashMap<GroupVersionKind, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// Splits `apps/v1` into (`apps`, `v1`) and `v1` into (``, `v1`).
@@ -52,6 +54,7 @@ impl Discovery {
         Discovery {
             client,
             cache: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(HashMap::new()),
         }
     }
 
@@ -63,6 +66,17 @@ impl Discovery {
     /// Resolves `kind` in `api_version`, asking the server on a cache miss.
     pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<Resolved, DiscoveryError> {
         let gvk = Self::key(api_version, kind);
+        if let Some(hit) = self.lock().get(&gvk) {
+            return Ok(hit.clone());
+        }
+        let gate = self
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(gvk.clone())
+            .or_default()
+            .clone();
+        let _turn = gate.lock().await;
         if let Some(hit) = self.lock().get(&gvk) {
             return Ok(hit.clone());
         }
