@@ -8,6 +8,7 @@
 mod apply;
 mod dev_apiserver;
 mod graph;
+mod operand_cleanup;
 mod plan;
 mod validate;
 
@@ -64,6 +65,8 @@ pub enum Command {
     Apply(apply::ApplyArgs),
     /// Show what `apply` would do, from server-side dry-run; writes nothing.
     Plan(plan::PlanArgs),
+    /// Run the OLM CSV operand-cleanup reconciler until SIGINT/SIGTERM.
+    OperandCleanup(operand_cleanup::OperandCleanupArgs),
     /// Serve the embedded in-memory API server on loopback (for kubectl and tests).
     DevApiserver(dev_apiserver::DevApiserverArgs),
 }
@@ -128,6 +131,7 @@ pub fn main() -> ExitCode {
         Command::Graph(args) => graph::run(&args),
         Command::Apply(args) => apply::run(&cli.global, &args),
         Command::Plan(args) => plan::run(&cli.global, &args),
+        Command::OperandCleanup(args) => operand_cleanup::run(&cli.global, &args),
         Command::DevApiserver(args) => dev_apiserver::run(&args),
     }
 }

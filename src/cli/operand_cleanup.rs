@@ -1,0 +1,94 @@
+//! `cvo operand-cleanup`: run the OLM CSV operand-cleanup reconciler until SIGINT/SIGTERM.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use std::time::Duration;
+
+use clap::Args;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+
+use super::GlobalArgs;
+use crate::cluster::crd::wait_established;
+use crate::cluster::memory::{Config, MemoryServer, serve};
+
+#[derive(Debug, Args)]
+pub struct OperandCleanupArgs {
+    /// Watch ClusterServiceVersions of this namespace only (safety checks still look at the
+    /// whole cluster).
+    #[arg(long, short = 'n', value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Run against a fresh embedded API server with OLM's CRDs installed, instead of the
+    /// kubeconfig cluster.
+    #[arg(long)]
+    pub in_memory: bool,
+    /// With --in-memory: also serve that server on this loopback address, so kubectl can
+    /// create CSVs while the reconciler runs (see `cvo dev-apiserver`).
+    #[arg(long, value_name = "ADDR:PORT", requires = "in_memory")]
+    pub listen: Option<SocketAddr>,
+}
+
+pub fn run(global: &GlobalArgs, args: &OperandCleanupArgs) -> ExitCode {
+    if let Some(addr) = args.listen
+        && !addr.ip().is_loopback()
+    {
+        eprintln!("error: refusing to listen on {addr}: use a loopback address such as 127.0.0.1");
+        return ExitCode::from(super::EXIT_INPUT);
+    }
+    let runtime = match super::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    runtime.block_on(async {
+        let client = if args.in_memory {
+            let server = MemoryServer::start(Config::default());
+            if let Err(e) = install_olm_crds(&server.client()).await {
+                eprintln!("error: installing OLM CRDs in the in-memory server: {e}");
+                return ExitCode::FAILURE;
+            }
+            if let Some(addr) = args.listen {
+                let serving = server.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = serve(serving, addr).await {
+                        eprintln!("error: serving on {addr}: {e}");
+                    }
+                });
+                eprintln!("in-memory API server with OLM CRDs on http://{addr}");
+            }
+            server.client()
+        } else {
+            match super::kube_client(global).await {
+                Ok(c) => c,
+                Err(e) => return super::input_error(&e),
+            }
+        };
+        tracing::info!(namespace = ?args.namespace, "operand-cleanup reconciler starting");
+        match crate::olm::run(client, args.namespace.clone(), super::shutdown_signal()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+/// Applies the minimal OLM CRDs and waits until they are established.
+async fn install_olm_crds(client: &kube::Client) -> Result<(), String> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply("cvo").force();
+    for crd in crate::olm::crds::minimal_crds() {
+        let name = crd["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        crds.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .map_err(|e| format!("{name}: {e}"))?;
+        wait_established(client, &name, Duration::from_secs(30))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
