@@ -490,3 +490,41 @@ async fn plan_writes_nothing_and_plans_a_crd_with_its_resources() {
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn a_deletion_behind_a_failure_still_counts_for_upgradeable() {
+    let tc = common::cluster().await;
+    let ns = tc.namespace("apply-blocked").await;
+    held_configmap(&tc, &ns, "old").await;
+    let (_dir, rel) = release(&[
+        metadata("1.0.1"),
+        ("0000_50_a_old.yaml", delete_yaml(&ns, "old", None)),
+    ]);
+    assert_eq!(run(&tc, &rel, &fast()).await.exit_code(), 3);
+
+    // Next pass: a failure at run level 10 keeps the delete manifest from running.
+    let bad = configmap_yaml(
+        &ns,
+        "bad",
+        "  annotations:\n    release.openshift.io/delete: \"no\"\n",
+        "a: b",
+    );
+    let (_dir2, blocked) = release(&[
+        metadata("1.0.1"),
+        ("0000_10_a_bad.yaml", bad),
+        ("0000_50_a_old.yaml", delete_yaml(&ns, "old", None)),
+    ]);
+    let out = run(&tc, &blocked, &fast()).await;
+    assert_eq!(action(&out, &blocked, "old").0, Action::Skipped);
+    let up = condition(&out, "Upgradeable");
+    assert_eq!(
+        (up.status, up.reason.as_str()),
+        (ConditionStatus::False, "ResourceDeletionInProgress")
+    );
+    assert!(
+        up.message.contains(&format!("ConfigMap {ns}/old")),
+        "{}",
+        up.message
+    );
+    strip_finalizers(&tc, &ns, "old").await;
+}

@@ -94,3 +94,49 @@ impl ManifestError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn api(code: u16, reason: &str, message: &str) -> RequestError {
+        RequestError::Kube(kube::Error::Api(Box::new(Status {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+            ..Default::default()
+        })))
+    }
+
+    #[test]
+    fn immutable_422_points_at_delete_then_recreate() {
+        let e = ManifestError::from_request(
+            "apply",
+            api(
+                422,
+                "Invalid",
+                "Job.batch \"x\" is invalid: spec.template: field is immutable",
+            ),
+            1,
+        );
+        let text = e.to_string();
+        assert!(
+            text.starts_with("apply rejected by the server (422 Invalid): Job.batch"),
+            "{text}"
+        );
+        assert!(text.contains("deleted and recreated"), "{text}");
+        let other =
+            ManifestError::from_request("apply", api(403, "Forbidden", "no"), 1).to_string();
+        assert_eq!(other, "apply rejected by the server (403 Forbidden): no");
+    }
+
+    #[test]
+    fn exhausted_transient_errors_say_how_often_they_were_tried() {
+        let e = ManifestError::from_request("delete", api(503, "ServiceUnavailable", "busy"), 6);
+        assert!(
+            e.to_string().starts_with("delete failed after 6 attempts"),
+            "{e}"
+        );
+    }
+}

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Action, Applier, ManifestResult, Options, PassReport, run_pass};
+use super::{Action, Applier, ManifestResult, Options, PassReport, PendingDeletion, run_pass};
 use crate::cluster::Cluster;
 use crate::release::{ObjectId, Release};
 use crate::status::clusterversion::{self, ClusterVersionError, WriteOutcome};
@@ -139,9 +139,12 @@ where
             ));
         }
     }
-    let pending = report.pending_deletions();
+    let mut pending: Vec<PendingDeletion> =
+        report.pending_deletions().into_iter().cloned().collect();
+    pending.extend(unvisited_deletions(&applier, &report).await);
+    let pending_refs: Vec<&PendingDeletion> = pending.iter().collect();
     let upgradeable =
-        conditions::upgradeable(&pending, options.stuck_after, jiff::Timestamp::now());
+        conditions::upgradeable(&pending_refs, options.stuck_after, jiff::Timestamp::now());
     let ever = cv.as_ref().is_some_and(clusterversion::ever_completed);
     let conds = conditions::after_pass(release, &report.results, upgradeable, ever);
     let cluster_version = if options.apply.dry_run {
@@ -164,6 +167,42 @@ where
         warnings,
         cluster_version,
     })
+}
+
+/// Deletions in progress for delete manifests the pass did not reach (skipped after a
+/// failure): read from the cluster, so Upgradeable still reflects them.
+async fn unvisited_deletions(applier: &Applier<'_>, report: &PassReport) -> Vec<PendingDeletion> {
+    let cluster = applier.cluster();
+    let mut out = Vec::new();
+    for r in report
+        .results
+        .iter()
+        .filter(|r| r.action == Action::Skipped)
+    {
+        let m = &applier.release().manifests[r.index];
+        if !m.is_delete() {
+            continue;
+        }
+        let Ok(resolved) = cluster
+            .discovery()
+            .resolve(&m.api_version, &m.id.kind)
+            .await
+        else {
+            continue;
+        };
+        if let Ok(Some(obj)) = cluster
+            .get(&resolved, m.id.namespace.as_deref(), &m.id.name)
+            .await
+            && let Some(since) = &obj.metadata.deletion_timestamp
+        {
+            out.push(PendingDeletion {
+                id: m.id.clone(),
+                since: Some(since.0),
+                finalizers: obj.metadata.finalizers.clone().unwrap_or_default(),
+            });
+        }
+    }
+    out
 }
 
 /// Delete manifests of the release whose objects are absent (read from the cluster).
