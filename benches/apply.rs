@@ -5,7 +5,8 @@
 //! times `kubectl apply --server-side` of the same directory against the same kind of server
 //! (served on loopback).
 //!
-//! `cargo run --example apply_bench [-- --kubectl]`; results go in docs/performance.md.
+//! `cargo bench --bench apply [-- --kubectl]` (a plain `main`, not criterion: each run is one
+//! measured apply); results go in docs/performance.md. Under `cargo test` it does nothing.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -276,6 +277,11 @@ async fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("CVO_LOG"))
         .with_writer(std::io::stderr)
         .try_init();
+    // `cargo bench` passes --bench; `cargo test --all-targets` runs bench targets without it.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("apply benchmark: run it with `cargo bench --bench apply`");
+        return;
+    }
     let with_kubectl = std::env::args().any(|a| a == "--kubectl");
     let corpus =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/openshift-release");
