@@ -15,6 +15,7 @@ mod previous;
 mod profiles;
 pub mod report;
 pub mod rules;
+mod schema;
 
 use crate::diagnostic::{Diagnostic, Location};
 use crate::release::{Manifest, Release};
@@ -40,6 +41,7 @@ pub fn validate(release: &Release, previous: Option<&Release>) -> Vec<Diagnostic
     out.extend(profiles::check(release));
     out.extend(extra_fields::check(release));
     out.extend(file_name::check(release));
+    out.extend(schema::check(release));
     if let Some(previous) = previous {
         out.extend(previous::check(release, previous));
     }

@@ -68,6 +68,8 @@ pub const FILE_NAME_CONVENTION: &str = "file-name-convention";
 pub const DELETE_UNKNOWN_OBJECT: &str = "delete-unknown-object";
 pub const REMOVED_WITHOUT_DELETE: &str = "removed-without-delete";
 pub const STALE_DELETE_MANIFEST: &str = "stale-delete-manifest";
+pub const DROPPED_FIELD: &str = "dropped-field";
+pub const SCHEMA_MISMATCH: &str = "schema-mismatch";
 
 /// Every rule, loader rules first, then `validate`'s own in the order.
 pub const RULES: &[Rule] = &[
@@ -184,6 +186,18 @@ pub const RULES: &[Rule] = &[
         Severity::Error,
         "A delete manifest the previous release already carried, across a major or minor update: it is stale.",
         "remove the delete manifest: every cluster that updated through the previous release has already deleted the object",
+    ),
+    rule(
+        DROPPED_FIELD,
+        Severity::Warning,
+        "A manifest of a built-in kind has fields its type does not declare; they are dropped before applying.",
+        "remove the field, or check its spelling and indentation against the API reference",
+    ),
+    rule(
+        SCHEMA_MISMATCH,
+        Severity::Error,
+        "A manifest of a built-in kind does not decode as its type (a field has the wrong type); applying it fails.",
+        "fix the field's type to match the Kubernetes API reference for this kind",
     ),
 ];
 

@@ -1,0 +1,92 @@
+//! Manifests of built-in kinds checked against their typed schema (rules `dropped-field` and
+//! `schema-mismatch`), with the same typed round-trip `apply` sends through.
+//!
+//! A real kube-apiserver rejects a server-side apply that carries a field the built-in type
+//! does not declare; `cvo apply` (like OpenShift's CVO) drops such fields by decoding into the
+//! typed struct, so each dropped field is a warning here: the release says something the
+//! cluster will never see. A manifest that does not decode at all fails at apply time.
+
+use crate::apply::typed::round_trip;
+use crate::diagnostic::Diagnostic;
+use crate::release::{DeleteIntent, Release};
+
+use super::finding;
+use super::rules::{DROPPED_FIELD, SCHEMA_MISMATCH};
+
+pub fn check(release: &Release) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    // Delete manifests are never sent, and a manifest with an invalid delete annotation is
+    // refused whole (`invalid-delete-value`).
+    let applied = release
+        .manifests
+        .iter()
+        .filter(|m| m.intent == DeleteIntent::Apply);
+    for m in applied {
+        match round_trip(&m.api_version, &m.id.kind, &m.object) {
+            Ok(rt) if rt.dropped.is_empty() => {}
+            Ok(rt) => {
+                let fields = rt
+                    .dropped
+                    .iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                out.push(finding(
+                    DROPPED_FIELD,
+                    m,
+                    format!(
+                        "{fields} {} not part of {} {}: it is dropped before applying (a server-side apply with it would be rejected)",
+                        if rt.dropped.len() == 1 { "is" } else { "are" },
+                        m.api_version,
+                        m.id.kind
+                    ),
+                    format!("remove {fields} from the manifest, or check its spelling and indentation"),
+                ));
+            }
+            Err(e) => out.push(finding(
+                SCHEMA_MISMATCH,
+                m,
+                e.to_string(),
+                "fix the field's type to match the Kubernetes API reference for this kind",
+            )),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::testing::{manifest, release, rules};
+
+    #[test]
+    fn unknown_fields_of_built_in_kinds_are_reported() {
+        let crb = manifest(
+            "0000_50_a_00_crb.yaml",
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: x\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: view\nsubjects: []\nuserNames: [a]\n",
+        );
+        let found = check(&release(vec![crb]));
+        assert_eq!(rules(&found), [DROPPED_FIELD]);
+        assert!(
+            found[0].message.contains("`/userNames`"),
+            "{}",
+            found[0].message
+        );
+    }
+
+    #[test]
+    fn wrong_types_and_custom_kinds() {
+        let deploy = manifest(
+            "0000_50_a_01_deploy.yaml",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: n\nspec:\n  replicas: three\n",
+        );
+        let custom = manifest(
+            "0000_50_a_02_widget.yaml",
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: n\nanything: goes\n",
+        );
+        assert_eq!(
+            rules(&check(&release(vec![deploy, custom]))),
+            [SCHEMA_MISMATCH]
+        );
+    }
+}
