@@ -228,13 +228,32 @@ async fn absent_deletes(applier: &Applier<'_>) -> Vec<ObjectId> {
     out
 }
 
-/// Creates what a previous release would have left behind: the whole release applied with
-/// every delete manifest turned into an ordinary one (with its finalizers), so that the next
-/// sync has real deletions to do. Used by `cvo apply --in-memory` on its fresh server; the
-/// results are not reported and failures are ignored (a delete manifest may carry only the
+/// Creates what a previous release would have left behind: every object the release deletes
+/// (its delete manifest turned into an ordinary one, finalizers included), with the release's
+/// Namespace and CRD manifests those objects need, so that the next sync has real deletions to
+/// do and still creates everything else. Used by `cvo apply --in-memory` on its fresh server;
+/// the results are not reported and failures are ignored (a delete manifest may carry only the
 /// object's identity, which not every kind accepts).
 pub async fn seed_previous_state(cluster: &Cluster, release: &Release, parallelism: usize) {
+    let deleted: Vec<&ObjectId> = release
+        .manifests
+        .iter()
+        .filter(|m| m.is_delete())
+        .map(|m| &m.id)
+        .collect();
+    let needed = |m: &crate::release::Manifest| {
+        deleted.iter().any(|d| {
+            **d == m.id
+                || (m.id.group.is_empty()
+                    && m.id.kind == "Namespace"
+                    && d.namespace.as_deref() == Some(m.id.name.as_str()))
+                || (m.id.kind == "CustomResourceDefinition"
+                    && m.object["spec"]["group"] == d.group.as_str()
+                    && m.object["spec"]["names"]["kind"] == d.kind.as_str())
+        })
+    };
     let mut previous = release.clone();
+    previous.manifests.retain(|m| needed(m));
     for m in &mut previous.manifests {
         if m.is_delete() {
             m.intent = crate::release::DeleteIntent::Apply;
