@@ -213,6 +213,11 @@ pub async fn run_with_config(
         .for_each(|res| async move {
             match res {
                 Ok((obj, action)) => debug!(csv = %obj, ?action, "reconciled"),
+                // A CSV that disappeared between its event and its reconcile (the usual end of
+                // a finished cleanup) is not a failure.
+                Err(kube::runtime::controller::Error::ObjectNotFound(obj)) => {
+                    debug!(csv = %obj, "gone before it was reconciled")
+                }
                 Err(e) => warn!(error = %e, "reconcile failed"),
             }
         })
