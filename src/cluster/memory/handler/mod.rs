@@ -462,35 +462,12 @@ pub fn deleting(v: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
+    use crate::cluster::memory::test_support::{self, create_namespace, target};
 
     fn state() -> State {
-        let mut s = State::new(Store::new(100, Arc::new(tokio::sync::Notify::new())), 1);
-        let t = target(&s, "", "namespaces", "", "");
-        s.create(
-            &t,
-            json!({"metadata": {"name": "ns"}}),
-            &WriteOpts::default(),
-            false,
-        )
-        .unwrap();
+        let mut s = test_support::state(100, 1);
+        create_namespace(&mut s, "ns");
         s
-    }
-
-    fn target(s: &State, group: &str, plural: &str, ns: &str, name: &str) -> Target {
-        let info = s
-            .builtins
-            .iter()
-            .find(|i| i.group == group && i.plural == plural)
-            .unwrap()
-            .clone();
-        Target {
-            version: info.versions[0].clone(),
-            info,
-            namespace: ns.into(),
-            name: name.into(),
-            subresource: None,
-        }
     }
 
     #[test]
