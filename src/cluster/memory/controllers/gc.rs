@@ -63,13 +63,7 @@ pub fn reconcile(st: &mut State) {
         }
         if owner_foreground {
             // Like kube's GC: foreground down the chain only if this dependent has dependents.
-            let uid = st
-                .store
-                .get(&k)
-                .and_then(|o| o.pointer("/metadata/uid"))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
+            let uid = st.store.get(&k).map(State::uid_of).unwrap_or_default();
             let policy = if st.dependents(&uid).is_empty() {
                 Policy::Background
             } else {
@@ -87,11 +81,7 @@ pub fn reconcile(st: &mut State) {
         if !State::finalizers_of(obj).iter().any(|f| f == FOREGROUND) {
             continue;
         }
-        let uid = obj
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let uid = State::uid_of(obj);
         // Only dependents with blockOwnerDeletion=true hold a foreground owner.
         let blocking = st.dependents(&uid).into_iter().any(|d| {
             st.store

@@ -200,14 +200,7 @@ fn meta(v: &Value, f: &str) -> Option<String> {
 }
 
 fn finalizers(v: &Value) -> Vec<String> {
-    v.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+    resources::strings(v.pointer("/metadata/finalizers"))
 }
 
 fn is_deleting(v: &Value) -> bool {
@@ -451,6 +444,14 @@ impl State {
     /// Drop a CRD's type after the CRD is gone (its objects are all deleted by then).
     pub fn finalizers_of(obj: &Value) -> Vec<String> {
         finalizers(obj)
+    }
+
+    /// The object's uid, empty if it has none.
+    pub fn uid_of(obj: &Value) -> String {
+        obj.pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
     }
 }
 
