@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{TEST_FINALIZER, TestCluster, TestCrd, configmaps, poll_until, unique};
 use cvo::apply::sync::{SyncOptions, SyncOutcome, sync};
-use cvo::apply::{Action, Options, Strategy};
+use cvo::apply::{Action, Strategy};
 use cvo::cluster::Cluster;
 use cvo::release::{LoadOptions, Release};
 use cvo::status::ConditionStatus;
@@ -33,10 +33,7 @@ fn load(dir: &Path) -> Release {
 }
 
 fn metadata(version: &str) -> (&'static str, String) {
-    (
-        "release-metadata",
-        format!(r#"{{"kind": "cincinnati-metadata-v0", "version": "{version}"}}"#),
-    )
+    ("release-metadata", common::release_metadata(version))
 }
 
 fn namespace_yaml(ns: &str) -> String {
@@ -53,16 +50,7 @@ fn configmap_yaml(ns: &str, name: &str, extra_meta: &str, data: &str) -> String 
 }
 
 fn fast() -> SyncOptions {
-    SyncOptions {
-        apply: Options {
-            retry: cvo::apply::RetryPolicy {
-                initial: Duration::from_millis(20),
-                ..Default::default()
-            },
-            ..Options::default()
-        },
-        ..SyncOptions::default()
-    }
+    common::sync_options(Duration::from_millis(20))
 }
 
 async fn run(tc: &TestCluster, release: &Release, options: &SyncOptions) -> SyncOutcome {

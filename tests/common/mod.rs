@@ -241,6 +241,25 @@ async fn cleanup(client: &Client, created: Vec<Created>) {
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Sync options whose retries start after `initial`, so tests do not wait long.
+pub fn sync_options(initial: Duration) -> cvo::apply::sync::SyncOptions {
+    cvo::apply::sync::SyncOptions {
+        apply: cvo::apply::Options {
+            retry: cvo::apply::RetryPolicy {
+                initial,
+                ..Default::default()
+            },
+            ..cvo::apply::Options::default()
+        },
+        ..cvo::apply::sync::SyncOptions::default()
+    }
+}
+
+/// The text of a `release-metadata` file for `version`.
+pub fn release_metadata(version: &str) -> String {
+    format!(r#"{{"kind": "cincinnati-metadata-v0", "version": "{version}"}}"#)
+}
+
 /// A DNS-1123 label `<prefix>-<suffix>`, unique across tests, processes and runs: the suffix
 /// mixes the clock, the process id and a per-process counter.
 pub fn unique(prefix: &str) -> String {
