@@ -288,9 +288,7 @@ async fn non_blocking_deletion_in_progress_survives_restart_turns_stuck_then_fin
     // cluster; past the stuck threshold it is reported with its finalizers.
     let mut stuck = fast();
     stuck.stuck_after = Duration::ZERO;
-    let restarted = sync(&Cluster::new(tc.client.clone()), &rel, &stuck, |_| {})
-        .await
-        .expect("sync");
+    let restarted = run(&tc, &rel, &stuck).await;
     assert_eq!(
         action(&restarted, &rel, "old").0,
         Action::DeletionInProgress
