@@ -78,6 +78,20 @@ fn condition<'a>(outcome: &'a SyncOutcome, type_: &str) -> &'a cvo::status::Cond
         .unwrap_or_else(|| panic!("no {type_} condition in {:?}", outcome.conditions))
 }
 
+/// Upgradeable is False with ResourceDeletionInProgress and names ConfigMap `ns`/`name`.
+fn assert_deletion_in_progress(outcome: &SyncOutcome, ns: &str, name: &str) {
+    let up = condition(outcome, "Upgradeable");
+    assert_eq!(
+        (up.status, up.reason.as_str()),
+        (ConditionStatus::False, "ResourceDeletionInProgress")
+    );
+    assert!(
+        up.message.contains(&format!("ConfigMap {ns}/{name}")),
+        "{}",
+        up.message
+    );
+}
+
 #[tokio::test]
 async fn create_then_second_apply_writes_nothing() {
     let tc = common::cluster().await;
@@ -273,16 +287,7 @@ async fn non_blocking_deletion_in_progress_survives_restart_turns_stuck_then_fin
     let first = run(&tc, &rel, &fast()).await;
     assert_eq!(action(&first, &rel, "old").0, Action::DeletionInProgress);
     assert_eq!(first.exit_code(), 3);
-    let up = condition(&first, "Upgradeable");
-    assert_eq!(
-        (up.status, up.reason.as_str()),
-        (ConditionStatus::False, "ResourceDeletionInProgress")
-    );
-    assert!(
-        up.message.contains(&format!("ConfigMap {ns}/old")),
-        "{}",
-        up.message
-    );
+    assert_deletion_in_progress(&first, &ns, "old");
 
     // A new process (new client, new discovery cache) reads the deletion back from the
     // cluster; past the stuck threshold it is reported with its finalizers.
@@ -502,15 +507,6 @@ async fn a_deletion_behind_a_failure_still_counts_for_upgradeable() {
     ]);
     let out = run(&tc, &blocked, &fast()).await;
     assert_eq!(action(&out, &blocked, "old").0, Action::Skipped);
-    let up = condition(&out, "Upgradeable");
-    assert_eq!(
-        (up.status, up.reason.as_str()),
-        (ConditionStatus::False, "ResourceDeletionInProgress")
-    );
-    assert!(
-        up.message.contains(&format!("ConfigMap {ns}/old")),
-        "{}",
-        up.message
-    );
+    assert_deletion_in_progress(&out, &ns, "old");
     strip_finalizers(&tc, &ns, "old").await;
 }
