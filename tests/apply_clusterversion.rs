@@ -147,14 +147,7 @@ async fn status_history_and_update_preconditions() {
     );
 
     // The deletion finishes; a minor update that still carries the delete manifest is stale.
-    tc.dynamic(&configmaps(), Some(&ns))
-        .patch(
-            "old",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .expect("strip");
+    common::strip_finalizers(&tc, &ns, "old").await;
     common::wait_gone(
         &tc,
         &tc.dynamic(&configmaps(), Some(&ns)),

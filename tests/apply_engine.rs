@@ -7,7 +7,9 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{TEST_FINALIZER, TestCluster, TestCrd, configmaps, poll_until, unique};
+use common::{
+    TEST_FINALIZER, TestCluster, TestCrd, configmaps, poll_until, strip_finalizers, unique,
+};
 use cvo::apply::sync::{SyncOptions, SyncOutcome, sync};
 use cvo::apply::{Action, Strategy};
 use cvo::cluster::Cluster;
@@ -249,17 +251,6 @@ async fn held_configmap(tc: &TestCluster, ns: &str, name: &str) {
         .await
         .expect("create held");
     tc.hold(&configmaps(), Some(ns), name);
-}
-
-async fn strip_finalizers(tc: &TestCluster, ns: &str, name: &str) {
-    tc.dynamic(&configmaps(), Some(ns))
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .expect("strip finalizers");
 }
 
 fn delete_yaml(ns: &str, name: &str, strategy: Option<&str>) -> String {

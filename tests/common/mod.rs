@@ -335,6 +335,18 @@ pub fn is_not_found<T>(result: &kube::Result<T>) -> bool {
     matches!(result, Err(kube::Error::Api(s)) if s.code == 404)
 }
 
+/// Removes all finalizers from ConfigMap `ns`/`name`.
+pub async fn strip_finalizers(tc: &TestCluster, ns: &str, name: &str) {
+    tc.dynamic(&configmaps(), Some(ns))
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("strip finalizers");
+}
+
 /// Wait until GET of `name` answers 404.
 pub async fn wait_gone(tc: &TestCluster, api: &Api<DynamicObject>, name: &str, what: &str) {
     poll_until(what, tc.deadline(), || async {
