@@ -252,6 +252,15 @@ impl Env {
     }
 
     /// Wait until the CSV's latest condition has `reason`; returns the CSV.
+    /// Starts the reconciler, deletes CSV `name` and waits until it is gone. Returns the running
+    /// reconciler.
+    async fn clean_up(&self, name: &str) -> Running {
+        let r = start(&self.tc, &self.op_ns, 500);
+        self.delete_csv(name).await;
+        self.wait_csv_gone(name).await;
+        r
+    }
+
     async fn wait_condition(&self, name: &str, reason: &str) -> ClusterServiceVersion {
         let api = self.csvs();
         poll_until(
@@ -310,9 +319,7 @@ async fn cleanup_unspecified_or_false_keeps_all_crs() {
         e.targets(&[&a]).await;
         e.cr(Some(&a), "w1", false).await;
         let csv = e.csv(cleanup, "Succeeded").await;
-        let _r = start(&e.tc, &e.op_ns, 500);
-        e.delete_csv(&csv).await;
-        e.wait_csv_gone(&csv).await;
+        let _r = e.clean_up(&csv).await;
         assert_eq!(e.names(Some(&a)).await, vec!["w1"], "cleanup {cleanup:?}");
     }
 }
@@ -326,9 +333,7 @@ async fn cleanup_true_removes_all_crs() {
         e.cr(Some(&a), &format!("w{i}"), false).await;
     }
     let csv = e.csv(Some(true), "Succeeded").await;
-    let _r = start(&e.tc, &e.op_ns, 500);
-    e.delete_csv(&csv).await;
-    e.wait_csv_gone(&csv).await;
+    let _r = e.clean_up(&csv).await;
     assert!(e.names(Some(&a)).await.is_empty());
     // Events (events.k8s.io/v1): checked where the server serves them.
     let events: Api<k8s_openapi::api::events::v1::Event> =
@@ -427,9 +432,7 @@ async fn csv_replaced_by_an_upgrade_does_not_clean_up() {
     e.targets(&[&a]).await;
     e.cr(Some(&a), "w1", false).await;
     let csv = e.csv(Some(true), "Replacing").await;
-    let _r = start(&e.tc, &e.op_ns, 500);
-    e.delete_csv(&csv).await;
-    e.wait_csv_gone(&csv).await;
+    let _r = e.clean_up(&csv).await;
     assert_eq!(e.names(Some(&a)).await, vec!["w1"]);
 }
 
@@ -460,10 +463,7 @@ async fn clean_up_with_gadget(e: &Env, gadget: &TestCrd) -> Running {
             json!(null),
         )
         .await;
-    let r = start(&e.tc, &e.op_ns, 500);
-    e.delete_csv(&csv).await;
-    e.wait_csv_gone(&csv).await;
-    r
+    e.clean_up(&csv).await
 }
 
 /// The cluster-scoped Gadgets.
@@ -517,9 +517,7 @@ async fn multi_namespace_removes_only_the_targeted_namespaces_crs() {
         e.cr(Some(ns), "w", false).await;
     }
     let csv = e.csv(Some(true), "Succeeded").await;
-    let _r = start(&e.tc, &e.op_ns, 500);
-    e.delete_csv(&csv).await;
-    e.wait_csv_gone(&csv).await;
+    let _r = e.clean_up(&csv).await;
     assert!(e.names(Some(&a)).await.is_empty());
     assert!(e.names(Some(&b)).await.is_empty());
     assert_eq!(e.names(Some(&c)).await, vec!["w"]);
@@ -808,9 +806,7 @@ async fn selector_based_operator_group() {
     e.cr(Some(&a), "w", false).await;
     e.cr(Some(&b), "w", false).await;
     let csv = e.csv(Some(true), "Succeeded").await;
-    let _r = start(&e.tc, &e.op_ns, 500);
-    e.delete_csv(&csv).await;
-    e.wait_csv_gone(&csv).await;
+    let _r = e.clean_up(&csv).await;
     assert!(e.names(Some(&a)).await.is_empty());
     assert_eq!(e.names(Some(&b)).await, vec!["w"]);
 }
