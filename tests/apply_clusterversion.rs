@@ -8,7 +8,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{TEST_FINALIZER, TestCrd, configmaps};
-use cvo::apply::Options;
 use cvo::apply::sync::{SyncOptions, SyncOutcome, sync};
 use cvo::cluster::Cluster;
 use cvo::release::LoadOptions;
@@ -18,22 +17,13 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 fn options() -> SyncOptions {
-    SyncOptions {
-        apply: Options {
-            retry: cvo::apply::RetryPolicy {
-                initial: Duration::from_millis(10),
-                ..Default::default()
-            },
-            ..Options::default()
-        },
-        ..SyncOptions::default()
-    }
+    common::sync_options(Duration::from_millis(10))
 }
 
 fn write(dir: &Path, version: &str, files: &[(&str, String)]) {
     std::fs::write(
         dir.join("release-metadata"),
-        format!(r#"{{"kind": "cincinnati-metadata-v0", "version": "{version}"}}"#),
+        common::release_metadata(version),
     )
     .expect("write");
     for (name, text) in files {
@@ -157,14 +147,7 @@ async fn status_history_and_update_preconditions() {
     );
 
     // The deletion finishes; a minor update that still carries the delete manifest is stale.
-    tc.dynamic(&configmaps(), Some(&ns))
-        .patch(
-            "old",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .expect("strip");
+    common::strip_finalizers(&tc, &ns, "old").await;
     common::wait_gone(
         &tc,
         &tc.dynamic(&configmaps(), Some(&ns)),

@@ -7,9 +7,11 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{TEST_FINALIZER, TestCluster, TestCrd, configmaps, poll_until, unique};
+use common::{
+    TEST_FINALIZER, TestCluster, TestCrd, configmaps, poll_until, strip_finalizers, unique,
+};
 use cvo::apply::sync::{SyncOptions, SyncOutcome, sync};
-use cvo::apply::{Action, Options, Strategy};
+use cvo::apply::{Action, Strategy};
 use cvo::cluster::Cluster;
 use cvo::release::{LoadOptions, Release};
 use cvo::status::ConditionStatus;
@@ -33,10 +35,7 @@ fn load(dir: &Path) -> Release {
 }
 
 fn metadata(version: &str) -> (&'static str, String) {
-    (
-        "release-metadata",
-        format!(r#"{{"kind": "cincinnati-metadata-v0", "version": "{version}"}}"#),
-    )
+    ("release-metadata", common::release_metadata(version))
 }
 
 fn namespace_yaml(ns: &str) -> String {
@@ -53,16 +52,7 @@ fn configmap_yaml(ns: &str, name: &str, extra_meta: &str, data: &str) -> String 
 }
 
 fn fast() -> SyncOptions {
-    SyncOptions {
-        apply: Options {
-            retry: cvo::apply::RetryPolicy {
-                initial: Duration::from_millis(20),
-                ..Default::default()
-            },
-            ..Options::default()
-        },
-        ..SyncOptions::default()
-    }
+    common::sync_options(Duration::from_millis(20))
 }
 
 async fn run(tc: &TestCluster, release: &Release, options: &SyncOptions) -> SyncOutcome {
@@ -88,6 +78,20 @@ fn condition<'a>(outcome: &'a SyncOutcome, type_: &str) -> &'a cvo::status::Cond
         .iter()
         .find(|c| c.type_ == type_)
         .unwrap_or_else(|| panic!("no {type_} condition in {:?}", outcome.conditions))
+}
+
+/// Upgradeable is False with ResourceDeletionInProgress and names ConfigMap `ns`/`name`.
+fn assert_deletion_in_progress(outcome: &SyncOutcome, ns: &str, name: &str) {
+    let up = condition(outcome, "Upgradeable");
+    assert_eq!(
+        (up.status, up.reason.as_str()),
+        (ConditionStatus::False, "ResourceDeletionInProgress")
+    );
+    assert!(
+        up.message.contains(&format!("ConfigMap {ns}/{name}")),
+        "{}",
+        up.message
+    );
 }
 
 #[tokio::test]
@@ -249,17 +253,6 @@ async fn held_configmap(tc: &TestCluster, ns: &str, name: &str) {
     tc.hold(&configmaps(), Some(ns), name);
 }
 
-async fn strip_finalizers(tc: &TestCluster, ns: &str, name: &str) {
-    tc.dynamic(&configmaps(), Some(ns))
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .expect("strip finalizers");
-}
-
 fn delete_yaml(ns: &str, name: &str, strategy: Option<&str>) -> String {
     let extra = strategy
         .map(|s| format!("    cvo.io/deletion-strategy: {s}\n"))
@@ -285,24 +278,13 @@ async fn non_blocking_deletion_in_progress_survives_restart_turns_stuck_then_fin
     let first = run(&tc, &rel, &fast()).await;
     assert_eq!(action(&first, &rel, "old").0, Action::DeletionInProgress);
     assert_eq!(first.exit_code(), 3);
-    let up = condition(&first, "Upgradeable");
-    assert_eq!(
-        (up.status, up.reason.as_str()),
-        (ConditionStatus::False, "ResourceDeletionInProgress")
-    );
-    assert!(
-        up.message.contains(&format!("ConfigMap {ns}/old")),
-        "{}",
-        up.message
-    );
+    assert_deletion_in_progress(&first, &ns, "old");
 
     // A new process (new client, new discovery cache) reads the deletion back from the
     // cluster; past the stuck threshold it is reported with its finalizers.
     let mut stuck = fast();
     stuck.stuck_after = Duration::ZERO;
-    let restarted = sync(&Cluster::new(tc.client.clone()), &rel, &stuck, |_| {})
-        .await
-        .expect("sync");
+    let restarted = run(&tc, &rel, &stuck).await;
     assert_eq!(
         action(&restarted, &rel, "old").0,
         Action::DeletionInProgress
@@ -516,15 +498,6 @@ async fn a_deletion_behind_a_failure_still_counts_for_upgradeable() {
     ]);
     let out = run(&tc, &blocked, &fast()).await;
     assert_eq!(action(&out, &blocked, "old").0, Action::Skipped);
-    let up = condition(&out, "Upgradeable");
-    assert_eq!(
-        (up.status, up.reason.as_str()),
-        (ConditionStatus::False, "ResourceDeletionInProgress")
-    );
-    assert!(
-        up.message.contains(&format!("ConfigMap {ns}/old")),
-        "{}",
-        up.message
-    );
+    assert_deletion_in_progress(&out, &ns, "old");
     strip_finalizers(&tc, &ns, "old").await;
 }

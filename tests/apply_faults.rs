@@ -5,23 +5,14 @@ mod common;
 
 use std::time::Duration;
 
+use cvo::apply::Action;
 use cvo::apply::sync::{SyncOptions, sync};
-use cvo::apply::{Action, Options, RetryPolicy};
 use cvo::cluster::Cluster;
 use cvo::cluster::memory::{FaultAction, FaultRule};
 use cvo::release::LoadOptions;
 
 fn options() -> SyncOptions {
-    SyncOptions {
-        apply: Options {
-            retry: RetryPolicy {
-                initial: Duration::from_millis(10),
-                ..Default::default()
-            },
-            ..Options::default()
-        },
-        ..SyncOptions::default()
-    }
+    common::sync_options(Duration::from_millis(10))
 }
 
 fn write_release(ns: &str, data: &str, immutable: bool) -> tempfile::TempDir {

@@ -252,6 +252,15 @@ impl Env {
     }
 
     /// Wait until the CSV's latest condition has `reason`; returns the CSV.
+    /// Starts the reconciler, deletes CSV `name` and waits until it is gone. Returns the running
+    /// reconciler.
+    async fn clean_up(&self, name: &str) -> Running {
+        let r = start(&self.tc, &self.op_ns, 500);
+        self.delete_csv(name).await;
+        self.wait_csv_gone(name).await;
+        r
+    }
+
     async fn wait_condition(&self, name: &str, reason: &str) -> ClusterServiceVersion {
         let api = self.csvs();
         poll_until(
@@ -310,9 +319,7 @@ async fn cleanup_unspecified_or_false_keeps_all_crs() {
         e.targets(&[&a]).await;
         e.cr(Some(&a), "w1", false).await;
         let csv = e.csv(cleanup, "Succeeded").await;
-        let _r = start(&e.tc, &e.op_ns, 500);
-        e.delete_csv(&csv).await;
-        e.wait_csv_gone(&csv).await;
+        let _r = e.clean_up(&csv).await;
         assert_eq!(e.names(Some(&a)).await, vec!["w1"], "cleanup {cleanup:?}");
     }
 }
@@ -326,9 +333,7 @@ async fn cleanup_true_removes_all_crs() {
         e.cr(Some(&a), &format!("w{i}"), false).await;
     }
     let csv = e.csv(Some(true), "Succeeded").await;
-    let _r = start(&e.tc, &e.op_ns, 500);
-    e.delete_csv(&csv).await;
-    e.wait_csv_gone(&csv).await;
+    let _r = e.clean_up(&csv).await;
     assert!(e.names(Some(&a)).await.is_empty());
     // Events (events.k8s.io/v1): checked where the server serves them.
     let events: Api<k8s_openapi::api::events::v1::Event> =
@@ -427,93 +432,77 @@ async fn csv_replaced_by_an_upgrade_does_not_clean_up() {
     e.targets(&[&a]).await;
     e.cr(Some(&a), "w1", false).await;
     let csv = e.csv(Some(true), "Replacing").await;
-    let _r = start(&e.tc, &e.op_ns, 500);
-    e.delete_csv(&csv).await;
-    e.wait_csv_gone(&csv).await;
+    let _r = e.clean_up(&csv).await;
     assert_eq!(e.names(Some(&a)).await, vec!["w1"]);
+}
+
+/// A cluster-scoped `Gadget` CRD in the test's group, installed.
+async fn gadget_crd(e: &Env) -> TestCrd {
+    let gadget = TestCrd::in_group(&e.crd.group, "Gadget", false, false);
+    gadget.install(&e.tc).await;
+    gadget
+}
+
+/// Creates the cluster-scoped Gadget `g` and a Succeeded, cleanup-enabled CSV owning the widget
+/// and gadget CRDs, starts the reconciler, deletes the CSV and waits until it is gone. Returns
+/// the running reconciler.
+async fn clean_up_with_gadget(e: &Env, gadget: &TestCrd) -> Running {
+    e.tc.dynamic(&gadget.resource(), None)
+        .create(&PostParams::default(), &gadget.object("g", None, json!({})))
+        .await
+        .expect("cluster-scoped CR");
+    let csv = e
+        .csv_in(
+            &e.op_ns,
+            "widget-operator.v1",
+            &[&e.crd, gadget],
+            &[],
+            Some(true),
+            "Succeeded",
+            true,
+            json!(null),
+        )
+        .await;
+    e.clean_up(&csv).await
+}
+
+/// The cluster-scoped Gadgets.
+async fn gadgets(e: &Env, gadget: &TestCrd) -> kube::core::ObjectList<DynamicObject> {
+    e.tc.dynamic(&gadget.resource(), None)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
 async fn all_namespaces_operator_removes_crs_in_every_namespace() {
     let e = env(true).await;
-    let cluster_crd = TestCrd::in_group(&e.crd.group, "Gadget", false, false);
-    cluster_crd.install(&e.tc).await;
+    let cluster_crd = gadget_crd(&e).await;
     let a = e.tc.namespace("olm-a").await;
     let b = e.tc.namespace("olm-b").await;
     e.all_namespaces().await;
     for ns in [&a, &b, &e.op_ns] {
         e.cr(Some(ns), "w", false).await;
     }
-    e.tc.dynamic(&cluster_crd.resource(), None)
-        .create(
-            &PostParams::default(),
-            &cluster_crd.object("g", None, json!({})),
-        )
-        .await
-        .expect("cluster-scoped CR");
-    let csv = e
-        .csv_in(
-            &e.op_ns,
-            "widget-operator.v1",
-            &[&e.crd, &cluster_crd],
-            &[],
-            Some(true),
-            "Succeeded",
-            true,
-            json!(null),
-        )
-        .await;
-    let _r = start(&e.tc, &e.op_ns, 500);
-    e.delete_csv(&csv).await;
-    e.wait_csv_gone(&csv).await;
+    let _r = clean_up_with_gadget(&e, &cluster_crd).await;
     assert!(e.names(None).await.is_empty());
-    let gadgets =
-        e.tc.dynamic(&cluster_crd.resource(), None)
-            .list(&ListParams::default())
-            .await
-            .unwrap();
+    let gadgets = gadgets(&e, &cluster_crd).await;
     assert!(gadgets.items.is_empty(), "cluster-scoped CRs remain");
 }
 
 #[tokio::test]
 async fn single_namespace_removes_only_its_targets_crs() {
     let e = env(true).await;
-    let cluster_crd = TestCrd::in_group(&e.crd.group, "Gadget", false, false);
-    cluster_crd.install(&e.tc).await;
+    let cluster_crd = gadget_crd(&e).await;
     let a = e.tc.namespace("olm-a").await;
     let b = e.tc.namespace("olm-b").await;
     e.targets(&[&a]).await;
     e.cr(Some(&a), "w", false).await;
     e.cr(Some(&b), "w", false).await;
-    e.tc.dynamic(&cluster_crd.resource(), None)
-        .create(
-            &PostParams::default(),
-            &cluster_crd.object("g", None, json!({})),
-        )
-        .await
-        .expect("cluster-scoped CR");
-    let csv = e
-        .csv_in(
-            &e.op_ns,
-            "widget-operator.v1",
-            &[&e.crd, &cluster_crd],
-            &[],
-            Some(true),
-            "Succeeded",
-            true,
-            json!(null),
-        )
-        .await;
-    let _r = start(&e.tc, &e.op_ns, 500);
-    e.delete_csv(&csv).await;
-    e.wait_csv_gone(&csv).await;
+    let _r = clean_up_with_gadget(&e, &cluster_crd).await;
     assert!(e.names(Some(&a)).await.is_empty());
     assert_eq!(e.names(Some(&b)).await, vec!["w"]);
-    let gadgets =
-        e.tc.dynamic(&cluster_crd.resource(), None)
-            .list(&ListParams::default())
-            .await
-            .unwrap();
+    let gadgets = gadgets(&e, &cluster_crd).await;
     assert_eq!(gadgets.items.len(), 1, "cluster-scoped CRs are kept");
 }
 
@@ -528,9 +517,7 @@ async fn multi_namespace_removes_only_the_targeted_namespaces_crs() {
         e.cr(Some(ns), "w", false).await;
     }
     let csv = e.csv(Some(true), "Succeeded").await;
-    let _r = start(&e.tc, &e.op_ns, 500);
-    e.delete_csv(&csv).await;
-    e.wait_csv_gone(&csv).await;
+    let _r = e.clean_up(&csv).await;
     assert!(e.names(Some(&a)).await.is_empty());
     assert!(e.names(Some(&b)).await.is_empty());
     assert_eq!(e.names(Some(&c)).await, vec!["w"]);
@@ -819,9 +806,7 @@ async fn selector_based_operator_group() {
     e.cr(Some(&a), "w", false).await;
     e.cr(Some(&b), "w", false).await;
     let csv = e.csv(Some(true), "Succeeded").await;
-    let _r = start(&e.tc, &e.op_ns, 500);
-    e.delete_csv(&csv).await;
-    e.wait_csv_gone(&csv).await;
+    let _r = e.clean_up(&csv).await;
     assert!(e.names(Some(&a)).await.is_empty());
     assert_eq!(e.names(Some(&b)).await, vec!["w"]);
 }

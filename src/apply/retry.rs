@@ -142,12 +142,28 @@ mod tests {
     use super::*;
     use kube::core::{Status, response::StatusDetails};
 
-    fn api(code: u16, reason: &str) -> RequestError {
-        RequestError::Kube(kube::Error::Api(Box::new(Status {
+    fn api_error(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(Box::new(Status {
             code,
             reason: reason.into(),
             ..Default::default()
-        })))
+        }))
+    }
+
+    fn api(code: u16, reason: &str) -> RequestError {
+        RequestError::Kube(api_error(code, reason))
+    }
+
+    /// Runs `p` on an operation that always fails with `code`: (attempts reported, calls made).
+    async fn run_failing(p: &RetryPolicy, code: u16) -> (u32, u32) {
+        let mut calls = 0;
+        let r: Result<(), _> = p
+            .run(|| {
+                calls += 1;
+                async move { Err(api_error(code, "")) }
+            })
+            .await;
+        (r.unwrap_err().1, calls)
     }
 
     #[test]
@@ -211,33 +227,11 @@ mod tests {
             attempts: 3,
             ..Default::default()
         };
-        let mut calls = 0;
-        let r: Result<(), _> = p
-            .run(|| {
-                calls += 1;
-                async {
-                    Err(kube::Error::Api(Box::new(Status {
-                        code: 503,
-                        ..Default::default()
-                    })))
-                }
-            })
-            .await;
-        assert_eq!(r.unwrap_err().1, 3);
+        let (attempts, calls) = run_failing(&p, 503).await;
+        assert_eq!(attempts, 3);
         assert_eq!(calls, 3);
-        let mut calls = 0;
-        let r: Result<(), _> = p
-            .run(|| {
-                calls += 1;
-                async {
-                    Err(kube::Error::Api(Box::new(Status {
-                        code: 422,
-                        ..Default::default()
-                    })))
-                }
-            })
-            .await;
-        assert_eq!(r.unwrap_err().1, 1);
+        let (attempts, calls) = run_failing(&p, 422).await;
+        assert_eq!(attempts, 1);
         assert_eq!(calls, 1);
         let mut calls = 0;
         let r = p
@@ -246,10 +240,7 @@ mod tests {
                 let n = calls;
                 async move {
                     if n < 2 {
-                        Err(kube::Error::Api(Box::new(Status {
-                            code: 500,
-                            ..Default::default()
-                        })))
+                        Err(api_error(500, ""))
                     } else {
                         Ok(n)
                     }

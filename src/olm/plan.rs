@@ -763,6 +763,11 @@ mod tests {
         }
     }
 
+    /// Sets `key` in a label or annotation map, creating the map if needed.
+    fn insert(map: &mut Option<BTreeMap<String, String>>, key: &str, value: &str) {
+        map.get_or_insert_default().insert(key.into(), value.into());
+    }
+
     fn cr(ns: Option<&str>, name: &str, deleting: bool) -> CrRef {
         CrRef {
             crd: CRD.into(),
@@ -879,11 +884,7 @@ mod tests {
     #[test]
     fn rule4_copied_csvs_are_released_and_not_counted() {
         let mut w = World::new();
-        w.csv
-            .metadata
-            .labels
-            .get_or_insert_default()
-            .insert(COPIED_FROM_LABEL.into(), "op".into());
+        insert(&mut w.csv.metadata.labels, COPIED_FROM_LABEL, "op");
         assert_eq!(
             w.plan().decision,
             Decision::RemoveFinalizer(ReleaseReason::Copied)
@@ -895,30 +896,27 @@ mod tests {
             Decision::RemoveFinalizer(ReleaseReason::Copied)
         );
         let mut w = World::new();
-        w.csv
-            .metadata
-            .annotations
-            .get_or_insert_default()
-            .insert(OPERATOR_NAMESPACE_ANNOTATION.into(), "elsewhere".into());
+        insert(
+            &mut w.csv.metadata.annotations,
+            OPERATOR_NAMESPACE_ANNOTATION,
+            "elsewhere",
+        );
         assert_eq!(
             w.plan().decision,
             Decision::RemoveFinalizer(ReleaseReason::Copied)
         );
         // Same namespace in the annotation: not a copy.
         let mut w = World::new();
-        w.csv
-            .metadata
-            .annotations
-            .get_or_insert_default()
-            .insert(OPERATOR_NAMESPACE_ANNOTATION.into(), "op".into());
+        insert(
+            &mut w.csv.metadata.annotations,
+            OPERATOR_NAMESPACE_ANNOTATION,
+            "op",
+        );
         assert!(matches!(w.plan().decision, Decision::DeleteCrs { .. }));
         // A copy of another owner of the CRD does not block.
         let mut w = World::new();
         let mut copy = csv("a", "w.v1");
-        copy.metadata
-            .labels
-            .get_or_insert_default()
-            .insert(COPIED_FROM_LABEL.into(), "op".into());
+        insert(&mut copy.metadata.labels, COPIED_FROM_LABEL, "op");
         w.others.push(copy);
         assert!(matches!(w.plan().decision, Decision::DeleteCrs { .. }));
     }
@@ -947,11 +945,7 @@ mod tests {
     #[test]
     fn rule5_targets_ignore_the_csv_annotation() {
         let mut w = World::new();
-        w.csv
-            .metadata
-            .annotations
-            .get_or_insert_default()
-            .insert("olm.targetNamespaces".into(), "b".into());
+        insert(&mut w.csv.metadata.annotations, "olm.targetNamespaces", "b");
         assert_eq!(
             w.plan().decision.pending(),
             &[cr(Some("a"), "x", false)][..]

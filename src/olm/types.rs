@@ -60,6 +60,15 @@ macro_rules! olm_resource {
     };
 }
 
+/// Metadata with just `namespace` and `name` set.
+fn named(namespace: &str, name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: Some(namespace.to_string()),
+        ..ObjectMeta::default()
+    }
+}
+
 fn csv_api_version() -> String {
     ClusterServiceVersion::API_VERSION.to_string()
 }
@@ -114,11 +123,7 @@ impl ClusterServiceVersion {
         ClusterServiceVersion {
             api_version: csv_api_version(),
             kind: csv_kind(),
-            metadata: ObjectMeta {
-                name: Some(name.to_string()),
-                namespace: Some(namespace.to_string()),
-                ..ObjectMeta::default()
-            },
+            metadata: named(namespace, name),
             spec,
             status: None,
             extra: Extra::new(),
@@ -324,11 +329,7 @@ impl OperatorGroup {
         OperatorGroup {
             api_version: og_api_version(),
             kind: og_kind(),
-            metadata: ObjectMeta {
-                name: Some(name.to_string()),
-                namespace: Some(namespace.to_string()),
-                ..ObjectMeta::default()
-            },
+            metadata: named(namespace, name),
             spec,
             status: None,
             extra: Extra::new(),

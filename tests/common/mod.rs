@@ -241,6 +241,25 @@ async fn cleanup(client: &Client, created: Vec<Created>) {
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Sync options whose retries start after `initial`, so tests do not wait long.
+pub fn sync_options(initial: Duration) -> cvo::apply::sync::SyncOptions {
+    cvo::apply::sync::SyncOptions {
+        apply: cvo::apply::Options {
+            retry: cvo::apply::RetryPolicy {
+                initial,
+                ..Default::default()
+            },
+            ..cvo::apply::Options::default()
+        },
+        ..cvo::apply::sync::SyncOptions::default()
+    }
+}
+
+/// The text of a `release-metadata` file for `version`.
+pub fn release_metadata(version: &str) -> String {
+    format!(r#"{{"kind": "cincinnati-metadata-v0", "version": "{version}"}}"#)
+}
+
 /// A DNS-1123 label `<prefix>-<suffix>`, unique across tests, processes and runs: the suffix
 /// mixes the clock, the process id and a per-process counter.
 pub fn unique(prefix: &str) -> String {
@@ -314,6 +333,18 @@ pub fn expect_status<T: std::fmt::Debug>(
 /// True when `result` is a 404 `NotFound` (the usual "gone" check while polling).
 pub fn is_not_found<T>(result: &kube::Result<T>) -> bool {
     matches!(result, Err(kube::Error::Api(s)) if s.code == 404)
+}
+
+/// Removes all finalizers from ConfigMap `ns`/`name`.
+pub async fn strip_finalizers(tc: &TestCluster, ns: &str, name: &str) {
+    tc.dynamic(&configmaps(), Some(ns))
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("strip finalizers");
 }
 
 /// Wait until GET of `name` answers 404.

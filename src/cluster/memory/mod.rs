@@ -31,6 +31,8 @@ pub mod schema;
 pub mod selectors;
 pub mod ssa;
 pub mod store;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod validation;
 pub mod watch;
 

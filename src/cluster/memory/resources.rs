@@ -426,17 +426,7 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
             .cmp(&version_priority(&a.0))
             .then_with(|| a.0.cmp(&b.0))
     });
-    let strs = |p: &str| -> Vec<String> {
-        names
-            .get(p)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let strs = |p: &str| strings(names.get(p));
     Some(ResourceInfo {
         group,
         versions: served.iter().map(|(v, _, _)| v.clone()).collect(),
@@ -466,6 +456,17 @@ pub fn from_crd(crd: &Value) -> Option<ResourceInfo> {
             })
             .collect(),
     })
+}
+
+/// The string items of a JSON array; empty if `v` is missing or not an array.
+pub(crate) fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -63,13 +63,7 @@ pub fn reconcile(st: &mut State) {
         }
         if owner_foreground {
             // Like kube's GC: foreground down the chain only if this dependent has dependents.
-            let uid = st
-                .store
-                .get(&k)
-                .and_then(|o| o.pointer("/metadata/uid"))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
+            let uid = st.store.get(&k).map(State::uid_of).unwrap_or_default();
             let policy = if st.dependents(&uid).is_empty() {
                 Policy::Background
             } else {
@@ -87,11 +81,7 @@ pub fn reconcile(st: &mut State) {
         if !State::finalizers_of(obj).iter().any(|f| f == FOREGROUND) {
             continue;
         }
-        let uid = obj
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let uid = State::uid_of(obj);
         // Only dependents with blockOwnerDeletion=true hold a foreground owner.
         let blocking = st.dependents(&uid).into_iter().any(|d| {
             st.store
@@ -122,20 +112,12 @@ pub fn reconcile(st: &mut State) {
 mod tests {
     use super::*;
     use crate::cluster::memory::handler::{DeleteOpts, Target, WriteOpts};
-    use crate::cluster::memory::store::Store;
+    use crate::cluster::memory::test_support::{create_namespace, state, target};
     use serde_json::json;
-    use std::sync::Arc;
 
     fn setup() -> (State, Target, Target) {
-        let mut st = State::new(Store::new(1000, Arc::new(tokio::sync::Notify::new())), 3);
-        let ns = target(&st, "", "namespaces", "", "");
-        st.create(
-            &ns,
-            json!({"metadata": {"name": "n"}}),
-            &WriteOpts::default(),
-            false,
-        )
-        .unwrap();
+        let mut st = state(1000, 3);
+        create_namespace(&mut st, "n");
         let owner = target(&st, "", "configmaps", "n", "owner");
         let (_, o) = st
             .create(
@@ -155,21 +137,6 @@ mod tests {
         )
         .unwrap();
         (st, owner, dep)
-    }
-
-    fn target(st: &State, g: &str, plural: &str, ns: &str, name: &str) -> Target {
-        let info = st
-            .served()
-            .into_iter()
-            .find(|i| i.group == g && i.plural == plural)
-            .unwrap();
-        Target {
-            version: info.versions[0].clone(),
-            info,
-            namespace: ns.into(),
-            name: name.into(),
-            subresource: None,
-        }
     }
 
     #[test]

@@ -145,29 +145,13 @@ pub fn reconcile(st: &mut State) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::memory::handler::{DeleteOpts, Target, WriteOpts};
+    use crate::cluster::memory::handler::{DeleteOpts, WriteOpts};
     use crate::cluster::memory::patch::PatchKind;
-    use crate::cluster::memory::store::Store;
-    use std::sync::Arc;
-
-    fn target(st: &State, g: &str, plural: &str, ns: &str, name: &str) -> Target {
-        let info = st
-            .served()
-            .into_iter()
-            .find(|i| i.group == g && i.plural == plural)
-            .unwrap();
-        Target {
-            version: info.versions[0].clone(),
-            info,
-            namespace: ns.into(),
-            name: name.into(),
-            subresource: None,
-        }
-    }
+    use crate::cluster::memory::test_support::{state, target};
 
     #[test]
     fn terminating_namespace_lifecycle() {
-        let mut st = State::new(Store::new(1000, Arc::new(tokio::sync::Notify::new())), 3);
+        let mut st = state(1000, 3);
         let ns = target(&st, "", "namespaces", "", "n");
         let (_, created) = st
             .create(

@@ -16,11 +16,7 @@ pub fn reconcile(st: &mut State, timers: &mut Timers, faults: &Faults) {
         let Some(obj) = st.store.get(&k) else {
             continue;
         };
-        let uid = obj
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let uid = State::uid_of(obj);
         let due: Vec<String> = State::finalizers_of(obj)
             .into_iter()
             .filter(|f| {

@@ -200,14 +200,7 @@ fn meta(v: &Value, f: &str) -> Option<String> {
 }
 
 fn finalizers(v: &Value) -> Vec<String> {
-    v.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+    resources::strings(v.pointer("/metadata/finalizers"))
 }
 
 fn is_deleting(v: &Value) -> bool {
@@ -452,6 +445,14 @@ impl State {
     pub fn finalizers_of(obj: &Value) -> Vec<String> {
         finalizers(obj)
     }
+
+    /// The object's uid, empty if it has none.
+    pub fn uid_of(obj: &Value) -> String {
+        obj.pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    }
 }
 
 /// Is the object being deleted?
@@ -462,35 +463,12 @@ pub fn deleting(v: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
+    use crate::cluster::memory::test_support::{self, create_namespace, target};
 
     fn state() -> State {
-        let mut s = State::new(Store::new(100, Arc::new(tokio::sync::Notify::new())), 1);
-        let t = target(&s, "", "namespaces", "", "");
-        s.create(
-            &t,
-            json!({"metadata": {"name": "ns"}}),
-            &WriteOpts::default(),
-            false,
-        )
-        .unwrap();
+        let mut s = test_support::state(100, 1);
+        create_namespace(&mut s, "ns");
         s
-    }
-
-    fn target(s: &State, group: &str, plural: &str, ns: &str, name: &str) -> Target {
-        let info = s
-            .builtins
-            .iter()
-            .find(|i| i.group == group && i.plural == plural)
-            .unwrap()
-            .clone();
-        Target {
-            version: info.versions[0].clone(),
-            info,
-            namespace: ns.into(),
-            name: name.into(),
-            subresource: None,
-        }
     }
 
     #[test]
