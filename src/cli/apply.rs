@@ -106,12 +106,9 @@ pub(super) fn execute(
         eprintln!("error: the release has errors; fix them first (see `cvo validate`)");
         return ExitCode::from(super::EXIT_INPUT);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::runtime() {
         Ok(rt) => rt,
-        Err(e) => return super::input_error(&e),
+        Err(code) => return code,
     };
     runtime.block_on(async {
         let client = match connect(global, target, &release).await {
