@@ -1014,14 +1014,7 @@ async fn namespace_deletion_terminates_deletes_content_and_waits_for_finalizers(
     )
     .await
     .expect("release");
-    poll_until("namespace removed", tc.deadline(), || async {
-        match namespaces.get(&ns).await {
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Ok(n) => Err(format!("still there: {:?}", n.status)),
-            Err(e) => Err(e.to_string()),
-        }
-    })
-    .await;
+    wait_gone(&tc, &namespaces, &ns, "namespace removed").await;
     // Once it is gone, creating in it is NotFound (an admission cache may briefly still say
     // Forbidden on a real cluster; poll for the final answer).
     poll_until(
@@ -1096,14 +1089,7 @@ async fn namespace_deletion_removes_custom_resources_too() {
     )
     .await
     .expect("release");
-    poll_until("namespace removed", tc.deadline(), || async {
-        match namespaces.get(&ns).await {
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Ok(n) => Err(format!("still there: {:?}", n.status)),
-            Err(e) => Err(e.to_string()),
-        }
-    })
-    .await;
+    wait_gone(&tc, &namespaces, &ns, "namespace removed").await;
 }
 
 #[tokio::test]
@@ -1247,14 +1233,7 @@ async fn crd_deletion_deletes_custom_resources_first_and_waits_for_their_finaliz
     )
     .await
     .expect("release CR");
-    poll_until("CRD removed", tc.deadline(), || async {
-        match crds.get(&crd.name).await {
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Ok(c) => Err(format!("finalizers {:?}", c.metadata.finalizers)),
-            Err(e) => Err(e.to_string()),
-        }
-    })
-    .await;
+    wait_gone(&tc, &crds, &crd.name, "CRD removed").await;
     poll_until("kind no longer served", tc.deadline(), || async {
         match api.list(&ListParams::default()).await {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),

@@ -348,13 +348,17 @@ pub async fn strip_finalizers(tc: &TestCluster, ns: &str, name: &str) {
 }
 
 /// Wait until GET of `name` answers 404.
-pub async fn wait_gone(tc: &TestCluster, api: &Api<DynamicObject>, name: &str, what: &str) {
+pub async fn wait_gone<K>(tc: &TestCluster, api: &Api<K>, name: &str, what: &str)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
     poll_until(what, tc.deadline(), || async {
         match api.get(name).await {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Ok(obj) => Err(format!(
                 "still there: deletionTimestamp={:?} finalizers={:?}",
-                obj.metadata.deletion_timestamp, obj.metadata.finalizers
+                obj.meta().deletion_timestamp,
+                obj.meta().finalizers
             )),
             Err(e) => Err(format!("error: {e}")),
         }
