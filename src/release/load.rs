@@ -6,7 +6,7 @@
 //! `release-metadata` and `image-references` are read where CVO keeps them. Files are parsed
 //! in parallel; the result does not depend on it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -379,8 +379,8 @@ fn json_type(v: &Value) -> &'static str {
 /// applies and the other deletes the object, the release fights itself.
 fn duplicate_identities(manifests: &[Manifest]) -> Vec<Diagnostic> {
     let mut first: HashMap<&ObjectId, &Manifest> = HashMap::with_capacity(manifests.len());
-    let mut out = BTreeMap::new();
-    for (i, m) in manifests.iter().enumerate() {
+    let mut out = Vec::new();
+    for m in manifests {
         let Some(prev) = first.get(&m.id) else {
             first.insert(&m.id, m);
             continue;
@@ -406,9 +406,9 @@ fn duplicate_identities(manifests: &[Manifest]) -> Vec<Diagnostic> {
             )
             .with_help("objects are identified by group, kind, namespace and name (not API version): remove one of the two")
         };
-        out.insert(i, d.with_object(m.id.clone()));
+        out.push(d.with_object(m.id.clone()));
     }
-    out.into_values().collect()
+    out
 }
 
 #[cfg(test)]
