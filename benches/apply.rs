@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cvo::apply::sync::{SyncOptions, sync};
+use cvo::sync::{SyncOptions, sync};
 use cvo::cluster::Cluster;
 use cvo::cluster::memory::{Config, FaultAction, FaultRule, MemoryServer, kubeconfig_yaml, serve};
 use cvo::release::{LoadOptions, Release};

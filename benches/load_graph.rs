@@ -44,7 +44,7 @@ fn generated(n: usize) -> tempfile::TempDir {
 
 fn load_and_graph(dir: &Path) -> usize {
     let release = load(dir, &LoadOptions::default()).expect("load");
-    release.task_graph().len()
+    cvo::apply::run_level_graph(&release).len()
 }
 
 fn benches(c: &mut Criterion) {

@@ -12,4 +12,5 @@ pub mod graph;
 pub mod olm;
 pub mod release;
 pub mod status;
+pub mod sync;
 pub mod validate;

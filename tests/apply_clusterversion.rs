@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{TEST_FINALIZER, TestCrd, configmaps};
-use cvo::apply::sync::{SyncOptions, SyncOutcome, sync};
+use cvo::sync::{SyncOptions, SyncOutcome, sync};
 use cvo::cluster::Cluster;
 use cvo::release::LoadOptions;
 use cvo::status::clusterversion::{self, WriteOutcome};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{
     TEST_FINALIZER, TestCluster, TestCrd, configmaps, poll_until, strip_finalizers, unique,
 };
-use cvo::apply::sync::{SyncOptions, SyncOutcome, sync};
+use cvo::sync::{SyncOptions, SyncOutcome, sync};
 use cvo::apply::{Action, Strategy};
 use cvo::cluster::Cluster;
 use cvo::release::{LoadOptions, Release};

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use cvo::apply::Action;
-use cvo::apply::sync::{SyncOptions, sync};
+use cvo::sync::{SyncOptions, sync};
 use cvo::cluster::Cluster;
 use cvo::cluster::memory::{FaultAction, FaultRule};
 use cvo::release::LoadOptions;

@@ -26,7 +26,7 @@ pub enum ManifestError {
     },
     /// A built-in kind whose manifest does not decode into its type.
     #[error(transparent)]
-    Decode(#[from] super::typed::DecodeError),
+    Decode(#[from] crate::release::typed::DecodeError),
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
     #[error(transparent)]
@@ -52,6 +52,12 @@ pub enum ManifestError {
         #[source]
         source: RequestError,
     },
+    /// The delete's uid precondition failed: the object read was replaced by a new one under
+    /// the same name before the DELETE arrived.
+    #[error(
+        "the object was replaced (same name, new uid) between reading and deleting it; nothing was deleted, run again to delete the new object"
+    )]
+    Replaced,
     /// Synchronous deletion did not finish in time.
     #[error("deletion did not finish within {waited:?}; remaining finalizers: {}", finalizers_text(.finalizers))]
     DeletionTimeout {

@@ -6,21 +6,19 @@
 //! - [`pass`]: one pass over the release's task graph, collecting a [`ManifestResult`] per
 //!   manifest;
 //! - [`retry`]: which errors are retried and the backoff;
-//! - [`typed`]: the typed round-trip that drops fields built-in kinds do not declare;
+//! - [`deletions`]: what the cluster says now about a delete manifest's object;
 //! - [`error`]: why a manifest failed.
 //!
 //! Deletion tracking has no memory of its own: every pass reads each delete manifest's
 //! object back from the cluster (absent, present, or carrying a deletionTimestamp), so a
 //! restarted process reports exactly what the cluster shows.
 
+pub mod deletions;
 pub mod error;
 pub mod pass;
-pub mod report;
 pub mod retry;
 pub mod snapshot;
-pub mod sync;
 pub mod task;
-pub mod typed;
 
 use std::fmt;
 use std::time::Duration;
@@ -29,7 +27,7 @@ use serde::Serialize;
 
 use crate::release::ObjectId;
 pub use error::ManifestError;
-pub use pass::{PassReport, Summary, run_pass};
+pub use pass::{PassReport, Summary, flattened_graph, run_level_graph, run_pass, task_inputs};
 pub use retry::RetryPolicy;
 pub use task::Applier;
 

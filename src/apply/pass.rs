@@ -7,7 +7,8 @@ use std::sync::Mutex;
 use serde::Serialize;
 
 use super::{Action, Applier, ManifestResult, PendingDeletion};
-use crate::graph::{self, TaskGraph};
+use crate::graph::{self, TaskGraph, TaskInput};
+use crate::release::Release;
 
 /// Counts per action (the `summary` of the JSON report).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -85,23 +86,62 @@ impl PassReport {
     }
 }
 
+/// The tasks of `release` in apply order, for [`crate::graph`]: task `i` is
+/// `release.manifests[i]` (the index [`run_pass`] hands to [`Applier::run`]).
+pub fn task_inputs(release: &Release) -> Vec<TaskInput> {
+    release
+        .manifests
+        .iter()
+        .map(|m| {
+            let task = TaskInput::new(m.file_name(), m.id.to_string()).with_delete(m.is_delete());
+            match &m.order {
+                Some(o) => task.with_key(o.runlevel, &o.component),
+                None => task,
+            }
+        })
+        .collect()
+}
+
+/// The run-level task graph of `release` (updates): run level N+1 waits for run level N.
+pub fn run_level_graph(release: &Release) -> TaskGraph {
+    graph::build(task_inputs(release))
+}
+
+/// The same nodes without barriers (installs, reconciling): no node waits for another.
+pub fn flattened_graph(release: &Release) -> TaskGraph {
+    graph::build_flattened(task_inputs(release))
+}
+
 /// Runs one pass over `graph` (built from the applier's release) with at most
 /// `parallelism` nodes at once; `on_result` sees every result as it happens (progress).
+/// With `previous` (an earlier round of the same install), manifests that reached a final
+/// answer there keep it and are not run again.
 pub async fn run_pass<F>(
     applier: &Applier<'_>,
     graph: &TaskGraph,
     parallelism: usize,
+    previous: Option<&PassReport>,
     on_result: F,
 ) -> PassReport
 where
     F: Fn(&ManifestResult),
 {
     let n = applier.release().manifests.len();
+    let done = |i: usize| {
+        previous
+            .map(|p| &p.results[i])
+            .filter(|r| !matches!(r.action, Action::Failed | Action::Skipped))
+    };
     let slots: Mutex<Vec<Option<ManifestResult>>> = Mutex::new(vec![None; n]);
     let slots_ref = &slots;
     let on_result = &on_result;
+    let done = &done;
     let report = graph::run(graph, parallelism, |_node, tasks| async move {
         for &task in tasks {
+            if let Some(earlier) = done(task) {
+                slots_ref.lock().unwrap_or_else(|p| p.into_inner())[task] = Some(earlier.clone());
+                continue;
+            }
             let result = applier.run(task).await;
             on_result(&result);
             let failed = result.action == Action::Failed;

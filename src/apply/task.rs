@@ -3,7 +3,6 @@
 //! deletion in progress) and at most one write.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
@@ -12,13 +11,12 @@ use serde_json::Value;
 use super::error::ManifestError;
 use super::retry::RequestError;
 use super::snapshot::{Lookup, Snapshot};
-use super::typed;
 use super::{
     Action, FieldChange, ManifestResult, Options, PendingDeletion, STRATEGY_ANNOTATION, Strategy,
 };
 use crate::cluster::discovery::DiscoveryError;
-use crate::cluster::{Cluster, DeleteOutcome, Resolved, crd};
-use crate::release::{DeleteIntent, Manifest, Release};
+use crate::cluster::{Cluster, DeleteOutcome, Resolved, crd, wait};
+use crate::release::{DeleteIntent, Manifest, Release, typed};
 
 /// Applies the manifests of one release to one cluster. Holds no state between calls
 /// except the discovery cache inside [`Cluster`].
@@ -67,6 +65,11 @@ impl<'r> Applier<'r> {
         }
     }
 
+    /// Forgets what the last pass listed, so the next pass reads the cluster afresh.
+    pub fn new_pass(&mut self) {
+        self.snapshot = Snapshot::new();
+    }
+
     pub fn cluster(&self) -> &Cluster {
         &self.cluster
     }
@@ -103,7 +106,8 @@ impl<'r> Applier<'r> {
     }
 
     /// Resolves the manifest's kind; when the release itself defines the kind with a CRD,
-    /// waits for that CRD to be established first.
+    /// waits for that CRD to be established and then for discovery to serve the kind (a real
+    /// server lags behind `Established`), both within the CRD timeout.
     async fn resolve(&self, manifest: &Manifest) -> Result<Resolved, ManifestError> {
         let discovery = self.cluster.discovery();
         match discovery
@@ -118,10 +122,12 @@ impl<'r> Applier<'r> {
                         .await
                         .map_err(Into::into);
                 };
-                crd::wait_established(self.cluster.client(), crd_name, self.options.crd_timeout)
-                    .await?;
+                let start = tokio::time::Instant::now();
+                let timeout = self.options.crd_timeout;
+                crd::wait_established(self.cluster.client(), crd_name, timeout).await?;
+                let remaining = timeout.saturating_sub(start.elapsed());
                 Ok(discovery
-                    .resolve(&manifest.api_version, &manifest.id.kind)
+                    .resolve_within(&manifest.api_version, &manifest.id.kind, remaining)
                     .await?)
             }
             other => Ok(other?),
@@ -298,6 +304,7 @@ impl<'r> Applier<'r> {
             return Ok(Action::AlreadyAbsent);
         };
         let ns = manifest.id.namespace.as_deref();
+        let uid = current.uid();
         let (since, finalizers) = if current.metadata.deletion_timestamp.is_some() {
             (
                 current.metadata.deletion_timestamp.as_ref().map(|t| t.0),
@@ -310,18 +317,19 @@ impl<'r> Applier<'r> {
                 .retry
                 .run(|| {
                     self.cluster
-                        .delete(&resolved, ns, &manifest.id.name, dry_run)
+                        .delete(&resolved, ns, &manifest.id.name, uid.as_deref(), dry_run)
                 })
                 .await;
             match sent {
                 Ok(DeleteOutcome::Deleted) => return Ok(Action::Deleted),
                 Ok(DeleteOutcome::Pending { finalizers, since }) => (since, finalizers),
                 Err((e, _)) if e.code() == Some(404) => return Ok(Action::AlreadyAbsent),
+                Err((e, _)) if e.code() == Some(409) => return Err(ManifestError::Replaced),
                 Err((e, n)) => return Err(ManifestError::from_request("delete", e, n)),
             }
         };
         if strategy == Strategy::Synchronous && !self.options.dry_run {
-            return self.wait_gone(&resolved, manifest).await;
+            return self.wait_gone(&resolved, manifest, uid).await;
         }
         result.pending = Some(PendingDeletion {
             id: manifest.id.clone(),
@@ -331,29 +339,28 @@ impl<'r> Applier<'r> {
         Ok(Action::DeletionInProgress)
     }
 
-    /// Polls (50 ms growing ×1.5 to 2 s) until the object is gone or the deletion timeout
-    /// passes.
+    /// Watches the object until it is gone (or replaced by a new one with another uid) or
+    /// the deletion timeout passes.
     async fn wait_gone(
         &self,
         resolved: &Resolved,
         manifest: &Manifest,
+        uid: Option<String>,
     ) -> Result<Action, ManifestError> {
-        let start = tokio::time::Instant::now();
         let timeout = self.options.deletion_timeout;
-        let mut delay = Duration::from_millis(50);
-        loop {
-            let Some(obj) = self.get(resolved, manifest).await? else {
-                return Ok(Action::Deleted);
-            };
-            let elapsed = start.elapsed();
-            if elapsed >= timeout {
-                return Err(ManifestError::DeletionTimeout {
-                    waited: timeout,
-                    finalizers: obj.finalizers().to_vec(),
-                });
-            }
-            tokio::time::sleep(delay.min(timeout - elapsed)).await;
-            delay = (delay * 3 / 2).min(Duration::from_secs(2));
+        let api = self.cluster.api(resolved, manifest.id.namespace.as_deref());
+        let gone = move |obj: Option<&DynamicObject>| {
+            obj.is_none_or(|o| uid.is_some() && o.metadata.uid != uid)
+        };
+        match wait::until(&api, &manifest.id.name, gone, timeout).await {
+            Ok(_) => Ok(Action::Deleted),
+            Err(_) => Err(ManifestError::DeletionTimeout {
+                waited: timeout,
+                finalizers: match self.get(resolved, manifest).await? {
+                    Some(obj) => obj.finalizers().to_vec(),
+                    None => return Ok(Action::Deleted),
+                },
+            }),
         }
     }
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{GlobalArgs, OutputFormat, ReleaseArgs};
-use crate::apply::report::{json_report, result_line, text_report};
-use crate::apply::sync::{SyncOptions, sync};
+use crate::sync::report::{json_report, result_line, text_report};
+use crate::sync::{SyncOptions, sync};
 use crate::apply::{Options, Strategy};
 use crate::release::Release;
 
@@ -28,6 +28,10 @@ pub struct ApplyArgs {
     /// A deletion pending longer than this (from its deletionTimestamp) is stuck.
     #[arg(long, value_parser = parse_duration, default_value = "10m")]
     pub stuck_after: Duration,
+    /// An install (no completed ClusterVersion history) retries failed manifests in further
+    /// rounds until everything is applied or this much time has passed.
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    pub install_timeout: Duration,
     /// Nodes of the task graph applied at once.
     #[arg(long, default_value_t = crate::graph::DEFAULT_PARALLELISM)]
     pub parallelism: usize,
@@ -83,6 +87,7 @@ pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> ExitCode {
         parallelism: args.parallelism,
         stuck_after: args.stuck_after,
         force: args.force,
+        install_timeout: args.install_timeout,
     };
     execute(global, &args.release, &args.target, options, args.output)
 }
@@ -117,7 +122,7 @@ pub(super) fn execute(
         };
         let cluster = crate::cluster::Cluster::new(client);
         if target.in_memory {
-            crate::apply::sync::seed_previous_state(&cluster, &release, options.parallelism).await;
+            super::seed::previous_state(&cluster, &release, options.parallelism).await;
         }
         let progress = Progress::new(&release, output);
         let outcome = match sync(&cluster, &release, &options, |r| {

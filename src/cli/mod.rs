@@ -10,6 +10,7 @@ mod dev_apiserver;
 mod graph;
 mod operand_cleanup;
 mod plan;
+mod seed;
 mod validate;
 
 use std::path::PathBuf;

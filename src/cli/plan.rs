@@ -8,7 +8,7 @@ use clap::Args;
 use super::apply::{TargetArgs, execute};
 use super::{GlobalArgs, OutputFormat, ReleaseArgs};
 use crate::apply::Options;
-use crate::apply::sync::SyncOptions;
+use crate::sync::SyncOptions;
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {

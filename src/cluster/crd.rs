@@ -7,6 +7,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::{Api, Client};
 use tokio::time::Instant;
 
+use super::wait;
+
 /// Why waiting for a CRD ended without it being established.
 #[derive(Debug, thiserror::Error)]
 pub enum CrdWaitError {
@@ -39,9 +41,8 @@ pub fn is_established(crd: &CustomResourceDefinition) -> bool {
 /// node running in parallel; one created at a later run level will not come in time).
 pub const ABSENT_GRACE: Duration = Duration::from_secs(5);
 
-/// Polls the CRD `name` (20 ms growing ×1.5 to 1 s) until it is established or `timeout`
-/// passes; gives up after [`ABSENT_GRACE`] while the CRD does not exist at all. Other request
-/// errors while polling count as "not yet".
+/// Watches the CRD `name` until it is established or `timeout` passes; gives up after
+/// [`ABSENT_GRACE`] while the CRD does not exist at all.
 pub async fn wait_established(
     client: &Client,
     name: &str,
@@ -49,30 +50,28 @@ pub async fn wait_established(
 ) -> Result<(), CrdWaitError> {
     let api = Api::<CustomResourceDefinition>::all(client.clone());
     let start = Instant::now();
-    let mut delay = Duration::from_millis(20);
-    loop {
-        let last = match api.get(name).await {
-            Ok(crd) if is_established(&crd) => return Ok(()),
-            Ok(crd) => format!("conditions {:?}", crd.status.and_then(|s| s.conditions)),
-            Err(kube::Error::Api(s))
-                if s.code == 404 && start.elapsed() >= ABSENT_GRACE.min(timeout) =>
-            {
-                return Err(CrdWaitError::Absent {
-                    name: name.to_owned(),
-                    waited: start.elapsed(),
-                });
-            }
-            Err(e) => e.to_string(),
-        };
-        let elapsed = start.elapsed();
-        if elapsed >= timeout {
-            return Err(CrdWaitError::Timeout {
-                name: name.to_owned(),
-                waited: timeout,
-                last,
-            });
-        }
-        tokio::time::sleep(delay.min(timeout - elapsed)).await;
-        delay = (delay * 3 / 2).min(Duration::from_secs(1));
+    let grace = ABSENT_GRACE.min(timeout);
+    if wait::until(&api, name, |crd: Option<&CustomResourceDefinition>| crd.is_some(), grace)
+        .await
+        .is_err()
+    {
+        return Err(CrdWaitError::Absent {
+            name: name.to_owned(),
+            waited: start.elapsed(),
+        });
+    }
+    let remaining = timeout.saturating_sub(start.elapsed());
+    let established = |crd: Option<&CustomResourceDefinition>| crd.is_some_and(is_established);
+    match wait::until(&api, name, established, remaining).await {
+        Ok(_) => Ok(()),
+        Err(_) => Err(CrdWaitError::Timeout {
+            name: name.to_owned(),
+            waited: timeout,
+            last: match api.get_opt(name).await {
+                Ok(Some(crd)) => format!("conditions {:?}", crd.status.and_then(|s| s.conditions)),
+                Ok(None) => "absent".to_owned(),
+                Err(e) => e.to_string(),
+            },
+        }),
     }
 }

@@ -3,10 +3,12 @@
 //! Each group/version/kind is looked up once with `kube::discovery::pinned_kind` and cached
 //! for the life of the [`Discovery`]. A kind the server does not serve is never cached, so
 //! the next lookup asks again: that is how a kind appears once its CRD is established.
-//! [`Discovery::forget`] drops an entry the server has stopped serving.
+//! [`Discovery::forget`] drops an entry the server has stopped serving, and
+//! [`Discovery::resolve_within`] asks again until a new kind is served.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use kube::Client;
 use kube::api::{ApiResource, GroupVersionKind};
@@ -100,6 +102,29 @@ impl Discovery {
                 kind: kind.to_owned(),
                 source,
             }),
+        }
+    }
+
+    /// Like [`Discovery::resolve`], but a kind not served yet (or a failed discovery request)
+    /// is asked for again — 20 ms, growing ×1.5 to 500 ms — until it is served or `timeout`
+    /// passes: a real API server lists a new CRD's kind a moment after the CRD is
+    /// `Established` (DESIGN.md §3.14). Discovery has no watch, so this one wait polls.
+    pub async fn resolve_within(
+        &self,
+        api_version: &str,
+        kind: &str,
+        timeout: Duration,
+    ) -> Result<Resolved, DiscoveryError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut delay = Duration::from_millis(20);
+        loop {
+            match self.resolve(api_version, kind).await {
+                Ok(resolved) => return Ok(resolved),
+                Err(e) if tokio::time::Instant::now() + delay >= deadline => return Err(e),
+                Err(e) => tracing::debug!(%api_version, %kind, error = %e, "kind not served yet; asking again"),
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 3 / 2).min(Duration::from_millis(500));
         }
     }
 

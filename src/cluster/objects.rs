@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::{Client, ResourceExt};
 
 use super::discovery::{Discovery, Resolved};
@@ -88,15 +88,24 @@ impl Cluster {
     }
 
     /// DELETE with `propagationPolicy: Background` (a Job deleted without a policy would
-    /// orphan its pods). 404 is returned as an error for the caller to classify.
+    /// orphan its pods) and, given `uid`, a uid precondition: the object deleted is the one
+    /// that was read, not one recreated under the same name since (409 Conflict otherwise).
+    /// 404 and 409 are returned as errors for the caller to classify.
     pub async fn delete(
         &self,
         resolved: &Resolved,
         namespace: Option<&str>,
         name: &str,
+        uid: Option<&str>,
         dry_run: bool,
     ) -> kube::Result<DeleteOutcome> {
         let mut params = DeleteParams::background();
+        if let Some(uid) = uid {
+            params.preconditions = Some(Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            });
+        }
         if dry_run {
             params = params.dry_run();
         }

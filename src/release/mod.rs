@@ -3,7 +3,8 @@
 //! This module owns reading a release directory into [`Release`] — files, YAML/JSON
 //! documents, object identity, the `0000_<runlevel>_<component>_` file-name convention,
 //! `release-metadata`, the `release.openshift.io/*` annotations and the inclusion filters
-//! (profile, feature set, exclusions). It performs no I/O beyond reading the directory and
+//! (profile, feature set, exclusions), and [`typed`]: the typed round trip that turns a
+//! manifest into the body `apply` sends. It performs no I/O beyond reading the directory and
 //! never talks to a cluster.
 //!
 //! Loading never stops at the first bad input: [`load`] returns every good manifest together
@@ -16,6 +17,7 @@ mod identity;
 mod load;
 mod metadata;
 mod template;
+pub mod typed;
 mod yaml;
 
 use std::path::PathBuf;
@@ -23,7 +25,6 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::diagnostic::{Diagnostic, Location, Severity};
-use crate::graph::{TaskGraph, TaskInput};
 pub use annotations::{
     CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION, DeleteIntent, EXCLUDE_PREFIX,
     FEATURE_SET_ANNOTATION, INCLUDE_PREFIX,
@@ -111,27 +112,6 @@ pub struct Excluded {
 }
 
 impl Release {
-    /// The tasks of this release in apply order, for [`crate::graph`]: task `i` is
-    /// `self.manifests[i]`.
-    pub fn task_inputs(&self) -> Vec<TaskInput> {
-        self.manifests
-            .iter()
-            .map(|m| {
-                let task =
-                    TaskInput::new(m.file_name(), m.id.to_string()).with_delete(m.is_delete());
-                match &m.order {
-                    Some(o) => task.with_key(o.runlevel, &o.component),
-                    None => task,
-                }
-            })
-            .collect()
-    }
-
-    /// The run-level task graph (install and update order).
-    pub fn task_graph(&self) -> TaskGraph {
-        crate::graph::build(self.task_inputs())
-    }
-
     /// Every manifest of the release, kept or excluded by the filters, in load order of each.
     pub fn all_manifests(&self) -> impl Iterator<Item = &Manifest> {
         self.manifests

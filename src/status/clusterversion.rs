@@ -8,7 +8,10 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
 use super::{Condition, ConditionStatus};
+use crate::apply::RetryPolicy;
+use crate::apply::retry::RequestError;
 use crate::cluster::Cluster;
+use crate::cluster::discovery::DiscoveryError;
 
 pub const API_VERSION: &str = "config.openshift.io/v1";
 pub const KIND: &str = "ClusterVersion";
@@ -18,8 +21,10 @@ pub const HISTORY_LIMIT: usize = 100;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterVersionError {
-    #[error("reading ClusterVersion {NAME}: {0}")]
-    Read(#[source] kube::Error),
+    #[error("reading ClusterVersion {NAME}: {0}; cannot tell install from update, nothing was applied (run again when the server answers)")]
+    Read(#[source] RequestError),
+    #[error("looking up the ClusterVersion kind: {0}; nothing was applied (run again when the server answers)")]
+    Discovery(#[source] DiscoveryError),
     #[error("writing ClusterVersion {NAME} status: {0}")]
     Write(#[source] kube::Error),
     #[error("writing ClusterVersion {NAME} status: still conflicting after {0} attempts")]
@@ -35,17 +40,32 @@ pub enum WriteOutcome {
     Absent,
 }
 
-async fn api(cluster: &Cluster) -> Option<Api<DynamicObject>> {
-    let resolved = cluster.discovery().resolve(API_VERSION, KIND).await.ok()?;
-    Some(Api::all_with(cluster.client().clone(), &resolved.resource))
+/// The ClusterVersion API; `None` only when the server does not serve the kind. A failed
+/// discovery request is an error: it must not read as "no ClusterVersion" (an install).
+async fn api(cluster: &Cluster) -> Result<Option<Api<DynamicObject>>, ClusterVersionError> {
+    match cluster.discovery().resolve(API_VERSION, KIND).await {
+        Ok(resolved) => Ok(Some(Api::all_with(
+            cluster.client().clone(),
+            &resolved.resource,
+        ))),
+        Err(DiscoveryError::UnknownKind { .. }) => Ok(None),
+        Err(e) => Err(ClusterVersionError::Discovery(e)),
+    }
 }
 
-/// The ClusterVersion, or `None` when the kind is not served or the object is absent.
-pub async fn read(cluster: &Cluster) -> Result<Option<DynamicObject>, ClusterVersionError> {
-    let Some(api) = api(cluster).await else {
+/// The ClusterVersion, or `None` when the kind is not served or the object is absent. Any
+/// other failure (after `retry`) is an error, never `None`.
+pub async fn read(
+    cluster: &Cluster,
+    retry: &RetryPolicy,
+) -> Result<Option<DynamicObject>, ClusterVersionError> {
+    let Some(api) = api(cluster).await? else {
         return Ok(None);
     };
-    api.get_opt(NAME).await.map_err(ClusterVersionError::Read)
+    retry
+        .run(|| api.get_opt(NAME))
+        .await
+        .map_err(|(e, _)| ClusterVersionError::Read(e))
 }
 
 fn status(cv: &DynamicObject) -> &Value {
@@ -146,12 +166,15 @@ pub async fn write(
     conditions: &[Condition],
     complete: bool,
 ) -> Result<WriteOutcome, ClusterVersionError> {
-    let Some(api) = api(cluster).await else {
+    let Some(api) = api(cluster).await? else {
         return Ok(WriteOutcome::Absent);
     };
     const ATTEMPTS: u32 = 5;
     for _ in 0..ATTEMPTS {
-        let Some(mut cv) = api.get_opt(NAME).await.map_err(ClusterVersionError::Read)? else {
+        let Some(mut cv) = api
+            .get_opt(NAME)
+            .await
+            .map_err(|e| ClusterVersionError::Read(RequestError::Kube(e)))? else {
             return Ok(WriteOutcome::Absent);
         };
         let old = status(&cv).clone();

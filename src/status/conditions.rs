@@ -48,11 +48,44 @@ impl Condition {
 
 pub const REASON_IN_PROGRESS: &str = "ResourceDeletionInProgress";
 pub const REASON_STUCK: &str = "ResourceDeletionStuck";
+pub const REASON_UNKNOWN: &str = "DeletionStatusUnknown";
 
-/// `Upgradeable`: False while deletions the release asked for are unfinished; the reason
-/// turns to `ResourceDeletionStuck` once one has waited longer than `stuck_after` since its
-/// deletionTimestamp, and the message then names every stuck object with its finalizers.
+/// A delete manifest whose object the engine could not read back (discovery or GET failed):
+/// it cannot be counted as gone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnknownDeletion {
+    pub id: crate::release::ObjectId,
+    pub error: String,
+}
+
+/// `Upgradeable` fails closed: False while deletions the release asked for are unfinished
+/// (the reason turns to `ResourceDeletionStuck` once one has waited longer than `stuck_after`
+/// since its deletionTimestamp, and the message then names every stuck object with its
+/// finalizers); `Unknown` (reason [`REASON_UNKNOWN`]) when none is known to be pending but
+/// some could not be read; True only when every delete manifest's object is known gone.
 pub fn upgradeable(
+    pending: &[&PendingDeletion],
+    unknown: &[UnknownDeletion],
+    stuck_after: Duration,
+    now: jiff::Timestamp,
+) -> Condition {
+    let mut condition = pending_condition(pending, stuck_after, now);
+    if !unknown.is_empty() {
+        let names: Vec<String> = unknown
+            .iter()
+            .map(|u| format!("{} ({})", u.id, u.error))
+            .collect();
+        let text = format!("cannot tell whether these deletions finished: {}", names.join("; "));
+        if condition.status == ConditionStatus::True {
+            condition = Condition::new("Upgradeable", ConditionStatus::Unknown, REASON_UNKNOWN, text);
+        } else {
+            condition.message = format!("{}; {text}", condition.message);
+        }
+    }
+    condition
+}
+
+fn pending_condition(
     pending: &[&PendingDeletion],
     stuck_after: Duration,
     now: jiff::Timestamp,
@@ -70,7 +103,13 @@ pub fn upgradeable(
         })
         .collect();
     if stuck.is_empty() {
-        let names: Vec<String> = pending.iter().map(|p| object_name(p)).collect();
+        let names: Vec<String> = pending
+            .iter()
+            .map(|p| match p.since {
+                Some(_) => object_name(p),
+                None => format!("{} (not deleted yet)", object_name(p)),
+            })
+            .collect();
         return Condition::new(
             "Upgradeable",
             ConditionStatus::False,
@@ -235,16 +274,16 @@ mod tests {
     fn upgradeable_turns_stuck_past_the_threshold() {
         let now = jiff::Timestamp::now();
         let ten = Duration::from_secs(600);
-        assert_eq!(upgradeable(&[], ten, now).status, ConditionStatus::True);
+        assert_eq!(upgradeable(&[], &[], ten, now).status, ConditionStatus::True);
         let young = pending("young", 5, now);
-        let c = upgradeable(&[&young], ten, now);
+        let c = upgradeable(&[&young], &[], ten, now);
         assert_eq!(
             (c.status, c.reason.as_str()),
             (ConditionStatus::False, REASON_IN_PROGRESS)
         );
         assert!(c.message.contains("Widget ns/young"));
         let old = pending("old", 601, now);
-        let c = upgradeable(&[&young, &old], ten, now);
+        let c = upgradeable(&[&young, &old], &[], ten, now);
         assert_eq!(c.reason, REASON_STUCK);
         assert!(
             c.message
@@ -254,5 +293,32 @@ mod tests {
         );
         assert!(!c.message.contains("young"));
         assert!(c.message.contains("10m"));
+    }
+
+    #[test]
+    fn upgradeable_is_never_true_when_a_deletion_cannot_be_read() {
+        let now = jiff::Timestamp::now();
+        let ten = Duration::from_secs(600);
+        let unknown = UnknownDeletion {
+            id: ObjectId::new("example.com", "Widget", Some("ns"), "unread"),
+            error: "503 Service Unavailable".into(),
+        };
+        let c = upgradeable(&[], std::slice::from_ref(&unknown), ten, now);
+        assert_eq!((c.status, c.reason.as_str()), (ConditionStatus::Unknown, REASON_UNKNOWN));
+        assert!(c.message.contains("Widget ns/unread (503"), "{}", c.message);
+        let young = pending("young", 5, now);
+        let c = upgradeable(&[&young], &[unknown], ten, now);
+        assert_eq!((c.status, c.reason.as_str()), (ConditionStatus::False, REASON_IN_PROGRESS));
+        assert!(c.message.contains("young") && c.message.contains("unread"), "{}", c.message);
+    }
+
+    #[test]
+    fn an_object_not_yet_deleted_is_named_as_such() {
+        let now = jiff::Timestamp::now();
+        let mut p = pending("kept", 5, now);
+        p.since = None;
+        let c = upgradeable(&[&p], &[], Duration::from_secs(600), now);
+        assert_eq!(c.status, ConditionStatus::False);
+        assert!(c.message.contains("Widget ns/kept (not deleted yet)"), "{}", c.message);
     }
 }

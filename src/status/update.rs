@@ -9,7 +9,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::Condition;
+use super::{Condition, ConditionStatus};
 use crate::release::ObjectId;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -68,6 +68,8 @@ pub struct Precondition<'a> {
     pub upgradeable: Option<&'a Condition>,
     /// Delete manifests of this release whose objects are already absent.
     pub absent_deletes: &'a [ObjectId],
+    /// Delete manifests whose objects could not be read (so neither absent nor present).
+    pub unknown_deletes: &'a [ObjectId],
 }
 
 impl Precondition<'_> {
@@ -75,14 +77,31 @@ impl Precondition<'_> {
     pub fn check(&self) -> (Vec<PreconditionFailure>, Vec<String>) {
         let mut failures = Vec::new();
         let mut warnings = Vec::new();
+        // Fail closed: Unknown refuses exactly as False does.
         if self.update == UpdateType::MinorOrMajor
-            && let Some(c) = self.upgradeable.filter(|c| c.is_false())
+            && let Some(c) = self
+                .upgradeable
+                .filter(|c| c.status != ConditionStatus::True)
         {
+            let (reason, status) = match c.status {
+                ConditionStatus::Unknown => ("UpgradeableUnknown", "Unknown"),
+                _ => ("UpgradeableFalse", "False"),
+            };
             failures.push(PreconditionFailure {
-                reason: "UpgradeableFalse",
+                reason,
                 message: format!(
-                    "a minor/major update is not allowed while Upgradeable=False ({}: {})",
+                    "a minor/major update is not allowed while Upgradeable={status} ({}: {})",
                     c.reason, c.message
+                ),
+            });
+        }
+        if self.update == UpdateType::MinorOrMajor && !self.unknown_deletes.is_empty() {
+            let names: Vec<String> = self.unknown_deletes.iter().map(ToString::to_string).collect();
+            failures.push(PreconditionFailure {
+                reason: "DeletionStatusUnknown",
+                message: format!(
+                    "cannot tell whether the objects of these delete manifests exist (the server did not answer); a minor/major update needs to know: {}",
+                    names.join(", ")
                 ),
             });
         }
@@ -115,7 +134,6 @@ impl Precondition<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::ConditionStatus;
 
     fn v(s: &str) -> semver::Version {
         s.parse().unwrap()
@@ -156,6 +174,7 @@ mod tests {
             update: UpdateType::MinorOrMajor,
             upgradeable: Some(&blocked),
             absent_deletes: &absent,
+            unknown_deletes: &[],
         };
         let (failures, warnings) = p.check();
         let reasons: Vec<_> = failures.iter().map(|f| f.reason).collect();
@@ -165,6 +184,7 @@ mod tests {
             update: UpdateType::Patch,
             upgradeable: Some(&blocked),
             absent_deletes: &absent,
+            unknown_deletes: &absent,
         };
         let (failures, warnings) = p.check();
         assert!(failures.is_empty());
@@ -172,5 +192,27 @@ mod tests {
             warnings,
             ["delete manifest for ConfigMap ns/old: the object is already absent"]
         );
+    }
+
+    #[test]
+    fn unknown_refuses_a_minor_update_like_false() {
+        let unknown = Condition::new("Upgradeable", ConditionStatus::Unknown, "DeletionStatusUnknown", "x");
+        let unread = [ObjectId::new("", "ConfigMap", Some("ns"), "unread")];
+        let p = Precondition {
+            update: UpdateType::MinorOrMajor,
+            upgradeable: Some(&unknown),
+            absent_deletes: &[],
+            unknown_deletes: &unread,
+        };
+        let reasons: Vec<_> = p.check().0.iter().map(|f| f.reason).collect();
+        assert_eq!(reasons, ["UpgradeableUnknown", "DeletionStatusUnknown"]);
+        let upgradeable = Condition::new("Upgradeable", ConditionStatus::True, "AsExpected", "");
+        let p = Precondition {
+            update: UpdateType::MinorOrMajor,
+            upgradeable: Some(&upgradeable),
+            absent_deletes: &[],
+            unknown_deletes: &[],
+        };
+        assert!(p.check().0.is_empty());
     }
 }

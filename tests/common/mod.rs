@@ -242,8 +242,8 @@ async fn cleanup(client: &Client, created: Vec<Created>) {
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Sync options whose retries start after `initial`, so tests do not wait long.
-pub fn sync_options(initial: Duration) -> cvo::apply::sync::SyncOptions {
-    cvo::apply::sync::SyncOptions {
+pub fn sync_options(initial: Duration) -> cvo::sync::SyncOptions {
+    cvo::sync::SyncOptions {
         apply: cvo::apply::Options {
             retry: cvo::apply::RetryPolicy {
                 initial,
@@ -251,7 +251,7 @@ pub fn sync_options(initial: Duration) -> cvo::apply::sync::SyncOptions {
             },
             ..cvo::apply::Options::default()
         },
-        ..cvo::apply::sync::SyncOptions::default()
+        ..cvo::sync::SyncOptions::default()
     }
 }
 

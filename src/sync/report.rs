@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use super::sync::SyncOutcome;
-use super::{Action, ManifestResult, Summary};
+use super::SyncOutcome;
+use crate::apply::{Action, ManifestResult, Summary};
 use crate::release::Release;
 use crate::status::ConditionStatus;
 use crate::status::conditions::version_text;
@@ -47,6 +47,7 @@ pub fn json_report(release: &Release, outcome: &SyncOutcome) -> Value {
         "results": results.iter().map(|r| result_json(release, r)).collect::<Vec<_>>(),
     });
     v["updateType"] = json!(outcome.update);
+    v["rounds"] = json!(outcome.rounds);
     if !outcome.refused.is_empty() {
         v["preconditionFailures"] = json!(outcome.refused);
     }
@@ -76,6 +77,9 @@ pub fn text_report(release: &Release, outcome: &SyncOutcome, all_changes: bool) 
         version_text(release),
         outcome.update
     );
+    if outcome.update == crate::status::UpdateType::Install && outcome.rounds > 1 {
+        let _ = writeln!(out, "install: {} rounds (failed manifests are retried until they succeed or --install-timeout passes)", outcome.rounds);
+    }
     for f in &outcome.refused {
         let _ = writeln!(out, "refused: {f}");
     }

@@ -1,0 +1,306 @@
+//! One sync of a release against a cluster — the orchestration both `cvo apply` and the
+//! in-cluster operator run: read the ClusterVersion (install or update?), check the
+//! preconditions, run the pass(es) over the task graph, read back every unfinished deletion,
+//! derive the conditions, write ClusterVersion status, and hand back a [`SyncOutcome`] that
+//! [`report`] renders.
+//!
+//! Modes, as OpenShift's CVO: an **install** (no completed history) runs the flattened graph
+//! — no node waits for another — and retries what failed in further rounds, with backoff,
+//! until everything is done or [`SyncOptions::install_timeout`] passes; an **update** walks
+//! the run-level graph once (run level N+1 only after N succeeded).
+//!
+//! Fails closed: a ClusterVersion that cannot be read stops the sync (an unreadable cluster is
+//! not an install), and a delete manifest whose object cannot be read makes `Upgradeable`
+//! Unknown, which refuses a minor update exactly as False does.
+
+pub mod report;
+
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use crate::apply::deletions::{self, Observed};
+use crate::apply::{
+    Action, Applier, Options, PassReport, PendingDeletion, flattened_graph, run_level_graph,
+    run_pass,
+};
+use crate::cluster::Cluster;
+use crate::release::{ObjectId, Release};
+use crate::status::clusterversion::{self, ClusterVersionError, WriteOutcome};
+use crate::status::conditions::{self, UnknownDeletion};
+use crate::status::update::update_type;
+use crate::status::{Condition, ConditionStatus, Precondition, PreconditionFailure, UpdateType};
+
+/// Knobs of a sync beyond the per-manifest [`Options`].
+#[derive(Clone, Debug)]
+pub struct SyncOptions {
+    pub apply: Options,
+    pub parallelism: usize,
+    /// A pending deletion older than this (from its deletionTimestamp) is stuck.
+    pub stuck_after: Duration,
+    /// Apply even when a precondition refuses the update.
+    pub force: bool,
+    /// How long an install keeps retrying failed manifests in further rounds.
+    pub install_timeout: Duration,
+}
+
+impl Default for SyncOptions {
+    fn default() -> Self {
+        SyncOptions {
+            apply: Options::default(),
+            parallelism: crate::graph::DEFAULT_PARALLELISM,
+            stuck_after: Duration::from_secs(600),
+            force: false,
+            install_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// What a sync did.
+#[derive(Debug)]
+pub struct SyncOutcome {
+    pub update: UpdateType,
+    /// Preconditions that failed. When non-empty and not forced, nothing was written and
+    /// `report` is `None`.
+    pub refused: Vec<PreconditionFailure>,
+    pub report: Option<PassReport>,
+    /// Passes over the graph: 1 for updates, the rounds an install took.
+    pub rounds: u32,
+    pub conditions: Vec<Condition>,
+    pub warnings: Vec<String>,
+    /// What happened to ClusterVersion status (`None` for dry runs).
+    pub cluster_version: Option<Result<WriteOutcome, String>>,
+}
+
+impl SyncOutcome {
+    /// DESIGN.md §2: 4 refused, 1 failed, 3 deletions unfinished (or not known to be
+    /// finished), 0 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        let Some(report) = &self.report else {
+            return 4;
+        };
+        let summary = report.summary();
+        let upgradeable = self.conditions.iter().find(|c| c.type_ == "Upgradeable");
+        if summary.failed > 0 || summary.skipped > 0 {
+            1
+        } else if upgradeable.is_some_and(|c| c.status != ConditionStatus::True) {
+            3
+        } else {
+            0
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    ClusterVersion(#[from] ClusterVersionError),
+}
+
+/// Runs one sync of `release` against `cluster`; `on_result` sees each manifest's final
+/// result (an install reports a failure only once no round is left to retry it).
+pub async fn sync<F>(
+    cluster: &Cluster,
+    release: &Release,
+    options: &SyncOptions,
+    on_result: F,
+) -> Result<SyncOutcome, SyncError>
+where
+    F: Fn(&crate::apply::ManifestResult),
+{
+    let cv = clusterversion::read(cluster, &options.apply.retry).await?;
+    let current = cv.as_ref().and_then(clusterversion::current_version);
+    let update = update_type(current.as_ref(), release.version());
+    let previous_upgradeable = cv
+        .as_ref()
+        .and_then(|cv| clusterversion::condition(cv, "Upgradeable"));
+    let mut applier = Applier::new(cluster.clone(), release, options.apply.clone());
+
+    // Stale delete manifests only refuse minor/major updates: look them up only then.
+    let (mut absent, mut unreadable) = (Vec::new(), Vec::new());
+    if update == UpdateType::MinorOrMajor {
+        (absent, unreadable) = delete_targets(&applier).await;
+    }
+    let (refused, mut warnings) = Precondition {
+        update: update.clone(),
+        upgradeable: previous_upgradeable.as_ref(),
+        absent_deletes: &absent,
+        unknown_deletes: &unreadable,
+    }
+    .check();
+    if !refused.is_empty() && !options.force {
+        let mut conds: Vec<Condition> = previous_upgradeable.into_iter().collect();
+        conds.extend(refused.iter().map(|f| {
+            Condition::new("Failing", ConditionStatus::True, f.reason, f.message.clone())
+        }));
+        return Ok(SyncOutcome {
+            update,
+            refused,
+            report: None,
+            rounds: 0,
+            conditions: conds,
+            warnings,
+            cluster_version: None,
+        });
+    }
+    if !refused.is_empty() {
+        warnings.extend(
+            refused
+                .iter()
+                .map(|f| format!("precondition overridden by --force: {f}")),
+        );
+    }
+
+    let (report, rounds) = if update == UpdateType::Install && !options.apply.dry_run {
+        install(&mut applier, options, &on_result).await
+    } else {
+        let graph = run_level_graph(release);
+        (run_pass(&applier, &graph, options.parallelism, None, &on_result).await, 1)
+    };
+    for r in &report.results {
+        let m = &release.manifests[r.index];
+        for w in &r.warnings {
+            warnings.push(format!("{} ({}): {w}", m.id, m.location));
+        }
+        if r.action == Action::AlreadyAbsent && update != UpdateType::MinorOrMajor {
+            warnings.push(format!(
+                "{} ({}): delete manifest, but the object is already absent",
+                m.id, m.location
+            ));
+        }
+    }
+    let (pending, unknown) = unfinished_deletions(&applier, &report).await;
+    let pending_refs: Vec<&PendingDeletion> = pending.iter().collect();
+    let upgradeable = conditions::upgradeable(
+        &pending_refs,
+        &unknown,
+        options.stuck_after,
+        jiff::Timestamp::now(),
+    );
+    let ever = cv.as_ref().is_some_and(clusterversion::ever_completed);
+    let conds = conditions::after_pass(release, &report.results, upgradeable, ever);
+    let cluster_version = if options.apply.dry_run {
+        None
+    } else {
+        let summary = report.summary();
+        let complete = summary.failed == 0 && summary.skipped == 0;
+        let version = conditions::version_text(release);
+        Some(
+            clusterversion::write(cluster, &version, &conds, complete)
+                .await
+                .map_err(|e| e.to_string()),
+        )
+    };
+    Ok(SyncOutcome {
+        update,
+        refused,
+        report: Some(report),
+        rounds,
+        conditions: conds,
+        warnings,
+        cluster_version,
+    })
+}
+
+/// First backoff between two install rounds; it doubles up to [`ROUND_DELAY_MAX`].
+const ROUND_DELAY: Duration = Duration::from_secs(1);
+const ROUND_DELAY_MAX: Duration = Duration::from_secs(30);
+
+/// An install: the flattened graph, then further rounds over what failed or was not reached
+/// until nothing is left or the install timeout passes. Each round starts from a fresh view
+/// of the cluster.
+async fn install<F>(
+    applier: &mut Applier<'_>,
+    options: &SyncOptions,
+    on_result: &F,
+) -> (PassReport, u32)
+where
+    F: Fn(&crate::apply::ManifestResult),
+{
+    let deadline = tokio::time::Instant::now() + options.install_timeout;
+    let graph = flattened_graph(applier.release());
+    let finished = |r: &crate::apply::ManifestResult| !matches!(r.action, Action::Failed | Action::Skipped);
+    let report_final = |r: &crate::apply::ManifestResult| {
+        if finished(r) {
+            on_result(r)
+        }
+    };
+    let mut report = run_pass(applier, &graph, options.parallelism, None, &report_final).await;
+    let mut rounds = 1;
+    let mut delay = ROUND_DELAY;
+    loop {
+        let left = report.results.iter().filter(|r| !finished(r)).count();
+        if left == 0 || tokio::time::Instant::now() + delay >= deadline {
+            break;
+        }
+        tracing::info!(round = rounds, left, retry_in = ?delay, "install: manifests not done yet; retrying");
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(ROUND_DELAY_MAX);
+        applier.new_pass();
+        report = run_pass(applier, &graph, options.parallelism, Some(&report), &report_final).await;
+        rounds += 1;
+    }
+    for r in report.results.iter().filter(|r| !finished(r)) {
+        on_result(r);
+    }
+    (report, rounds)
+}
+
+/// Every deletion the release asked for that the cluster has not finished, and those the
+/// engine cannot tell about. A task's own answer counts when it is definite (deleted, absent,
+/// in progress); a delete manifest that failed or was not reached is read back from the
+/// cluster, so an object that still exists counts whatever its task did.
+async fn unfinished_deletions(
+    applier: &Applier<'_>,
+    report: &PassReport,
+) -> (Vec<PendingDeletion>, Vec<UnknownDeletion>) {
+    let release = applier.release();
+    let mut pending: Vec<PendingDeletion> = report.pending_deletions().into_iter().cloned().collect();
+    let unread: Vec<usize> = report
+        .results
+        .iter()
+        .filter(|r| release.manifests[r.index].is_delete() && r.pending.is_none())
+        .filter(|r| !matches!(r.action, Action::Deleted | Action::AlreadyAbsent))
+        .map(|r| r.index)
+        .collect();
+    let mut unknown = Vec::new();
+    for (index, observed) in observe_all(applier, &unread).await {
+        match observed {
+            Observed::Gone => {}
+            Observed::Present(p) => pending.push(p),
+            Observed::Unknown(error) => unknown.push(UnknownDeletion {
+                id: release.manifests[index].id.clone(),
+                error,
+            }),
+        }
+    }
+    (pending, unknown)
+}
+
+/// Delete manifests of the release whose objects are absent, and those that could not be
+/// read (for the minor-update preconditions).
+async fn delete_targets(applier: &Applier<'_>) -> (Vec<ObjectId>, Vec<ObjectId>) {
+    let release = applier.release();
+    let deletes: Vec<usize> = (0..release.manifests.len())
+        .filter(|&i| release.manifests[i].is_delete())
+        .collect();
+    let (mut absent, mut unknown) = (Vec::new(), Vec::new());
+    for (index, observed) in observe_all(applier, &deletes).await {
+        let id = release.manifests[index].id.clone();
+        match observed {
+            Observed::Gone => absent.push(id),
+            Observed::Present(_) => {}
+            Observed::Unknown(_) => unknown.push(id),
+        }
+    }
+    (absent, unknown)
+}
+
+/// Reads the objects of the delete manifests `indices` back, 16 at a time, in order.
+async fn observe_all(applier: &Applier<'_>, indices: &[usize]) -> Vec<(usize, Observed)> {
+    futures::stream::iter(indices.iter().copied())
+        .map(|i| async move { (i, deletions::observe(applier, &applier.release().manifests[i]).await) })
+        .buffered(16)
+        .collect()
+        .await
+}
