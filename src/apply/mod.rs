@@ -31,6 +31,9 @@ pub use pass::{PassReport, Summary, flattened_graph, run_level_graph, run_pass, 
 pub use retry::RetryPolicy;
 pub use task::Applier;
 
+/// Label `cvo.io/managed: "true"`, put on every object `cvo` creates or updates.
+pub const MANAGED_LABEL: &str = "cvo.io/managed";
+
 /// Per-manifest annotation choosing the finalization strategy of a delete manifest:
 /// `synchronous` or `non-blocking` (overrides `--deletion-strategy`).
 pub const STRATEGY_ANNOTATION: &str = "cvo.io/deletion-strategy";

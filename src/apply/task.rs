@@ -12,7 +12,7 @@ use super::error::ManifestError;
 use super::retry::RequestError;
 use super::snapshot::{Lookup, Snapshot};
 use super::{
-    Action, FieldChange, ManifestResult, Options, PendingDeletion, STRATEGY_ANNOTATION, Strategy,
+    Action, MANAGED_LABEL, FieldChange, ManifestResult, Options, PendingDeletion, STRATEGY_ANNOTATION, Strategy,
 };
 use crate::cluster::discovery::DiscoveryError;
 use crate::cluster::{Cluster, DeleteOutcome, Resolved, crd, wait};
@@ -177,6 +177,8 @@ impl<'r> Applier<'r> {
                 manifest.api_version, manifest.id.kind
             ));
         }
+        let mut body = rt.object;
+        label_managed(&mut body);
         let key = (manifest.id.group.clone(), manifest.id.kind.clone());
         if self.options.dry_run && self.crds.contains_key(&key) {
             // A dry run creates no CRD: a kind whose CRD this release brings may not be
@@ -206,7 +208,7 @@ impl<'r> Applier<'r> {
             .retry
             .run(|| {
                 self.cluster
-                    .apply(&resolved, ns, &manifest.id.name, &rt.object, dry_run)
+                    .apply(&resolved, ns, &manifest.id.name, &body, dry_run)
             })
             .await
             .map_err(|(e, n)| self.apply_error(manifest, &resolved, e, n));
@@ -361,6 +363,22 @@ impl<'r> Applier<'r> {
                     None => return Ok(Action::Deleted),
                 },
             }),
+        }
+    }
+}
+
+/// Puts [`MANAGED_LABEL`] on an apply body. Besides marking what `cvo` manages, it makes
+/// every apply own at least one field: a body with nothing but a name (a bare Namespace)
+/// leaves no managed fields behind, and the server then re-owns the object's defaulted fields
+/// to `before-first-apply` on the next apply — one write more (DESIGN.md §3.16).
+fn label_managed(body: &mut Value) {
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        let labels = meta.entry("labels").or_insert(Value::Null);
+        if !labels.is_object() {
+            *labels = Value::Object(Default::default());
+        }
+        if let Some(labels) = labels.as_object_mut() {
+            labels.insert(MANAGED_LABEL.to_owned(), Value::String("true".to_owned()));
         }
     }
 }

@@ -88,6 +88,7 @@ pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> ExitCode {
         stuck_after: args.stuck_after,
         force: args.force,
         install_timeout: args.install_timeout,
+        mode: None,
     };
     execute(global, &args.release, &args.target, options, args.output)
 }

@@ -91,14 +91,32 @@ pub fn round_trip(api_version: &str, kind: &str, object: &Value) -> Result<Round
             object: object.clone(),
             dropped: Vec::new(),
         }),
-        Some(typed) => {
+        Some(mut typed) => {
             let mut dropped = Vec::new();
             dropped_fields(object, &typed, &mut String::new(), &mut dropped);
+            strip_empty_lists(&mut typed);
             Ok(RoundTrip {
                 object: typed,
                 dropped,
             })
         }
+    }
+}
+
+/// Removes every field whose value is an empty list. A real API server stores built-in kinds
+/// as protobuf, where an empty list and an absent one are the same, so it never keeps `[]`
+/// (DESIGN.md §3.15); an apply body that says `ingress: []` then differs from the stored
+/// object on every pass, and some kinds (NetworkPolicy) are rewritten each time — a hot loop.
+/// Sending what the server keeps makes a repeated apply write nothing. Only for built-in
+/// kinds: custom resources are stored as JSON and keep `[]`.
+fn strip_empty_lists(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !matches!(v, Value::Array(a) if a.is_empty()));
+            map.values_mut().for_each(strip_empty_lists);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_empty_lists),
+        _ => {}
     }
 }
 
@@ -194,5 +212,23 @@ mod tests {
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": 1}});
         let err = round_trip("v1", "ConfigMap", &cm).unwrap_err();
         assert_eq!(err.kind, "ConfigMap");
+    }
+
+    #[test]
+    fn empty_lists_of_built_in_kinds_are_not_sent() {
+        let np = json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "n", "namespace": "ns"},
+            "spec": {"podSelector": {}, "ingress": [], "egress": [{"to": [], "ports": [{"port": 80}]}],
+                     "policyTypes": ["Ingress", "Egress"]},
+        });
+        let rt = round_trip("networking.k8s.io/v1", "NetworkPolicy", &np).unwrap();
+        assert!(rt.dropped.is_empty(), "{:?}", rt.dropped);
+        assert_eq!(
+            rt.object["spec"],
+            json!({"podSelector": {}, "egress": [{"ports": [{"port": 80}]}], "policyTypes": ["Ingress", "Egress"]})
+        );
+        let cr = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"items": []}});
+        assert_eq!(round_trip("example.com/v1", "Widget", &cr).unwrap().object, cr);
     }
 }

@@ -42,6 +42,19 @@ pub struct SyncOptions {
     pub force: bool,
     /// How long an install keeps retrying failed manifests in further rounds.
     pub install_timeout: Duration,
+    /// How to walk the graph; `None` decides from the ClusterVersion history (no completed
+    /// entry: initializing).
+    pub mode: Option<Mode>,
+}
+
+/// How a sync walks the task graph (OpenShift CVO's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Install: the flattened graph, failures retried in rounds until the install timeout.
+    Initializing,
+    /// Update: the run-level graph once; a failure blocks what depends on it.
+    Updating,
 }
 
 impl Default for SyncOptions {
@@ -52,6 +65,7 @@ impl Default for SyncOptions {
             stuck_after: Duration::from_secs(600),
             force: false,
             install_timeout: Duration::from_secs(600),
+            mode: None,
         }
     }
 }
@@ -64,6 +78,7 @@ pub struct SyncOutcome {
     /// `report` is `None`.
     pub refused: Vec<PreconditionFailure>,
     pub report: Option<PassReport>,
+    pub mode: Mode,
     /// Passes over the graph: 1 for updates, the rounds an install took.
     pub rounds: u32,
     pub conditions: Vec<Condition>,
@@ -115,6 +130,11 @@ where
         .as_ref()
         .and_then(|cv| clusterversion::condition(cv, "Upgradeable"));
     let mut applier = Applier::new(cluster.clone(), release, options.apply.clone());
+    let mode = match options.mode {
+        Some(mode) => mode,
+        None if update == UpdateType::Install && !options.apply.dry_run => Mode::Initializing,
+        None => Mode::Updating,
+    };
 
     // Stale delete manifests only refuse minor/major updates: look them up only then.
     let (mut absent, mut unreadable) = (Vec::new(), Vec::new());
@@ -137,6 +157,7 @@ where
             update,
             refused,
             report: None,
+            mode,
             rounds: 0,
             conditions: conds,
             warnings,
@@ -151,11 +172,18 @@ where
         );
     }
 
-    let (report, rounds) = if update == UpdateType::Install && !options.apply.dry_run {
-        install(&mut applier, options, &on_result).await
-    } else {
-        let graph = run_level_graph(release);
-        (run_pass(&applier, &graph, options.parallelism, None, &on_result).await, 1)
+    if cv.is_none() && !options.apply.dry_run {
+        warnings.push(format!(
+            "the cluster has no ClusterVersion {}: without its history every apply is an install (all manifests at once, failures retried); ship one in the release (see manifests-example) so that updates keep the run-level order",
+            clusterversion::NAME
+        ));
+    }
+    let (report, rounds) = match mode {
+        Mode::Initializing => install(&mut applier, options, &on_result).await,
+        Mode::Updating => {
+            let graph = run_level_graph(release);
+            (run_pass(&applier, &graph, options.parallelism, None, &on_result).await, 1)
+        }
     };
     for r in &report.results {
         let m = &release.manifests[r.index];
@@ -195,6 +223,7 @@ where
         update,
         refused,
         report: Some(report),
+        mode,
         rounds,
         conditions: conds,
         warnings,

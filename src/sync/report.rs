@@ -47,6 +47,7 @@ pub fn json_report(release: &Release, outcome: &SyncOutcome) -> Value {
         "results": results.iter().map(|r| result_json(release, r)).collect::<Vec<_>>(),
     });
     v["updateType"] = json!(outcome.update);
+    v["mode"] = json!(outcome.mode);
     v["rounds"] = json!(outcome.rounds);
     if !outcome.refused.is_empty() {
         v["preconditionFailures"] = json!(outcome.refused);
@@ -77,7 +78,7 @@ pub fn text_report(release: &Release, outcome: &SyncOutcome, all_changes: bool) 
         version_text(release),
         outcome.update
     );
-    if outcome.update == crate::status::UpdateType::Install && outcome.rounds > 1 {
+    if outcome.mode == super::Mode::Initializing && outcome.rounds > 1 {
         let _ = writeln!(out, "install: {} rounds (failed manifests are retried until they succeed or --install-timeout passes)", outcome.rounds);
     }
     for f in &outcome.refused {

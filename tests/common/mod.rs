@@ -241,7 +241,9 @@ async fn cleanup(client: &Client, created: Vec<Created>) {
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Sync options whose retries start after `initial`, so tests do not wait long.
+/// Sync options whose retries start after `initial`, so tests do not wait long. They walk
+/// the run-level graph once (`Mode::Updating`) whatever the ClusterVersion says, as most
+/// engine tests are about update ordering; install-mode tests set `mode` back to `None`.
 pub fn sync_options(initial: Duration) -> cvo::sync::SyncOptions {
     cvo::sync::SyncOptions {
         apply: cvo::apply::Options {
@@ -251,6 +253,7 @@ pub fn sync_options(initial: Duration) -> cvo::sync::SyncOptions {
             },
             ..cvo::apply::Options::default()
         },
+        mode: Some(cvo::sync::Mode::Updating),
         ..cvo::sync::SyncOptions::default()
     }
 }
