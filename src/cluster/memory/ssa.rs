@@ -640,6 +640,32 @@ pub fn apply(base: &Value, req: &ApplyRequest<'_>) -> Result<Value, Vec<Conflict
     Ok(obj)
 }
 
+/// The manager kube gives the fields an object had before its first apply.
+pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+
+/// Before applying to an existing object without managedFields, kube records every field it
+/// has (in `scope`) as set by an `Update` of [`BEFORE_FIRST_APPLY`], so the apply has owners to
+/// merge with. Objects that already have managedFields are left alone.
+pub fn adopt_unmanaged(
+    obj: &mut Value,
+    api_version: &str,
+    scope: Scope,
+    now: &str,
+    lists: &Lists<'_>,
+) {
+    if entries(obj).is_empty() {
+        track_update(
+            Some(&json!({})),
+            obj,
+            BEFORE_FIRST_APPLY,
+            api_version,
+            scope,
+            now,
+            lists,
+        );
+    }
+}
+
 /// Record a non-apply write by `manager`: leaves whose value changed from `old` to `new` become
 /// its own (operation `Update`), other managers lose them, and paths that no longer exist are
 /// dropped from every entry. `new` keeps managedFields from the request if it changed them.
@@ -670,6 +696,15 @@ pub fn track_update(
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
         }
+        return;
+    }
+    // kube's field manager does not start tracking an existing object that has no managed
+    // fields on a non-apply write; only an apply adopts it (see [`adopt_unmanaged`]).
+    let existing = old
+        .and_then(|o| o.pointer("/metadata/uid"))
+        .is_some_and(|u| u != "");
+    if existing && list.is_empty() {
+        set_entries(new, &[]);
         return;
     }
     let new_view = managed_view(new, scope);
