@@ -3762,14 +3762,7 @@ async fn fields_of_an_unmanaged_object_go_to_before_first_apply_when_it_is_appli
     let tc = cluster().await;
     let ns = tc.namespace("ssa-adopt").await;
     let api = cms(&tc, &ns);
-    let created = api
-        .patch(
-            "cm",
-            &PatchParams::apply("cvo-test"),
-            &apply_cm("cm", json!({})),
-        )
-        .await
-        .expect("bare apply");
+    let created = apply(&api, &configmap("cm", json!({}))).await;
     assert_eq!(managers(&created), vec![]);
     let editor = PatchParams {
         field_manager: Some("cvo-editor".into()),
@@ -3785,14 +3778,7 @@ async fn fields_of_an_unmanaged_object_go_to_before_first_apply_when_it_is_appli
         "an update does not start tracking an unmanaged object"
     );
 
-    let applied = api
-        .patch(
-            "cm",
-            &PatchParams::apply("cvo-test"),
-            &apply_cm("cm", json!({"data": {"b": "2"}})),
-        )
-        .await
-        .expect("apply");
+    let applied = apply(&api, &configmap("cm", json!({"data": {"b": "2"}}))).await;
     assert_eq!(applied.data["data"], json!({"a": "1", "b": "2"}));
     assert!(owns(&applied, "cvo-test", &["f:data", "f:b"]));
     assert!(owns(&applied, "before-first-apply", &["f:data", "f:a"]));

@@ -4,7 +4,9 @@
 //! the live object, reports conflicts with other managers whose fields it would change (409
 //! unless `force`, which takes ownership), removes the fields the manager applied before and
 //! omits now (unless another manager still owns them), and records the new set. Non-apply
-//! writes (create/update/patch) give their manager ownership of every leaf whose value changed.
+//! writes (create/update/patch) give their manager ownership of every leaf whose value changed,
+//! except on an existing object without managedFields: like kube, that one stays untracked until
+//! an apply first records all its fields as owned by `before-first-apply`.
 //!
 //! List handling is an approximation of structured-merge-diff without OpenAPI schemas: lists of
 //! objects that all carry `name` (or `ownerReferences`, keyed by `uid`) are associative
