@@ -829,6 +829,32 @@ mod tests {
     }
 
     #[test]
+    fn unmanaged_objects_stay_so_until_an_apply_adopts_them() {
+        let mut live = cm(json!({"a": "1"}));
+        live["metadata"]["uid"] = json!("u");
+        let mut upd = live.clone();
+        upd["data"]["b"] = json!("2");
+        let lists = Lists::default();
+        track_update(Some(&live), &mut upd, "ed", "v1", Scope::Whole, "t", &lists);
+        assert!(entries(&upd).is_empty(), "{upd}");
+        adopt_unmanaged(&mut upd, "v1", Scope::Whole, "t", &lists);
+        let es = entries(&upd);
+        assert_eq!(es.len(), 1);
+        assert_eq!(
+            (es[0].manager.as_str(), es[0].operation.as_str()),
+            (BEFORE_FIRST_APPLY, "Update")
+        );
+        assert_eq!(
+            to_fields_v1(&es[0].fields),
+            json!({"f:data": {"f:a": {}, "f:b": {}}})
+        );
+        // Only once: an object with managedFields is left alone.
+        let before = upd.clone();
+        adopt_unmanaged(&mut upd, "v1", Scope::Whole, "t2", &lists);
+        assert_eq!(upd, before);
+    }
+
+    #[test]
     fn keyed_lists_merge_and_remove_items() {
         let dep = |cs: Value| json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {"spec": {"containers": cs}}}});
         let o1 = apply(
