@@ -27,6 +27,12 @@
 //! 12. error shapes: `errors_are_status_objects_…`, `overload_and_transient_errors_…` (429 with
 //!     Retry-After, 500/503/504: in memory only, a real server cannot be made to throttle)
 //! 13. garbage collection: `garbage_collector_*`
+//! 15. empty lists of built-in kinds: `an_applied_empty_ingress_list_…`, `empty_lists_and_maps_…`,
+//!     `custom_resources_keep_empty_lists`
+//! 16. before-first-apply: `a_namespace_applied_with_only_its_name_…`,
+//!     `a_namespace_applied_with_a_field_…`, `fields_of_an_unmanaged_object_…`
+//! 17. 403 while terminating: `namespace_deletion_terminates_…` (namespace),
+//!     `crd_deletion_deletes_custom_resources_first_…` (CRD)
 //!
 //! Also: discovery of built-in kinds, label/field selectors, limit/continue, JSON/merge patch,
 //! deletecollection.
@@ -1199,15 +1205,23 @@ async fn crd_deletion_deletes_custom_resources_first_and_waits_for_their_finaliz
         .await
         .expect("CRD held by the CR finalizer");
 
-    // New instances are refused while the CRD terminates (405 MethodNotAllowed). The real
-    // handler reads the CRD from an informer, so allow it a moment there.
+    // New instances are refused while the CRD terminates (403 Forbidden). The real handler
+    // reads the CRD from an informer, so allow it a moment there.
+    let refused = |s: &Status| {
+        s.code == 403
+            && s.reason == "Forbidden"
+            && s.message
+                .contains("create not allowed while custom resource definition is terminating")
+    };
     if tc.is_memory() {
-        expect_status(
+        let status = api_error(
             api.create(&pp(), &crd.object("late", None, json!({})))
                 .await,
-            405,
-            "MethodNotAllowed",
             "create while the CRD terminates",
+        );
+        assert!(
+            refused(&status),
+            "create while the CRD terminates: {status:?}"
         );
     } else {
         poll_until(
@@ -1216,10 +1230,8 @@ async fn crd_deletion_deletes_custom_resources_first_and_waits_for_their_finaliz
             || async {
                 let name = unique("late");
                 match api.create(&pp(), &crd.object(&name, None, json!({}))).await {
-                    Err(kube::Error::Api(s)) if s.code == 405 && s.reason == "MethodNotAllowed" => {
-                        Ok(())
-                    }
-                    other => Err(format!("{:?}", other.map(|o| o.metadata.name))),
+                    Err(kube::Error::Api(s)) if refused(&s) => Ok(()),
+                    other => Err(format!("{other:?}")),
                 }
             },
         )
@@ -2192,7 +2204,7 @@ fn deployment(name: &str) -> DynamicObject {
 }
 
 #[tokio::test]
-async fn generation_bumps_on_spec_changes_only_and_status_is_split_for_deployments() {
+async fn generation_bumps_on_spec_and_annotation_changes_and_status_is_split_for_deployments() {
     let tc = cluster().await;
     let ns = tc.namespace("gen").await;
     let api = tc.dynamic(&deployments(), Some(&ns));
@@ -2201,19 +2213,52 @@ async fn generation_bumps_on_spec_changes_only_and_status_is_split_for_deploymen
         .await
         .expect("deployment");
     assert_eq!(generation(&created), 1);
+    // A real deployment controller stamps its `deployment.kubernetes.io/revision` annotation
+    // on the new Deployment, which (being an annotation) bumps the generation: let it settle,
+    // then count from there.
+    let base = if tc.is_memory() {
+        1
+    } else {
+        poll_until("deployment revision annotation", tc.deadline(), || async {
+            let d = api.get("web").await.map_err(|e| e.to_string())?;
+            match d.metadata.annotations.as_ref() {
+                Some(a) if a.contains_key("deployment.kubernetes.io/revision") => {
+                    Ok(generation(&d))
+                }
+                other => Err(format!("annotations {other:?}")),
+            }
+        })
+        .await
+    };
 
     let labelled = api
         .patch(
             "web",
             &PatchParams::default(),
-            &merge(json!({"metadata": {"labels": {"x": "1"}, "annotations": {"y": "2"}}})),
+            &merge(json!({"metadata": {"labels": {"x": "1"}}})),
         )
         .await
-        .expect("metadata patch");
+        .expect("label patch");
     assert_eq!(
         generation(&labelled),
-        1,
-        "metadata changes keep the generation"
+        base,
+        "label changes keep the generation"
+    );
+
+    // Deployments are the exception: their generation also counts annotation changes
+    // (kube's deployment strategy compares spec and annotations).
+    let annotated = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &merge(json!({"metadata": {"annotations": {"y": "2"}}})),
+        )
+        .await
+        .expect("annotation patch");
+    assert_eq!(
+        generation(&annotated),
+        base + 1,
+        "a Deployment's annotation change bumps the generation"
     );
 
     let respec = api
@@ -2224,7 +2269,11 @@ async fn generation_bumps_on_spec_changes_only_and_status_is_split_for_deploymen
         )
         .await
         .expect("spec patch");
-    assert_eq!(generation(&respec), 2, "spec change bumps generation");
+    assert_eq!(
+        generation(&respec),
+        base + 2,
+        "spec change bumps generation"
+    );
 
     // The main resource ignores status.
     let ignored = api
@@ -2239,7 +2288,7 @@ async fn generation_bumps_on_spec_changes_only_and_status_is_split_for_deploymen
         ignored.data["status"]["observedGeneration"], 99,
         "main resource must ignore status"
     );
-    assert_eq!(generation(&ignored), 2);
+    assert_eq!(generation(&ignored), base + 2);
 
     // /status ignores everything but status.
     let status_write = api
@@ -2257,7 +2306,7 @@ async fn generation_bumps_on_spec_changes_only_and_status_is_split_for_deploymen
     );
     assert_eq!(
         generation(&status_write),
-        2,
+        base + 2,
         "status writes keep the generation"
     );
 }
@@ -2598,14 +2647,17 @@ async fn watch_sends_bookmarks_when_allowed_and_ends_at_its_timeout() {
         .resource_version
         .expect("rv");
 
-    // kube-apiserver sends a bookmark shortly (2 s) before a watch's timeoutSeconds when the
-    // client allowed bookmarks, then closes the stream at the timeout.
+    // kube-apiserver's watch cache sends a bookmark shortly (2 s) before a watch's
+    // timeoutSeconds when the client allowed bookmarks and the cache has moved past the
+    // watch's resourceVersion, then closes the stream at the timeout. A write outside the
+    // selector moves it without sending the watcher an event.
     let wp = WatchParams::default().labels("cvo-bm=yes").timeout(5);
     assert!(
         wp.bookmarks,
         "kube's WatchParams allow bookmarks by default"
     );
     let mut stream = api.watch(&wp, &start).await.expect("watch").boxed();
+    create_cm(&tc, &ns, "outside-1", &[], json!({})).await;
     let mut bookmarks = Vec::new();
     let ended = tokio::time::timeout(Duration::from_secs(30), async {
         while let Some(event) = stream.next().await {
@@ -2635,6 +2687,7 @@ async fn watch_sends_bookmarks_when_allowed_and_ends_at_its_timeout() {
         .timeout(3)
         .disable_bookmarks();
     let mut stream = api.watch(&quiet, &start).await.expect("watch").boxed();
+    create_cm(&tc, &ns, "outside-2", &[], json!({})).await;
     let ended = tokio::time::timeout(Duration::from_secs(30), async {
         if let Some(event) = stream.next().await {
             let event = event.expect("watch event");
@@ -2778,11 +2831,70 @@ async fn watch_gone(api: &Api<DynamicObject>, version: &str) -> Result<Status, S
     }
 }
 
+/// Environment variable with the URL of etcd's JSON gateway (set by the realk8s scripts).
+const ETCD_ENDPOINT_ENV: &str = "REALK8S_ETCD_ENDPOINT";
+
+/// POST `body` to etcd's JSON gateway (`curl`, as the realk8s README does); the JSON answer.
+async fn etcd_call(endpoint: &str, path: &str, body: Value) -> Value {
+    let url = format!("{}{path}", endpoint.trim_end_matches('/'));
+    let args = [
+        "-sS",
+        "--max-time",
+        "10",
+        "-X",
+        "POST",
+        &url,
+        "-d",
+        &body.to_string(),
+    ]
+    .map(str::to_string);
+    let out =
+        tokio::task::spawn_blocking(move || std::process::Command::new("curl").args(args).output())
+            .await
+            .expect("curl task")
+            .unwrap_or_else(|e| panic!("run curl for {url}: {e}"));
+    assert!(
+        out.status.success(),
+        "curl {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "etcd answered {url} with something other than JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert!(answer.get("error").is_none(), "etcd {url}: {answer}");
+    answer
+}
+
+/// Compact etcd's history up to `revision`: older resourceVersions expire.
+async fn etcd_compact(endpoint: &str, revision: u64) {
+    let answer = etcd_call(endpoint, "/v3/kv/range", json!({"key": "AA==", "limit": 1})).await;
+    let current = answer["header"]["revision"]
+        .as_str()
+        .and_then(|r| r.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("etcd range answer without header.revision: {answer}"));
+    assert!(
+        current >= revision,
+        "etcd is at revision {current}, cannot compact to {revision}"
+    );
+    etcd_call(
+        endpoint,
+        "/v3/kv/compaction",
+        json!({"revision": revision.to_string()}),
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn watch_from_a_too_old_resource_version_is_gone() {
-    // On a real cluster resourceVersion "1" was compacted long ago (and predates the watch
-    // cache): 410 at once. The in-memory server keeps a bounded event history; a short one
-    // here makes "1" fall out of it after a few hundred writes.
+    // A resourceVersion expires once the server's history no longer reaches back to it: in
+    // memory after `watch_history` newer writes (a short history here); on a real cluster once
+    // etcd is compacted past it. kube-apiserver compacts every 5 minutes; this test compacts
+    // etcd itself, just past its own first write. It watches Events, which kube-apiserver keeps
+    // no watch cache for: their watches go to etcd and see the compaction at once (a cached
+    // kind would still be served from the cache's own window).
     #[allow(clippy::field_reassign_with_default)]
     let config = {
         let mut config = cvo::cluster::memory::Config::default();
@@ -2790,50 +2902,63 @@ async fn watch_from_a_too_old_resource_version_is_gone() {
         config
     };
     let tc = cluster_with(config).await;
+    let etcd = match std::env::var(ETCD_ENDPOINT_ENV) {
+        _ if tc.is_memory() => None,
+        Ok(endpoint) if !endpoint.is_empty() => Some(endpoint),
+        _ => {
+            eprintln!(
+                "SKIPPED watch_from_a_too_old_resource_version_is_gone: on a real cluster it \
+                 compacts etcd to expire a resourceVersion, and {ETCD_ENDPOINT_ENV} (etcd's JSON \
+                 gateway) is not set"
+            );
+            return;
+        }
+    };
     let ns = tc.namespace("gone").await;
     let api = cms(&tc, &ns);
-    create_cm(&tc, &ns, "churn", &[], json!({"data": {"n": "0"}})).await;
-
-    let rounds = if tc.is_memory() { 5 } else { 1 };
-    let mut last = String::new();
-    let mut gone = None;
-    for round in 0..=rounds {
-        match watch_gone(&api, "1").await {
-            Ok(status) => {
-                gone = Some(status);
-                break;
-            }
-            Err(state) => last = state,
-        }
-        if round == rounds {
-            break;
-        }
-        for i in 0..100 {
-            api.patch(
-                "churn",
-                &PatchParams::default(),
-                &merge(json!({"data": {"n": format!("{round}-{i}")}})),
-            )
-            .await
-            .expect("churn write");
-        }
+    let events = tc.dynamic(&builtin("", "v1", "Event", "events"), Some(&ns));
+    let old = rv(&create_cm(&tc, &ns, "churn", &[], json!({"data": {"n": "0"}})).await);
+    if let Ok(status) = watch_gone(&events, &old).await {
+        panic!("watch from a fresh resourceVersion must work: {status:?}");
     }
-    let status = gone
-        .unwrap_or_else(|| panic!("watch from resourceVersion 1 never answered 410; last: {last}"));
+    let writes = if tc.is_memory() { 350 } else { 2 };
+    for i in 0..writes {
+        api.patch(
+            "churn",
+            &PatchParams::default(),
+            &merge(json!({"data": {"n": format!("write-{i}")}})),
+        )
+        .await
+        .expect("churn write");
+    }
+    if let Some(endpoint) = &etcd {
+        let old: u64 = old
+            .parse()
+            .expect("a real cluster's resourceVersion is an etcd revision");
+        // The watch starts after `old`; compacting past that start expires it.
+        etcd_compact(endpoint, old + 2).await;
+    }
+
+    let status = poll_until(
+        "watch from an expired resourceVersion answers 410",
+        tc.deadline(),
+        || watch_gone(&events, &old),
+    )
+    .await;
     assert!(
         status.reason == "Expired" || status.reason == "Gone",
         "410 reason should be Expired or Gone: {status:?}"
     );
 
     // A recent resourceVersion is still fine.
-    let current = api
+    let current = events
         .list(&ListParams::default())
         .await
         .expect("list")
         .metadata
         .resource_version
         .expect("rv");
-    if let Ok(status) = watch_gone(&api, &current).await {
+    if let Ok(status) = watch_gone(&events, &current).await {
         panic!("watch from the current resourceVersion must work: {status:?}");
     }
 }
@@ -3400,6 +3525,272 @@ async fn garbage_collector_drops_dangling_references_of_objects_with_a_live_owne
     })
     .await;
     assert!(shared.metadata.deletion_timestamp.is_none());
+}
+
+// ---------------------------------------------------------------------------------------------
+// 15. storage drops the empty lists and maps of built-in kinds
+
+/// Server-side apply `obj` (a whole object) to `api` as manager `cvo-test`.
+async fn apply(api: &Api<DynamicObject>, obj: &DynamicObject) -> DynamicObject {
+    let name = obj.metadata.name.clone().expect("object name");
+    api.patch(&name, &PatchParams::apply("cvo-test"), &Patch::Apply(obj))
+        .await
+        .unwrap_or_else(|e| panic!("apply {name}: {e}"))
+}
+
+#[tokio::test]
+async fn an_applied_empty_ingress_list_is_dropped_and_rewritten_on_every_apply() {
+    // kube-apiserver stores NetworkPolicies as protobuf, where `ingress: []` and no ingress are
+    // the same, but bumps their generation with Go's reflect.DeepEqual, where they differ: every
+    // apply of `ingress: []` is a spec change, a new generation and a write.
+    let tc = cluster().await;
+    let ns = tc.namespace("empty-np").await;
+    let api = tc.dynamic(
+        &builtin(
+            "networking.k8s.io",
+            "v1",
+            "NetworkPolicy",
+            "networkpolicies",
+        ),
+        Some(&ns),
+    );
+    let policy = object(
+        "networking.k8s.io/v1",
+        "NetworkPolicy",
+        "deny-in",
+        json!({"spec": {"podSelector": {}, "ingress": [], "policyTypes": ["Ingress"]}}),
+    );
+    let first = apply(&api, &policy).await;
+    assert_eq!(
+        first.data["spec"].get("ingress"),
+        None,
+        "empty ingress must not be stored: {}",
+        first.data["spec"]
+    );
+    let second = apply(&api, &policy).await;
+    assert_ne!(rv(&second), rv(&first), "the second apply writes again");
+    assert_eq!(generation(&second), generation(&first) + 1);
+    let third = apply(&api, &policy).await;
+    assert_ne!(rv(&third), rv(&second), "and so does every later one");
+    assert_eq!(generation(&third), generation(&second) + 1);
+    assert_eq!(third.data["spec"].get("ingress"), None);
+}
+
+#[tokio::test]
+async fn empty_lists_and_maps_of_builtin_kinds_are_not_kept_and_reapplying_them_writes_nothing() {
+    let tc = cluster().await;
+    let ns = tc.namespace("empty-builtin").await;
+
+    // A ClusterRole's `rules` has no omitempty: it reads back as null.
+    let roles = builtin(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+    );
+    let role_name = unique("cvo-test-empty-rules");
+    tc.track_cluster_object(&roles, &role_name);
+    let role = object(
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        &role_name,
+        json!({"rules": []}),
+    );
+    let roles = tc.dynamic(&roles, None);
+    let first = apply(&roles, &role).await;
+    assert!(
+        first.data.get("rules").is_none_or(Value::is_null),
+        "rules: [] is not kept: {:?}",
+        first.data.get("rules")
+    );
+    assert_eq!(rv(&apply(&roles, &role).await), rv(&first), "ClusterRole");
+
+    let mut same_after_reapply = Vec::new();
+    for (resource, obj) in [
+        (configmaps(), configmap("empty-data", json!({"data": {}}))),
+        (
+            builtin("", "v1", "ServiceAccount", "serviceaccounts"),
+            object(
+                "v1",
+                "ServiceAccount",
+                "empty-secrets",
+                json!({"secrets": []}),
+            ),
+        ),
+    ] {
+        let api = tc.dynamic(&resource, Some(&ns));
+        let first = apply(&api, &obj).await;
+        let field = if resource.kind == "ConfigMap" {
+            "data"
+        } else {
+            "secrets"
+        };
+        assert_eq!(
+            first.data.get(field),
+            None,
+            "{}: empty {field}",
+            resource.kind
+        );
+        same_after_reapply.push((resource.kind, rv(&apply(&api, &obj).await) == rv(&first)));
+    }
+    assert!(
+        same_after_reapply.iter().all(|(_, same)| *same),
+        "re-applying wrote: {same_after_reapply:?}"
+    );
+
+    // Deployments compare their spec semantically: the generation stays (a real deployment
+    // controller may still write status, so the resourceVersion is not checked).
+    let mut dep = deployment("empty-lists");
+    dep.data["spec"]["template"]["spec"]["volumes"] = json!([]);
+    dep.data["spec"]["template"]["spec"]["containers"][0]["args"] = json!([]);
+    let api = tc.dynamic(&deployments(), Some(&ns));
+    let first = apply(&api, &dep).await;
+    let pod_spec = &first.data["spec"]["template"]["spec"];
+    assert_eq!(pod_spec.get("volumes"), None, "{pod_spec}");
+    assert_eq!(pod_spec["containers"][0].get("args"), None, "{pod_spec}");
+    let again = apply(&api, &dep).await;
+    assert_eq!(generation(&again), generation(&first));
+}
+
+#[tokio::test]
+async fn custom_resources_keep_empty_lists() {
+    // Custom resources are stored as JSON: `[]` stays, and re-applying it writes nothing.
+    let tc = cluster().await;
+    let crd = TestCrd::new("Bin", true, false);
+    let ns = tc.namespace("empty-cr").await;
+    let api = tc.dynamic(&crd.install(&tc).await, Some(&ns));
+    let bin = crd.object("b", Some(&ns), json!({"spec": {"items": []}}));
+    let first = apply(&api, &bin).await;
+    assert_eq!(first.data["spec"]["items"], json!([]));
+    assert_eq!(rv(&apply(&api, &bin).await), rv(&first));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 16. managedFields of objects first created otherwise: before-first-apply
+
+fn namespaces() -> ApiResource {
+    builtin("", "v1", "Namespace", "namespaces")
+}
+
+fn managers(obj: &DynamicObject) -> Vec<(String, String)> {
+    obj.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|m| {
+            (
+                m.manager.clone().unwrap_or_default(),
+                m.operation.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_namespace_applied_with_only_its_name_is_adopted_by_the_second_apply() {
+    // The apply owns no field, so the manager's empty entry is dropped; the server-set label
+    // and spec.finalizers are owned by nobody. The next apply of the same body first records
+    // the existing fields as `before-first-apply` (an Update): one extra write, then none.
+    let tc = cluster().await;
+    let name = unique("ssa-bare-ns");
+    tc.track_cluster_object(&namespaces(), &name);
+    let api = tc.dynamic(&namespaces(), None);
+    let bare = object("v1", "Namespace", &name, json!({}));
+
+    let first = apply(&api, &bare).await;
+    assert_eq!(
+        managers(&first),
+        vec![],
+        "no managedFields after the first apply"
+    );
+    assert_eq!(
+        first.metadata.labels.clone().unwrap_or_default()["kubernetes.io/metadata.name"],
+        name
+    );
+    assert_eq!(first.data["spec"]["finalizers"], json!(["kubernetes"]));
+
+    let second = apply(&api, &bare).await;
+    assert_ne!(rv(&second), rv(&first), "the second apply writes once");
+    assert_eq!(
+        managers(&second),
+        vec![("before-first-apply".to_string(), "Update".to_string())]
+    );
+    assert!(owns(
+        &second,
+        "before-first-apply",
+        &["f:metadata", "f:labels", "f:kubernetes.io/metadata.name"]
+    ));
+    assert!(owns(
+        &second,
+        "before-first-apply",
+        &["f:spec", "f:finalizers"]
+    ));
+
+    let third = apply(&api, &bare).await;
+    assert_eq!(rv(&third), rv(&second), "the third apply writes nothing");
+}
+
+#[tokio::test]
+async fn a_namespace_applied_with_a_field_of_its_own_is_stable_from_the_first_apply() {
+    let tc = cluster().await;
+    let name = unique("ssa-labelled-ns");
+    tc.track_cluster_object(&namespaces(), &name);
+    let api = tc.dynamic(&namespaces(), None);
+    let labelled = object(
+        "v1",
+        "Namespace",
+        &name,
+        json!({"metadata": {"labels": {TEST_LABEL: "semantics"}}}),
+    );
+    let first = apply(&api, &labelled).await;
+    assert_eq!(
+        managers(&first),
+        vec![("cvo-test".to_string(), "Apply".to_string())]
+    );
+    assert!(owns(
+        &first,
+        "cvo-test",
+        &["f:metadata", "f:labels", &format!("f:{TEST_LABEL}")]
+    ));
+    assert_eq!(rv(&apply(&api, &labelled).await), rv(&first));
+}
+
+#[tokio::test]
+async fn fields_of_an_unmanaged_object_go_to_before_first_apply_when_it_is_applied() {
+    // An object without managedFields (here: created by an apply that owned nothing) does not
+    // start tracking on updates; the first apply that finds it so adopts all its fields.
+    let tc = cluster().await;
+    let ns = tc.namespace("ssa-adopt").await;
+    let api = cms(&tc, &ns);
+    let created = apply(&api, &configmap("cm", json!({}))).await;
+    assert_eq!(managers(&created), vec![]);
+    let editor = PatchParams {
+        field_manager: Some("cvo-editor".into()),
+        ..PatchParams::default()
+    };
+    let edited = api
+        .patch("cm", &editor, &merge(json!({"data": {"a": "1"}})))
+        .await
+        .expect("merge patch");
+    assert_eq!(
+        managers(&edited),
+        vec![],
+        "an update does not start tracking an unmanaged object"
+    );
+
+    let applied = apply(&api, &configmap("cm", json!({"data": {"b": "2"}}))).await;
+    assert_eq!(applied.data["data"], json!({"a": "1", "b": "2"}));
+    assert!(owns(&applied, "cvo-test", &["f:data", "f:b"]));
+    assert!(owns(&applied, "before-first-apply", &["f:data", "f:a"]));
+    let mut found = managers(&applied);
+    found.sort();
+    assert_eq!(
+        found,
+        vec![
+            ("before-first-apply".to_string(), "Update".to_string()),
+            ("cvo-test".to_string(), "Apply".to_string()),
+        ]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

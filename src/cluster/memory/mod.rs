@@ -14,6 +14,8 @@
 //! - [`ssa`] / [`patch`]: server-side apply and field ownership / other patch types
 //! - [`selectors`], [`validation`], [`schema`], [`errors`]: list filters, names & immutable
 //!   fields, CRD structural schemas, `Status`
+//! - [`roundtrip`]: what storage does to built-in objects (empty lists dropped), and what
+//!   bumps their generation
 //! - [`router`]: HTTP request → verb, the `tower::Service`, the loopback HTTP server
 //! - [`watch`]: watch streams; [`controllers`]: namespace, CRD, GC, fake finalizer operator
 //! - [`faults`]: fault injection; [`rng`]: seeded randomness
@@ -26,6 +28,7 @@ pub mod handler;
 pub mod patch;
 pub mod resources;
 pub mod rng;
+pub mod roundtrip;
 pub mod router;
 pub mod schema;
 pub mod selectors;

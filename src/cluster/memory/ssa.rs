@@ -4,7 +4,9 @@
 //! the live object, reports conflicts with other managers whose fields it would change (409
 //! unless `force`, which takes ownership), removes the fields the manager applied before and
 //! omits now (unless another manager still owns them), and records the new set. Non-apply
-//! writes (create/update/patch) give their manager ownership of every leaf whose value changed.
+//! writes (create/update/patch) give their manager ownership of every leaf whose value changed,
+//! except on an existing object without managedFields: like kube, that one stays untracked until
+//! an apply first records all its fields as owned by `before-first-apply`.
 //!
 //! List handling is an approximation of structured-merge-diff without OpenAPI schemas: lists of
 //! objects that all carry `name` (or `ownerReferences`, keyed by `uid`) are associative
@@ -640,6 +642,32 @@ pub fn apply(base: &Value, req: &ApplyRequest<'_>) -> Result<Value, Vec<Conflict
     Ok(obj)
 }
 
+/// The manager kube gives the fields an object had before its first apply.
+pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+
+/// Before applying to an existing object without managedFields, kube records every field it
+/// has (in `scope`) as set by an `Update` of [`BEFORE_FIRST_APPLY`], so the apply has owners to
+/// merge with. Objects that already have managedFields are left alone.
+pub fn adopt_unmanaged(
+    obj: &mut Value,
+    api_version: &str,
+    scope: Scope,
+    now: &str,
+    lists: &Lists<'_>,
+) {
+    if entries(obj).is_empty() {
+        track_update(
+            Some(&json!({})),
+            obj,
+            BEFORE_FIRST_APPLY,
+            api_version,
+            scope,
+            now,
+            lists,
+        );
+    }
+}
+
 /// Record a non-apply write by `manager`: leaves whose value changed from `old` to `new` become
 /// its own (operation `Update`), other managers lose them, and paths that no longer exist are
 /// dropped from every entry. `new` keeps managedFields from the request if it changed them.
@@ -670,6 +698,15 @@ pub fn track_update(
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
         }
+        return;
+    }
+    // kube's field manager does not start tracking an existing object that has no managed
+    // fields on a non-apply write; only an apply adopts it (see [`adopt_unmanaged`]).
+    let existing = old
+        .and_then(|o| o.pointer("/metadata/uid"))
+        .is_some_and(|u| u != "");
+    if existing && list.is_empty() {
+        set_entries(new, &[]);
         return;
     }
     let new_view = managed_view(new, scope);
@@ -789,6 +826,32 @@ mod tests {
         assert_eq!(es[0].operation, "Update");
         let err = apply(&upd, &req(&cm(json!({"a": "1"})), "m1", false)).unwrap_err();
         assert_eq!(err[0].manager, "kubectl-edit");
+    }
+
+    #[test]
+    fn unmanaged_objects_stay_so_until_an_apply_adopts_them() {
+        let mut live = cm(json!({"a": "1"}));
+        live["metadata"]["uid"] = json!("u");
+        let mut upd = live.clone();
+        upd["data"]["b"] = json!("2");
+        let lists = Lists::default();
+        track_update(Some(&live), &mut upd, "ed", "v1", Scope::Whole, "t", &lists);
+        assert!(entries(&upd).is_empty(), "{upd}");
+        adopt_unmanaged(&mut upd, "v1", Scope::Whole, "t", &lists);
+        let es = entries(&upd);
+        assert_eq!(es.len(), 1);
+        assert_eq!(
+            (es[0].manager.as_str(), es[0].operation.as_str()),
+            (BEFORE_FIRST_APPLY, "Update")
+        );
+        assert_eq!(
+            to_fields_v1(&es[0].fields),
+            json!({"f:data": {"f:a": {}, "f:b": {}}})
+        );
+        // Only once: an object with managedFields is left alone.
+        let before = upd.clone();
+        adopt_unmanaged(&mut upd, "v1", Scope::Whole, "t2", &lists);
+        assert_eq!(upd, before);
     }
 
     #[test]

@@ -6,6 +6,37 @@ use serde_json::{Value, json};
 
 use super::*;
 
+/// kube-apiserver's 403 for a create it refuses: `<resource>[.<group>] "<name>" is forbidden: …`.
+fn forbidden(t: &Target, why: &str) -> ApiError {
+    let resource = if t.info.group.is_empty() {
+        t.info.plural.clone()
+    } else {
+        format!("{}.{}", t.info.plural, t.info.group)
+    };
+    ApiError::forbidden(
+        t.subject(),
+        format!("{resource} \"{}\" is forbidden: {why}", t.name),
+    )
+}
+
+/// Label kube puts on every Namespace: its own name.
+pub(super) const NS_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Defaults kube applies when it decodes a request body, before the field manager sees it (so
+/// they are owned by the writer of a create or update, not by an apply): a Namespace's
+/// `kubernetes.io/metadata.name` label, which always equals its name.
+pub(super) fn defaults_on_decode(t: &Target, obj: &mut Value) {
+    if t.info.group.is_empty() && t.info.kind == "Namespace" {
+        let m = meta_mut(obj);
+        if !m.get("labels").is_some_and(Value::is_object) {
+            m.insert("labels".into(), json!({}));
+        }
+        if let Some(labels) = m.get_mut("labels").and_then(Value::as_object_mut) {
+            labels.insert(NS_NAME_LABEL.into(), json!(t.name));
+        }
+    }
+}
+
 impl State {
     pub(super) fn check_namespace(&self, t: &Target) -> Result<(), ApiError> {
         if !t.info.namespaced {
@@ -25,16 +56,10 @@ impl State {
                 resource: "namespaces",
                 name: &t.namespace,
             })),
-            Some(ns) if is_deleting(ns) => Err(ApiError::forbidden(
-                t.subject(),
-                format!(
-                    "{} \"{}\" is forbidden: unable to create new content in namespace {} because it is being terminated",
-                    if t.info.group.is_empty() {
-                        t.info.plural.clone()
-                    } else {
-                        format!("{}.{}", t.info.plural, t.info.group)
-                    },
-                    t.name,
+            Some(ns) if is_deleting(ns) => Err(forbidden(
+                t,
+                &format!(
+                    "unable to create new content in namespace {} because it is being terminated",
                     t.namespace
                 ),
             )),
@@ -48,10 +73,10 @@ impl State {
             .iter()
             .any(|c| c.info.key() == t.info.key() && c.terminating)
         {
-            return Err(ApiError::method_not_allowed(format!(
-                "create not allowed while custom resource definition is terminating ({}.{})",
-                t.info.plural, t.info.group
-            )));
+            return Err(forbidden(
+                t,
+                "create not allowed while custom resource definition is terminating",
+            ));
         }
         Ok(())
     }
@@ -161,9 +186,11 @@ impl State {
         }
         obj["apiVersion"] = json!(t.api_version());
         obj["kind"] = json!(t.info.kind);
-        self.defaults_on_create(&t, &mut obj)?;
+        defaults_on_decode(&t, &mut obj);
         t.check_schema(&mut obj, o.strict)?;
         check_metadata(&t, &obj)?;
+        // Like kube's field manager, this sees the request after decoding (and its defaults)
+        // but before the server fills in the rest, which nobody then owns.
         if !managed {
             ssa::track_update(
                 None,
@@ -175,6 +202,8 @@ impl State {
                 &t.lists(),
             );
         }
+        self.defaults_on_create(&t, &mut obj)?;
+        roundtrip::normalize(&t.info, &mut obj);
         if o.dry_run {
             return Ok((201, obj));
         }
@@ -183,6 +212,9 @@ impl State {
         Ok((201, self.present(stored, &t)))
     }
 
+    /// Per-kind defaults kube applies after the field manager (the REST strategy and storage):
+    /// a Namespace's `spec.finalizers` and phase, a Service's clusterIP, a CRD's finalizer and
+    /// conditions.
     pub(super) fn defaults_on_create(
         &mut self,
         t: &Target,

@@ -13,6 +13,7 @@ use super::errors::{ApiError, Cause, Subject, success_status};
 use super::patch::{self, PatchKind};
 use super::resources::{self, ResKey, ResourceInfo};
 use super::rng::XorShift;
+use super::roundtrip;
 use super::schema;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::ssa::{self, Scope};

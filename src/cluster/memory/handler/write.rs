@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::create::defaults_on_decode;
 use super::*;
 
 impl State {
@@ -148,25 +149,18 @@ impl State {
         {
             spec.insert("clusterIP".into(), ip.clone());
         }
+        defaults_on_decode(t, &mut new);
+        // The generation of a few kinds counts what storage then drops (`ingress: []`).
+        let decoded = roundtrip::strict_generation(&t.info).then(|| new.clone());
+        roundtrip::normalize(&t.info, &mut new);
         t.check_schema(&mut new, o.strict)?;
         check_metadata(t, &new)?;
         validation::check_immutable(&t.info, &old, &new)?;
-        // Generation: bumps on anything but metadata and status.
         if t.info.generation {
-            let has_status = t.info.status_subresource;
-            let strip = |v: &Value| {
-                let mut v = v.clone();
-                if let Some(m) = v.as_object_mut() {
-                    m.remove("metadata");
-                    if has_status {
-                        m.remove("status");
-                    }
-                    m.remove("apiVersion");
-                    m.remove("kind");
-                }
-                v
-            };
-            if strip(&old) != strip(&new) {
+            let requested = decoded.as_ref().unwrap_or(&new);
+            if roundtrip::generation_view(&t.info, &old)
+                != roundtrip::generation_view(&t.info, requested)
+            {
                 let g = old
                     .pointer("/metadata/generation")
                     .and_then(Value::as_i64)
@@ -303,8 +297,13 @@ impl State {
             )));
         }
         let live = self.store.get(&t.key()).cloned();
+        let ts = now();
         let base = match &live {
-            Some(l) => self.present(l.clone(), t),
+            Some(l) => {
+                let mut base = self.present(l.clone(), t);
+                ssa::adopt_unmanaged(&mut base, &t.api_version(), t.scope(), &ts, &t.lists());
+                base
+            }
             None => {
                 if t.scope() == Scope::Status {
                     return Err(ApiError::not_found(t.subject()));
@@ -312,7 +311,6 @@ impl State {
                 json!({"apiVersion": t.api_version(), "kind": t.info.kind, "metadata": {"name": t.name}})
             }
         };
-        let ts = now();
         let req = ssa::ApplyRequest {
             applied: &applied,
             manager: &manager,
