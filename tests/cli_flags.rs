@@ -151,7 +151,8 @@ fn kubeconfig_list_is_merged_and_context_flag_picks_from_it() {
 
     // A context that is in no file of the list: a usage error naming the list.
     let mut cmd = cvo(dir.path());
-    cmd.env("KUBECONFIG", &merged).args(["--context", "missing"]);
+    cmd.env("KUBECONFIG", &merged)
+        .args(["--context", "missing"]);
     plan(&mut cmd);
     cmd.assert()
         .code(2)
@@ -175,7 +176,10 @@ fn kubeconfig_flag_wins_over_the_list_and_home_is_the_fallback() {
 
     // --kubeconfig is read alone: the (broken) KUBECONFIG list is not looked at.
     cvo(dir.path())
-        .env("KUBECONFIG", list(&[&contexts, Path::new("/nonexistent/kubeconfig")]))
+        .env(
+            "KUBECONFIG",
+            list(&[&contexts, Path::new("/nonexistent/kubeconfig")]),
+        )
         .arg("--kubeconfig")
         .arg(&written)
         .args(["plan", "--release"])
@@ -185,7 +189,10 @@ fn kubeconfig_flag_wins_over_the_list_and_home_is_the_fallback() {
 
     // A file of the list that cannot be read is an error that names it.
     cvo(dir.path())
-        .env("KUBECONFIG", list(&[&contexts, Path::new("/nonexistent/kubeconfig")]))
+        .env(
+            "KUBECONFIG",
+            list(&[&contexts, Path::new("/nonexistent/kubeconfig")]),
+        )
         .args(["plan", "--release"])
         .arg(&release)
         .assert()
@@ -218,5 +225,7 @@ fn without_any_kubeconfig_and_outside_a_cluster_the_error_says_so() {
         .arg(&release)
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("--context prod: no kubeconfig found"));
+        .stderr(predicate::str::contains(
+            "--context prod: no kubeconfig found",
+        ));
 }

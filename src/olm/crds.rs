@@ -168,6 +168,12 @@ mod tests {
         install(&client).await.expect("install");
         install(&client).await.expect("install again is harmless");
         let csvs: Api<ClusterServiceVersion> = Api::all(client);
-        assert!(csvs.list(&Default::default()).await.unwrap().items.is_empty());
+        assert!(
+            csvs.list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+        );
     }
 }
