@@ -156,8 +156,10 @@ fn kubeconfig_list_is_merged_and_context_flag_picks_from_it() {
     plan(&mut cmd);
     cmd.assert()
         .code(2)
-        .stderr(predicate::str::contains("KUBECONFIG="))
-        .stderr(predicate::str::contains("missing"));
+        .stderr(predicate::str::contains(
+            "--context missing: no such context in KUBECONFIG=",
+        ))
+        .stderr(predicate::str::contains("(it has: good, bad)"));
 
     // The file that only has clusters and users is not enough on its own.
     let mut cmd = cvo(dir.path());

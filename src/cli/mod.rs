@@ -181,6 +181,23 @@ async fn client_config(global: &GlobalArgs) -> Result<kube::Config, String> {
             )
         });
     };
+    if let Some(context) = &global.context
+        && !kubeconfig.contexts.iter().any(|c| &c.name == context)
+    {
+        let known: Vec<&str> = kubeconfig
+            .contexts
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        return Err(format!(
+            "--context {context}: no such context in {source} (it has: {})",
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        ));
+    }
     let options = kube::config::KubeConfigOptions {
         context: global.context.clone(),
         ..Default::default()
