@@ -1,20 +1,70 @@
-//! `cvo operand-cleanup --in-memory --listen`: the real binary installs OLM's CRDs, runs the
-//! reconciler, cleans up an opted-in CSV's custom resources created through the served API,
-//! and stops gracefully on SIGTERM.
+//! `cvo operand-cleanup`, the real binary: it runs the reconciler, cleans up an opted-in CSV's
+//! custom resources, and stops gracefully on SIGTERM —
+//! - with `--in-memory --listen`, on its own embedded server (it installs OLM's CRDs there);
+//! - with `--kubeconfig FILE --namespace NS`, on the test cluster (`tests/common`: the in-memory
+//!   server served on loopback, or the real cluster named by `CVO_TEST_KUBECONFIG`).
+
+mod common;
 
 use std::net::TcpListener;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use common::{TestCrd, poll_until};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
 use serde_json::json;
 
-struct Child(std::process::Child);
+/// The operand-cleanup process; killed when the test ends, pass or fail.
+struct Child(Option<std::process::Child>);
 impl Drop for Child {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
+}
+
+impl Child {
+    fn spawn(args: &[&str]) -> Child {
+        Child(Some(
+            std::process::Command::new(assert_cmd::cargo::cargo_bin("cvo"))
+                .args(args)
+                .spawn()
+                .unwrap(),
+        ))
+    }
+
+    /// SIGTERM, then the process must exit successfully (waiting off the runtime: the test's
+    /// in-memory server may have to answer the process while it shuts down).
+    async fn terminate(mut self) {
+        let mut child = self.0.take().expect("running");
+        let pid = child.id().to_string();
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let status = tokio::task::spawn_blocking(move || child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            status.success(),
+            "operand-cleanup exited with {status} on SIGTERM"
+        );
+    }
+}
+
+fn free_loopback_addr() -> std::net::SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
 }
 
 fn api(
@@ -30,59 +80,123 @@ fn api(
     }
 }
 
-/// Polls `check` every 50 ms until it returns true, failing after 30 s.
-async fn poll<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+fn csvs(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    api(
+        client,
+        ("operators.coreos.com", "v1alpha1", "ClusterServiceVersion"),
+        "clusterserviceversions",
+        Some(ns),
+    )
+}
+
+/// With a reconciler running on `ns`: two Widgets (`widget`), an OperatorGroup targeting
+/// `ns`, an opted-in CSV owning the Widget CRD `crd`; deleting the CSV must remove the Widgets
+/// and then the CSV.
+async fn cleanup_removes_the_widgets(
+    client: &kube::Client,
+    ns: &str,
+    crd: &str,
+    widget: &ApiResource,
+    deadline: Duration,
+) {
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, widget);
+    let ssa = PatchParams::apply("test");
+    for name in ["a", "b"] {
+        widgets
+            .patch(
+                name,
+                &ssa,
+                &Patch::Apply(json!({
+                    "apiVersion": widget.api_version, "kind": widget.kind, "metadata": {"name": name}
+                })),
+            )
+            .await
+            .unwrap();
     }
+    api(
+        client,
+        ("operators.coreos.com", "v1", "OperatorGroup"),
+        "operatorgroups",
+        Some(ns),
+    )
+    .create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+            "metadata": {"name": "og", "namespace": ns},
+            "spec": {"targetNamespaces": [ns]}
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let csvs = csvs(client, ns);
+    let csv = "widget-operator.v1.0.0";
+    csvs.create(&PostParams::default(), &serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": csv, "namespace": ns,
+            "finalizers": ["operatorframework.io/delete-custom-resources"]},
+        "spec": {"displayName": "Widgets", "cleanup": {"enabled": true},
+            "install": {"strategy": "deployment", "spec": {"deployments": []}},
+            "customresourcedefinitions": {"owned": [{"name": crd, "version": "v1", "kind": "Widget"}]}}
+    })).unwrap())
+    .await
+    .unwrap();
+    csvs.patch_status(
+        csv,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+    )
+    .await
+    .unwrap();
+
+    csvs.delete(csv, &DeleteParams::default()).await.unwrap();
+    poll_until(
+        "the CSV's custom resources and then the CSV to be gone",
+        deadline,
+        || async {
+            let left = widgets.list(&Default::default()).await;
+            let csv = csvs.get_opt(csv).await;
+            match (&left, &csv) {
+                (Ok(l), Ok(None)) if l.items.is_empty() => Ok(()),
+                _ => Err(format!(
+                    "widgets {:?}, CSV finalizers {:?}",
+                    left.map(|l| l.items.len()),
+                    csv.map(|c| c.map(|c| c.metadata.finalizers))
+                )),
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
-async fn cleans_up_an_opted_in_csv_and_stops_on_sigterm() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut child = Child(
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("cvo"))
-            .args(["operand-cleanup", "--in-memory", "--listen", &addr])
-            .spawn()
-            .unwrap(),
-    );
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&cvo::cluster::memory::kubeconfig_yaml(
-        addr.parse().unwrap(),
-    ))
-    .unwrap();
+async fn in_memory_server_cleans_up_and_stops_on_sigterm() {
+    let addr = free_loopback_addr();
+    let child = Child::spawn(&[
+        "operand-cleanup",
+        "--in-memory",
+        "--listen",
+        &addr.to_string(),
+    ]);
+    let kubeconfig =
+        kube::config::Kubeconfig::from_yaml(&cvo::cluster::memory::kubeconfig_yaml(addr)).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .unwrap();
     let client = kube::Client::try_from(config).unwrap();
-    let csvs = api(
-        &client,
-        ("operators.coreos.com", "v1alpha1", "ClusterServiceVersion"),
-        "clusterserviceversions",
-        Some("ops"),
-    );
-    poll("the OLM CRDs to be served", || {
-        let csvs = csvs.clone();
-        async move { csvs.list(&Default::default()).await.is_ok() }
+    let deadline = Duration::from_secs(30);
+    let csvs = csvs(&client, "ops");
+    poll_until("the OLM CRDs to be served", deadline, || async {
+        csvs.list(&Default::default())
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
     })
     .await;
 
     let ssa = PatchParams::apply("test");
-    let namespaces = api(&client, ("", "v1", "Namespace"), "namespaces", None);
-    namespaces
+    api(&client, ("", "v1", "Namespace"), "namespaces", None)
         .patch(
             "ops",
             &ssa,
@@ -92,109 +206,66 @@ async fn cleans_up_an_opted_in_csv_and_stops_on_sigterm() {
         )
         .await
         .unwrap();
-    let crds = api(
+    let crd = TestCrd::in_group("example.com", "Widget", true, false);
+    api(
         &client,
         ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
         "customresourcedefinitions",
         None,
-    );
-    crds.patch("widgets.example.com", &ssa, &Patch::Apply(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    })))
-    .await
-    .unwrap();
-    let widgets = api(
-        &client,
-        ("example.com", "v1", "Widget"),
-        "widgets",
-        Some("ops"),
-    );
-    poll("the Widget CRD to be established", || {
-        let widgets = widgets.clone();
-        async move { widgets.list(&Default::default()).await.is_ok() }
-    })
-    .await;
-    for name in ["a", "b"] {
-        widgets
-            .patch(name, &ssa, &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}})))
-            .await
-            .unwrap();
-    }
-    let groups = api(
-        &client,
-        ("operators.coreos.com", "v1", "OperatorGroup"),
-        "operatorgroups",
-        Some("ops"),
-    );
-    groups
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-                "metadata": {"name": "ops", "namespace": "ops"},
-                "spec": {"targetNamespaces": ["ops"]}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    csvs.create(&PostParams::default(), &serde_json::from_value(json!({
-        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
-        "metadata": {"name": "widget-operator.v1.0.0", "namespace": "ops",
-            "finalizers": ["operatorframework.io/delete-custom-resources"]},
-        "spec": {"displayName": "Widgets", "cleanup": {"enabled": true},
-            "customresourcedefinitions": {"owned": [{"name": "widgets.example.com", "version": "v1", "kind": "Widget"}]}}
-    })).unwrap())
-    .await
-    .unwrap();
-    csvs.patch_status(
-        "widget-operator.v1.0.0",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+    )
+    .patch(
+        &crd.name,
+        &ssa,
+        &Patch::Apply(serde_json::to_value(crd.manifest()).unwrap()),
     )
     .await
     .unwrap();
-
-    csvs.delete("widget-operator.v1.0.0", &DeleteParams::default())
+    cvo::cluster::crd::wait_established(&client, &crd.name, deadline)
         .await
         .unwrap();
-    poll(
-        "the CSV's custom resources and then the CSV to be gone",
-        || {
-            let (csvs, widgets) = (csvs.clone(), widgets.clone());
-            async move {
-                widgets
-                    .list(&Default::default())
-                    .await
-                    .is_ok_and(|l| l.items.is_empty())
-                    && csvs
-                        .get_opt("widget-operator.v1.0.0")
-                        .await
-                        .is_ok_and(|c| c.is_none())
-            }
-        },
-    )
-    .await;
+    cleanup_removes_the_widgets(&client, "ops", &crd.name, &crd.resource(), deadline).await;
+    child.terminate().await;
+}
 
-    let pid = child.0.id().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = tokio::task::spawn_blocking(move || child.0.wait())
+#[tokio::test]
+async fn kubeconfig_cluster_cleans_up_and_stops_on_sigterm() {
+    let tc = common::cluster().await;
+    let dir = tempfile::tempdir().unwrap();
+    // The process reaches the test cluster through a kubeconfig file: the real cluster's, or
+    // one for the in-memory server served on loopback.
+    let kubeconfig: PathBuf = match &tc.memory {
+        None => std::env::var_os(common::KUBECONFIG_ENV).unwrap().into(),
+        Some(server) => {
+            let addr = free_loopback_addr();
+            let serving = server.clone();
+            tokio::spawn(async move { cvo::cluster::memory::serve(serving, addr).await });
+            let path = dir.path().join("kubeconfig");
+            std::fs::write(&path, cvo::cluster::memory::kubeconfig_yaml(addr)).unwrap();
+            path
+        }
+    };
+    // OLM's CRDs are cluster-wide: install the minimal ones only where they are missing (on a
+    // real cluster they may be OLM's own, or the full ones other tests install).
+    let crds: Api<CustomResourceDefinition> = Api::all(tc.client.clone());
+    if crds
+        .get_opt("clusterserviceversions.operators.coreos.com")
         .await
         .unwrap()
-        .unwrap();
-    assert!(
-        status.success(),
-        "operand-cleanup exited with {status} on SIGTERM"
-    );
+        .is_none()
+    {
+        cvo::olm::crds::install(&tc.client).await.unwrap();
+    }
+    let ns = tc.namespace("olm-cli").await;
+    let crd = TestCrd::new("Widget", true, false);
+    let widgets = crd.install(&tc).await;
+
+    let child = Child::spawn(&[
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "operand-cleanup",
+        "--namespace",
+        &ns,
+    ]);
+    cleanup_removes_the_widgets(&tc.client, &ns, &crd.name, &widgets, tc.deadline()).await;
+    child.terminate().await;
 }

@@ -23,10 +23,10 @@ pub struct ApplyArgs {
     #[arg(long, value_enum, default_value_t = Strategy::NonBlocking)]
     pub deletion_strategy: Strategy,
     /// How long a synchronous deletion may take (e.g. 10m, 30s).
-    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    #[arg(long, value_parser = parse_duration, default_value = "10m", allow_hyphen_values = true)]
     pub deletion_timeout: Duration,
     /// A deletion pending longer than this (from its deletionTimestamp) is stuck.
-    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    #[arg(long, value_parser = parse_duration, default_value = "10m", allow_hyphen_values = true)]
     pub stuck_after: Duration,
     /// An install (no completed ClusterVersion history) retries failed manifests in further
     /// rounds until everything is applied or this much time has passed.
@@ -53,28 +53,31 @@ pub struct TargetArgs {
     pub in_memory: bool,
 }
 
-/// Parses `90s`, `10m`, `1h`, `500ms` or plain seconds.
+/// The largest duration a flag accepts (`100y`, humantime's years of 365.25 days): far
+/// beyond any wait that is meant, and far below where timestamps and timers overflow.
+const MAX_DURATION: Duration = Duration::from_secs(100 * 31_557_600);
+
+/// Parses a duration flag with `humantime`: `500ms`, `30s`, `10m`, `1h`, `2h 30m`, `1d`, or
+/// plain seconds (`45`). Errors are plain sentences for clap to print (exit code 2).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    use humantime::DurationError as E;
     let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?} (try 30s, 10m, 1h)"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => {
-            return Err(format!(
-                "invalid duration unit in {s:?} (use ms, s, m or h)"
-            ));
-        }
+    let hint = "write a number and a unit, such as 500ms, 30s, 10m or 1h";
+    let parsed = if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        humantime::parse_duration(&format!("{s}s"))
+    } else {
+        humantime::parse_duration(s)
     };
-    Ok(Duration::from_secs_f64(secs))
+    match parsed {
+        Ok(d) if d <= MAX_DURATION => Ok(d),
+        Ok(_) | Err(E::NumberOverflow) => Err("too long: at most 100 years (100y)".to_owned()),
+        Err(E::Empty) => Err(format!("empty duration: {hint}")),
+        Err(_) if s.starts_with('-') => Err(format!("cannot be negative: {hint}")),
+        Err(E::UnknownUnit { unit, .. }) if !unit.is_empty() => {
+            Err(format!("unknown unit {unit:?}: use ms, s, m, h or d"))
+        }
+        Err(_) => Err(format!("not a duration: {hint}")),
+    }
 }
 
 pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> ExitCode {
@@ -228,12 +231,40 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5d").is_err());
+        for (text, want) in [
+            ("10m", Duration::from_secs(600)),
+            ("30s", Duration::from_secs(30)),
+            ("45", Duration::from_secs(45)),
+            ("0", Duration::ZERO),
+            ("0s", Duration::ZERO),
+            (" 250ms ", Duration::from_millis(250)),
+            ("500ms", Duration::from_millis(500)),
+            ("1h", Duration::from_secs(3600)),
+            ("1h 30m", Duration::from_secs(5400)),
+            ("2d", Duration::from_secs(2 * 86400)),
+            ("100y", MAX_DURATION),
+        ] {
+            assert_eq!(parse_duration(text), Ok(want), "{text}");
+        }
+    }
+
+    #[test]
+    fn bad_durations_are_plain_errors() {
+        for (text, expected) in [
+            ("99999999999999999999h", "too long"),
+            ("99999999999999999999", "too long"),
+            ("200y", "too long"),
+            ("101y", "too long"),
+            ("5q", "unknown unit \"q\""),
+            ("10 parsecs", "unknown unit \"parsecs\""),
+            ("-5s", "cannot be negative"),
+            ("-1", "cannot be negative"),
+            ("ten", "not a duration"),
+            ("1.5.5s", "not a duration"),
+            ("", "empty duration"),
+        ] {
+            let err = parse_duration(text).expect_err(text);
+            assert!(err.contains(expected), "{text}: {err}");
+        }
     }
 }

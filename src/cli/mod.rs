@@ -35,9 +35,9 @@ pub struct Cli {
 /// Flags every subcommand accepts.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// Path to the kubeconfig file (kubectl rules: this flag, then $KUBECONFIG, then
-    /// ~/.kube/config, then in-cluster).
-    #[arg(long, global = true, env = "KUBECONFIG")]
+    /// Path to the kubeconfig file (kubectl rules: this file, else the files listed in
+    /// $KUBECONFIG merged, else ~/.kube/config, else in-cluster).
+    #[arg(long, global = true, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context to use.
     #[arg(long, global = true)]
@@ -160,29 +160,84 @@ fn input_error(err: &dyn std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_INPUT)
 }
 
-/// A client like kubectl's: `--kubeconfig` (or `$KUBECONFIG`, then `~/.kube/config`, then
-/// in-cluster) and `--context`.
+/// A client like kubectl's: the kubeconfig from `--kubeconfig` (that one file), else the
+/// files listed in `$KUBECONFIG` (merged: the first file to set a value wins), else
+/// `~/.kube/config`; with none of them, the in-cluster service account. `--context` picks a
+/// context of that kubeconfig instead of its `current-context`.
 async fn kube_client(global: &GlobalArgs) -> Result<kube::Client, String> {
+    let config = client_config(global).await?;
+    kube::Client::try_from(config).map_err(|e| format!("client: {e}"))
+}
+
+async fn client_config(global: &GlobalArgs) -> Result<kube::Config, String> {
+    let Some((kubeconfig, source)) = find_kubeconfig(global.kubeconfig.as_deref())? else {
+        if let Some(context) = &global.context {
+            return Err(format!(
+                "--context {context}: no kubeconfig found (no --kubeconfig, KUBECONFIG is unset and ~/.kube/config does not exist)"
+            ));
+        }
+        return kube::Config::incluster().map_err(|e| {
+            format!(
+                "no cluster configuration: no --kubeconfig, KUBECONFIG is unset, ~/.kube/config does not exist, and not running in a cluster ({e})"
+            )
+        });
+    };
+    if let Some(context) = &global.context
+        && !kubeconfig.contexts.iter().any(|c| &c.name == context)
+    {
+        let known: Vec<&str> = kubeconfig
+            .contexts
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        return Err(format!(
+            "--context {context}: no such context in {source} (it has: {})",
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        ));
+    }
     let options = kube::config::KubeConfigOptions {
         context: global.context.clone(),
         ..Default::default()
     };
-    let config = match &global.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-                .await
-                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .map_err(|e| format!("{source}: {e}"))?;
+    config.apply_debug_overrides();
+    Ok(config)
+}
+
+/// The kubeconfig kubectl would read, and where it came from (for error messages); `None`
+/// when there is none at all.
+fn find_kubeconfig(
+    flag: Option<&std::path::Path>,
+) -> Result<Option<(kube::config::Kubeconfig, String)>, String> {
+    use kube::config::{Kubeconfig, KubeconfigError};
+    if let Some(path) = flag {
+        let source = format!("kubeconfig {}", path.display());
+        return Kubeconfig::read_from(path)
+            .map(|k| Some((k, source.clone())))
+            .map_err(|e| format!("{source}: {e}"));
+    }
+    if let Some(list) = std::env::var_os("KUBECONFIG") {
+        let source = format!("KUBECONFIG={}", list.to_string_lossy());
+        match Kubeconfig::from_env() {
+            Ok(Some(k)) => return Ok(Some((k, source))),
+            Ok(None) => {} // empty: as if unset
+            Err(e) => return Err(format!("{source}: {e}")),
         }
-        None if global.context.is_some() => kube::Config::from_kubeconfig(&options)
-            .await
-            .map_err(|e| format!("kubeconfig: {e}"))?,
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| format!("no cluster configuration: {e}"))?,
-    };
-    kube::Client::try_from(config).map_err(|e| format!("client: {e}"))
+    }
+    match Kubeconfig::read() {
+        Ok(k) => Ok(Some((k, "~/.kube/config".to_owned()))),
+        Err(KubeconfigError::FindPath) => Ok(None),
+        Err(KubeconfigError::ReadConfig(e, _)) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        Err(e) => Err(format!("~/.kube/config: {e}")),
+    }
 }
 
 /// A multi-threaded tokio runtime for the commands that talk to API servers.

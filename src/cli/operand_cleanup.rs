@@ -3,14 +3,9 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use std::time::Duration;
-
 use clap::Args;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams};
 
 use super::GlobalArgs;
-use crate::cluster::crd::wait_established;
 use crate::cluster::memory::{Config, MemoryServer, serve};
 
 #[derive(Debug, Args)]
@@ -43,7 +38,7 @@ pub fn run(global: &GlobalArgs, args: &OperandCleanupArgs) -> ExitCode {
     runtime.block_on(async {
         let client = if args.in_memory {
             let server = MemoryServer::start(Config::default());
-            if let Err(e) = install_olm_crds(&server.client()).await {
+            if let Err(e) = crate::olm::crds::install(&server.client()).await {
                 eprintln!("error: installing OLM CRDs in the in-memory server: {e}");
                 return ExitCode::FAILURE;
             }
@@ -72,23 +67,4 @@ pub fn run(global: &GlobalArgs, args: &OperandCleanupArgs) -> ExitCode {
             }
         }
     })
-}
-
-/// Applies the minimal OLM CRDs and waits until they are established.
-async fn install_olm_crds(client: &kube::Client) -> Result<(), String> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let params = PatchParams::apply("cvo").force();
-    for crd in crate::olm::crds::minimal_crds() {
-        let name = crd["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        crds.patch(&name, &params, &Patch::Apply(&crd))
-            .await
-            .map_err(|e| format!("{name}: {e}"))?;
-        wait_established(client, &name, Duration::from_secs(30))
-            .await
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
 }

@@ -1,13 +1,39 @@
-//! Minimal CustomResourceDefinitions for the OLM kinds the reconciler reads, so that
-//! `cvo operand-cleanup --in-memory` can run against an empty embedded API server.
+//! Minimal CustomResourceDefinitions for the OLM kinds the reconciler reads, and
+//! [`install`] to put them on a server, so that `cvo operand-cleanup --in-memory` can run
+//! against an empty embedded API server.
 //!
 //! The real CRDs (in OLM's manifests) carry full OpenAPI schemas; these keep every field
 //! (`x-kubernetes-preserve-unknown-fields`) and declare the same names, scopes, versions and
 //! status subresources, which is all the reconciler relies on.
 
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::types::GROUP;
+use crate::cluster::crd::{CrdWaitError, wait_established};
+
+/// Field manager of [`install`]'s server-side apply.
+pub const FIELD_MANAGER: &str = "cvo";
+
+/// How long [`install`] waits for each CRD to be established.
+pub const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why [`install`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("applying CRD {name}: {source}")]
+    Apply {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    NotEstablished(#[from] CrdWaitError),
+}
 
 /// (kind, plural, singular, short names, version).
 const KINDS: [(&str, &str, &str, &[&str], &str); 3] = [
@@ -70,6 +96,31 @@ pub fn minimal_crds() -> Vec<Value> {
         .collect()
 }
 
+/// Server-side applies the [`minimal_crds`] (forcing, as field manager [`FIELD_MANAGER`]) and
+/// waits until every one is established, so the OLM kinds are served when it returns.
+pub async fn install(client: &Client) -> Result<(), InstallError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut names = Vec::new();
+    for crd in minimal_crds() {
+        let name = crd["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        api.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .map_err(|source| InstallError::Apply {
+                name: name.clone(),
+                source,
+            })?;
+        names.push(name);
+    }
+    for name in names {
+        wait_established(client, &name, ESTABLISH_TIMEOUT).await?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +158,22 @@ mod tests {
                 OperatorGroup::api_version(&()).to_string(),
                 Subscription::api_version(&()).to_string(),
             ]
+        );
+    }
+
+    #[tokio::test]
+    async fn install_makes_the_olm_kinds_served() {
+        let server = crate::cluster::memory::MemoryServer::start(Default::default());
+        let client = server.client();
+        install(&client).await.expect("install");
+        install(&client).await.expect("install again is harmless");
+        let csvs: Api<ClusterServiceVersion> = Api::all(client);
+        assert!(
+            csvs.list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty()
         );
     }
 }

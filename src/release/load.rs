@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::annotations::{CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION};
 use super::metadata::parse_image_references;
 use super::template::{TemplateValues, mentions_cvo_fields, render};
-use super::yaml::{Document, Parsed, parse_json, parse_yaml};
+use super::yaml::{Document, DocumentError, Parsed, decode, parse_json, parse_yaml};
 use super::{
     DeleteIntent, Excluded, Filters, Manifest, ObjectId, Release, ReleaseMetadata, parse_file_name,
 };
@@ -205,29 +205,27 @@ fn load_file(file: &SourceFile, values: &TemplateValues) -> (Vec<Manifest>, Vec<
         document,
         line,
     };
-    let text = match std::fs::read(&file.path).map(String::from_utf8) {
+    let is_json = file.name.ends_with(".json");
+    let parse_error = |e: DocumentError| {
+        Diagnostic::new(
+            "parse-error",
+            Severity::Error,
+            at(Some(e.index), Some(e.line)),
+            e.message,
+        )
+        .with_help(e.kind.help())
+    };
+    let text = match std::fs::read(&file.path).map(|bytes| decode(bytes, !is_json)) {
         Ok(Ok(text)) => text,
-        Ok(Err(e)) => {
-            let line = e.as_bytes()[..e.utf8_error().valid_up_to()]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count()
-                + 1;
-            let d = Diagnostic::new(
-                "parse-error",
-                Severity::Error,
-                at(None, Some(line)),
-                "file is not valid UTF-8",
-            );
-            return (Vec::new(), vec![d]);
-        }
+        Ok(Err(e)) => return (Vec::new(), vec![parse_error(e)]),
         Err(e) => {
             let d = Diagnostic::new(
                 "parse-error",
                 Severity::Error,
                 at(None, None),
                 format!("cannot read file: {e}"),
-            );
+            )
+            .with_help("check that the file exists and is readable by this user");
             return (Vec::new(), vec![d]);
         }
     };
@@ -259,81 +257,126 @@ fn load_file(file: &SourceFile, values: &TemplateValues) -> (Vec<Manifest>, Vec<
         }
         text
     };
-    let Parsed { documents, errors } = if file.name.ends_with(".json") {
+    let Parsed { documents, errors } = if is_json {
         parse_json(&text)
     } else {
         parse_yaml(&text)
     };
-    for e in errors {
-        diagnostics.push(Diagnostic::new(
-            "parse-error",
-            Severity::Error,
-            at(Some(e.index), Some(e.line)),
-            e.message,
-        ));
-    }
+    diagnostics.extend(errors.into_iter().map(parse_error));
     let order = parse_file_name(&file.name);
     let mut manifests = Vec::with_capacity(documents.len());
     for doc in documents {
         let location = at(Some(doc.index), Some(doc.line));
         match to_manifest(doc, location.clone(), order.clone()) {
             Ok(m) => manifests.push(m),
-            Err(message) => diagnostics.push(
+            Err(Invalid { message, help }) => diagnostics.push(
                 Diagnostic::new("invalid-object", Severity::Error, location, message)
-                    .with_help("every document must be a Kubernetes object with apiVersion, kind and metadata.name"),
+                    .with_help(help),
             ),
         }
     }
     (manifests, diagnostics)
 }
 
+/// Why a parsed document is not an object the applier can manage, and what to do about it.
+#[derive(Debug)]
+struct Invalid {
+    message: String,
+    help: String,
+}
+
+impl Invalid {
+    fn new(message: impl Into<String>, help: impl Into<String>) -> Self {
+        Invalid {
+            message: message.into(),
+            help: help.into(),
+        }
+    }
+
+    /// `field` holds a value of the wrong type.
+    fn wrong_type(field: &str, value: &Value, expected: &str) -> Self {
+        Invalid::new(
+            format!("`{field}` is {}, not {expected}", json_type(value)),
+            format!("write `{field}` as {expected}"),
+        )
+    }
+
+    /// `field` is absent, null or empty.
+    fn missing(field: &str, help: &str) -> Self {
+        Invalid::new(format!("`{field}` is missing"), help)
+    }
+}
+
+/// A top-level string field of an object: present, a string, and not empty.
+fn string_field<'a>(
+    map: &'a serde_json::Map<String, Value>,
+    field: &str,
+    help: &str,
+) -> Result<&'a str, Invalid> {
+    match map.get(field) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s),
+        None | Some(Value::Null | Value::String(_)) => Err(Invalid::missing(field, help)),
+        Some(other) => Err(Invalid::wrong_type(field, other, "a string")),
+    }
+}
+
 fn to_manifest(
     doc: Document,
     location: Location,
     order: Option<super::FileOrder>,
-) -> Result<Manifest, String> {
+) -> Result<Manifest, Invalid> {
     let Value::Object(map) = &doc.value else {
-        return Err(format!(
-            "document is {}, not an object",
-            json_type(&doc.value)
+        return Err(Invalid::new(
+            format!("the document is {}, not a mapping", json_type(&doc.value)),
+            "a document is one Kubernetes object, a mapping with apiVersion, kind and metadata: check the indentation, and separate objects with `---`",
         ));
     };
-    let field = |name: &str| -> Result<&str, String> {
-        match map.get(name) {
-            Some(Value::String(s)) if !s.is_empty() => Ok(s),
-            Some(Value::String(_)) | None => Err(format!("`{name}` is missing")),
-            Some(other) => Err(format!("`{name}` is {}, not a string", json_type(other))),
-        }
-    };
-    let api_version = field("apiVersion")?;
-    let kind = field("kind")?;
+    let api_version = string_field(
+        map,
+        "apiVersion",
+        "add `apiVersion:` at the top level of the document, such as `apiVersion: v1` or `apiVersion: apps/v1`",
+    )?;
+    let kind = string_field(
+        map,
+        "kind",
+        "add `kind:` at the top level of the document, such as `kind: ConfigMap`",
+    )?;
     if kind == "List" || kind.ends_with("List") && map.contains_key("items") {
-        return Err(format!(
-            "`kind: {kind}` wrappers are not supported: write one document per object"
+        return Err(Invalid::new(
+            format!("`kind: {kind}` wrappers are not supported"),
+            "write each item as its own document, separated by `---`",
         ));
     }
     let metadata = match map.get("metadata") {
         Some(Value::Object(m)) => m,
-        _ => return Err("`metadata` is missing or not an object".into()),
-    };
-    let name = match metadata.get("name") {
-        Some(Value::String(s)) if !s.is_empty() => s,
-        _ if metadata.contains_key("generateName") => {
-            return Err(
-                "`metadata.generateName` cannot be applied repeatedly: set `metadata.name`".into(),
-            );
+        None | Some(Value::Null) => {
+            return Err(Invalid::missing(
+                "metadata",
+                "add `metadata:` with a `name:` under it (and a `namespace:` for namespaced kinds)",
+            ));
         }
-        _ => return Err("`metadata.name` is missing".into()),
+        Some(other) => return Err(Invalid::wrong_type("metadata", other, "a mapping")),
+    };
+    let name_help = "add `name:` under `metadata:`: the applier finds the object by its name";
+    let name = match metadata.get("name") {
+        None | Some(Value::Null) if metadata.contains_key("generateName") => {
+            return Err(Invalid::new(
+                "`metadata.generateName` cannot be applied repeatedly",
+                "replace `generateName` with a fixed `metadata.name`: a generated name makes a new object on every apply",
+            ));
+        }
+        Some(Value::String(s)) if !s.is_empty() => s,
+        None | Some(Value::Null | Value::String(_)) => {
+            return Err(Invalid::missing("metadata.name", name_help));
+        }
+        Some(other) => return Err(Invalid::wrong_type("metadata.name", other, "a string")),
     };
     let namespace = match metadata.get("namespace") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.is_empty() => None,
         Some(Value::String(s)) => Some(s.as_str()),
         Some(other) => {
-            return Err(format!(
-                "`metadata.namespace` is {}, not a string",
-                json_type(other)
-            ));
+            return Err(Invalid::wrong_type("metadata.namespace", other, "a string"));
         }
     };
     let annotations = metadata.get("annotations").and_then(Value::as_object);
@@ -545,6 +588,165 @@ mod tests {
         assert_eq!(release.manifests.len(), 1);
         assert_eq!(release.excluded.len(), 2);
         assert!(release.excluded[1].reason.contains("TechPreviewNoUpgrade"));
+    }
+
+    /// Every document problem names the file, document and line, says what is wrong in the
+    /// user's terms, and gives advice of its own.
+    #[test]
+    fn each_document_problem_has_its_own_message_and_help() {
+        let cases: &[(&str, &str, &str, &str)] = &[
+            // (document, rule, message, words of the help)
+            (
+                "a: 1\na: 2\n",
+                "parse-error",
+                "duplicate key `a`",
+                "remove one of the two keys",
+            ),
+            (
+                ": : :\n",
+                "parse-error",
+                "a key is empty or null",
+                "plain name",
+            ),
+            (
+                "a: [\n",
+                "parse-error",
+                "YAML syntax error (column 4): unclosed bracket '['",
+                "fix the syntax",
+            ),
+            (
+                "- a\n- b\n",
+                "invalid-object",
+                "the document is a list, not a mapping",
+                "separate objects with `---`",
+            ),
+            (
+                "just text\n",
+                "invalid-object",
+                "the document is a string, not a mapping",
+                "one Kubernetes object",
+            ),
+            (
+                "kind: ConfigMap\nmetadata:\n  name: x\n",
+                "invalid-object",
+                "`apiVersion` is missing",
+                "add `apiVersion:`",
+            ),
+            (
+                "apiVersion: v1\nmetadata:\n  name: x\n",
+                "invalid-object",
+                "`kind` is missing",
+                "add `kind:`",
+            ),
+            (
+                "apiVersion: 1\nkind: ConfigMap\nmetadata:\n  name: x\n",
+                "invalid-object",
+                "`apiVersion` is a number, not a string",
+                "write `apiVersion` as a string",
+            ),
+            (
+                "apiVersion: v1\nkind: ConfigMap\n",
+                "invalid-object",
+                "`metadata` is missing",
+                "add `metadata:`",
+            ),
+            (
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: x\n",
+                "invalid-object",
+                "`metadata` is a string, not a mapping",
+                "write `metadata` as a mapping",
+            ),
+            (
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  namespace: x\n",
+                "invalid-object",
+                "`metadata.name` is missing",
+                "add `name:` under `metadata:`",
+            ),
+            (
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [x]\n",
+                "invalid-object",
+                "`metadata.name` is a list, not a string",
+                "write `metadata.name` as a string",
+            ),
+            (
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: true\n",
+                "invalid-object",
+                "`metadata.namespace` is a boolean, not a string",
+                "write `metadata.namespace` as a string",
+            ),
+            (
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: x-\n",
+                "invalid-object",
+                "`metadata.generateName` cannot be applied repeatedly",
+                "fixed `metadata.name`",
+            ),
+            (
+                "apiVersion: v1\nkind: List\nitems: []\n",
+                "invalid-object",
+                "`kind: List` wrappers are not supported",
+                "its own document",
+            ),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        for (i, (doc, ..)) in cases.iter().enumerate() {
+            // The problem is the second document, on line 3: the first one loads.
+            write(
+                dir.path(),
+                &format!("{i:02}.yaml"),
+                &format!(
+                    "{}---\n{doc}",
+                    cm("ok", "").replace("ok", &format!("ok{i}"))
+                ),
+            );
+        }
+        let release = load(dir.path(), &LoadOptions::default()).unwrap();
+        assert_eq!(release.manifests.len(), cases.len());
+        let mut helps = std::collections::HashSet::new();
+        for (i, (doc, rule, message, help)) in cases.iter().enumerate() {
+            let file = dir.path().join(format!("{i:02}.yaml"));
+            let d = release
+                .diagnostics
+                .iter()
+                .find(|d| d.location.file == file)
+                .unwrap_or_else(|| panic!("{doc:?}: no diagnostic"));
+            assert_eq!(d.rule, *rule, "{doc:?}");
+            assert_eq!(d.location.document, Some(1), "{doc:?}");
+            assert!(
+                d.location.line.is_some_and(|l| l >= 9),
+                "{doc:?}: {:?}",
+                d.location
+            );
+            assert!(d.message.contains(message), "{doc:?}: {}", d.message);
+            let h = d.help.as_deref().unwrap_or_default();
+            assert!(h.contains(help), "{doc:?}: {h}");
+            helps.insert(h.to_owned());
+        }
+        // Wrong-type helps differ per field; the rest are one per problem.
+        assert!(helps.len() >= cases.len() - 1, "{helps:?}");
+    }
+
+    #[test]
+    fn invalid_utf8_is_reported_at_its_document_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = cm("a", "").into_bytes();
+        bytes.extend_from_slice(b"---\napiVersion: v1\ndata:\n  x: caf\xe9\n");
+        fs::write(dir.path().join("latin1.yaml"), bytes).unwrap();
+        let release = load(dir.path(), &LoadOptions::default()).unwrap();
+        let d = &release.diagnostics[0];
+        assert_eq!(d.rule, "parse-error");
+        assert_eq!((d.location.document, d.location.line), (Some(1), Some(11)));
+        assert!(
+            d.message
+                .starts_with("invalid UTF-8: byte 0xE9 at byte offset "),
+            "{}",
+            d.message
+        );
+        assert!(
+            d.help
+                .as_deref()
+                .unwrap()
+                .contains("save the file as UTF-8")
+        );
     }
 
     #[test]

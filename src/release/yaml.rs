@@ -5,6 +5,9 @@
 //! and line and does not take the rest of its file down. Numbers follow the YAML 1.1 rules
 //! Kubernetes tooling uses (`0644` is octal), duplicate mapping keys are errors, and a UTF-8
 //! BOM is accepted. `.json` files are one document, parsed with duplicate-key detection.
+//!
+//! Errors are for release authors, not for us: each [`ErrorKind`] has its own plain message
+//! and advice, and no parser internals (type names, parser options) reach the user.
 
 use std::fmt;
 
@@ -26,7 +29,73 @@ pub struct Document {
 pub struct DocumentError {
     pub index: usize,
     pub line: usize,
+    pub kind: ErrorKind,
     pub message: String,
+}
+
+/// What is wrong with a document that could not be parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The file's bytes are not UTF-8 text.
+    InvalidUtf8,
+    /// YAML or JSON syntax: an unclosed bracket or quote, bad indentation, …
+    Syntax,
+    /// A mapping has the same key twice.
+    DuplicateKey,
+    /// A mapping key is empty, null, a list or a mapping: objects only have string keys.
+    InvalidKey,
+    /// A number JSON cannot hold: NaN, infinity, or out of range.
+    InvalidNumber,
+}
+
+impl ErrorKind {
+    /// What to do about an error of this kind, in one sentence.
+    pub fn help(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidUtf8 => {
+                "save the file as UTF-8 text; the byte shown is probably from another encoding (such as Latin-1) or binary data"
+            }
+            ErrorKind::Syntax => {
+                "fix the syntax at the line shown: an unclosed quote or bracket, a missing `:` or a wrongly indented line are the usual causes"
+            }
+            ErrorKind::DuplicateKey => {
+                "remove one of the two keys: tools disagree on which value wins (kubectl keeps the last, others the first or fail)"
+            }
+            ErrorKind::InvalidKey => {
+                "give every key a plain name (`name: value`); quote a key such as \"null\" or \"~\" if the text itself is meant"
+            }
+            ErrorKind::InvalidNumber => {
+                "write a finite number, or quote the value if it is meant as a string"
+            }
+        }
+    }
+}
+
+/// Decodes a manifest file's bytes. Invalid UTF-8 is an error at the first bad byte: its
+/// offset, line and (for YAML, `multi_document`) the document it is in.
+pub fn decode(bytes: Vec<u8>, multi_document: bool) -> Result<String, DocumentError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        // The valid prefix is text: split it the way its documents are parsed.
+        let prefix = std::str::from_utf8(&bytes[..offset]).unwrap_or_default();
+        let index = if multi_document {
+            split_documents(prefix.strip_prefix('\u{feff}').unwrap_or(prefix))
+                .last()
+                .map_or(0, |s| s.index)
+        } else {
+            0
+        };
+        DocumentError {
+            index,
+            line: prefix.matches('\n').count() + 1,
+            kind: ErrorKind::InvalidUtf8,
+            message: format!(
+                "invalid UTF-8: byte 0x{:02X} at byte offset {offset}",
+                bytes[offset]
+            ),
+        }
+    })
 }
 
 /// Documents parsed from one file, and the ones that failed.
@@ -48,7 +117,12 @@ pub fn parse_yaml(text: &str) -> Parsed {
                     let Some(line) = err.location().map(|l| l.line() as usize) else {
                         break Err(err);
                     };
-                    segment.text = indent_line(&segment.text, line);
+                    let repaired = indent_line(&segment.text, line);
+                    if repaired == segment.text {
+                        // The error is past the last line: an unterminated quote.
+                        break Err(err);
+                    }
+                    segment.text = repaired;
                     repairs += 1;
                 }
                 other => break other,
@@ -67,15 +141,20 @@ pub fn parse_yaml(text: &str) -> Parsed {
                 value,
             }),
             Err(err) => {
+                // An error at the end of input (an unclosed quote) points past the last line.
+                let last = segment.text.lines().count().max(1);
                 let line = err
                     .location()
                     .map(|l| l.line() as usize)
                     .filter(|&l| l > 0)
-                    .unwrap_or(1);
+                    .unwrap_or(1)
+                    .min(last);
+                let (kind, message) = describe_yaml_error(&err);
                 parsed.errors.push(DocumentError {
                     index: segment.index,
                     line: segment.first_line + line - 1,
-                    message: clean_message(&err.to_string()),
+                    kind,
+                    message,
                 });
             }
         }
@@ -137,11 +216,15 @@ pub fn parse_json(text: &str) -> Parsed {
                 value,
             });
         }
-        Err(err) => parsed.errors.push(DocumentError {
-            index: 0,
-            line: err.line().max(1),
-            message: err.to_string(),
-        }),
+        Err(err) => {
+            let (kind, message) = describe_json_error(&err);
+            parsed.errors.push(DocumentError {
+                index: 0,
+                line: err.line().max(1),
+                kind,
+                message,
+            });
+        }
     }
     parsed
 }
@@ -215,20 +298,86 @@ fn is_blank_or_comment(line: &str) -> bool {
     t.is_empty() || t.starts_with('#')
 }
 
-/// serde-saphyr prefixes `error: line N column M:` and adds configuration hints; the line is
-/// reported separately, and the hints are about our parser, not the user's file.
-fn clean_message(message: &str) -> String {
-    let first = message.lines().next().unwrap_or(message);
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    let first = match first.split_once(": ") {
-        Some((prefix, rest)) if prefix.starts_with("line ") => rest,
-        _ => first,
-    };
-    first
-        .split(", set DuplicateKeyPolicy")
-        .next()
-        .unwrap_or(first)
-        .to_owned()
+/// The kind of a YAML error and its message in the user's terms.
+fn describe_yaml_error(err: &serde_saphyr::Error) -> (ErrorKind, String) {
+    use serde_saphyr::Error as E;
+    match err {
+        E::AliasError { error, .. } | E::WithSnippet { error, .. } => describe_yaml_error(error),
+        E::DuplicateMappingKey { key: Some(key), .. } => {
+            (ErrorKind::DuplicateKey, format!("duplicate key `{key}`"))
+        }
+        E::DuplicateMappingKey { key: None, .. } => {
+            (ErrorKind::DuplicateKey, "duplicate key".to_owned())
+        }
+        E::NullIntoString { .. } => (
+            ErrorKind::InvalidKey,
+            "a key is empty or null (`: value`, `~: value` or `null: value`)".to_owned(),
+        ),
+        E::Unexpected { expected, .. } if expected.contains("string") => (
+            ErrorKind::InvalidKey,
+            "a key is a list or a mapping, not a name".to_owned(),
+        ),
+        E::NonFiniteFloat { value, .. } => (
+            ErrorKind::InvalidNumber,
+            format!(
+                "`{value}` is not a finite number (JSON, and so the API server, cannot hold NaN or infinity)"
+            ),
+        ),
+        _ => {
+            let text = err.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            let detail = strip_position(first);
+            let detail = if detail.contains("multiline quoted scalar") {
+                "a quoted string is not closed, or its next line is not indented"
+            } else {
+                detail
+            };
+            let column = err
+                .location()
+                .map(|l| l.column())
+                .filter(|&c| c > 0)
+                .map(|c| format!(" (column {c})"))
+                .unwrap_or_default();
+            (
+                ErrorKind::Syntax,
+                format!("YAML syntax error{column}: {detail}"),
+            )
+        }
+    }
+}
+
+/// The kind of a JSON error and its message in the user's terms.
+fn describe_json_error(err: &serde_json::Error) -> (ErrorKind, String) {
+    let text = err.to_string();
+    let detail = strip_position(&text);
+    if detail.starts_with("duplicate key") {
+        return (ErrorKind::DuplicateKey, detail.replace(" in object", ""));
+    }
+    if detail == "key must be a string" {
+        return (
+            ErrorKind::InvalidKey,
+            "a key is not a string: JSON object keys are quoted".to_owned(),
+        );
+    }
+    if detail == "number out of range" {
+        return (
+            ErrorKind::InvalidNumber,
+            "a number is out of range".to_owned(),
+        );
+    }
+    let detail = detail.replace("EOF", "end of file");
+    (
+        ErrorKind::Syntax,
+        format!("JSON syntax error (column {}): {detail}", err.column()),
+    )
+}
+
+/// Drops the ` at line N, column M` (YAML) or ` at line N column M` (JSON) the parsers append:
+/// the line is reported separately.
+fn strip_position(message: &str) -> &str {
+    message
+        .rfind(" at line ")
+        .map_or(message, |i| &message[..i])
 }
 
 /// A document's value with the line its node starts on.
@@ -409,13 +558,137 @@ mod tests {
         assert!(dup.errors[0].message.contains("duplicate key `a`"));
     }
 
+    /// (input, kind, words the message must contain, line).
+    const BAD_YAML: &[(&str, ErrorKind, &str, usize)] = &[
+        (
+            "a: 1\na: 2\n",
+            ErrorKind::DuplicateKey,
+            "duplicate key `a`",
+            2,
+        ),
+        (": : :\n", ErrorKind::InvalidKey, "key is empty or null", 1),
+        (
+            "null: 1\n",
+            ErrorKind::InvalidKey,
+            "key is empty or null",
+            1,
+        ),
+        (
+            "? [a]\n: b\n",
+            ErrorKind::InvalidKey,
+            "key is a list or a mapping",
+            1,
+        ),
+        (
+            "a: .nan\n",
+            ErrorKind::InvalidNumber,
+            "`.nan` is not a finite number",
+            1,
+        ),
+        ("a: 1e999\n", ErrorKind::InvalidNumber, "`1e999`", 1),
+        (
+            "a: [\n",
+            ErrorKind::Syntax,
+            "(column 4): unclosed bracket '['",
+            1,
+        ),
+        (
+            "x: 1\na: 'open\n",
+            ErrorKind::Syntax,
+            "quoted string is not closed",
+            2,
+        ),
+        (
+            "a: b: c\n",
+            ErrorKind::Syntax,
+            "mapping values are not allowed",
+            1,
+        ),
+        (
+            "a:\n  - b\n c: d\n",
+            ErrorKind::Syntax,
+            "did not find expected key",
+            3,
+        ),
+        ("a: *nowhere\n", ErrorKind::Syntax, "unknown anchor", 1),
+    ];
+
     #[test]
-    fn clean_message_strips_prefix_and_hint() {
-        assert_eq!(
-            clean_message(
-                "error: line 2 column 1: duplicate mapping key: a, set DuplicateKeyPolicy in Options if acceptable\n --> x"
+    fn each_yaml_error_kind_has_its_own_plain_message() {
+        for &(text, kind, words, line) in BAD_YAML {
+            let parsed = parse_yaml(text);
+            assert_eq!(parsed.errors.len(), 1, "{text:?}: {:?}", parsed.errors);
+            let e = &parsed.errors[0];
+            assert_eq!((e.kind, e.line), (kind, line), "{text:?}: {e:?}");
+            assert!(e.message.contains(words), "{text:?}: {}", e.message);
+            assert_plain(&e.message);
+        }
+    }
+
+    #[test]
+    fn each_json_error_kind_has_its_own_plain_message() {
+        for (text, kind, words) in [
+            (
+                "{\"a\": 1, \"a\": 2}",
+                ErrorKind::DuplicateKey,
+                "duplicate key `a`",
             ),
-            "duplicate mapping key: a"
-        );
+            ("{1: 2}", ErrorKind::InvalidKey, "key is not a string"),
+            ("{\"a\": 1e999}", ErrorKind::InvalidNumber, "out of range"),
+            (
+                "{\"a\": }",
+                ErrorKind::Syntax,
+                "JSON syntax error (column 7): expected value",
+            ),
+            (
+                "{\"a\": 1",
+                ErrorKind::Syntax,
+                "end of file while parsing an object",
+            ),
+            ("[1]x", ErrorKind::Syntax, "trailing characters"),
+        ] {
+            let parsed = parse_json(text);
+            let e = &parsed.errors[0];
+            assert_eq!(e.kind, kind, "{text:?}: {e:?}");
+            assert!(e.message.contains(words), "{text:?}: {}", e.message);
+            assert_plain(&e.message);
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_names_offset_line_and_document() {
+        let text = b"a: 1\n---\nb: 2\nc: \xff\xfe\n".to_vec();
+        let e = decode(text.clone(), true).unwrap_err();
+        assert_eq!((e.kind, e.index, e.line), (ErrorKind::InvalidUtf8, 1, 4));
+        assert_eq!(e.message, "invalid UTF-8: byte 0xFF at byte offset 17");
+        assert_eq!(decode(text, false).unwrap_err().index, 0);
+        assert_eq!(decode(b"ok".to_vec(), true).unwrap(), "ok");
+    }
+
+    #[test]
+    fn every_kind_has_different_help() {
+        let kinds = [
+            ErrorKind::InvalidUtf8,
+            ErrorKind::Syntax,
+            ErrorKind::DuplicateKey,
+            ErrorKind::InvalidKey,
+            ErrorKind::InvalidNumber,
+        ];
+        let helps: std::collections::HashSet<_> = kinds.iter().map(|k| k.help()).collect();
+        assert_eq!(helps.len(), kinds.len());
+    }
+
+    /// No parser internals: Rust type names, serde, parser options.
+    fn assert_plain(message: &str) {
+        for internal in [
+            "Option<",
+            "String",
+            "serde",
+            "Policy",
+            "deserialize",
+            " at line ",
+        ] {
+            assert!(!message.contains(internal), "{message}");
+        }
     }
 }

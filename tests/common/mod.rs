@@ -135,6 +135,11 @@ impl TestCluster {
         name
     }
 
+    /// Remember a namespace created by the test itself, to delete at the end.
+    pub fn track_namespace(&self, name: &str) {
+        self.track(Created::Namespace(name.to_string()));
+    }
+
     /// Remember a CRD to delete at the end.
     pub fn track_crd(&self, name: &str) {
         self.track(Created::Crd(name.to_string()));
