@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cvo::sync::{SyncOptions, sync};
 use cvo::cluster::Cluster;
 use cvo::cluster::memory::{Config, FaultAction, FaultRule, MemoryServer, kubeconfig_yaml, serve};
 use cvo::release::{LoadOptions, Release};
+use cvo::sync::{SyncOptions, sync};
 
 const LATENCY: Duration = Duration::from_millis(2);
 

@@ -1,50 +1,13 @@
 //! `cvo apply` / `cvo plan` as a user runs them: exit codes, JSON shape, kubeconfig. The
-//! binary talks over HTTP to an in-memory API server served on loopback.
+//! binary reaches the test cluster (`tests/common`) through a kubeconfig file: the real
+//! cluster's, or one for the in-memory server served on loopback.
 
 mod common;
 
-use std::net::SocketAddr;
 use std::path::Path;
 
 use assert_cmd::Command;
-use cvo::cluster::memory::{Config, MemoryServer, kubeconfig_yaml, serve};
 use serde_json::Value;
-
-struct Served {
-    _dir: tempfile::TempDir,
-    kubeconfig: std::path::PathBuf,
-    server: MemoryServer,
-}
-
-async fn served() -> Served {
-    let server = MemoryServer::start(Config::default());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    tokio::spawn(serve(server.clone(), addr));
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, kubeconfig_yaml(addr)).expect("kubeconfig");
-    // Wait for the listener.
-    common::poll_until(
-        "server listening",
-        std::time::Duration::from_secs(10),
-        || async {
-            tokio::net::TcpStream::connect(addr)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        },
-    )
-    .await;
-    Served {
-        _dir: dir,
-        kubeconfig,
-        server,
-    }
-}
 
 async fn cvo(kubeconfig: &Path, args: &[&str]) -> (i32, String) {
     let kubeconfig = kubeconfig.to_owned();
@@ -80,33 +43,65 @@ fn release(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
-const NS: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: cli\n";
-const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: cli\ndata:\n  a: b\n";
-const HELD: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: cli\n  finalizers: [cvo-test.example.com/hold]\n";
-const DELETE_HELD: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: cli\n  annotations:\n    release.openshift.io/delete: \"true\"\n";
-const BAD: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\n  namespace: cli\n  annotations:\n    release.openshift.io/delete: \"false\"\n";
+/// The manifests of the test, in namespace `ns`.
+struct Manifests {
+    ns: String,
+}
+
+impl Manifests {
+    fn namespace(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {}\n  labels: {{{}: cli}}\n",
+            self.ns,
+            common::TEST_LABEL
+        )
+    }
+
+    fn settings(&self, value: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {}\ndata:\n  a: {value}\n",
+            self.ns
+        )
+    }
+
+    fn held(&self, delete: Option<&str>) -> String {
+        let meta = match delete {
+            None => format!("  finalizers: [{}]\n", common::TEST_FINALIZER),
+            Some(value) => {
+                format!("  annotations:\n    release.openshift.io/delete: \"{value}\"\n")
+            }
+        };
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: {}\n{meta}",
+            self.ns
+        )
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_codes_and_json_report() {
-    let s = served().await;
+    let tc = common::cluster().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let m = Manifests {
+        ns: common::unique("cli"),
+    };
+    tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &m.ns);
+    tc.hold(&common::configmaps(), Some(&m.ns), "held");
     let path = |d: &tempfile::TempDir| d.path().display().to_string();
 
     // 2: unreadable input.
-    let (code, _) = cvo(
-        &s.kubeconfig,
-        &["apply", "--release", "/nonexistent/release"],
-    )
-    .await;
+    let (code, _) = cvo(&kubeconfig, &["apply", "--release", "/nonexistent/release"]).await;
     assert_eq!(code, 2);
 
     // 0: everything applied; JSON shape of DESIGN.md §2.
     let first = release(&[
-        ("0000_10_a_ns.yaml", NS),
-        ("0000_20_a_cm.yaml", CM),
-        ("0000_20_b_held.yaml", HELD),
+        ("0000_10_a_ns.yaml", &m.namespace()),
+        ("0000_20_a_cm.yaml", &m.settings("b")),
+        ("0000_20_b_held.yaml", &m.held(None)),
     ]);
     let (code, out) = cvo(
-        &s.kubeconfig,
+        &kubeconfig,
         &["apply", "--release", &path(&first), "-o", "json"],
     )
     .await;
@@ -155,13 +150,19 @@ async fn exit_codes_and_json_report() {
     );
 
     // plan: a changed ConfigMap is an update with a field diff; nothing is written.
-    let rv = s.server.resource_version();
+    let settings = tc.dynamic(&common::configmaps(), Some(&m.ns));
+    let rv = settings
+        .get("settings")
+        .await
+        .expect("get")
+        .metadata
+        .resource_version;
     let changed = release(&[
-        ("0000_10_a_ns.yaml", NS),
-        ("0000_20_a_cm.yaml", &CM.replace("a: b", "a: c")),
+        ("0000_10_a_ns.yaml", &m.namespace()),
+        ("0000_20_a_cm.yaml", &m.settings("c")),
     ]);
     let (code, out) = cvo(
-        &s.kubeconfig,
+        &kubeconfig,
         &["plan", "--release", &path(&changed), "-o", "json"],
     )
     .await;
@@ -169,21 +170,27 @@ async fn exit_codes_and_json_report() {
     let plan: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(plan["results"][1]["action"], "updated");
     assert_eq!(plan["results"][1]["changes"][0]["path"], "/data/a");
-    assert_eq!(s.server.resource_version(), rv, "plan wrote something");
+    let after = settings
+        .get("settings")
+        .await
+        .expect("get")
+        .metadata
+        .resource_version;
+    assert_eq!(after, rv, "plan wrote something");
 
     // 3: a deletion held by a finalizer.
     let deleting = release(&[
-        ("0000_10_a_ns.yaml", NS),
-        ("0000_20_b_held.yaml", DELETE_HELD),
+        ("0000_10_a_ns.yaml", &m.namespace()),
+        ("0000_20_b_held.yaml", &m.held(Some("true"))),
     ]);
-    let (code, out) = cvo(&s.kubeconfig, &["apply", "--release", &path(&deleting)]).await;
+    let (code, out) = cvo(&kubeconfig, &["apply", "--release", &path(&deleting)]).await;
     assert_eq!(code, 3, "{out}");
     assert!(
         out.contains("Upgradeable=False ResourceDeletionInProgress"),
         "{out}"
     );
     let (code, out) = cvo(
-        &s.kubeconfig,
+        &kubeconfig,
         &[
             "apply",
             "--release",
@@ -196,13 +203,20 @@ async fn exit_codes_and_json_report() {
     assert_eq!(code, 3, "{out}");
     assert!(
         out.contains("ResourceDeletionStuck")
-            && out.contains("ConfigMap cli/held (finalizers: cvo-test.example.com/hold)"),
+            && out.contains(&format!(
+                "ConfigMap {}/held (finalizers: {})",
+                m.ns,
+                common::TEST_FINALIZER
+            )),
         "{out}"
     );
 
     // 1: a manifest failed.
-    let bad = release(&[("0000_10_a_ns.yaml", NS), ("0000_20_c_bad.yaml", BAD)]);
-    let (code, out) = cvo(&s.kubeconfig, &["apply", "--release", &path(&bad)]).await;
+    let bad = release(&[
+        ("0000_10_a_ns.yaml", &m.namespace()),
+        ("0000_20_c_bad.yaml", &m.held(Some("false"))),
+    ]);
+    let (code, out) = cvo(&kubeconfig, &["apply", "--release", &path(&bad)]).await;
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("release.openshift.io/delete must be exactly"),

@@ -8,11 +8,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{TEST_FINALIZER, TestCrd, configmaps};
-use cvo::sync::{SyncOptions, SyncOutcome, sync};
 use cvo::cluster::Cluster;
 use cvo::release::LoadOptions;
 use cvo::status::clusterversion::{self, WriteOutcome};
 use cvo::status::{ConditionStatus, UpdateType};
+use cvo::sync::{SyncOptions, SyncOutcome, sync};
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 

@@ -10,11 +10,11 @@ use std::time::Duration;
 use common::{
     TEST_FINALIZER, TestCluster, TestCrd, configmaps, poll_until, strip_finalizers, unique,
 };
-use cvo::sync::{SyncOptions, SyncOutcome, sync};
 use cvo::apply::{Action, Strategy};
 use cvo::cluster::Cluster;
 use cvo::release::{LoadOptions, Release};
 use cvo::status::ConditionStatus;
+use cvo::sync::{SyncOptions, SyncOutcome, sync};
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 

@@ -6,10 +6,10 @@ mod common;
 use std::time::Duration;
 
 use cvo::apply::Action;
-use cvo::sync::{SyncOptions, sync};
 use cvo::cluster::Cluster;
 use cvo::cluster::memory::{FaultAction, FaultRule};
 use cvo::release::LoadOptions;
+use cvo::sync::{SyncOptions, sync};
 
 fn options() -> SyncOptions {
     common::sync_options(Duration::from_millis(10))

@@ -233,17 +233,7 @@ async fn kubeconfig_cluster_cleans_up_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     // The process reaches the test cluster through a kubeconfig file: the real cluster's, or
     // one for the in-memory server served on loopback.
-    let kubeconfig: PathBuf = match &tc.memory {
-        None => std::env::var_os(common::KUBECONFIG_ENV).unwrap().into(),
-        Some(server) => {
-            let addr = free_loopback_addr();
-            let serving = server.clone();
-            tokio::spawn(async move { cvo::cluster::memory::serve(serving, addr).await });
-            let path = dir.path().join("kubeconfig");
-            std::fs::write(&path, cvo::cluster::memory::kubeconfig_yaml(addr)).unwrap();
-            path
-        }
-    };
+    let kubeconfig: PathBuf = tc.kubeconfig_file(dir.path()).await;
     // OLM's CRDs are cluster-wide: install the minimal ones only where they are missing (on a
     // real cluster they may be OLM's own, or the full ones other tests install).
     let crds: Api<CustomResourceDefinition> = Api::all(tc.client.clone());

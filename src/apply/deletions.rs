@@ -46,6 +46,8 @@ pub async fn observe(applier: &Applier<'_>, manifest: &Manifest) -> Observed {
             since: obj.metadata.deletion_timestamp.as_ref().map(|t| t.0),
             finalizers: obj.finalizers().to_vec(),
         }),
-        Err((e, attempts)) => Observed::Unknown(format!("reading it failed after {attempts} attempts: {e}")),
+        Err((e, attempts)) => {
+            Observed::Unknown(format!("reading it failed after {attempts} attempts: {e}"))
+        }
     }
 }

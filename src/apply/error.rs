@@ -79,6 +79,21 @@ pub const IMMUTABLE_HINT: &str = "; the field is immutable: the object must be d
      — mark it release.openshift.io/delete: \"true\" in one release and add it back in the next";
 
 impl ManifestError {
+    /// True when trying the same manifest again cannot help: the release itself is wrong
+    /// (bad annotation values, a body the type rejects) or the server refused the content
+    /// (400, 422). Everything else — a kind or namespace not there yet, 403/404 while
+    /// something is being set up, a deletion still running, transient errors — may clear, so
+    /// an install retries it in its next round.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            ManifestError::InvalidDeleteAnnotation(_)
+            | ManifestError::InvalidStrategy { .. }
+            | ManifestError::Decode(_) => true,
+            ManifestError::Rejected { code, .. } => matches!(code, 400 | 422),
+            _ => false,
+        }
+    }
+
     /// Builds the error for a failed request (after retries).
     pub fn from_request(verb: &'static str, err: RequestError, attempts: u32) -> Self {
         match err.status() {

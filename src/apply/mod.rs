@@ -160,6 +160,8 @@ pub struct ManifestResult {
     pub action: Action,
     /// Why it failed (or, for `skipped`, why it did not run).
     pub error: Option<String>,
+    /// A failure that trying again cannot fix ([`ManifestError::is_permanent`]).
+    pub permanent: bool,
     /// Non-fatal findings (dropped fields, stale delete manifests).
     pub warnings: Vec<String>,
     /// Set when the object is being deleted but still exists.
@@ -169,11 +171,18 @@ pub struct ManifestResult {
 }
 
 impl ManifestResult {
+    /// Final for an install round: done, or failed for good. Other failures and manifests
+    /// not reached are tried again.
+    pub fn is_final(&self) -> bool {
+        !matches!(self.action, Action::Failed | Action::Skipped) || self.permanent
+    }
+
     pub fn new(index: usize, action: Action) -> Self {
         ManifestResult {
             index,
             action,
             error: None,
+            permanent: false,
             warnings: Vec::new(),
             pending: None,
             changes: Vec::new(),

@@ -115,7 +115,8 @@ pub fn flattened_graph(release: &Release) -> TaskGraph {
 /// Runs one pass over `graph` (built from the applier's release) with at most
 /// `parallelism` nodes at once; `on_result` sees every result as it happens (progress).
 /// With `previous` (an earlier round of the same install), manifests that reached a final
-/// answer there keep it and are not run again.
+/// answer there ([`ManifestResult::is_final`]) keep it and are not run again; a permanent
+/// failure kept that way no longer stops the manifests after it in its node.
 pub async fn run_pass<F>(
     applier: &Applier<'_>,
     graph: &TaskGraph,
@@ -127,11 +128,7 @@ where
     F: Fn(&ManifestResult),
 {
     let n = applier.release().manifests.len();
-    let done = |i: usize| {
-        previous
-            .map(|p| &p.results[i])
-            .filter(|r| !matches!(r.action, Action::Failed | Action::Skipped))
-    };
+    let done = |i: usize| previous.map(|p| &p.results[i]).filter(|r| r.is_final());
     let slots: Mutex<Vec<Option<ManifestResult>>> = Mutex::new(vec![None; n]);
     let slots_ref = &slots;
     let on_result = &on_result;

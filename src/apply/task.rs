@@ -12,7 +12,8 @@ use super::error::ManifestError;
 use super::retry::RequestError;
 use super::snapshot::{Lookup, Snapshot};
 use super::{
-    Action, MANAGED_LABEL, FieldChange, ManifestResult, Options, PendingDeletion, STRATEGY_ANNOTATION, Strategy,
+    Action, FieldChange, MANAGED_LABEL, ManifestResult, Options, PendingDeletion,
+    STRATEGY_ANNOTATION, Strategy,
 };
 use crate::cluster::discovery::DiscoveryError;
 use crate::cluster::{Cluster, DeleteOutcome, Resolved, crd, wait};
@@ -98,6 +99,7 @@ impl<'r> Applier<'r> {
             Ok(action) => result.action = action,
             Err(e) => {
                 result.action = Action::Failed;
+                result.permanent = e.is_permanent();
                 result.error = Some(e.to_string());
             }
         }
@@ -383,9 +385,14 @@ fn label_managed(body: &mut Value) {
     }
 }
 
-/// The parts of an object a plan compares: everything but server bookkeeping.
+/// The parts of an object a plan compares: everything but server bookkeeping and the type
+/// (a real server's LIST items carry no apiVersion/kind).
 fn comparable(obj: &DynamicObject) -> Value {
     let mut value = serde_json::to_value(obj).unwrap_or(Value::Null);
+    if let Some(top) = value.as_object_mut() {
+        top.remove("apiVersion");
+        top.remove("kind");
+    }
     if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
         for key in [
             "managedFields",

@@ -7,10 +7,10 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{GlobalArgs, OutputFormat, ReleaseArgs};
-use crate::sync::report::{json_report, result_line, text_report};
-use crate::sync::{SyncOptions, sync};
 use crate::apply::{Options, Strategy};
 use crate::release::Release;
+use crate::sync::report::{json_report, result_line, text_report};
+use crate::sync::{SyncOptions, sync};
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {

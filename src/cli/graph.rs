@@ -29,6 +29,9 @@ pub fn run(args: &GraphArgs) -> ExitCode {
     for d in &release.diagnostics {
         eprintln!("{d}");
     }
-    print!("{}", render(&crate::apply::run_level_graph(&release), args.format));
+    print!(
+        "{}",
+        render(&crate::apply::run_level_graph(&release), args.format)
+    );
     ExitCode::SUCCESS
 }

@@ -51,9 +51,14 @@ pub async fn wait_established(
     let api = Api::<CustomResourceDefinition>::all(client.clone());
     let start = Instant::now();
     let grace = ABSENT_GRACE.min(timeout);
-    if wait::until(&api, name, |crd: Option<&CustomResourceDefinition>| crd.is_some(), grace)
-        .await
-        .is_err()
+    if wait::until(
+        &api,
+        name,
+        |crd: Option<&CustomResourceDefinition>| crd.is_some(),
+        grace,
+    )
+    .await
+    .is_err()
     {
         return Err(CrdWaitError::Absent {
             name: name.to_owned(),

@@ -121,7 +121,9 @@ impl Discovery {
             match self.resolve(api_version, kind).await {
                 Ok(resolved) => return Ok(resolved),
                 Err(e) if tokio::time::Instant::now() + delay >= deadline => return Err(e),
-                Err(e) => tracing::debug!(%api_version, %kind, error = %e, "kind not served yet; asking again"),
+                Err(e) => {
+                    tracing::debug!(%api_version, %kind, error = %e, "kind not served yet; asking again")
+                }
             }
             tokio::time::sleep(delay).await;
             delay = (delay * 3 / 2).min(Duration::from_millis(500));

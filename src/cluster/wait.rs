@@ -20,7 +20,12 @@ pub struct TimedOut(pub Duration);
 
 /// Waits until `cond` holds for the object `name` of `api` (or `timeout` passes) and returns
 /// the object as it was then (`None`: absent).
-pub async fn until<K, F>(api: &Api<K>, name: &str, cond: F, timeout: Duration) -> Result<Option<K>, TimedOut>
+pub async fn until<K, F>(
+    api: &Api<K>,
+    name: &str,
+    cond: F,
+    timeout: Duration,
+) -> Result<Option<K>, TimedOut>
 where
     K: kube::Resource + Clone + Debug + Send + DeserializeOwned + 'static,
     F: Fn(Option<&K>) -> bool + Clone + Send + 'static,

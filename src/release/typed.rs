@@ -229,6 +229,9 @@ mod tests {
             json!({"podSelector": {}, "egress": [{"ports": [{"port": 80}]}], "policyTypes": ["Ingress", "Egress"]})
         );
         let cr = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"items": []}});
-        assert_eq!(round_trip("example.com/v1", "Widget", &cr).unwrap().object, cr);
+        assert_eq!(
+            round_trip("example.com/v1", "Widget", &cr).unwrap().object,
+            cr
+        );
     }
 }

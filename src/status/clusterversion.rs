@@ -21,9 +21,13 @@ pub const HISTORY_LIMIT: usize = 100;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterVersionError {
-    #[error("reading ClusterVersion {NAME}: {0}; cannot tell install from update, nothing was applied (run again when the server answers)")]
+    #[error(
+        "reading ClusterVersion {NAME}: {0}; cannot tell install from update, nothing was applied (run again when the server answers)"
+    )]
     Read(#[source] RequestError),
-    #[error("looking up the ClusterVersion kind: {0}; nothing was applied (run again when the server answers)")]
+    #[error(
+        "looking up the ClusterVersion kind: {0}; nothing was applied (run again when the server answers)"
+    )]
     Discovery(#[source] DiscoveryError),
     #[error("writing ClusterVersion {NAME} status: {0}")]
     Write(#[source] kube::Error),
@@ -174,7 +178,8 @@ pub async fn write(
         let Some(mut cv) = api
             .get_opt(NAME)
             .await
-            .map_err(|e| ClusterVersionError::Read(RequestError::Kube(e)))? else {
+            .map_err(|e| ClusterVersionError::Read(RequestError::Kube(e)))?
+        else {
             return Ok(WriteOutcome::Absent);
         };
         let old = status(&cv).clone();

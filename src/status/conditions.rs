@@ -75,9 +75,17 @@ pub fn upgradeable(
             .iter()
             .map(|u| format!("{} ({})", u.id, u.error))
             .collect();
-        let text = format!("cannot tell whether these deletions finished: {}", names.join("; "));
+        let text = format!(
+            "cannot tell whether these deletions finished: {}",
+            names.join("; ")
+        );
         if condition.status == ConditionStatus::True {
-            condition = Condition::new("Upgradeable", ConditionStatus::Unknown, REASON_UNKNOWN, text);
+            condition = Condition::new(
+                "Upgradeable",
+                ConditionStatus::Unknown,
+                REASON_UNKNOWN,
+                text,
+            );
         } else {
             condition.message = format!("{}; {text}", condition.message);
         }
@@ -274,7 +282,10 @@ mod tests {
     fn upgradeable_turns_stuck_past_the_threshold() {
         let now = jiff::Timestamp::now();
         let ten = Duration::from_secs(600);
-        assert_eq!(upgradeable(&[], &[], ten, now).status, ConditionStatus::True);
+        assert_eq!(
+            upgradeable(&[], &[], ten, now).status,
+            ConditionStatus::True
+        );
         let young = pending("young", 5, now);
         let c = upgradeable(&[&young], &[], ten, now);
         assert_eq!(
@@ -304,12 +315,22 @@ mod tests {
             error: "503 Service Unavailable".into(),
         };
         let c = upgradeable(&[], std::slice::from_ref(&unknown), ten, now);
-        assert_eq!((c.status, c.reason.as_str()), (ConditionStatus::Unknown, REASON_UNKNOWN));
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (ConditionStatus::Unknown, REASON_UNKNOWN)
+        );
         assert!(c.message.contains("Widget ns/unread (503"), "{}", c.message);
         let young = pending("young", 5, now);
         let c = upgradeable(&[&young], &[unknown], ten, now);
-        assert_eq!((c.status, c.reason.as_str()), (ConditionStatus::False, REASON_IN_PROGRESS));
-        assert!(c.message.contains("young") && c.message.contains("unread"), "{}", c.message);
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (ConditionStatus::False, REASON_IN_PROGRESS)
+        );
+        assert!(
+            c.message.contains("young") && c.message.contains("unread"),
+            "{}",
+            c.message
+        );
     }
 
     #[test]
@@ -319,6 +340,10 @@ mod tests {
         p.since = None;
         let c = upgradeable(&[&p], &[], Duration::from_secs(600), now);
         assert_eq!(c.status, ConditionStatus::False);
-        assert!(c.message.contains("Widget ns/kept (not deleted yet)"), "{}", c.message);
+        assert!(
+            c.message.contains("Widget ns/kept (not deleted yet)"),
+            "{}",
+            c.message
+        );
     }
 }

@@ -96,7 +96,11 @@ impl Precondition<'_> {
             });
         }
         if self.update == UpdateType::MinorOrMajor && !self.unknown_deletes.is_empty() {
-            let names: Vec<String> = self.unknown_deletes.iter().map(ToString::to_string).collect();
+            let names: Vec<String> = self
+                .unknown_deletes
+                .iter()
+                .map(ToString::to_string)
+                .collect();
             failures.push(PreconditionFailure {
                 reason: "DeletionStatusUnknown",
                 message: format!(
@@ -196,7 +200,12 @@ mod tests {
 
     #[test]
     fn unknown_refuses_a_minor_update_like_false() {
-        let unknown = Condition::new("Upgradeable", ConditionStatus::Unknown, "DeletionStatusUnknown", "x");
+        let unknown = Condition::new(
+            "Upgradeable",
+            ConditionStatus::Unknown,
+            "DeletionStatusUnknown",
+            "x",
+        );
         let unread = [ObjectId::new("", "ConfigMap", Some("ns"), "unread")];
         let p = Precondition {
             update: UpdateType::MinorOrMajor,

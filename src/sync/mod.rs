@@ -151,7 +151,12 @@ where
     if !refused.is_empty() && !options.force {
         let mut conds: Vec<Condition> = previous_upgradeable.into_iter().collect();
         conds.extend(refused.iter().map(|f| {
-            Condition::new("Failing", ConditionStatus::True, f.reason, f.message.clone())
+            Condition::new(
+                "Failing",
+                ConditionStatus::True,
+                f.reason,
+                f.message.clone(),
+            )
         }));
         return Ok(SyncOutcome {
             update,
@@ -182,7 +187,10 @@ where
         Mode::Initializing => install(&mut applier, options, &on_result).await,
         Mode::Updating => {
             let graph = run_level_graph(release);
-            (run_pass(&applier, &graph, options.parallelism, None, &on_result).await, 1)
+            (
+                run_pass(&applier, &graph, options.parallelism, None, &on_result).await,
+                1,
+            )
         }
     };
     for r in &report.results {
@@ -248,9 +256,8 @@ where
 {
     let deadline = tokio::time::Instant::now() + options.install_timeout;
     let graph = flattened_graph(applier.release());
-    let finished = |r: &crate::apply::ManifestResult| !matches!(r.action, Action::Failed | Action::Skipped);
     let report_final = |r: &crate::apply::ManifestResult| {
-        if finished(r) {
+        if r.is_final() {
             on_result(r)
         }
     };
@@ -258,7 +265,7 @@ where
     let mut rounds = 1;
     let mut delay = ROUND_DELAY;
     loop {
-        let left = report.results.iter().filter(|r| !finished(r)).count();
+        let left = report.results.iter().filter(|r| !r.is_final()).count();
         if left == 0 || tokio::time::Instant::now() + delay >= deadline {
             break;
         }
@@ -266,10 +273,17 @@ where
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(ROUND_DELAY_MAX);
         applier.new_pass();
-        report = run_pass(applier, &graph, options.parallelism, Some(&report), &report_final).await;
+        report = run_pass(
+            applier,
+            &graph,
+            options.parallelism,
+            Some(&report),
+            &report_final,
+        )
+        .await;
         rounds += 1;
     }
-    for r in report.results.iter().filter(|r| !finished(r)) {
+    for r in report.results.iter().filter(|r| !r.is_final()) {
         on_result(r);
     }
     (report, rounds)
@@ -284,7 +298,8 @@ async fn unfinished_deletions(
     report: &PassReport,
 ) -> (Vec<PendingDeletion>, Vec<UnknownDeletion>) {
     let release = applier.release();
-    let mut pending: Vec<PendingDeletion> = report.pending_deletions().into_iter().cloned().collect();
+    let mut pending: Vec<PendingDeletion> =
+        report.pending_deletions().into_iter().cloned().collect();
     let unread: Vec<usize> = report
         .results
         .iter()
@@ -328,7 +343,12 @@ async fn delete_targets(applier: &Applier<'_>) -> (Vec<ObjectId>, Vec<ObjectId>)
 /// Reads the objects of the delete manifests `indices` back, 16 at a time, in order.
 async fn observe_all(applier: &Applier<'_>, indices: &[usize]) -> Vec<(usize, Observed)> {
     futures::stream::iter(indices.iter().copied())
-        .map(|i| async move { (i, deletions::observe(applier, &applier.release().manifests[i]).await) })
+        .map(|i| async move {
+            (
+                i,
+                deletions::observe(applier, &applier.release().manifests[i]).await,
+            )
+        })
         .buffered(16)
         .collect()
         .await

@@ -79,7 +79,11 @@ pub fn text_report(release: &Release, outcome: &SyncOutcome, all_changes: bool) 
         outcome.update
     );
     if outcome.mode == super::Mode::Initializing && outcome.rounds > 1 {
-        let _ = writeln!(out, "install: {} rounds (failed manifests are retried until they succeed or --install-timeout passes)", outcome.rounds);
+        let _ = writeln!(
+            out,
+            "install: {} rounds (failed manifests are retried until they succeed or --install-timeout passes)",
+            outcome.rounds
+        );
     }
     for f in &outcome.refused {
         let _ = writeln!(out, "refused: {f}");

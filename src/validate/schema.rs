@@ -6,8 +6,8 @@
 //! typed struct, so each dropped field is a warning here: the release says something the
 //! cluster will never see. A manifest that does not decode at all fails at apply time.
 
-use crate::release::typed::round_trip;
 use crate::diagnostic::Diagnostic;
+use crate::release::typed::round_trip;
 use crate::release::{DeleteIntent, Release};
 
 use super::finding;

@@ -167,6 +167,32 @@ impl TestCluster {
         self.created.lock().expect("cleanup list").push(created);
     }
 
+    /// A kubeconfig file through which a `cvo` process reaches this cluster: the real
+    /// cluster's own, or (in-memory) one for the server served on a free loopback port, written
+    /// into `dir`. Waits until the server accepts connections.
+    pub async fn kubeconfig_file(&self, dir: &std::path::Path) -> PathBuf {
+        let (Some(server), None) = (&self.memory, &self.kubeconfig) else {
+            return self
+                .kubeconfig
+                .clone()
+                .expect("a real cluster has a kubeconfig");
+        };
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free loopback port");
+        tokio::spawn(cvo::cluster::memory::serve(server.clone(), addr));
+        let path = dir.join("kubeconfig");
+        std::fs::write(&path, cvo::cluster::memory::kubeconfig_yaml(addr)).expect("kubeconfig");
+        poll_until("server listening", Duration::from_secs(10), || async {
+            tokio::net::TcpStream::connect(addr)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+        .await;
+        path
+    }
+
     /// A dynamic API for `resource` in `namespace` (or cluster-wide).
     pub fn dynamic(&self, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
         match namespace {
