@@ -1,13 +1,13 @@
-//! Retries and fail-fast against the in-memory server's fault injection (skipped against a
-//! real cluster: faults cannot be injected there).
+//! Retries and fail-fast, with faults injected between the client and the test cluster
+//! (`common::faulty_client`), so these run against the real server too.
 
 mod common;
 
 use std::time::Duration;
 
+use common::Fault;
 use cvo::apply::Action;
 use cvo::cluster::Cluster;
-use cvo::cluster::memory::{FaultAction, FaultRule};
 use cvo::release::LoadOptions;
 use cvo::sync::{SyncOptions, sync};
 
@@ -35,28 +35,21 @@ fn write_release(ns: &str, data: &str, immutable: bool) -> tempfile::TempDir {
 #[tokio::test]
 async fn transient_429_and_500_are_retried() {
     let tc = common::cluster().await;
-    let Some(memory) = &tc.memory else {
-        return; // fault injection needs the in-memory server
-    };
-    memory.faults().add(
-        FaultRule::new(FaultAction::TooManyRequests {
-            retry_after_secs: 1,
-        })
-        .verb("patch")
-        .kind("Namespace")
-        .times(1),
-    );
-    memory.faults().add(
-        FaultRule::new(FaultAction::Status(500))
-            .verb("patch")
-            .kind("ConfigMap")
-            .times(2),
+    let client = common::faulty_client(
+        tc.client.clone(),
+        vec![
+            Fault::new("PATCH", "/namespaces/", 429)
+                .retry_after(1)
+                .times(1),
+            Fault::new("PATCH", "/configmaps/", 500).times(2),
+        ],
     );
     let ns = common::unique("faults");
     let dir = write_release(&ns, "one", false);
     let rel = cvo::release::load(dir.path(), &LoadOptions::default()).expect("load");
+    tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &ns);
     let started = std::time::Instant::now();
-    let out = sync(&Cluster::new(tc.client.clone()), &rel, &options(), |_| {})
+    let out = sync(&Cluster::new(client), &rel, &options(), |_| {})
         .await
         .expect("sync");
     let report = out.report.expect("pass");

@@ -114,20 +114,23 @@ pub fn flattened_graph(release: &Release) -> TaskGraph {
 
 /// Runs one pass over `graph` (built from the applier's release) with at most
 /// `parallelism` nodes at once; `on_result` sees every result as it happens (progress).
-/// With `previous` (an earlier round of the same install), manifests that reached a final
-/// answer there ([`ManifestResult::is_final`]) keep it and are not run again; a permanent
-/// failure kept that way no longer stops the manifests after it in its node.
+/// Rounds of an install (`rounds`): a failure does not stop the manifests after it in its
+/// node (they may not depend on it: installs run the flattened graph, where adjacent run
+/// levels share a node), and with `previous` set, manifests that reached a final answer there
+/// ([`ManifestResult::is_final`]) keep it and are not run again.
 pub async fn run_pass<F>(
     applier: &Applier<'_>,
     graph: &TaskGraph,
     parallelism: usize,
-    previous: Option<&PassReport>,
+    rounds: Option<Option<&PassReport>>,
     on_result: F,
 ) -> PassReport
 where
     F: Fn(&ManifestResult),
 {
     let n = applier.release().manifests.len();
+    let keep_going = rounds.is_some();
+    let previous = rounds.flatten();
     let done = |i: usize| previous.map(|p| &p.results[i]).filter(|r| r.is_final());
     let slots: Mutex<Vec<Option<ManifestResult>>> = Mutex::new(vec![None; n]);
     let slots_ref = &slots;
@@ -143,7 +146,7 @@ where
             on_result(&result);
             let failed = result.action == Action::Failed;
             slots_ref.lock().unwrap_or_else(|p| p.into_inner())[task] = Some(result);
-            if failed {
+            if failed && !keep_going {
                 return Err(task);
             }
         }

@@ -2,7 +2,7 @@
 //! apply --in-memory` shows real deletions. A CLI convenience: it drives the engine from the
 //! outside and is no part of it.
 
-use crate::apply::{Action, Applier, ManifestResult, Options, run_level_graph, run_pass};
+use crate::apply::{Applier, Options, run_level_graph, run_pass};
 use crate::cluster::Cluster;
 use crate::release::{ObjectId, Release};
 
@@ -46,20 +46,9 @@ pub async fn previous_state(cluster: &Cluster, release: &Release, parallelism: u
     }
     let applier = Applier::new(cluster.clone(), &previous, Options::default());
     let graph = run_level_graph(&previous);
-    let report = run_pass(&applier, &graph, parallelism, None, |_| {}).await;
-    // A failed seed must not keep the others from being seeded: try the skipped ones alone.
-    let mut failed: Vec<ManifestResult> = report.failed().cloned().collect();
-    for r in report
-        .results
-        .iter()
-        .filter(|r| r.action == Action::Skipped)
-    {
-        let retried = applier.run(r.index).await;
-        if retried.action == Action::Failed {
-            failed.push(retried);
-        }
-    }
-    for r in failed {
+    // A failed seed must not keep the others from being seeded: keep going past failures.
+    let report = run_pass(&applier, &graph, parallelism, Some(None), |_| {}).await;
+    for r in report.failed() {
         tracing::debug!(manifest = %previous.manifests[r.index].id, error = ?r.error, "seeding failed");
     }
 }

@@ -261,7 +261,14 @@ where
             on_result(r)
         }
     };
-    let mut report = run_pass(applier, &graph, options.parallelism, None, &report_final).await;
+    let mut report = run_pass(
+        applier,
+        &graph,
+        options.parallelism,
+        Some(None),
+        &report_final,
+    )
+    .await;
     let mut rounds = 1;
     let mut delay = ROUND_DELAY;
     loop {
@@ -277,7 +284,7 @@ where
             applier,
             &graph,
             options.parallelism,
-            Some(&report),
+            Some(Some(&report)),
             &report_final,
         )
         .await;

@@ -556,3 +556,112 @@ pub async fn wait_established(tc: &TestCluster, name: &str) {
     )
     .await
 }
+
+/// A fault injected between a client and its cluster, so that fault tests run against the
+/// real server too: requests with this HTTP method whose path contains `path` are answered
+/// by the test itself with `status` (a Kubernetes `Status` body), `times` times (or always).
+#[derive(Clone, Debug)]
+pub struct Fault {
+    pub method: &'static str,
+    pub path: String,
+    pub status: u16,
+    pub retry_after_secs: Option<u32>,
+    pub times: Option<usize>,
+}
+
+impl Fault {
+    pub fn new(method: &'static str, path: impl Into<String>, status: u16) -> Self {
+        Fault {
+            method,
+            path: path.into(),
+            status,
+            retry_after_secs: None,
+            times: None,
+        }
+    }
+
+    pub fn times(mut self, n: usize) -> Self {
+        self.times = Some(n);
+        self
+    }
+
+    pub fn retry_after(mut self, secs: u32) -> Self {
+        self.retry_after_secs = Some(secs);
+        self
+    }
+}
+
+/// `inner` with `faults` injected (see [`Fault`]).
+pub fn faulty_client(inner: Client, faults: Vec<Fault>) -> Client {
+    let faults = std::sync::Arc::new(Mutex::new(faults));
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let inner = inner.clone();
+        let faults = faults.clone();
+        async move {
+            let hit = {
+                let mut faults = faults.lock().unwrap_or_else(|e| e.into_inner());
+                let path = req.uri().path();
+                faults
+                    .iter_mut()
+                    .find(|f| {
+                        f.method == req.method().as_str()
+                            && path.contains(&f.path)
+                            && f.times != Some(0)
+                    })
+                    .map(|f| {
+                        f.times = f.times.map(|n| n - 1);
+                        f.clone()
+                    })
+            };
+            let Some(fault) = hit else {
+                return inner.send(req).await;
+            };
+            let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "message": format!("injected by the test: {} {}", fault.method, fault.path),
+                "reason": "InjectedFault", "code": fault.status,
+                "details": {"retryAfterSeconds": fault.retry_after_secs}});
+            let mut response = http::Response::builder()
+                .status(fault.status)
+                .header("content-type", "application/json");
+            if let Some(secs) = fault.retry_after_secs {
+                response = response.header("retry-after", secs.to_string());
+            }
+            Ok::<_, kube::Error>(
+                response
+                    .body(kube::client::Body::from(body.to_string().into_bytes()))
+                    .expect("response"),
+            )
+        }
+    });
+    Client::new(service, "default")
+}
+
+/// One test at a time (per test binary) may use the cluster-wide `ClusterVersion version`.
+static CLUSTER_VERSION: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// For tests of ClusterVersion status: holds the per-binary lock, makes sure the
+/// `config.openshift.io` ClusterVersion kind is served (a stand-in CRD, left in place on a real
+/// cluster so that the next test does not race its deletion) and that no `version` object
+/// exists yet. Returns the guard and the kind's API resource.
+pub async fn cluster_version(
+    tc: &TestCluster,
+) -> (tokio::sync::MutexGuard<'static, ()>, ApiResource) {
+    let guard = CLUSTER_VERSION.lock().await;
+    let crd = TestCrd::in_group("config.openshift.io", "ClusterVersion", false, true);
+    let crds = Api::<CustomResourceDefinition>::all(tc.client.clone());
+    if crds.get_opt(&crd.name).await.expect("get CRD").is_none() {
+        crds.create(&PostParams::default(), &crd.manifest())
+            .await
+            .expect("create ClusterVersion CRD");
+    }
+    wait_established(tc, &crd.name).await;
+    let resource = crd.resource();
+    let cvs = tc.dynamic(&resource, None);
+    if cvs.get_opt("version").await.expect("get cv").is_some() {
+        cvs.delete("version", &DeleteParams::default())
+            .await
+            .expect("delete cv");
+        wait_gone(tc, &cvs, "version", "ClusterVersion version").await;
+    }
+    (guard, resource)
+}

@@ -1,0 +1,269 @@
+//! The sync as a whole, on both servers: install rounds, and the safety gate failing closed —
+//! a deletion that timed out, or one the engine cannot read back (faults injected between the
+//! client and the cluster, `common::faulty_client`), is never `Upgradeable=True`, and an
+//! unreadable ClusterVersion never turns an update into an install.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Fault, TEST_FINALIZER, TestCluster, configmaps, unique};
+use cvo::apply::{Action, Strategy};
+use cvo::cluster::Cluster;
+use cvo::release::{LoadOptions, Release};
+use cvo::status::{ConditionStatus, UpdateType};
+use cvo::sync::{Mode, SyncOptions, SyncOutcome, sync};
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+
+fn release(version: &str, files: &[(&str, String)]) -> (tempfile::TempDir, Release) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("release-metadata"),
+        common::release_metadata(version),
+    )
+    .expect("write");
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).expect("write manifest");
+    }
+    let rel = cvo::release::load(dir.path(), &LoadOptions::default()).expect("load");
+    assert!(!rel.has_errors(), "{:?}", rel.diagnostics);
+    (dir, rel)
+}
+
+fn namespace(ns: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels: {{{}: sync}}\n",
+        common::TEST_LABEL
+    )
+}
+
+fn configmap(ns: &str, name: &str, annotations: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n{annotations}data:\n  a: b\n"
+    )
+}
+
+const DELETE: &str = "  annotations:\n    release.openshift.io/delete: \"true\"\n";
+
+fn options() -> SyncOptions {
+    common::sync_options(Duration::from_millis(10))
+}
+
+async fn run(client: kube::Client, rel: &Release, options: &SyncOptions) -> SyncOutcome {
+    sync(&Cluster::new(client), rel, options, |_| {})
+        .await
+        .expect("sync")
+}
+
+fn upgradeable(outcome: &SyncOutcome) -> &cvo::status::Condition {
+    outcome
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Upgradeable")
+        .unwrap_or_else(|| panic!("no Upgradeable in {:?}", outcome.conditions))
+}
+
+async fn held_configmap(tc: &TestCluster, ns: &str, name: &str) {
+    let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns, "finalizers": [TEST_FINALIZER]}});
+    tc.dynamic(&configmaps(), Some(ns))
+        .patch(name, &PatchParams::apply("test"), &Patch::Apply(&obj))
+        .await
+        .expect("create held");
+    tc.hold(&configmaps(), Some(ns), name);
+}
+
+#[tokio::test]
+async fn an_install_retries_in_rounds_until_everything_is_applied() {
+    let tc = common::cluster().await;
+    let ns = unique("install");
+    tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &ns);
+    // The ConfigMap's namespace comes two run levels later: an update would fail it and
+    // block everything after it; an install gets there in a later round.
+    let (_dir, rel) = release(
+        "1.0.0",
+        &[
+            ("0000_05_a_cm.yaml", configmap(&ns, "early", "")),
+            ("0000_10_b_ns.yaml", namespace(&ns)),
+            ("0000_20_c_cm.yaml", configmap(&ns, "late", "")),
+        ],
+    );
+    let updating = run(tc.client.clone(), &rel, &options()).await;
+    let summary = updating.report.as_ref().expect("pass").summary();
+    assert_eq!((summary.failed, summary.skipped), (1, 2), "{summary:?}");
+
+    let install = SyncOptions {
+        mode: None,
+        ..options()
+    };
+    let out = run(tc.client.clone(), &rel, &install).await;
+    assert_eq!(out.mode, Mode::Initializing);
+    assert_eq!(out.update, UpdateType::Install);
+    let summary = out.report.as_ref().expect("pass").summary();
+    assert_eq!(summary.failed + summary.skipped, 0, "{:?}", out.report);
+    assert!(out.rounds >= 2, "rounds: {}", out.rounds);
+    assert_eq!(out.exit_code(), 0);
+}
+
+#[tokio::test]
+async fn an_install_does_not_retry_a_broken_manifest() {
+    let tc = common::cluster().await;
+    let ns = tc.namespace("install-bad").await;
+    let bad = "  annotations:\n    release.openshift.io/delete: \"yes\"\n";
+    let (_dir, rel) = release(
+        "1.0.0",
+        &[
+            ("0000_10_a_cm.yaml", configmap(&ns, "bad", bad)),
+            ("0000_10_a_cm2.yaml", configmap(&ns, "after", "")),
+        ],
+    );
+    let install = SyncOptions {
+        mode: None,
+        ..options()
+    };
+    let out = run(tc.client.clone(), &rel, &install).await;
+    let report = out.report.as_ref().expect("pass");
+    let actions: Vec<Action> = report.results.iter().map(|r| r.action).collect();
+    // The broken one fails for good; the one after it in the same chain still gets its turn.
+    assert_eq!(actions, [Action::Failed, Action::Created], "{report:?}");
+    assert_eq!(out.exit_code(), 1);
+}
+
+#[tokio::test]
+async fn a_timed_out_synchronous_deletion_is_not_upgradeable() {
+    let tc = common::cluster().await;
+    let ns = tc.namespace("sync-timeout").await;
+    held_configmap(&tc, &ns, "held").await;
+    let (_dir, rel) = release(
+        "1.0.0",
+        &[("0000_10_a_cm.yaml", configmap(&ns, "held", DELETE))],
+    );
+    let mut opts = options();
+    opts.apply.strategy = Strategy::Synchronous;
+    opts.apply.deletion_timeout = Duration::from_secs(1);
+    let out = run(tc.client.clone(), &rel, &opts).await;
+    let report = out.report.as_ref().expect("pass");
+    assert_eq!(report.results[0].action, Action::Failed, "{report:?}");
+    let up = upgradeable(&out);
+    assert_eq!(up.status, ConditionStatus::False, "{up:?}");
+    assert!(
+        up.message.contains(&format!("ConfigMap {ns}/held")),
+        "{}",
+        up.message
+    );
+    assert_eq!(out.exit_code(), 1);
+}
+
+#[tokio::test]
+async fn a_deletion_that_cannot_be_read_back_is_upgradeable_unknown() {
+    let tc = common::cluster().await;
+    let ns = tc.namespace("unreadable").await;
+    held_configmap(&tc, &ns, "held").await;
+    let (_dir, rel) = release(
+        "1.0.0",
+        &[("0000_10_a_cm.yaml", configmap(&ns, "held", DELETE))],
+    );
+    // Every read of ConfigMaps in the namespace answers 503.
+    let path = format!("/namespaces/{ns}/configmaps");
+    let client = common::faulty_client(tc.client.clone(), vec![Fault::new("GET", path, 503)]);
+    let out = run(client, &rel, &options()).await;
+    let up = upgradeable(&out);
+    assert_eq!(
+        (up.status, up.reason.as_str()),
+        (ConditionStatus::Unknown, "DeletionStatusUnknown"),
+        "{up:?}"
+    );
+    assert!(
+        up.message.contains(&format!("ConfigMap {ns}/held")),
+        "{}",
+        up.message
+    );
+    assert_ne!(out.exit_code(), 0);
+}
+
+/// One ClusterVersion test (it is cluster-wide): the refusals of a minor update when the
+/// engine cannot tell, and an unreadable ClusterVersion.
+#[tokio::test]
+async fn a_minor_update_is_refused_when_the_engine_cannot_tell() {
+    let tc = common::cluster().await;
+    let (_guard, cv_resource) = common::cluster_version(&tc).await;
+    let cvs = tc.dynamic(&cv_resource, None);
+    let cv: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+        "metadata": {"name": "version"}, "spec": {"clusterID": "x"}}))
+    .expect("cv");
+    cvs.create(&PostParams::default(), &cv)
+        .await
+        .expect("create cv");
+    let ns = tc.namespace("cv-unknown").await;
+    let cluster = || Cluster::new(tc.client.clone());
+
+    // 1.0.0 installed: history Completed, Upgradeable True.
+    let (_d1, v100) = release(
+        "1.0.0",
+        &[("0000_10_a_cm.yaml", configmap(&ns, "keep", ""))],
+    );
+    let out = sync(&cluster(), &v100, &options(), |_| {})
+        .await
+        .expect("sync");
+    assert_eq!(out.exit_code(), 0, "{:?}", out.report);
+
+    // A minor update whose delete manifest's object cannot be read: refused (4), nothing
+    // written; --force goes through.
+    held_configmap(&tc, &ns, "held").await;
+    let (_d2, v110) = release(
+        "1.1.0",
+        &[
+            ("0000_10_a_cm.yaml", configmap(&ns, "keep", "")),
+            ("0000_10_b_cm.yaml", configmap(&ns, "held", DELETE)),
+        ],
+    );
+    let path = format!("/namespaces/{ns}/configmaps/held");
+    let faulty = common::faulty_client(tc.client.clone(), vec![Fault::new("GET", path, 503)]);
+    let out = sync(&Cluster::new(faulty), &v110, &options(), |_| {})
+        .await
+        .expect("sync");
+    let reasons: Vec<_> = out.refused.iter().map(|f| f.reason).collect();
+    assert_eq!(reasons, ["DeletionStatusUnknown"]);
+    assert_eq!(out.exit_code(), 4);
+
+    // The stored Upgradeable is Unknown: a minor update is refused as for False.
+    let status = json!({"status": {"conditions": [{"type": "Upgradeable", "status": "Unknown",
+        "reason": "DeletionStatusUnknown", "message": "cannot tell", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        "history": cvs.get("version").await.expect("cv").data["status"]["history"]}});
+    cvs.patch_status("version", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("status");
+    let out = sync(&cluster(), &v110, &options(), |_| {})
+        .await
+        .expect("sync");
+    let reasons: Vec<_> = out.refused.iter().map(|f| f.reason).collect();
+    assert_eq!(reasons, ["UpgradeableUnknown"]);
+    assert_eq!(out.exit_code(), 4);
+    let forced = SyncOptions {
+        force: true,
+        ..options()
+    };
+    let out = sync(&cluster(), &v110, &forced, |_| {})
+        .await
+        .expect("sync");
+    assert!(out.report.is_some());
+    assert_eq!(upgradeable(&out).status, ConditionStatus::False);
+
+    // The ClusterVersion cannot be read: the sync stops, it is not taken for an install.
+    let faulty = common::faulty_client(
+        tc.client.clone(),
+        vec![Fault::new("GET", "/clusterversions/version", 503)],
+    );
+    let err = sync(&Cluster::new(faulty), &v110, &options(), |_| {})
+        .await
+        .expect_err("an unreadable ClusterVersion stops the sync");
+    assert!(
+        err.to_string().contains("cannot tell install from update"),
+        "{err}"
+    );
+    cvs.delete("version", &Default::default())
+        .await
+        .expect("delete cv");
+}
