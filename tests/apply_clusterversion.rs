@@ -1,13 +1,14 @@
 //! ClusterVersion status and update preconditions: patch vs minor updates, Upgradeable,
-//! StaleDeleteManifest, write-only-on-change. In-memory only: on a real (OpenShift) cluster
-//! these tests would rewrite the cluster's own ClusterVersion.
+//! StaleDeleteManifest, write-only-on-change. On a real cluster the test gives it a stand-in
+//! ClusterVersion kind (`common::cluster_version`; never point the tests at an OpenShift
+//! cluster, whose own ClusterVersion they would rewrite).
 
 mod common;
 
 use std::path::Path;
 use std::time::Duration;
 
-use common::{TEST_FINALIZER, TestCrd, configmaps};
+use common::{TEST_FINALIZER, configmaps};
 use cvo::cluster::Cluster;
 use cvo::release::LoadOptions;
 use cvo::status::clusterversion::{self, WriteOutcome};
@@ -40,11 +41,7 @@ async fn sync_dir(cluster: &Cluster, dir: &Path, options: &SyncOptions) -> SyncO
 #[tokio::test]
 async fn status_history_and_update_preconditions() {
     let tc = common::cluster().await;
-    if !tc.is_memory() {
-        return;
-    }
-    let crd = TestCrd::in_group("config.openshift.io", "ClusterVersion", false, true);
-    let cv_resource = crd.install(&tc).await;
+    let (_guard, cv_resource) = common::cluster_version(&tc).await;
     let cvs = tc.dynamic(&cv_resource, None);
     let cv: kube::api::DynamicObject = serde_json::from_value(json!({
         "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
@@ -185,4 +182,8 @@ async fn status_history_and_update_preconditions() {
         cv_now.data["status"]["history"].as_array().map(Vec::len),
         Some(3)
     );
+    // Leave no ClusterVersion behind for the next test binary on a real cluster.
+    cvs.delete("version", &Default::default())
+        .await
+        .expect("delete cv");
 }

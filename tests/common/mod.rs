@@ -642,7 +642,8 @@ static CLUSTER_VERSION: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new((
 /// For tests of ClusterVersion status: holds the per-binary lock, makes sure the
 /// `config.openshift.io` ClusterVersion kind is served (a stand-in CRD, left in place on a real
 /// cluster so that the next test does not race its deletion) and that no `version` object
-/// exists yet. Returns the guard and the kind's API resource.
+/// exists yet. Returns the guard and the kind's API resource. The test deletes `version` when
+/// it is done, so that later test binaries on a real cluster see no ClusterVersion.
 pub async fn cluster_version(
     tc: &TestCluster,
 ) -> (tokio::sync::MutexGuard<'static, ()>, ApiResource) {
