@@ -1,0 +1,107 @@
+//! Steady state is write-free: the second apply of a release writes nothing — every object's
+//! resourceVersion stays, and ClusterVersion status is not rewritten — on both servers. Covers
+//! what a real server normalizes (empty lists of built-in kinds, DESIGN.md §3.15) and
+//! re-owns (a Namespace applied with nothing but its name, §3.16).
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use cvo::cluster::Cluster;
+use cvo::release::{LoadOptions, Release};
+use cvo::status::clusterversion::WriteOutcome;
+use cvo::sync::{Mode, SyncOptions, SyncOutcome, sync};
+
+fn load(dir: &Path) -> Release {
+    let rel = cvo::release::load(dir, &LoadOptions::default()).expect("load");
+    assert!(!rel.has_errors(), "{:?}", rel.diagnostics);
+    rel
+}
+
+async fn apply(client: &kube::Client, rel: &Release, options: &SyncOptions) -> SyncOutcome {
+    let out = sync(&Cluster::new(client.clone()), rel, options, |_| {})
+        .await
+        .expect("sync");
+    let summary = out.report.as_ref().expect("pass").summary();
+    assert_eq!(summary.failed + summary.skipped, 0, "{:?}", out.report);
+    out
+}
+
+/// Objects the pass wrote (created or updated: the engine compares resourceVersions).
+fn writes(out: &SyncOutcome) -> usize {
+    let s = out.report.as_ref().expect("pass").summary();
+    s.created + s.updated
+}
+
+#[tokio::test]
+async fn manifests_example_second_apply_writes_nothing() {
+    let tc = common::cluster().await;
+    // The example ships ClusterVersion version: hold the cluster-wide ClusterVersion.
+    let (_guard, cv_resource) = common::cluster_version(&tc).await;
+    let rel = load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests-example"));
+    let options = SyncOptions {
+        mode: None,
+        ..common::sync_options(Duration::from_millis(20))
+    };
+    let first = apply(&tc.client, &rel, &options).await;
+    assert!(writes(&first) > 0);
+    let second = apply(&tc.client, &rel, &options).await;
+    assert_eq!(writes(&second), 0, "{:?}", second.report);
+    assert_eq!(second.cluster_version, Some(Ok(WriteOutcome::Unchanged)));
+    tc.dynamic(&cv_resource, None)
+        .delete("version", &Default::default())
+        .await
+        .expect("delete cv");
+}
+
+#[tokio::test]
+async fn what_the_server_normalizes_is_not_rewritten() {
+    let tc = common::cluster().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prefix = common::unique("steady");
+    let mut files = Vec::new();
+    for n in 0..10 {
+        let ns = format!("{prefix}-{n}");
+        tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &ns);
+        // A bare Namespace: nothing but its name.
+        let mut text = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n");
+        for i in 0..20 {
+            text.push_str(&format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  namespace: {ns}\ndata:\n  key: value-{i}\n"
+            ));
+        }
+        text.push_str(&format!(
+            "---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: deny-all\n  namespace: {ns}\nspec:\n  podSelector: {{}}\n  ingress: []\n  egress: []\n  policyTypes: [Ingress, Egress]\n"
+        ));
+        files.push((format!("0000_{:02}_comp{n}_00.yaml", 10 + n), text));
+    }
+    let role = format!("{prefix}-empty");
+    tc.track_cluster_object(
+        &common::builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+            "clusterroles",
+        ),
+        &role,
+    );
+    files.push((
+        "0000_50_rbac_00.yaml".into(),
+        format!("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {role}\nrules: []\n"),
+    ));
+    for (name, text) in &files {
+        std::fs::write(dir.path().join(name), text).expect("write");
+    }
+    let rel = load(dir.path());
+    let options = SyncOptions {
+        mode: Some(Mode::Updating),
+        ..common::sync_options(Duration::from_millis(20))
+    };
+    let first = apply(&tc.client, &rel, &options).await;
+    assert_eq!(writes(&first), rel.manifests.len());
+    let second = apply(&tc.client, &rel, &options).await;
+    assert_eq!(writes(&second), 0, "{:?}", second.report);
+    let third = apply(&tc.client, &rel, &options).await;
+    assert_eq!(writes(&third), 0, "{:?}", third.report);
+}
