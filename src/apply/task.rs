@@ -238,10 +238,10 @@ impl<'r> Applier<'r> {
             result.changes = changes;
             return Ok(action);
         }
-        Ok(if before.resource_version() == after.resource_version() {
-            Action::Unchanged
-        } else {
+        Ok(if applied_a_change(&before, &after, &body) {
             Action::Updated
+        } else {
+            Action::Unchanged
         })
     }
 
@@ -385,6 +385,51 @@ fn label_managed(body: &mut Value) {
     }
 }
 
+/// Whether our apply changed the object between `before` (as the pass read it) and `after`
+/// (the apply's answer). An unchanged resourceVersion means nothing was written. A changed one
+/// may also come from someone else writing in between (a controller updating status or its
+/// own annotations right after a create); the write was ours only if our managed-fields entry
+/// moved or a value we send differs between the two.
+fn applied_a_change(before: &DynamicObject, after: &DynamicObject, body: &Value) -> bool {
+    if before.resource_version() == after.resource_version() {
+        return false;
+    }
+    let ours = |o: &DynamicObject| {
+        o.managed_fields()
+            .iter()
+            .find(|e| {
+                e.manager.as_deref() == Some(crate::cluster::FIELD_MANAGER)
+                    && e.operation.as_deref() == Some("Apply")
+            })
+            .map(|e| (e.fields_v1.clone().map(|f| f.0), e.time.clone()))
+    };
+    if ours(before) != ours(after) {
+        return true;
+    }
+    // Type and bookkeeping left out: a real server's LIST items carry no apiVersion/kind.
+    sent_values_differ(
+        body,
+        &comparable(before),
+        &comparable(after),
+        &mut String::new(),
+    )
+}
+
+/// True when a leaf of `body` (an apply body) has different values in `b` and `a`.
+fn sent_values_differ(body: &Value, b: &Value, a: &Value, path: &mut String) -> bool {
+    match body {
+        Value::Object(map) => map.iter().any(|(key, value)| {
+            let len = path.len();
+            path.push('/');
+            path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+            let differs = sent_values_differ(value, b, a, path);
+            path.truncate(len);
+            differs
+        }),
+        _ => b.pointer(path) != a.pointer(path),
+    }
+}
+
 /// The parts of an object a plan compares: everything but server bookkeeping and the type
 /// (a real server's LIST items carry no apiVersion/kind).
 fn comparable(obj: &DynamicObject) -> Value {
@@ -458,5 +503,32 @@ mod tests {
         let paths: Vec<_> = diff(&before, &after).into_iter().map(|c| c.path).collect();
         assert_eq!(paths, ["/b/c", "/b/d", "/gone", "/new"]);
         assert!(diff(&before, &before).is_empty());
+    }
+
+    fn object(value: Value) -> DynamicObject {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_write_by_someone_else_is_not_our_update() {
+        let ours = json!([{"manager": "cvo", "operation": "Apply", "time": "2026-01-01T00:00:00Z",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:a": {}}}}]);
+        let before = object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "resourceVersion": "1", "managedFields": ours}, "data": {"a": "b"}}));
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}});
+        // A controller annotated the object in between: the resourceVersion moved, not by us.
+        let mut after = before.clone();
+        after.metadata.resource_version = Some("2".into());
+        after.metadata.annotations = Some([("x".to_owned(), "y".to_owned())].into());
+        assert!(!applied_a_change(&before, &after, &body));
+        // Our value changed within the same second (same managed-fields entry): ours.
+        let mut changed = after.clone();
+        changed.data["data"]["a"] = json!("c");
+        assert!(applied_a_change(&before, &changed, &body));
+        // A LIST item without apiVersion/kind is no difference.
+        let mut listed = before.clone();
+        listed.types = None;
+        assert!(!applied_a_change(&listed, &after, &body));
+        assert!(!applied_a_change(&before, &before, &body));
     }
 }
