@@ -117,8 +117,11 @@ async fn pass(
 ) -> Pass {
     let counts: Counts = Arc::default();
     let cluster = Cluster::new(counting_client(client.clone(), counts.clone()));
+    // Manifests that can never succeed on a bare cluster would be retried for the default
+    // 10 minutes of an install: a minute is plenty for those that can.
     let options = SyncOptions {
         parallelism,
+        install_timeout: Duration::from_secs(60),
         ..SyncOptions::default()
     };
     let rv = server.map(MemoryServer::resource_version);
@@ -380,7 +383,11 @@ async fn main() {
         crds.manifests
             .retain(|m| m.id.kind == "CustomResourceDefinition" && !m.is_delete());
         let bootstrap = Cluster::new(client.clone());
-        sync(&bootstrap, &crds, &SyncOptions::default(), |_| {})
+        let bootstrap_options = SyncOptions {
+            install_timeout: Duration::from_secs(60),
+            ..SyncOptions::default()
+        };
+        sync(&bootstrap, &crds, &bootstrap_options, |_| {})
             .await
             .expect("CRDs");
         stand_in_crds(&bootstrap, &release).await;
