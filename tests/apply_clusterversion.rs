@@ -14,7 +14,7 @@ use cvo::release::LoadOptions;
 use cvo::status::clusterversion::{self, WriteOutcome};
 use cvo::status::{ConditionStatus, UpdateType};
 use cvo::sync::{SyncOptions, SyncOutcome, sync};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 fn options() -> SyncOptions {
@@ -42,14 +42,7 @@ async fn sync_dir(cluster: &Cluster, dir: &Path, options: &SyncOptions) -> SyncO
 async fn status_history_and_update_preconditions() {
     let tc = common::cluster().await;
     let (_guard, cv_resource) = common::cluster_version(&tc).await;
-    let cvs = tc.dynamic(&cv_resource, None);
-    let cv: kube::api::DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
-        "metadata": {"name": "version"}, "spec": {"clusterID": "x"}}))
-    .expect("cv");
-    cvs.create(&PostParams::default(), &cv)
-        .await
-        .expect("create cv");
+    let cvs = common::create_cluster_version(&tc, &cv_resource).await;
 
     let ns = tc.namespace("cv").await;
     let cm = |name: &str, annotations: &str| {

@@ -13,7 +13,7 @@ use cvo::cluster::Cluster;
 use cvo::release::{LoadOptions, Release};
 use cvo::status::ConditionStatus;
 use cvo::sync::{Mode, SyncOptions, SyncOutcome, sync};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 /// A release directory; `version: None` leaves out release-metadata, so that the sync is a
@@ -192,14 +192,7 @@ async fn a_deletion_that_cannot_be_read_back_is_upgradeable_unknown() {
 async fn a_minor_update_is_refused_when_the_engine_cannot_tell() {
     let tc = common::cluster().await;
     let (_guard, cv_resource) = common::cluster_version(&tc).await;
-    let cvs = tc.dynamic(&cv_resource, None);
-    let cv: kube::api::DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
-        "metadata": {"name": "version"}, "spec": {"clusterID": "x"}}))
-    .expect("cv");
-    cvs.create(&PostParams::default(), &cv)
-        .await
-        .expect("create cv");
+    let cvs = common::create_cluster_version(&tc, &cv_resource).await;
     let ns = tc.namespace("cv-unknown").await;
     let cluster = || Cluster::new(tc.client.clone());
 

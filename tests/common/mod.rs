@@ -666,3 +666,19 @@ pub async fn cluster_version(
     }
     (guard, resource)
 }
+
+/// Creates `ClusterVersion version` (no status yet) and returns the kind's API.
+pub async fn create_cluster_version(
+    tc: &TestCluster,
+    resource: &ApiResource,
+) -> Api<DynamicObject> {
+    let cvs = tc.dynamic(resource, None);
+    let cv: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+        "metadata": {"name": "version"}, "spec": {"clusterID": "x"}}))
+    .expect("cv");
+    cvs.create(&PostParams::default(), &cv)
+        .await
+        .expect("create cv");
+    cvs
+}
