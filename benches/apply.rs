@@ -150,6 +150,14 @@ async fn pass(
         .as_ref()
         .map(|r| r.summary())
         .unwrap_or_default();
+    for r in outcome.report.iter().flat_map(|r| &r.results) {
+        if verbose && r.action == cvo::apply::Action::Updated {
+            eprintln!(
+                "UPDATED {} {}",
+                release.manifests[r.index].location, release.manifests[r.index].id
+            );
+        }
+    }
     for r in outcome.report.iter().flat_map(|r| r.failed()) {
         if verbose {
             eprintln!(

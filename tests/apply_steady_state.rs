@@ -1,5 +1,6 @@
 //! Steady state is write-free: the second apply of a release writes nothing — every object's
-//! resourceVersion stays, and ClusterVersion status is not rewritten — on both servers. Covers
+//! resourceVersion stays, and ClusterVersion status is not rewritten — on both servers; an
+//! object already up to date is not even sent, and drift is still put back. Covers
 //! what a real server normalizes (empty lists of built-in kinds, DESIGN.md §3.15) and
 //! re-owns (a Namespace applied with nothing but its name, §3.16).
 
@@ -102,6 +103,25 @@ async fn what_the_server_normalizes_is_not_rewritten() {
     assert_eq!(writes(&first), rel.manifests.len());
     let second = apply(&tc.client, &rel, &options).await;
     assert_eq!(writes(&second), 0, "{:?}", second.report);
-    let third = apply(&tc.client, &rel, &options).await;
+    // Up to date objects are not even sent: no request that could write.
+    let (counting, sent) = common::counting_client(tc.client.clone());
+    let third = apply(&counting, &rel, &options).await;
     assert_eq!(writes(&third), 0, "{:?}", third.report);
+    assert_eq!(sent.load(std::sync::atomic::Ordering::Relaxed), 0);
+
+    // Drift on a value cvo sends is put back on the next apply.
+    let ns0 = format!("{prefix}-0");
+    let cms = tc.dynamic(&common::configmaps(), Some(&ns0));
+    let drift = serde_json::json!({"data": {"key": "drifted"}});
+    cms.patch(
+        "cm-3",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&drift),
+    )
+    .await
+    .expect("drift");
+    let fourth = apply(&tc.client, &rel, &options).await;
+    assert_eq!(writes(&fourth), 1, "{:?}", fourth.report);
+    let cm = cms.get("cm-3").await.expect("get");
+    assert_eq!(cm.data["data"]["key"], "value-3");
 }

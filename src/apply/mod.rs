@@ -6,6 +6,8 @@
 //! - [`pass`]: one pass over the release's task graph, collecting a [`ManifestResult`] per
 //!   manifest;
 //! - [`retry`]: which errors are retried and the backoff;
+//! - [`body`]: the apply body's marks (managed label, digest) and the up-to-date check that
+//!   skips a PATCH which would change nothing;
 //! - [`deletions`]: what the cluster says now about a delete manifest's object;
 //! - [`error`]: why a manifest failed.
 //!
@@ -13,6 +15,7 @@
 //! object back from the cluster (absent, present, or carrying a deletionTimestamp), so a
 //! restarted process reports exactly what the cluster shows.
 
+pub mod body;
 pub mod deletions;
 pub mod error;
 pub mod pass;

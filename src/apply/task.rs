@@ -12,8 +12,7 @@ use super::error::ManifestError;
 use super::retry::RequestError;
 use super::snapshot::{Lookup, Snapshot};
 use super::{
-    Action, FieldChange, MANAGED_LABEL, ManifestResult, Options, PendingDeletion,
-    STRATEGY_ANNOTATION, Strategy,
+    Action, FieldChange, ManifestResult, Options, PendingDeletion, STRATEGY_ANNOTATION, Strategy,
 };
 use crate::cluster::discovery::DiscoveryError;
 use crate::cluster::{Cluster, DeleteOutcome, Resolved, crd, wait};
@@ -180,7 +179,7 @@ impl<'r> Applier<'r> {
             ));
         }
         let mut body = rt.object;
-        label_managed(&mut body);
+        super::body::mark(&mut body);
         let key = (manifest.id.group.clone(), manifest.id.kind.clone());
         if self.options.dry_run && self.crds.contains_key(&key) {
             // A dry run creates no CRD: a kind whose CRD this release brings may not be
@@ -201,6 +200,12 @@ impl<'r> Applier<'r> {
         let resolved = self.resolve(manifest).await?;
         let before = self.current(&resolved, manifest).await?;
         if manifest.create_only && before.is_some() {
+            return Ok(Action::Unchanged);
+        }
+        if before
+            .as_ref()
+            .is_some_and(|live| super::body::up_to_date(live, &body))
+        {
             return Ok(Action::Unchanged);
         }
         let ns = manifest.id.namespace.as_deref();
@@ -365,22 +370,6 @@ impl<'r> Applier<'r> {
                     None => return Ok(Action::Deleted),
                 },
             }),
-        }
-    }
-}
-
-/// Puts [`MANAGED_LABEL`] on an apply body. Besides marking what `cvo` manages, it makes
-/// every apply own at least one field: a body with nothing but a name (a bare Namespace)
-/// leaves no managed fields behind, and the server then re-owns the object's defaulted fields
-/// to `before-first-apply` on the next apply — one write more (DESIGN.md §3.16).
-fn label_managed(body: &mut Value) {
-    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
-        let labels = meta.entry("labels").or_insert(Value::Null);
-        if !labels.is_object() {
-            *labels = Value::Object(Default::default());
-        }
-        if let Some(labels) = labels.as_object_mut() {
-            labels.insert(MANAGED_LABEL.to_owned(), Value::String("true".to_owned()));
         }
     }
 }

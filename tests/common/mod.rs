@@ -682,3 +682,17 @@ pub async fn create_cluster_version(
         .expect("create cv");
     cvs
 }
+
+/// `inner`, counting the requests that may write (every method but GET).
+pub fn counting_client(inner: Client) -> (Client, std::sync::Arc<AtomicU64>) {
+    let count = std::sync::Arc::new(AtomicU64::new(0));
+    let counter = count.clone();
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let inner = inner.clone();
+        if req.method() != http::Method::GET {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        async move { inner.send(req).await }
+    });
+    (Client::new(service, "default"), count)
+}

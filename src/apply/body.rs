@@ -1,0 +1,149 @@
+//! The body `cvo` server-side applies for a manifest, and whether the live object already
+//! matches it (then no request is sent at all).
+//!
+//! Two marks go on every body: the label [`MANAGED_LABEL`] and the annotation
+//! [`DIGEST_ANNOTATION`], a SHA-256 of the body without it. A live object is up to date when
+//! it carries the digest of the body about to be sent — the last apply sent exactly this body,
+//! so no field `cvo` owned has left the manifest since — and every value the body sends is
+//! still there unchanged (nobody drifted it). Skipping the PATCH then changes nothing: the
+//! server would keep every value. It also avoids the one write a real server makes when an
+//! apply follows another manager's first status apply (it re-sorts `managedFields`, e.g.
+//! after the ValidatingAdmissionPolicy status controller). Anything else — an old object
+//! without the digest, a value the server normalizes (`0.5` → `500m`) — is applied as usual.
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+use super::MANAGED_LABEL;
+
+/// Annotation carrying the digest of the last body `cvo` applied to the object.
+pub const DIGEST_ANNOTATION: &str = "cvo.io/applied-digest";
+
+/// Puts [`MANAGED_LABEL`] and [`DIGEST_ANNOTATION`] on an apply body. The label also makes
+/// every apply own at least one field: a body with nothing but a name (a bare Namespace)
+/// leaves no managed fields behind, and the server then re-owns the object's defaulted fields
+/// to `before-first-apply` on the next apply — one write more (DESIGN.md §3.16).
+pub fn mark(body: &mut Value) {
+    set(body, "labels", MANAGED_LABEL, "true".to_owned());
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut)
+        && let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut)
+    {
+        annotations.remove(DIGEST_ANNOTATION);
+        if annotations.is_empty() {
+            meta.remove("annotations");
+        }
+    }
+    let digest = digest(body);
+    set(body, "annotations", DIGEST_ANNOTATION, digest);
+}
+
+/// True when `live` already is what applying `body` (from [`mark`]) would make it.
+pub fn up_to_date(live: &DynamicObject, body: &Value) -> bool {
+    let sent = body
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            DIGEST_ANNOTATION.replace('/', "~1")
+        ))
+        .and_then(Value::as_str);
+    if sent.is_none()
+        || live
+            .annotations()
+            .get(DIGEST_ANNOTATION)
+            .map(String::as_str)
+            != sent
+    {
+        return false;
+    }
+    let live = serde_json::to_value(live).unwrap_or(Value::Null);
+    let Value::Object(fields) = body else {
+        return false;
+    };
+    // A real server's LIST items carry no apiVersion/kind: the type is not compared.
+    fields
+        .iter()
+        .filter(|(key, _)| *key != "apiVersion" && *key != "kind")
+        .all(|(key, value)| present(value, live.get(key)))
+}
+
+/// Every leaf of `sent` has the same value in `live` (lists compared whole).
+fn present(sent: &Value, live: Option<&Value>) -> bool {
+    match (sent, live) {
+        (Value::Object(sent), Some(Value::Object(live))) => sent
+            .iter()
+            .all(|(key, value)| present(value, live.get(key))),
+        (sent, live) => live == Some(sent),
+    }
+}
+
+fn digest(body: &Value) -> String {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let hash = ring::digest::digest(&ring::digest::SHA256, &bytes);
+    hash.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn set(body: &mut Value, map: &str, key: &str, value: String) {
+    let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let entry = meta.entry(map).or_insert(Value::Null);
+    if !entry.is_object() {
+        *entry = Value::Object(Default::default());
+    }
+    if let Some(entries) = entry.as_object_mut() {
+        entries.insert(key.to_owned(), Value::String(value));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn marked(data: &str) -> Value {
+        let mut body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "ns", "labels": null}, "data": {"a": data}});
+        mark(&mut body);
+        body
+    }
+
+    fn live(body: &Value) -> DynamicObject {
+        let mut obj: DynamicObject = serde_json::from_value(body.clone()).unwrap();
+        obj.types = None; // as in a LIST
+        obj.metadata.resource_version = Some("7".into());
+        obj.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("other".into(), "x".into());
+        obj
+    }
+
+    #[test]
+    fn marks_are_stable_and_the_digest_follows_the_body() {
+        let body = marked("b");
+        assert_eq!(body["metadata"]["labels"][MANAGED_LABEL], "true");
+        let mut again = body.clone();
+        mark(&mut again);
+        assert_eq!(again, body, "marking a marked body changes nothing");
+        assert_ne!(
+            marked("c")["metadata"]["annotations"][DIGEST_ANNOTATION],
+            body["metadata"]["annotations"][DIGEST_ANNOTATION]
+        );
+    }
+
+    #[test]
+    fn up_to_date_only_with_the_same_digest_and_no_drift() {
+        let body = marked("b");
+        assert!(up_to_date(&live(&body), &body));
+        // The manifest changed (a field may have left it): apply.
+        assert!(!up_to_date(&live(&body), &marked("c")));
+        // Someone changed a value cvo sends: apply.
+        let mut drifted = live(&body);
+        drifted.data["data"]["a"] = json!("z");
+        assert!(!up_to_date(&drifted, &body));
+        // An object applied before digests existed: apply.
+        let mut old = live(&body);
+        old.metadata.annotations = None;
+        assert!(!up_to_date(&old, &body));
+    }
+}
