@@ -5,7 +5,8 @@
 //! [`DIGEST_ANNOTATION`], a SHA-256 of the body without it. A live object is up to date when
 //! it carries the digest of the body about to be sent — the last apply sent exactly this body,
 //! so no field `cvo` owned has left the manifest since — and every value the body sends is
-//! still there unchanged (nobody drifted it). Skipping the PATCH then changes nothing: the
+//! still there unchanged (nobody drifted it; fields the server or others added are not
+//! compared). Skipping the PATCH then changes nothing: the
 //! server would keep every value. It also avoids the one write a real server makes when an
 //! apply follows another manager's first status apply (it re-sorts `managedFields`, e.g.
 //! after the ValidatingAdmissionPolicy status controller). Anything else — an old object
@@ -66,12 +67,17 @@ pub fn up_to_date(live: &DynamicObject, body: &Value) -> bool {
         .all(|(key, value)| present(value, live.get(key)))
 }
 
-/// Every leaf of `sent` has the same value in `live` (lists compared whole).
+/// Every leaf of `sent` has the same value in `live`. Lists must have the same length and
+/// their items are compared the same way, so fields the server defaults inside them (a
+/// container's `terminationMessagePath`, a rule's `scope`) are no difference.
 fn present(sent: &Value, live: Option<&Value>) -> bool {
     match (sent, live) {
         (Value::Object(sent), Some(Value::Object(live))) => sent
             .iter()
             .all(|(key, value)| present(value, live.get(key))),
+        (Value::Array(sent), Some(Value::Array(live))) => {
+            sent.len() == live.len() && sent.iter().zip(live).all(|(s, l)| present(s, Some(l)))
+        }
         (sent, live) => live == Some(sent),
     }
 }
@@ -145,5 +151,20 @@ mod tests {
         let mut old = live(&body);
         old.metadata.annotations = None;
         assert!(!up_to_date(&old, &body));
+    }
+
+    #[test]
+    fn defaults_inside_lists_are_no_difference_but_other_items_are() {
+        let mut body = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        mark(&mut body);
+        let mut obj = live(&body);
+        obj.data["spec"]["containers"][0]["terminationMessagePath"] = json!("/dev/termination-log");
+        assert!(up_to_date(&obj, &body));
+        obj.data["spec"]["containers"][0]["image"] = json!("other");
+        assert!(!up_to_date(&obj, &body));
+        let mut longer = live(&body);
+        longer.data["spec"]["containers"] = json!([{"name": "c", "image": "i"}, {"name": "d"}]);
+        assert!(!up_to_date(&longer, &body));
     }
 }
