@@ -264,3 +264,97 @@ fn in_memory_quickstart_shows_the_stuck_deletion() {
         "{upgradeable}"
     );
 }
+
+/// Runs `cvo` and returns its exit code and everything it printed (stdout and stderr).
+async fn cvo_all(kubeconfig: &Path, args: &[&str]) -> (i32, String) {
+    let kubeconfig = kubeconfig.to_owned();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = Command::cargo_bin("cvo")
+            .expect("binary")
+            .env_remove("KUBECONFIG")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(&args)
+            .output()
+            .expect("run cvo");
+        let mut all = String::from_utf8_lossy(&out.stdout).into_owned();
+        all.push_str(&String::from_utf8_lossy(&out.stderr));
+        (out.status.code().unwrap_or(-1), all)
+    })
+    .await
+    .expect("join")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_values_are_never_printed() {
+    let tc = common::cluster().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let ns = tc.namespace("cli-secret").await;
+    let secret = |data: &str, string: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  namespace: {ns}\ndata:\n  password: {data}\nstringData:\n  token: {string}\n"
+        )
+    };
+    let (old_plain, new_plain) = ("hunter2-old-value", "s3cr3t-new-value");
+    let b64 = |s: &str| {
+        use std::io::Write;
+        let mut child = std::process::Command::new("base64")
+            .arg("-w0")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("base64");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(s.as_bytes())
+            .expect("write");
+        String::from_utf8(child.wait_with_output().expect("base64").stdout).expect("utf8")
+    };
+    let first = release(&[(
+        "0000_10_a_secret.yaml",
+        &secret(&b64(old_plain), "tok-old-123"),
+    )]);
+    let second = release(&[(
+        "0000_10_a_secret.yaml",
+        &secret(&b64(new_plain), "tok-new-456"),
+    )]);
+    let path = |d: &tempfile::TempDir| d.path().display().to_string();
+    let mut printed = String::new();
+    let (code, out) = cvo_all(&kubeconfig, &["-vv", "apply", "--release", &path(&first)]).await;
+    assert_eq!(code, 0, "{out}");
+    printed.push_str(&out);
+    for args in [
+        vec!["plan", "--release"],
+        vec!["-vv", "plan", "-o", "json", "--release"],
+        vec!["-v", "plan", "--release"],
+    ] {
+        let mut args = args.clone();
+        let p = path(&second);
+        args.push(&p);
+        let (code, out) = cvo_all(&kubeconfig, &args).await;
+        assert_eq!(code, 0, "{out}");
+        printed.push_str(&out);
+    }
+    assert!(
+        printed.contains("*** (after)"),
+        "the change is shown masked: {printed}"
+    );
+    let (code, out) = cvo_all(
+        &kubeconfig,
+        &["-vv", "apply", "-o", "json", "--release", &path(&second)],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    printed.push_str(&out);
+    for value in [old_plain, new_plain, "tok-old-123", "tok-new-456"] {
+        assert!(!printed.contains(value), "{value} was printed");
+        assert!(
+            !printed.contains(&b64(value)),
+            "{value} was printed in base64"
+        );
+    }
+}

@@ -35,7 +35,16 @@ pub fn mark(body: &mut Value) {
             meta.remove("annotations");
         }
     }
-    let digest = digest(body);
+    let secret = body
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .zip(body.get("kind").and_then(Value::as_str))
+        .is_some_and(|(v, k)| super::secrets::is_secret(v, k));
+    let digest = if secret {
+        digest(&super::secrets::redacted(body))
+    } else {
+        digest(body)
+    };
     set(body, "annotations", DIGEST_ANNOTATION, digest);
 }
 

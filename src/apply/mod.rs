@@ -9,6 +9,7 @@
 //! - [`body`]: the apply body's marks (managed label, digest) and the up-to-date check that
 //!   skips a PATCH which would change nothing;
 //! - [`deletions`]: what the cluster says now about a delete manifest's object;
+//! - [`secrets`]: Secret values masked in plans and left out of digests;
 //! - [`error`]: why a manifest failed.
 //!
 //! Deletion tracking has no memory of its own: every pass reads each delete manifest's
@@ -20,6 +21,7 @@ pub mod deletions;
 pub mod error;
 pub mod pass;
 pub mod retry;
+pub mod secrets;
 pub mod snapshot;
 pub mod task;
 

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::error::ManifestError;
 use super::retry::RequestError;
+use super::secrets;
 use super::snapshot::{Lookup, Snapshot};
 use super::{
     Action, FieldChange, ManifestResult, Options, PendingDeletion, STRATEGY_ANNOTATION, Strategy,
@@ -171,7 +172,13 @@ impl<'r> Applier<'r> {
         manifest: &Manifest,
         result: &mut ManifestResult,
     ) -> Result<Action, ManifestError> {
-        let rt = typed::round_trip(&manifest.api_version, &manifest.id.kind, &manifest.object)?;
+        let rt = typed::round_trip(&manifest.api_version, &manifest.id.kind, &manifest.object)
+            .map_err(|mut e| {
+                if secrets::is_secret(&manifest.api_version, &manifest.id.kind) {
+                    e.message = secrets::DECODE_MESSAGE.to_owned();
+                }
+                e
+            })?;
         for path in &rt.dropped {
             result.warnings.push(format!(
                 "field {path} is not part of {} {} and was dropped",
@@ -234,7 +241,11 @@ impl<'r> Applier<'r> {
             return Ok(Action::Created);
         };
         if dry_run {
-            let changes = diff(&comparable(&before), &comparable(&after));
+            let (mut old, mut new) = (comparable(&before), comparable(&after));
+            if secrets::is_secret(&manifest.api_version, &manifest.id.kind) {
+                secrets::mask_pair(&mut old, &mut new);
+            }
+            let changes = diff(&old, &new);
             let action = if changes.is_empty() {
                 Action::Unchanged
             } else {
