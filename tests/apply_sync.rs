@@ -264,3 +264,24 @@ async fn a_minor_update_is_refused_when_the_engine_cannot_tell() {
         .await
         .expect("delete cv");
 }
+
+#[tokio::test]
+async fn a_server_failing_its_first_requests_is_waited_for() {
+    let tc = common::cluster().await;
+    let ns = tc.namespace("outage").await;
+    let (_dir, rel) = release(None, &[("0000_10_a_cm.yaml", configmap(&ns, "early", ""))]);
+    // The first requests of the run — discovery included — answer 503, as a server that is
+    // not up yet: the run waits under the retry policy instead of failing everything.
+    let client = common::faulty_client(
+        tc.client.clone(),
+        vec![Fault::new("GET", "/", 503).times(3)],
+    );
+    let out = run(client, &rel, &options()).await;
+    let summary = out.report.as_ref().expect("pass").summary();
+    assert_eq!(
+        (summary.created, summary.failed),
+        (1, 0),
+        "{:?}",
+        out.report
+    );
+}

@@ -5,7 +5,6 @@
 //!   `propagationPolicy: Background`, finalization strategies;
 //! - [`pass`]: one pass over the release's task graph, collecting a [`ManifestResult`] per
 //!   manifest;
-//! - [`retry`]: which errors are retried and the backoff;
 //! - [`body`]: the apply body's marks (managed label, digest) and the up-to-date check that
 //!   skips a PATCH which would change nothing;
 //! - [`deletions`]: what the cluster says now about a delete manifest's object;
@@ -20,7 +19,7 @@ pub mod body;
 pub mod deletions;
 pub mod error;
 pub mod pass;
-pub mod retry;
+pub use crate::cluster::retry;
 pub mod secrets;
 pub mod snapshot;
 pub mod task;

@@ -166,7 +166,7 @@ fn input_error(err: &dyn std::fmt::Display) -> ExitCode {
 /// context of that kubeconfig instead of its `current-context`.
 async fn kube_client(global: &GlobalArgs) -> Result<kube::Client, String> {
     let config = client_config(global).await?;
-    kube::Client::try_from(config).map_err(|e| format!("client: {e}"))
+    crate::cluster::client(config).map_err(|e| format!("client: {e}"))
 }
 
 async fn client_config(global: &GlobalArgs) -> Result<kube::Config, String> {

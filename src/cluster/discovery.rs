@@ -1,7 +1,8 @@
 //! Discovery cache: `apiVersion` + kind → the REST resource (plural, scope).
 //!
-//! Each group/version/kind is looked up once with `kube::discovery::pinned_kind` and cached
-//! for the life of the [`Discovery`]. A kind the server does not serve is never cached, so
+//! Each group/version/kind is looked up once with `kube::discovery::pinned_kind` (under the
+//! retry policy, so a server unreachable for a moment when a run starts is waited for) and
+//! cached for the life of the [`Discovery`]. A kind the server does not serve is never cached, so
 //! the next lookup asks again: that is how a kind appears once its CRD is established.
 //! [`Discovery::forget`] drops an entry the server has stopped serving, and
 //! [`Discovery::resolve_within`] asks again until a new kind is served.
@@ -13,6 +14,8 @@ use std::time::Duration;
 use kube::Client;
 use kube::api::{ApiResource, GroupVersionKind};
 use kube::discovery::Scope;
+
+use super::retry::{RequestError, RetryPolicy};
 
 /// A served kind: how to address it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,19 +31,21 @@ pub enum DiscoveryError {
     /// The server does not serve this group/version/kind (yet).
     #[error("the server does not serve kind {kind} in {api_version}")]
     UnknownKind { api_version: String, kind: String },
-    /// The discovery request itself failed.
-    #[error("discovery of {kind} in {api_version} failed: {source}")]
+    /// The discovery request itself failed (after the retry policy).
+    #[error("discovery of {kind} in {api_version} failed after {attempts} attempts: {source}")]
     Request {
         api_version: String,
         kind: String,
+        attempts: u32,
         #[source]
-        source: kube::Error,
+        source: RequestError,
     },
 }
 
 /// The GVK → resource cache of one client.
 pub struct Discovery {
     client: Client,
+    retry: RetryPolicy,
     cache: Mutex<HashMap<GroupVersionKind, Resolved>>,
     /// One lock per kind being looked up, so concurrent first lookups send one request.
     inflight: Mutex<HashMap<GroupVersionKind, Arc<tokio::sync::Mutex<()>>>>,
@@ -55,6 +60,7 @@ impl Discovery {
     pub fn new(client: Client) -> Self {
         Discovery {
             client,
+            retry: RetryPolicy::default(),
             cache: Mutex::new(HashMap::new()),
             inflight: Mutex::new(HashMap::new()),
         }
@@ -86,7 +92,11 @@ impl Discovery {
             api_version: api_version.to_owned(),
             kind: kind.to_owned(),
         };
-        match kube::discovery::pinned_kind(&self.client, &gvk).await {
+        let lookup = self
+            .retry
+            .run(|| kube::discovery::pinned_kind(&self.client, &gvk))
+            .await;
+        match lookup {
             Ok((resource, caps)) => {
                 let resolved = Resolved {
                     resource,
@@ -95,11 +105,14 @@ impl Discovery {
                 self.lock().insert(gvk, resolved.clone());
                 Ok(resolved)
             }
-            Err(kube::Error::Api(status)) if status.code == 404 => Err(unknown()),
-            Err(kube::Error::Discovery(_)) => Err(unknown()),
-            Err(source) => Err(DiscoveryError::Request {
+            Err((RequestError::Kube(kube::Error::Api(status)), _)) if status.code == 404 => {
+                Err(unknown())
+            }
+            Err((RequestError::Kube(kube::Error::Discovery(_)), _)) => Err(unknown()),
+            Err((source, attempts)) => Err(DiscoveryError::Request {
                 api_version: api_version.to_owned(),
                 kind: kind.to_owned(),
+                attempts,
                 source,
             }),
         }

@@ -5,18 +5,29 @@
 //! - [`discovery`]: the GVK → resource cache, refreshed when a kind is missing;
 //! - [`crd`]: waiting for a CustomResourceDefinition to be `Established`;
 //! - [`wait`]: waiting for one object to reach a state, with watches;
+//! - [`retry`]: the one retry policy of every request `cvo` sends (kube-client's own retry
+//!   layer is switched off by [`client`]);
 //! - [`memory`]: the embedded in-memory API server used by `cvo apply --in-memory`,
 //!   `cvo dev-apiserver` and the test suites.
 //!
-//! Verbs send one request per call and never retry: retry policy belongs to the caller
-//! (`crate::apply::retry`), which knows what the request was for. Waits are the exception by
+//! Verbs send one request per call and never retry: the caller runs them under [`retry`],
+//! knowing what the request was for. Discovery retries its own lookups under the same policy. Waits are the exception by
 //! nature: they end when the state is reached or their deadline passes.
 
 pub mod crd;
 pub mod discovery;
 pub mod memory;
 pub mod objects;
+pub mod retry;
 pub mod wait;
 
 pub use discovery::{Discovery, Resolved};
 pub use objects::{Cluster, DeleteOutcome, FIELD_MANAGER};
+
+/// A client for `config` with kube-client's built-in retry layer switched off, so that
+/// [`retry::RetryPolicy`] is the only policy (docs/apply.md): two stacked layers multiply
+/// attempts and hide throttling from the report.
+pub fn client(mut config: kube::Config) -> kube::Result<kube::Client> {
+    config.default_retry = false;
+    kube::Client::try_from(config)
+}

@@ -1,4 +1,6 @@
-//! Which request errors are worth retrying, and how long to wait between attempts.
+//! Which request errors are worth retrying, and how long to wait between attempts: the one
+//! retry policy of every request `cvo` sends (kube-client's own retry layer is off, see
+//! [`super::client`]).
 //!
 //! Policy (documented in `docs/apply.md`): transient answers — 429 (waiting at least the
 //! server's `Retry-After` / `details.retryAfterSeconds`), 500, 503, 504, 409 Conflict, a
