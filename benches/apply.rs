@@ -314,7 +314,7 @@ async fn real_client(path: &Path) -> kube::Client {
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .expect("kubeconfig");
-    kube::Client::try_from(config).expect("client")
+    cvo::cluster::client(config).expect("client")
 }
 
 #[tokio::main]

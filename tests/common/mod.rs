@@ -100,7 +100,7 @@ async fn client_from_kubeconfig(path: &std::path::Path) -> Client {
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .unwrap_or_else(|e| panic!("{KUBECONFIG_ENV}={}: {e}", path.display()));
-    Client::try_from(config).unwrap_or_else(|e| panic!("client for {}: {e}", path.display()))
+    cvo::cluster::client(config).unwrap_or_else(|e| panic!("client for {}: {e}", path.display()))
 }
 
 impl TestCluster {
