@@ -285,3 +285,52 @@ async fn a_server_failing_its_first_requests_is_waited_for() {
         out.report
     );
 }
+
+/// A ClusterVersion test: an update is recorded (desired, a Partial history entry,
+/// Progressing=True) before its first manifest is applied, so a crash mid-update leaves it
+/// visible.
+#[tokio::test]
+async fn an_update_is_visible_before_its_first_manifest() {
+    let tc = common::cluster().await;
+    let (_guard, cv_resource) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv_resource).await;
+    let ns = tc.namespace("cv-progress").await;
+    let (_d1, v100) = release(
+        Some("1.0.0"),
+        &[("0000_10_a_cm.yaml", configmap(&ns, "a", ""))],
+    );
+    let out = run(tc.client.clone(), &v100, &options()).await;
+    assert_eq!(out.exit_code(), 0, "{:?}", out.report);
+
+    let (_d2, v101) = release(
+        Some("1.0.1"),
+        &[(
+            "0000_10_a_cm.yaml",
+            configmap(&ns, "a", "  labels: {v: \"101\"}\n"),
+        )],
+    );
+    let (client, log) = common::recording_client(tc.client.clone());
+    let out = run(client, &v101, &options()).await;
+    assert_eq!(out.exit_code(), 0, "{:?}", out.report);
+    let log = log.lock().expect("log").clone();
+    let first = |prefix: &str, part: &str| {
+        log.iter()
+            .position(|l| l.starts_with(prefix) && l.contains(part))
+            .unwrap_or_else(|| panic!("no {prefix} {part} in {log:?}"))
+    };
+    assert!(
+        first("PUT", "/clusterversions/version/status") < first("PATCH", "/configmaps/"),
+        "{log:?}"
+    );
+    let history = cvs.get("version").await.expect("cv").data["status"]["history"].clone();
+    assert_eq!(history[0]["version"], "1.0.1");
+    assert_eq!(history[0]["state"], "Completed");
+    // A re-apply of the completed version records nothing at its start.
+    let (client, log) = common::recording_client(tc.client.clone());
+    run(client, &v101, &options()).await;
+    let log = log.lock().expect("log").clone();
+    assert!(!log.iter().any(|l| l.starts_with("PUT")), "{log:?}");
+    cvs.delete("version", &Default::default())
+        .await
+        .expect("delete cv");
+}

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::{Condition, ConditionStatus};
 use crate::apply::RetryPolicy;
-use crate::apply::retry::RequestError;
+use crate::apply::retry::{RequestError, Verdict, classify};
 use crate::cluster::Cluster;
 use crate::cluster::discovery::DiscoveryError;
 
@@ -30,7 +30,7 @@ pub enum ClusterVersionError {
     )]
     Discovery(#[source] DiscoveryError),
     #[error("writing ClusterVersion {NAME} status: {0}")]
-    Write(#[source] kube::Error),
+    Write(#[source] RequestError),
     #[error("writing ClusterVersion {NAME} status: still conflicting after {0} attempts")]
     Conflict(u32),
 }
@@ -162,10 +162,11 @@ pub fn next_status(
     status
 }
 
-/// Writes the status of a pass, only when it changed; on a conflict re-reads and retries
-/// (5 attempts).
+/// Writes the status of a pass, only when it changed. A conflict re-reads at once; any other
+/// transient error waits as the retry policy says and tries again (up to its attempts).
 pub async fn write(
     cluster: &Cluster,
+    retry: &RetryPolicy,
     version: &str,
     conditions: &[Condition],
     complete: bool,
@@ -173,12 +174,11 @@ pub async fn write(
     let Some(api) = api(cluster).await? else {
         return Ok(WriteOutcome::Absent);
     };
-    const ATTEMPTS: u32 = 5;
-    for _ in 0..ATTEMPTS {
-        let Some(mut cv) = api
-            .get_opt(NAME)
+    for attempt in 1..=retry.attempts {
+        let Some(mut cv) = retry
+            .run(|| api.get_opt(NAME))
             .await
-            .map_err(|e| ClusterVersionError::Read(RequestError::Kube(e)))?
+            .map_err(|(e, _)| ClusterVersionError::Read(e))?
         else {
             return Ok(WriteOutcome::Absent);
         };
@@ -191,10 +191,40 @@ pub async fn write(
         match api.replace_status(NAME, &PostParams::default(), &cv).await {
             Ok(_) => return Ok(WriteOutcome::Written),
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => return Err(ClusterVersionError::Write(e)),
+            Err(e) => {
+                let e = RequestError::Kube(e);
+                if classify(&e) == Verdict::Fail || attempt == retry.attempts {
+                    return Err(ClusterVersionError::Write(e));
+                }
+                tokio::time::sleep(retry.delay(attempt)).await;
+            }
         }
     }
-    Err(ClusterVersionError::Conflict(ATTEMPTS))
+    Err(ClusterVersionError::Conflict(retry.attempts))
+}
+
+/// Every condition in the status.
+pub fn conditions(cv: &DynamicObject) -> Vec<Condition> {
+    status(cv)
+        .get("conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| serde_json::from_value(c.clone()).ok())
+        .collect()
+}
+
+/// True when the newest history entry is `version`, Completed: a pass towards it is a
+/// re-apply, not an update in progress.
+pub fn completed(cv: &DynamicObject, version: &str) -> bool {
+    status(cv)
+        .get("history")
+        .and_then(Value::as_array)
+        .and_then(|h| h.first())
+        .is_some_and(|h| {
+            h.get("version").and_then(Value::as_str) == Some(version)
+                && h.get("state").and_then(Value::as_str) == Some("Completed")
+        })
 }
 
 #[cfg(test)]

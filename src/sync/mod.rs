@@ -183,6 +183,34 @@ where
             clusterversion::NAME
         ));
     }
+    let status_version = conditions::version_text(release);
+    if let Some(cv) = cv
+        .as_ref()
+        .filter(|cv| !clusterversion::completed(cv, &status_version))
+        && !options.apply.dry_run
+    {
+        // An update (or an unfinished install) is visible before its first manifest: desired,
+        // a Partial history entry with the real start time, Progressing=True.
+        let mut starting = clusterversion::conditions(cv);
+        starting.retain(|c| c.type_ != "Progressing");
+        starting.push(Condition::new(
+            "Progressing",
+            ConditionStatus::True,
+            "",
+            conditions::progress_message(&status_version, 0, release.manifests.len()),
+        ));
+        if let Err(e) = clusterversion::write(
+            cluster,
+            &options.apply.retry,
+            &status_version,
+            &starting,
+            false,
+        )
+        .await
+        {
+            warnings.push(format!("could not record the start of the update: {e}"));
+        }
+    }
     let (report, rounds) = match mode {
         Mode::Initializing => install(&mut applier, options, &on_result).await,
         Mode::Updating => {
@@ -220,11 +248,16 @@ where
     } else {
         let summary = report.summary();
         let complete = summary.failed == 0 && summary.skipped == 0;
-        let version = conditions::version_text(release);
         Some(
-            clusterversion::write(cluster, &version, &conds, complete)
-                .await
-                .map_err(|e| e.to_string()),
+            clusterversion::write(
+                cluster,
+                &options.apply.retry,
+                &status_version,
+                &conds,
+                complete,
+            )
+            .await
+            .map_err(|e| e.to_string()),
         )
     };
     Ok(SyncOutcome {

@@ -696,3 +696,18 @@ pub fn counting_client(inner: Client) -> (Client, std::sync::Arc<AtomicU64>) {
     });
     (Client::new(service, "default"), count)
 }
+
+/// `inner`, recording every request as `METHOD path` in order.
+pub fn recording_client(inner: Client) -> (Client, std::sync::Arc<Mutex<Vec<String>>>) {
+    let log = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let writer = log.clone();
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let inner = inner.clone();
+        writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(format!("{} {}", req.method(), req.uri().path()));
+        async move { inner.send(req).await }
+    });
+    (Client::new(service, "default"), log)
+}
