@@ -86,6 +86,25 @@ pub fn current_version(cv: &DynamicObject) -> Option<semver::Version> {
         .and_then(|h| h.get("version")?.as_str()?.parse().ok())
 }
 
+/// The current target (the newest history entry, completed or not) and the version before
+/// it (the newest entry with another version): what a rollback is checked against.
+pub fn current_and_previous(
+    cv: &DynamicObject,
+) -> (Option<semver::Version>, Option<semver::Version>) {
+    let versions: Vec<&str> = status(cv)
+        .get("history")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h.get("version").and_then(Value::as_str))
+        .collect();
+    let Some(current) = versions.first() else {
+        return (None, None);
+    };
+    let previous = versions.iter().find(|v| *v != current);
+    (current.parse().ok(), previous.and_then(|v| v.parse().ok()))
+}
+
 /// True when some history entry is Completed.
 pub fn ever_completed(cv: &DynamicObject) -> bool {
     current_version(cv).is_some()

@@ -49,9 +49,102 @@ pub fn update_type(
 /// A precondition that refuses the update (exit code 4 unless `--force`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PreconditionFailure {
-    /// `UpgradeableFalse` or `StaleDeleteManifest`.
+    /// `UpgradeableFalse`, `StaleDeleteManifest`, `LowDesiredVersion`, …
     pub reason: &'static str,
+    /// For people: at most [`NAMES_SHOWN`] objects named, then a count.
     pub message: String,
+    /// Every object concerned (the JSON report lists them all).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<String>,
+}
+
+/// Objects named in a message before the rest is counted.
+pub const NAMES_SHOWN: usize = 10;
+
+/// `a, b, c` — or the first [`NAMES_SHOWN`] and `and N more`.
+pub fn name_list(names: &[String]) -> String {
+    if names.len() <= NAMES_SHOWN {
+        return names.join(", ");
+    }
+    format!(
+        "{} and {} more",
+        names[..NAMES_SHOWN].join(", "),
+        names.len() - NAMES_SHOWN
+    )
+}
+
+/// The version a rollback may go back to: the newest history entry older than the current
+/// target, as OpenShift's CVO allows.
+#[derive(Debug, Default)]
+pub struct Versions<'a> {
+    /// The current target: the newest history entry, completed or not.
+    pub current: Option<&'a semver::Version>,
+    /// The newest history entry with another version than `current`.
+    pub previous: Option<&'a semver::Version>,
+    /// The release being applied.
+    pub target: Option<&'a semver::Version>,
+}
+
+impl Versions<'_> {
+    /// Refuses what OpenShift's CVO refuses: going back further than the previous version
+    /// or across a minor version (`LowDesiredVersion`), a new major version
+    /// (`MajorVersionUpdate`), skipping a minor version (`MultipleMinorVersionsUpdate`).
+    fn check(&self) -> Option<PreconditionFailure> {
+        let (Some(current), Some(target)) = (self.current, self.target) else {
+            return None;
+        };
+        let refuse = |reason, message: String| {
+            Some(PreconditionFailure {
+                reason,
+                message,
+                objects: Vec::new(),
+            })
+        };
+        if target < current {
+            return match self.previous {
+                Some(previous) if previous != target => refuse(
+                    "LowDesiredVersion",
+                    format!(
+                        "{target} is older than the current version {current}; a rollback may only go back to the previous version {previous}"
+                    ),
+                ),
+                Some(_) if (current.major, current.minor) != (target.major, target.minor) => {
+                    refuse(
+                        "LowDesiredVersion",
+                        format!(
+                            "{target} is the previous version, but going back from {current} crosses a minor version; only rollbacks within one minor version (z-stream) are allowed"
+                        ),
+                    )
+                }
+                Some(_) => None,
+                None => refuse(
+                    "LowDesiredVersion",
+                    format!(
+                        "{target} is older than the current version {current}, and the cluster has no previous version to roll back to"
+                    ),
+                ),
+            };
+        }
+        if target.major > current.major {
+            return refuse(
+                "MajorVersionUpdate",
+                format!(
+                    "{target} has a newer major version than the current version {current}; updates stay within one major version"
+                ),
+            );
+        }
+        if target.major == current.major && target.minor > current.minor + 1 {
+            return refuse(
+                "MultipleMinorVersionsUpdate",
+                format!(
+                    "{target} skips a minor version after {current}; update to {}.{} first",
+                    current.major,
+                    current.minor + 1
+                ),
+            );
+        }
+        None
+    }
 }
 
 impl fmt::Display for PreconditionFailure {
@@ -70,12 +163,14 @@ pub struct Precondition<'a> {
     pub absent_deletes: &'a [ObjectId],
     /// Delete manifests whose objects could not be read (so neither absent nor present).
     pub unknown_deletes: &'a [ObjectId],
+    /// Current, previous and target versions (rollbacks, giant hops).
+    pub versions: Versions<'a>,
 }
 
 impl Precondition<'_> {
     /// Failures that refuse the update, and warnings that do not.
     pub fn check(&self) -> (Vec<PreconditionFailure>, Vec<String>) {
-        let mut failures = Vec::new();
+        let mut failures: Vec<PreconditionFailure> = self.versions.check().into_iter().collect();
         let mut warnings = Vec::new();
         // Fail closed: Unknown refuses exactly as False does.
         if self.update == UpdateType::MinorOrMajor
@@ -93,6 +188,7 @@ impl Precondition<'_> {
                     "a minor/major update is not allowed while Upgradeable={status} ({}: {})",
                     c.reason, c.message
                 ),
+                objects: Vec::new(),
             });
         }
         if self.update == UpdateType::MinorOrMajor && !self.unknown_deletes.is_empty() {
@@ -105,8 +201,9 @@ impl Precondition<'_> {
                 reason: "DeletionStatusUnknown",
                 message: format!(
                     "cannot tell whether the objects of these delete manifests exist (the server did not answer); a minor/major update needs to know: {}",
-                    names.join(", ")
+                    name_list(&names)
                 ),
+                objects: names,
             });
         }
         if !self.absent_deletes.is_empty() {
@@ -120,15 +217,16 @@ impl Precondition<'_> {
                     reason: "StaleDeleteManifest",
                     message: format!(
                         "delete manifests for objects that are already absent must not ship in a minor/major update: {}",
-                        names.join(", ")
+                        name_list(&names)
                     ),
+                    objects: names,
                 });
             } else {
-                for n in names {
-                    warnings.push(format!(
-                        "delete manifest for {n}: the object is already absent"
-                    ));
-                }
+                warnings.push(format!(
+                    "{} delete manifests whose objects are already absent: {}",
+                    names.len(),
+                    name_list(&names)
+                ));
             }
         }
         (failures, warnings)
@@ -179,6 +277,7 @@ mod tests {
             upgradeable: Some(&blocked),
             absent_deletes: &absent,
             unknown_deletes: &[],
+            versions: Versions::default(),
         };
         let (failures, warnings) = p.check();
         let reasons: Vec<_> = failures.iter().map(|f| f.reason).collect();
@@ -189,12 +288,13 @@ mod tests {
             upgradeable: Some(&blocked),
             absent_deletes: &absent,
             unknown_deletes: &absent,
+            versions: Versions::default(),
         };
         let (failures, warnings) = p.check();
         assert!(failures.is_empty());
         assert_eq!(
             warnings,
-            ["delete manifest for ConfigMap ns/old: the object is already absent"]
+            ["1 delete manifests whose objects are already absent: ConfigMap ns/old"]
         );
     }
 
@@ -212,6 +312,7 @@ mod tests {
             upgradeable: Some(&unknown),
             absent_deletes: &[],
             unknown_deletes: &unread,
+            versions: Versions::default(),
         };
         let reasons: Vec<_> = p.check().0.iter().map(|f| f.reason).collect();
         assert_eq!(reasons, ["UpgradeableUnknown", "DeletionStatusUnknown"]);
@@ -221,7 +322,61 @@ mod tests {
             upgradeable: Some(&upgradeable),
             absent_deletes: &[],
             unknown_deletes: &[],
+            versions: Versions::default(),
         };
         assert!(p.check().0.is_empty());
+    }
+
+    fn refusal(current: &str, previous: Option<&str>, target: &str) -> Option<&'static str> {
+        let (c, p, t) = (v(current), previous.map(v), v(target));
+        Versions {
+            current: Some(&c),
+            previous: p.as_ref(),
+            target: Some(&t),
+        }
+        .check()
+        .map(|f| f.reason)
+    }
+
+    #[test]
+    fn rollbacks_and_giant_hops_are_refused_as_the_cvo_does() {
+        assert_eq!(refusal("1.0.0", None, "0.1.0"), Some("LowDesiredVersion"));
+        assert_eq!(
+            refusal("1.4.2", Some("1.4.1"), "1.4.0"),
+            Some("LowDesiredVersion")
+        );
+        assert_eq!(refusal("1.4.2", Some("1.4.1"), "1.4.1"), None);
+        assert_eq!(
+            refusal("1.5.0", Some("1.4.9"), "1.4.9"),
+            Some("LowDesiredVersion")
+        );
+        assert_eq!(refusal("1.4.0", None, "2.0.0"), Some("MajorVersionUpdate"));
+        assert_eq!(
+            refusal("1.4.0", None, "1.6.0"),
+            Some("MultipleMinorVersionsUpdate")
+        );
+        assert_eq!(refusal("1.4.0", None, "1.5.3"), None);
+        assert_eq!(refusal("1.4.0", None, "1.4.0"), None);
+    }
+
+    #[test]
+    fn long_lists_are_cut_in_messages_but_kept_whole() {
+        let many: Vec<ObjectId> = (0..240)
+            .map(|i| ObjectId::new("", "ConfigMap", Some("ns"), &format!("cm-{i}")))
+            .collect();
+        let p = Precondition {
+            update: UpdateType::MinorOrMajor,
+            upgradeable: None,
+            absent_deletes: &many,
+            unknown_deletes: &[],
+            versions: Versions::default(),
+        };
+        let failure = &p.check().0[0];
+        assert!(
+            failure.message.ends_with("ConfigMap ns/cm-9 and 230 more"),
+            "{}",
+            failure.message
+        );
+        assert_eq!(failure.objects.len(), 240);
     }
 }

@@ -28,7 +28,7 @@ use crate::cluster::Cluster;
 use crate::release::{ObjectId, Release};
 use crate::status::clusterversion::{self, ClusterVersionError, WriteOutcome};
 use crate::status::conditions::{self, UnknownDeletion};
-use crate::status::update::update_type;
+use crate::status::update::{Versions, name_list, update_type};
 use crate::status::{Condition, ConditionStatus, Precondition, PreconditionFailure, UpdateType};
 
 /// Knobs of a sync beyond the per-manifest [`Options`].
@@ -141,11 +141,20 @@ where
     if update == UpdateType::MinorOrMajor {
         (absent, unreadable) = delete_targets(&applier).await;
     }
+    let (current_target, previous) = cv
+        .as_ref()
+        .map(clusterversion::current_and_previous)
+        .unwrap_or_default();
     let (refused, mut warnings) = Precondition {
         update: update.clone(),
         upgradeable: previous_upgradeable.as_ref(),
         absent_deletes: &absent,
         unknown_deletes: &unreadable,
+        versions: Versions {
+            current: current_target.as_ref(),
+            previous: previous.as_ref(),
+            target: release.version(),
+        },
     }
     .check();
     if !refused.is_empty() && !options.force {
@@ -221,17 +230,24 @@ where
             )
         }
     };
+    let mut already_absent = Vec::new();
     for r in &report.results {
         let m = &release.manifests[r.index];
         for w in &r.warnings {
             warnings.push(format!("{} ({}): {w}", m.id, m.location));
         }
         if r.action == Action::AlreadyAbsent && update != UpdateType::MinorOrMajor {
-            warnings.push(format!(
-                "{} ({}): delete manifest, but the object is already absent",
-                m.id, m.location
-            ));
+            tracing::info!(manifest = %m.id, location = %m.location, "delete manifest, but the object is already absent");
+            already_absent.push(m.id.to_string());
         }
+    }
+    if !already_absent.is_empty() {
+        // One line, however many: each is logged with -v.
+        warnings.push(format!(
+            "{} delete manifests whose objects are already absent (each is logged with -v): {}",
+            already_absent.len(),
+            name_list(&already_absent)
+        ));
     }
     let (pending, unknown) = unfinished_deletions(&applier, &report).await;
     let pending_refs: Vec<&PendingDeletion> = pending.iter().collect();
