@@ -50,6 +50,20 @@ async fn manifests_example_second_apply_writes_nothing() {
     let second = apply(&tc.client, &rel, &options).await;
     assert_eq!(writes(&second), 0, "{:?}", second.report);
     assert_eq!(second.cluster_version, Some(Ok(WriteOutcome::Unchanged)));
+    // `cvo plan` right after: nothing to change.
+    let mut plan = options.clone();
+    plan.apply.dry_run = true;
+    let planned = apply(&tc.client, &rel, &plan).await;
+    let changed: Vec<_> = planned
+        .report
+        .as_ref()
+        .expect("pass")
+        .results
+        .iter()
+        .filter(|r| !r.changes.is_empty() || r.action == cvo::apply::Action::Updated)
+        .map(|r| (rel.manifests[r.index].id.to_string(), r.changes.clone()))
+        .collect();
+    assert!(changed.is_empty(), "{changed:?}");
     tc.dynamic(&cv_resource, None)
         .delete("version", &Default::default())
         .await
