@@ -362,7 +362,7 @@ mod tests {
     #[test]
     fn long_lists_are_cut_in_messages_but_kept_whole() {
         let many: Vec<ObjectId> = (0..240)
-            .map(|i| ObjectId::new("", "ConfigMap", Some("ns"), &format!("cm-{i}")))
+            .map(|i| ObjectId::new("", "ConfigMap", Some("ns"), format!("cm-{i}")))
             .collect();
         let p = Precondition {
             update: UpdateType::MinorOrMajor,
