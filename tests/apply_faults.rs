@@ -52,7 +52,7 @@ async fn transient_429_and_500_are_retried() {
     let out = sync(&Cluster::new(client), &rel, &options(), |_| {})
         .await
         .expect("sync");
-    let report = out.report.expect("pass");
+    let report = out.report.as_ref().expect("pass");
     assert!(
         report.results.iter().all(|r| r.action == Action::Created),
         "{report:?}"
@@ -61,6 +61,8 @@ async fn transient_429_and_500_are_retried() {
         started.elapsed() >= Duration::from_secs(1),
         "Retry-After was not honoured"
     );
+    // One 429 and two 500s, each retried once, and counted in the report.
+    assert_eq!((out.retries.retries, out.retries.throttled), (3, 1));
 }
 
 #[tokio::test]

@@ -143,6 +143,11 @@ impl Discovery {
         }
     }
 
+    /// What discovery retried so far.
+    pub fn retries(&self) -> super::retry::Retries {
+        self.retry.retries()
+    }
+
     /// Drops a cached kind (after the server answered 404 for the type itself).
     pub fn forget(&self, api_version: &str, kind: &str) {
         self.lock().remove(&Self::key(api_version, kind));

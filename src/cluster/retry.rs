@@ -14,10 +14,50 @@
 //! minutes — the next pass retries anyway.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Backoff parameters.
-#[derive(Clone, Debug, PartialEq)]
+use serde::Serialize;
+
+/// How often requests were retried under a policy (shared by its clones), for the report.
+#[derive(Debug, Default)]
+pub struct RetryCounts {
+    retries: AtomicU64,
+    throttled: AtomicU64,
+}
+
+/// A snapshot of [`RetryCounts`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Retries {
+    /// Attempts after the first, all requests together.
+    pub retries: u64,
+    /// Answers 429 TooManyRequests among them.
+    pub throttled: u64,
+}
+
+impl std::ops::Sub for Retries {
+    type Output = Retries;
+    fn sub(self, other: Retries) -> Retries {
+        Retries {
+            retries: self.retries.saturating_sub(other.retries),
+            throttled: self.throttled.saturating_sub(other.throttled),
+        }
+    }
+}
+
+impl std::ops::Add for Retries {
+    type Output = Retries;
+    fn add(self, other: Retries) -> Retries {
+        Retries {
+            retries: self.retries + other.retries,
+            throttled: self.throttled + other.throttled,
+        }
+    }
+}
+
+/// Backoff parameters, and the counts of what was retried under them.
+#[derive(Clone, Debug)]
 pub struct RetryPolicy {
     /// Wait before the second attempt.
     pub initial: Duration,
@@ -29,6 +69,27 @@ pub struct RetryPolicy {
     pub attempts: u32,
     /// Deadline of one request.
     pub request_timeout: Duration,
+    /// Shared by every clone of this policy.
+    pub counts: Arc<RetryCounts>,
+}
+
+impl PartialEq for RetryPolicy {
+    /// Compares the parameters, not the counts.
+    fn eq(&self, other: &Self) -> bool {
+        (
+            self.initial,
+            self.factor,
+            self.max_delay,
+            self.attempts,
+            self.request_timeout,
+        ) == (
+            other.initial,
+            other.factor,
+            other.max_delay,
+            other.attempts,
+            other.request_timeout,
+        )
+    }
 }
 
 impl Default for RetryPolicy {
@@ -39,6 +100,7 @@ impl Default for RetryPolicy {
             max_delay: Duration::from_secs(5),
             attempts: 6,
             request_timeout: Duration::from_secs(30),
+            counts: Arc::default(),
         }
     }
 }
@@ -112,6 +174,14 @@ impl RetryPolicy {
         d.min(self.max_delay)
     }
 
+    /// What was retried so far under this policy and its clones.
+    pub fn retries(&self) -> Retries {
+        Retries {
+            retries: self.counts.retries.load(Ordering::Relaxed),
+            throttled: self.counts.throttled.load(Ordering::Relaxed),
+        }
+    }
+
     /// Runs `op` until it succeeds, fails permanently, or the attempts are used up; returns
     /// the last error and the number of attempts made.
     pub async fn run<T, F, Fut>(&self, mut op: F) -> Result<T, (RequestError, u32)>
@@ -128,6 +198,10 @@ impl RetryPolicy {
             };
             match classify(&err) {
                 Verdict::Retry { after } if attempt < self.attempts => {
+                    self.counts.retries.fetch_add(1, Ordering::Relaxed);
+                    if err.code() == Some(429) {
+                        self.counts.throttled.fetch_add(1, Ordering::Relaxed);
+                    }
                     let wait = self.delay(attempt).max(after.unwrap_or_default());
                     tracing::debug!(attempt, ?wait, error = %err, "transient error, retrying");
                     tokio::time::sleep(wait).await;

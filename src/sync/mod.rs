@@ -25,6 +25,7 @@ use crate::apply::{
     run_pass,
 };
 use crate::cluster::Cluster;
+use crate::cluster::retry::Retries;
 use crate::release::{ObjectId, Release};
 use crate::status::clusterversion::{self, ClusterVersionError, WriteOutcome};
 use crate::status::conditions::{self, UnknownDeletion};
@@ -85,6 +86,8 @@ pub struct SyncOutcome {
     pub warnings: Vec<String>,
     /// What happened to ClusterVersion status (`None` for dry runs).
     pub cluster_version: Option<Result<WriteOutcome, String>>,
+    /// Requests retried by the retry policy during the sync (discovery included).
+    pub retries: Retries,
 }
 
 impl SyncOutcome {
@@ -123,6 +126,7 @@ pub async fn sync<F>(
 where
     F: Fn(&crate::apply::ManifestResult),
 {
+    let retries_before = options.apply.retry.retries() + cluster.discovery().retries();
     let cv = clusterversion::read(cluster, &options.apply.retry).await?;
     let current = cv.as_ref().and_then(clusterversion::current_version);
     let update = update_type(current.as_ref(), release.version());
@@ -176,6 +180,7 @@ where
             conditions: conds,
             warnings,
             cluster_version: None,
+            retries: Retries::default(),
         });
     }
     if !refused.is_empty() {
@@ -285,6 +290,7 @@ where
         conditions: conds,
         warnings,
         cluster_version,
+        retries: options.apply.retry.retries() + cluster.discovery().retries() - retries_before,
     })
 }
 

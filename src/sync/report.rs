@@ -48,6 +48,7 @@ pub fn json_report(release: &Release, outcome: &SyncOutcome) -> Value {
     });
     v["updateType"] = json!(outcome.update);
     v["mode"] = json!(outcome.mode);
+    v["retries"] = json!(outcome.retries);
     v["rounds"] = json!(outcome.rounds);
     if !outcome.refused.is_empty() {
         v["preconditionFailures"] = json!(outcome.refused);
@@ -122,6 +123,13 @@ pub fn text_report(release: &Release, outcome: &SyncOutcome, all_changes: bool) 
                 "{skipped} manifests not attempted because of the failures above"
             );
         }
+    }
+    if outcome.retries.retries > 0 {
+        let _ = writeln!(
+            out,
+            "retried: {} requests ({} throttled with 429 Too Many Requests)",
+            outcome.retries.retries, outcome.retries.throttled
+        );
     }
     for w in &outcome.warnings {
         let _ = writeln!(out, "warning: {w}");
