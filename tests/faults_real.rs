@@ -1,0 +1,235 @@
+//! Faults of the real control plane (`../shared/realk8s/fault.sh`): the API server down when a
+//! run starts or restarted mid-apply, etcd stalled mid-apply, and `cvo` killed mid-update. Each
+//! run, or its rerun, converges, and ClusterVersion shows an update while it is in progress.
+//!
+//! These act on processes, so they need the real control plane of `CVO_TEST_KUBECONFIG` with
+//! `REALK8S_RUN_DIR` set (as `.ci/run` does); against the in-memory server they print why they
+//! do not apply and return (its fault injection covers the same client paths in
+//! `apply_faults.rs` and `apply_sync.rs`). One fault at a time: they take turns.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::TestCluster;
+use cvo::cluster::Cluster;
+use cvo::release::{LoadOptions, Release};
+use cvo::sync::{Mode, SyncOptions, SyncOutcome, sync};
+
+static ONE_FAULT_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The cluster, when faults can be injected into it.
+async fn faultable() -> Option<TestCluster> {
+    let tc = common::cluster().await;
+    if tc.is_memory() || std::env::var_os("REALK8S_RUN_DIR").is_none() {
+        eprintln!(
+            "SKIPPED: fault.sh kills and stalls processes of a real control plane; run with CVO_TEST_KUBECONFIG and REALK8S_RUN_DIR from ../shared/realk8s/start.sh"
+        );
+        return None;
+    }
+    Some(tc)
+}
+
+/// Runs `fault.sh ACTION COMPONENT` on the test cluster (`start`/`restart` wait until ready).
+async fn fault(action: &'static str, component: &'static str) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realk8s/fault.sh");
+    let status = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("bash")
+            .arg(script)
+            .args([action, component])
+            .status()
+    })
+    .await
+    .expect("join")
+    .expect("run fault.sh");
+    assert!(status.success(), "fault.sh {action} {component}: {status}");
+}
+
+/// A namespace and `n` ConfigMaps in it, over several run levels.
+fn release(ns: &str, n: usize, version: Option<&str>) -> (tempfile::TempDir, Release) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    if let Some(v) = version {
+        std::fs::write(
+            dir.path().join("release-metadata"),
+            common::release_metadata(v),
+        )
+        .expect("write");
+    }
+    std::fs::write(
+        dir.path().join("0000_05_a_ns.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels: {{{}: faults}}\n",
+            common::TEST_LABEL
+        ),
+    )
+    .expect("write");
+    for i in 0..n {
+        std::fs::write(
+            dir.path().join(format!("0000_{:02}_c{}_{i:04}.yaml", 10 + (i % 5) * 10, i % 4)),
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  namespace: {ns}\ndata:\n  v: \"{}\"\n",
+                version.unwrap_or("x")
+            ),
+        )
+        .expect("write");
+    }
+    let rel = cvo::release::load(dir.path(), &LoadOptions::default()).expect("load");
+    (dir, rel)
+}
+
+fn options() -> SyncOptions {
+    SyncOptions {
+        mode: Some(Mode::Updating),
+        ..common::sync_options(Duration::from_millis(200))
+    }
+}
+
+/// Starts a sync in the background; returns it and the count of results so far.
+fn start(
+    tc: &TestCluster,
+    rel: &Release,
+) -> (tokio::task::JoinHandle<SyncOutcome>, Arc<AtomicUsize>) {
+    let done = Arc::new(AtomicUsize::new(0));
+    let counter = done.clone();
+    let (client, rel) = (tc.client.clone(), rel.clone());
+    let task = tokio::spawn(async move {
+        sync(&Cluster::new(client), &rel, &options(), |_| {
+            counter.fetch_add(1, Ordering::Relaxed);
+        })
+        .await
+        .expect("sync")
+    });
+    (task, done)
+}
+
+/// Applies `rel` until a pass has no failure (at most 3 reruns); returns the passes needed.
+async fn converge(tc: &TestCluster, rel: &Release) -> usize {
+    for pass in 1..=3 {
+        let out = sync(&Cluster::new(tc.client.clone()), rel, &options(), |_| {})
+            .await
+            .expect("sync");
+        let s = out.report.as_ref().expect("pass").summary();
+        if s.failed + s.skipped == 0 {
+            return pass;
+        }
+    }
+    panic!("no convergence after 3 reruns");
+}
+
+async fn after(done: &AtomicUsize, n: usize) {
+    common::poll_until("results so far", Duration::from_secs(60), || async {
+        let d = done.load(Ordering::Relaxed);
+        if d >= n {
+            Ok(())
+        } else {
+            Err(format!("{d} results"))
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apiserver_restarted_mid_apply() {
+    let Some(tc) = faultable().await else { return };
+    let _turn = ONE_FAULT_AT_A_TIME.lock().await;
+    let ns = common::unique("fault-restart");
+    tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &ns);
+    let (_dir, rel) = release(&ns, 400, None);
+    let (task, done) = start(&tc, &rel);
+    after(&done, 40).await;
+    fault("restart", "kube-apiserver").await;
+    let first = task.await.expect("join");
+    assert!(first.report.is_some());
+    converge(&tc, &rel).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_stalled_mid_apply() {
+    let Some(tc) = faultable().await else { return };
+    let _turn = ONE_FAULT_AT_A_TIME.lock().await;
+    let ns = common::unique("fault-etcd");
+    tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &ns);
+    let (_dir, rel) = release(&ns, 400, None);
+    let (task, done) = start(&tc, &rel);
+    after(&done, 40).await;
+    fault("pause", "etcd").await;
+    // The length of the stall is the fault itself, not a wait for state.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    fault("resume", "etcd").await;
+    task.await.expect("join");
+    converge(&tc, &rel).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apiserver_down_when_the_run_starts() {
+    let Some(tc) = faultable().await else { return };
+    let _turn = ONE_FAULT_AT_A_TIME.lock().await;
+    let ns = common::unique("fault-down");
+    tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &ns);
+    let (_dir, rel) = release(&ns, 50, None);
+    fault("kill", "kube-apiserver").await;
+    let run = {
+        let (client, rel) = (tc.client.clone(), rel.clone());
+        tokio::spawn(async move { sync(&Cluster::new(client), &rel, &options(), |_| {}).await })
+    };
+    fault("start", "kube-apiserver").await;
+    // The run may fail plainly (the outage outlasted its retries) or succeed; never hang.
+    if let Err(e) = run.await.expect("join") {
+        assert!(e.to_string().contains("nothing was applied"), "{e}");
+    }
+    converge(&tc, &rel).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cvo_killed_mid_update_leaves_the_update_visible() {
+    let Some(tc) = faultable().await else { return };
+    let _turn = ONE_FAULT_AT_A_TIME.lock().await;
+    let (_cv_turn, cv_resource) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv_resource).await;
+    let ns = common::unique("fault-kill");
+    tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &ns);
+    let (_d1, v100) = release(&ns, 600, Some("1.0.0"));
+    converge(&tc, &v100).await;
+    let (d2, v101) = release(&ns, 600, Some("1.0.1"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig: PathBuf = tc.kubeconfig_file(dir.path()).await;
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cvo"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["apply", "--parallelism", "2", "--release"])
+        .arg(d2.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn cvo");
+    common::poll_until("the update recorded", Duration::from_secs(60), || async {
+        let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+        let newest = &cv.data["status"]["history"][0];
+        if newest["version"] == "1.0.1" && newest["state"] == "Partial" {
+            Ok(())
+        } else {
+            Err(format!("history[0] = {newest}"))
+        }
+    })
+    .await;
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    let cv = cvs.get("version").await.expect("cv");
+    let status = &cv.data["status"];
+    assert_eq!(status["desired"]["version"], "1.0.1", "{status}");
+    let progressing = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Progressing"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(progressing["status"], "True", "{status}");
+    converge(&tc, &v101).await;
+    let cv = cvs.get("version").await.expect("cv");
+    assert_eq!(cv.data["status"]["history"][0]["state"], "Completed");
+    cvs.delete("version", &Default::default())
+        .await
+        .expect("delete cv");
+}
