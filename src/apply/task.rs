@@ -31,6 +31,8 @@ pub struct Applier<'r> {
     namespaces: std::collections::HashSet<String>,
     /// Existing objects, listed once per (kind, namespace) for this pass.
     snapshot: Snapshot,
+    /// Manifests being worked on right now (for progress reports).
+    in_flight: std::sync::Mutex<std::collections::BTreeSet<usize>>,
 }
 
 impl<'r> Applier<'r> {
@@ -63,6 +65,7 @@ impl<'r> Applier<'r> {
             crds,
             namespaces,
             snapshot: Snapshot::new(),
+            in_flight: Default::default(),
         }
     }
 
@@ -83,8 +86,31 @@ impl<'r> Applier<'r> {
         self.release
     }
 
+    /// Manifests being worked on right now, in release order.
+    pub fn in_flight(&self) -> Vec<usize> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .copied()
+            .collect()
+    }
+
     /// Runs manifest `index` of the release.
     pub async fn run(&self, index: usize) -> ManifestResult {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(index);
+        let result = self.run_one(index).await;
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&index);
+        result
+    }
+
+    async fn run_one(&self, index: usize) -> ManifestResult {
         let manifest = &self.release.manifests[index];
         let started = tokio::time::Instant::now();
         let mut result = ManifestResult::new(index, Action::Failed);
