@@ -145,3 +145,69 @@ fn join(names: &BTreeSet<String>) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::testing::manifest;
+
+    fn used() -> Selectors {
+        let a = manifest(
+            "0000_10_a_00_x.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  annotations:\n    include.release.openshift.io/hypershift: \"true\"\n    include.release.openshift.io/ibm-cloud-managed: \"false\"\n    release.openshift.io/feature-set: \"TechPreviewNoUpgrade, CustomNoUpgrade\"\n",
+        );
+        let b = manifest(
+            "0000_10_a_01_y.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\n",
+        );
+        Selectors::of([&a, &b])
+    }
+
+    #[test]
+    fn names_only_what_manifests_select() {
+        let used = used();
+        assert_eq!(used.profiles, BTreeSet::from(["hypershift".to_owned()]));
+        assert_eq!(
+            used.feature_sets,
+            BTreeSet::from([
+                "CustomNoUpgrade".to_owned(),
+                "TechPreviewNoUpgrade".to_owned()
+            ])
+        );
+        assert_eq!(
+            used.describe(),
+            "the release uses cluster profiles hypershift and feature sets CustomNoUpgrade, Default, TechPreviewNoUpgrade"
+        );
+    }
+
+    #[test]
+    fn refuses_what_selects_nothing() {
+        let used = used();
+        let with = |profile: Option<&str>, feature_set: &str| Filters {
+            profile: profile.map(str::to_owned),
+            feature_set: feature_set.to_owned(),
+            exclude: Vec::new(),
+        };
+        for (profile, fs) in [(None, "Default"), (Some("hypershift"), "CustomNoUpgrade")] {
+            assert_eq!(used.refusal(&with(profile, fs)), None, "{profile:?} {fs}");
+        }
+        for (profile, fs, why) in [
+            (Some(""), "Default", "--profile: the profile name is empty"),
+            (
+                Some("ibm-cloud-managed"),
+                "Default",
+                "--profile ibm-cloud-managed: no manifest",
+            ),
+            (None, "", "--feature-set: the feature set name is empty"),
+            (
+                None,
+                "techpreviewnoupgrade",
+                "--feature-set techpreviewnoupgrade: no manifest",
+            ),
+        ] {
+            let refusal = used.refusal(&with(profile, fs)).expect("refused");
+            assert!(refusal.starts_with(why), "{refusal}");
+            assert!(refusal.ends_with(&used.describe()), "{refusal}");
+        }
+    }
+}
