@@ -154,11 +154,11 @@ mod tests {
     fn used() -> Selectors {
         let a = manifest(
             "0000_10_a_00_x.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  annotations:\n    include.release.openshift.io/hypershift: \"true\"\n    include.release.openshift.io/ibm-cloud-managed: \"false\"\n    release.openshift.io/feature-set: \"TechPreviewNoUpgrade, CustomNoUpgrade\"\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-a\n  annotations:\n    include.release.openshift.io/hypershift: \"true\"\n    include.release.openshift.io/ibm-cloud-managed: \"false\"\n    release.openshift.io/feature-set: \"TechPreviewNoUpgrade, CustomNoUpgrade\"\n",
         );
         let b = manifest(
             "0000_10_a_01_y.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-b\n",
         );
         Selectors::of([&a, &b])
     }
