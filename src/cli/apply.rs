@@ -32,8 +32,8 @@ pub struct ApplyArgs {
     /// rounds until everything is applied or this much time has passed.
     #[arg(long, value_parser = parse_duration, default_value = "10m")]
     pub install_timeout: Duration,
-    /// Nodes of the task graph applied at once.
-    #[arg(long, default_value_t = crate::graph::DEFAULT_PARALLELISM)]
+    /// Nodes of the task graph applied at once (1 to 256).
+    #[arg(long, default_value_t = crate::graph::DEFAULT_PARALLELISM, value_parser = super::values::parse_parallelism, allow_hyphen_values = true)]
     pub parallelism: usize,
     /// Apply even when a precondition refuses the update.
     #[arg(long)]
@@ -104,15 +104,15 @@ pub(super) fn execute(
     options: SyncOptions,
     output: OutputFormat,
 ) -> ExitCode {
-    let release = match crate::release::load(&release_args.release, &release_args.load_options()) {
+    let release = match release_args.load() {
         Ok(release) => release,
-        Err(e) => return super::input_error(&e),
+        Err(code) => return code,
     };
     for d in &release.diagnostics {
-        eprintln!("{d}");
+        stderr_line!("{d}");
     }
     if release.has_errors() {
-        eprintln!("error: the release has errors; fix them first (see `cvo validate`)");
+        stderr_line!("error: the release has errors; fix them first (see `cvo validate`)");
         return ExitCode::from(super::EXIT_INPUT);
     }
     let runtime = match super::runtime() {
@@ -122,7 +122,7 @@ pub(super) fn execute(
     runtime.block_on(async {
         let client = match connect(global, target, &release).await {
             Ok(c) => c,
-            Err(e) => return super::input_error(&e),
+            Err(e) => return e.report(),
         };
         let cluster = crate::cluster::Cluster::new(client);
         if target.in_memory {
@@ -137,22 +137,23 @@ pub(super) fn execute(
             Ok(o) => o,
             Err(e) => {
                 progress.finish();
-                eprintln!("error: {e}");
+                stderr_line!("error: {e}");
                 return ExitCode::from(1);
             }
         };
         progress.finish();
-        match output {
-            OutputFormat::Json => println!(
-                "{}",
+        let report = match output {
+            OutputFormat::Json => format!(
+                "{}\n",
                 serde_json::to_string_pretty(&json_report(&release, &outcome)).unwrap_or_default()
             ),
-            OutputFormat::Text => {
-                print!("{}", text_report(&release, &outcome, options.apply.dry_run))
-            }
+            OutputFormat::Text => text_report(&release, &outcome, options.apply.dry_run),
+        };
+        if let Err(code) = super::print_stdout(&report) {
+            return code;
         }
         if let Some(Err(e)) = &outcome.cluster_version {
-            eprintln!("warning: {e}");
+            stderr_line!("warning: {e}");
         }
         ExitCode::from(outcome.exit_code())
     })
@@ -162,7 +163,7 @@ async fn connect(
     global: &GlobalArgs,
     target: &TargetArgs,
     release: &Release,
-) -> Result<kube::Client, String> {
+) -> Result<kube::Client, super::ClientError> {
     if target.in_memory {
         let server =
             crate::cluster::memory::MemoryServer::start(crate::cluster::memory::Config::default());
@@ -214,7 +215,7 @@ impl Progress {
                     bar.set_message(format!("(runlevel {:02})", o.runlevel));
                 }
             }
-            None => eprintln!("{}", result_line(release, r)),
+            None => stderr_line!("{}", result_line(release, r)),
         }
     }
 

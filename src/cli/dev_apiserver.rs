@@ -23,7 +23,7 @@ pub struct DevApiserverArgs {
 
 pub fn run(args: &DevApiserverArgs) -> ExitCode {
     if !args.listen.ip().is_loopback() {
-        eprintln!(
+        stderr_line!(
             "error: refusing to listen on {}: the in-memory API server has no authentication; use a loopback address such as 127.0.0.1",
             args.listen
         );
@@ -34,12 +34,12 @@ pub fn run(args: &DevApiserverArgs) -> ExitCode {
         Err(code) => return code,
     };
     if let Some(path) = &args.kubeconfig_out {
-        eprintln!(
+        stderr_line!(
             "kubeconfig: {} (kubectl --kubeconfig {0} get ns)",
             path.display()
         );
     }
-    eprintln!("in-memory API server on http://{}", args.listen);
+    stderr_line!("in-memory API server on http://{}", args.listen);
     runtime.block_on(async {
         let serving = dev_apiserver(
             Config::default(),
@@ -50,7 +50,7 @@ pub fn run(args: &DevApiserverArgs) -> ExitCode {
             result = serving => match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("error: serving on {}: {e}", args.listen);
+                    stderr_line!("error: serving on {}: {e}", args.listen);
                     ExitCode::FAILURE
                 }
             },

@@ -21,17 +21,19 @@ fn parse_format(s: &str) -> Result<Format, String> {
         .map_err(|e: crate::graph::UnknownFormat| e.to_string())
 }
 
+/// Exit codes: 0 the graph of the whole release, 1 drawn without what failed to load (its
+/// errors on stderr, as `validate` reports them), 2 the release cannot be read.
 pub fn run(args: &GraphArgs) -> ExitCode {
-    let release = match crate::release::load(&args.release.release, &args.release.load_options()) {
+    let release = match args.release.load() {
         Ok(release) => release,
-        Err(e) => return super::input_error(&e),
+        Err(code) => return code,
     };
     for d in &release.diagnostics {
-        eprintln!("{d}");
+        stderr_line!("{d}");
     }
-    print!(
-        "{}",
-        render(&crate::apply::run_level_graph(&release), args.format)
-    );
-    ExitCode::SUCCESS
+    let graph = render(&crate::apply::run_level_graph(&release), args.format);
+    if let Err(code) = super::print_stdout(&graph) {
+        return code;
+    }
+    ExitCode::from(u8::from(release.has_errors()))
 }

@@ -5,20 +5,30 @@
 //! 0 success, 1 errors found / manifests failed, 2 input unreadable or usage error,
 //! 3 deletions still in progress, 4 refused by a precondition.
 
+/// `eprintln!` that does not panic when stderr is closed (`cvo … 2>&1 | head`).
+macro_rules! stderr_line {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod apply;
 mod dev_apiserver;
 mod graph;
 mod operand_cleanup;
 mod plan;
+mod request_error;
 mod seed;
 mod validate;
+mod values;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::release::{Filters, LoadOptions};
+use crate::release::{DEFAULT_CLUSTER_PROFILE, Filters, LoadOptions, Release, Selectors};
 
 /// Exit code: the input could not be read, or the command line is wrong.
 pub const EXIT_INPUT: u8 = 2;
@@ -86,7 +96,9 @@ pub struct ReleaseArgs {
     /// manifests/ and release-manifests/.
     #[arg(long, value_name = "DIR")]
     pub release: PathBuf,
-    /// Keep only manifests with include.release.openshift.io/NAME: "true".
+    /// Keep only manifests with include.release.openshift.io/NAME: "true". Without it, a
+    /// release that uses profiles is read in self-managed-high-availability, the CVO's
+    /// default (validate checks each profile the release uses).
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
     /// Drop manifests whose release.openshift.io/feature-set does not list NAME.
@@ -95,20 +107,95 @@ pub struct ReleaseArgs {
     /// Drop manifests with exclude.release.openshift.io/ID: "true" (repeatable).
     #[arg(long, value_name = "ID")]
     pub exclude: Vec<String>,
-    /// Pull spec rendered into {{.ReleaseImage}} in a payload's manifests/.
-    #[arg(long, value_name = "PULLSPEC")]
+    /// Image reference rendered into {{.ReleaseImage}} in a payload's manifests/.
+    #[arg(long, value_name = "PULLSPEC", value_parser = values::parse_release_image)]
     pub release_image: Option<String>,
 }
 
 impl ReleaseArgs {
-    pub fn load_options(&self) -> LoadOptions {
+    /// The load options of these flags, with `profile` in place of `--profile`.
+    fn options_in(&self, profile: Option<&str>) -> LoadOptions {
         LoadOptions {
             filters: Filters {
-                profile: self.profile.clone(),
+                profile: profile.map(str::to_owned),
                 feature_set: self.feature_set.clone(),
                 exclude: self.exclude.clone(),
             },
             release_image: self.release_image.clone(),
+        }
+    }
+
+    /// Loads the release in `profile` (`None`: no profile filtering); exit code 2 when it
+    /// cannot be read.
+    fn load_in(&self, dir: &std::path::Path, profile: Option<&str>) -> Result<Release, ExitCode> {
+        crate::release::load(dir, &self.options_in(profile)).map_err(|e| input_error(&e))
+    }
+
+    /// Loads the release as the flags say, and the profiles and feature sets it uses. A
+    /// `--profile` or `--feature-set` that no manifest names would silently select nothing:
+    /// refused with exit code 2, naming the ones the release uses.
+    fn load_checked(&self) -> Result<(Release, Selectors), ExitCode> {
+        let options = self.options_in(self.profile.as_deref());
+        let release = self.load_in(&self.release, self.profile.as_deref())?;
+        let used = Selectors::of(release.all_manifests());
+        match used.refusal(&options.filters) {
+            Some(why) => Err(input_error(&why)),
+            None => Ok((release, used)),
+        }
+    }
+
+    /// The release `graph`, `apply` and `plan` work on. Without `--profile`, a release that
+    /// uses cluster profiles is read in the CVO's default profile, as a cluster without one
+    /// would be (every profile at once would hold each object's per-profile twins), and a
+    /// note on stderr says so.
+    pub fn load(&self) -> Result<Release, ExitCode> {
+        let (release, used) = self.load_checked()?;
+        if self.profile.is_some() || used.profiles.is_empty() {
+            return Ok(release);
+        }
+        if !used.profiles.contains(DEFAULT_CLUSTER_PROFILE) {
+            return Err(input_error(&format_args!(
+                "{}, but not {DEFAULT_CLUSTER_PROFILE}, the CVO's default: choose one with --profile",
+                used.describe()
+            )));
+        }
+        stderr_line!(
+            "note: the release uses cluster profiles ({}): reading it in {DEFAULT_CLUSTER_PROFILE}, the CVO's default (choose another with --profile)",
+            used.profiles.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+        self.load_in(&self.release, Some(DEFAULT_CLUSTER_PROFILE))
+    }
+
+    /// The release `validate` checks, once per profile: with `--profile`, or when the
+    /// release uses no profiles, the one release (`None`); without `--profile`, the release
+    /// in each profile it uses, on its own.
+    pub fn load_each_profile(&self) -> Result<Vec<(Option<String>, Release)>, ExitCode> {
+        let (release, used) = self.load_checked()?;
+        if self.profile.is_some() || used.profiles.is_empty() {
+            return Ok(vec![(self.profile.clone(), release)]);
+        }
+        drop(release);
+        used.profiles
+            .iter()
+            .map(|p| Ok((Some(p.clone()), self.load_in(&self.release, Some(p))?)))
+            .collect()
+    }
+}
+
+/// Writes `text` to stdout. A reader that went away (`| head`) is no error: the command
+/// ends quietly with the exit code it has; any other write error is exit code 1.
+fn print_stdout(text: &str) -> Result<(), ExitCode> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => {
+            stderr_line!("error: writing to stdout: {e}");
+            Err(ExitCode::FAILURE)
         }
     }
 }
@@ -138,8 +225,10 @@ pub fn main() -> ExitCode {
 }
 
 fn init_logging(global: &GlobalArgs) {
+    // kube's client logs every failed request, each retry included, at ERROR: the commands
+    // report failures themselves (one line each), so its lines are shown from -v on.
     let default = match global.verbose {
-        0 => "warn",
+        0 => "warn,kube_client=off",
         1 => "debug",
         _ => "trace",
     };
@@ -147,6 +236,7 @@ fn init_logging(global: &GlobalArgs) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour_on_stderr())
         .with_writer(std::io::stderr);
     let _ = match global.log_format {
         LogFormat::Text => builder.try_init(),
@@ -154,33 +244,87 @@ fn init_logging(global: &GlobalArgs) {
     };
 }
 
+/// Colour only for a person at a terminal, and not when `NO_COLOR` is set (no-color.org).
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 /// Prints a load error the way every subcommand does and returns exit code 2.
 fn input_error(err: &dyn std::fmt::Display) -> ExitCode {
-    eprintln!("error: {err}");
+    stderr_line!("error: {err}");
     ExitCode::from(EXIT_INPUT)
+}
+
+/// Why no usable client could be had: the exit code and one sentence.
+pub(crate) struct ClientError {
+    pub code: ExitCode,
+    pub message: String,
+}
+
+impl ClientError {
+    /// Prints the message and returns the exit code.
+    fn report(self) -> ExitCode {
+        stderr_line!("error: {}", self.message);
+        self.code
+    }
 }
 
 /// A client like kubectl's: the kubeconfig from `--kubeconfig` (that one file), else the
 /// files listed in `$KUBECONFIG` (merged: the first file to set a value wins), else
 /// `~/.kube/config`; with none of them, the in-cluster service account. `--context` picks a
 /// context of that kubeconfig instead of its `current-context`.
-async fn kube_client(global: &GlobalArgs) -> Result<kube::Client, String> {
-    let config = client_config(global).await?;
-    crate::cluster::client(config).map_err(|e| format!("client: {e}"))
+///
+/// The server is asked for its version first (under the retry policy, so a server down for
+/// a moment is waited for), so that an unreachable server or rejected credentials end the
+/// command with what failed (exit code 1) rather than as the first request of a run. A kubeconfig that cannot be used is exit code 2.
+async fn kube_client(global: &GlobalArgs) -> Result<kube::Client, ClientError> {
+    let (config, context) = client_config(global).await.map_err(|message| ClientError {
+        code: ExitCode::from(EXIT_INPUT),
+        message,
+    })?;
+    let target = request_error::Target {
+        server: config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_owned(),
+        context,
+    };
+    let client = crate::cluster::client(config).map_err(|e| ClientError {
+        code: ExitCode::from(EXIT_INPUT),
+        message: format!("client: {e}"),
+    })?;
+    // Under the one retry policy: a server that is down for a moment is waited for.
+    let retry = crate::cluster::retry::RetryPolicy::default();
+    match retry.run(|| client.apiserver_version()).await {
+        Ok(_) => Ok(client),
+        Err((crate::cluster::retry::RequestError::Kube(e), _)) => Err(ClientError {
+            code: ExitCode::FAILURE,
+            message: request_error::describe(&e, &target),
+        }),
+        Err((e, _)) => Err(ClientError {
+            code: ExitCode::FAILURE,
+            message: format!("the API server at {}: {e}", target.server),
+        }),
+    }
 }
 
-async fn client_config(global: &GlobalArgs) -> Result<kube::Config, String> {
+/// The client configuration, and the kubeconfig context it came from (`None` in-cluster).
+async fn client_config(global: &GlobalArgs) -> Result<(kube::Config, Option<String>), String> {
     let Some((kubeconfig, source)) = find_kubeconfig(global.kubeconfig.as_deref())? else {
         if let Some(context) = &global.context {
             return Err(format!(
                 "--context {context}: no kubeconfig found (no --kubeconfig, KUBECONFIG is unset and ~/.kube/config does not exist)"
             ));
         }
-        return kube::Config::incluster().map_err(|e| {
-            format!(
-                "no cluster configuration: no --kubeconfig, KUBECONFIG is unset, ~/.kube/config does not exist, and not running in a cluster ({e})"
-            )
-        });
+        return kube::Config::incluster()
+            .map(|c| (c, None))
+            .map_err(|e| {
+                format!(
+                    "no cluster configuration: no --kubeconfig, KUBECONFIG is unset, ~/.kube/config does not exist, and not running in a cluster ({e})"
+                )
+            });
     };
     if let Some(context) = &global.context
         && !kubeconfig.contexts.iter().any(|c| &c.name == context)
@@ -199,6 +343,10 @@ async fn client_config(global: &GlobalArgs) -> Result<kube::Config, String> {
             }
         ));
     }
+    let context = global
+        .context
+        .clone()
+        .or_else(|| kubeconfig.current_context.clone());
     let options = kube::config::KubeConfigOptions {
         context: global.context.clone(),
         ..Default::default()
@@ -207,7 +355,7 @@ async fn client_config(global: &GlobalArgs) -> Result<kube::Config, String> {
         .await
         .map_err(|e| format!("{source}: {e}"))?;
     config.apply_debug_overrides();
-    Ok(config)
+    Ok((config, context))
 }
 
 /// The kubeconfig kubectl would read, and where it came from (for error messages); `None`
@@ -246,7 +394,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
         .enable_all()
         .build()
         .map_err(|e| {
-            eprintln!("error: cannot start the async runtime: {e}");
+            stderr_line!("error: cannot start the async runtime: {e}");
             ExitCode::FAILURE
         })
 }

@@ -28,7 +28,9 @@ pub fn run(global: &GlobalArgs, args: &OperandCleanupArgs) -> ExitCode {
     if let Some(addr) = args.listen
         && !addr.ip().is_loopback()
     {
-        eprintln!("error: refusing to listen on {addr}: use a loopback address such as 127.0.0.1");
+        stderr_line!(
+            "error: refusing to listen on {addr}: use a loopback address such as 127.0.0.1"
+        );
         return ExitCode::from(super::EXIT_INPUT);
     }
     let runtime = match super::runtime() {
@@ -39,30 +41,30 @@ pub fn run(global: &GlobalArgs, args: &OperandCleanupArgs) -> ExitCode {
         let client = if args.in_memory {
             let server = MemoryServer::start(Config::default());
             if let Err(e) = crate::olm::crds::install(&server.client()).await {
-                eprintln!("error: installing OLM CRDs in the in-memory server: {e}");
+                stderr_line!("error: installing OLM CRDs in the in-memory server: {e}");
                 return ExitCode::FAILURE;
             }
             if let Some(addr) = args.listen {
                 let serving = server.clone();
                 tokio::spawn(async move {
                     if let Err(e) = serve(serving, addr).await {
-                        eprintln!("error: serving on {addr}: {e}");
+                        stderr_line!("error: serving on {addr}: {e}");
                     }
                 });
-                eprintln!("in-memory API server with OLM CRDs on http://{addr}");
+                stderr_line!("in-memory API server with OLM CRDs on http://{addr}");
             }
             server.client()
         } else {
             match super::kube_client(global).await {
                 Ok(c) => c,
-                Err(e) => return super::input_error(&e),
+                Err(e) => return e.report(),
             }
         };
         tracing::info!(namespace = ?args.namespace, "operand-cleanup reconciler starting");
         match crate::olm::run(client, args.namespace.clone(), super::shutdown_signal()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("error: {e}");
+                stderr_line!("error: {e}");
                 ExitCode::FAILURE
             }
         }

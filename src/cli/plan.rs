@@ -16,8 +16,8 @@ pub struct PlanArgs {
     pub release: ReleaseArgs,
     #[command(flatten)]
     pub target: TargetArgs,
-    /// Nodes of the task graph planned at once.
-    #[arg(long, default_value_t = crate::graph::DEFAULT_PARALLELISM)]
+    /// Nodes of the task graph planned at once (1 to 256).
+    #[arg(long, default_value_t = crate::graph::DEFAULT_PARALLELISM, value_parser = super::values::parse_parallelism, allow_hyphen_values = true)]
     pub parallelism: usize,
     /// Plan even when a precondition would refuse the update.
     #[arg(long)]

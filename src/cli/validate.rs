@@ -1,15 +1,20 @@
 //! `cvo validate`: CI checks over a release, optionally against the release it updates from.
 //!
 //! Exit codes: 0 no errors (warnings and notes allowed), 1 errors found, 2 the release or the
-//! previous release cannot be read.
+//! previous release cannot be read, or `--profile`/`--feature-set` select nothing.
+//!
+//! Without `--profile`, a release that uses cluster profiles is validated in each of them on
+//! its own (a release holds per-profile twins of one object, which only clash when profiles
+//! are mixed); a finding made in only some profiles names them.
 
-use std::io::Write as _;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 
 use super::ReleaseArgs;
+use crate::diagnostic::Diagnostic;
 use crate::validate::{self, Format, Summary};
 
 #[derive(Debug, Args)]
@@ -26,25 +31,66 @@ pub struct ValidateArgs {
 }
 
 pub fn run(args: &ValidateArgs) -> ExitCode {
-    let options = args.release.load_options();
-    let release = match crate::release::load(&args.release.release, &options) {
-        Ok(release) => release,
-        Err(e) => return super::input_error(&e),
+    let releases = match args.release.load_each_profile() {
+        Ok(releases) => releases,
+        Err(code) => return code,
     };
-    let previous = match &args.previous {
-        Some(dir) => match crate::release::load(dir, &options) {
-            Ok(previous) => Some(previous),
-            Err(e) => return super::input_error(&format_args!("--previous: {e}")),
-        },
-        None => None,
-    };
-    let diagnostics = validate::validate(&release, previous.as_ref());
+    let mut runs = Vec::with_capacity(releases.len());
+    for (profile, release) in releases {
+        let previous = match &args.previous {
+            Some(dir) => {
+                match crate::release::load(dir, &args.release.options_in(profile.as_deref())) {
+                    Ok(previous) => Some(previous),
+                    Err(e) => return super::input_error(&format_args!("--previous: {e}")),
+                }
+            }
+            None => None,
+        };
+        runs.push((profile, validate::validate(&release, previous.as_ref())));
+    }
+    if runs.len() > 1 {
+        let profiles: Vec<&str> = runs.iter().filter_map(|(p, _)| p.as_deref()).collect();
+        stderr_line!(
+            "note: the release uses cluster profiles ({}): each was validated on its own (choose one with --profile)",
+            profiles.join(", ")
+        );
+    }
+    let diagnostics = merge_profiles(runs);
     let cwd = std::env::current_dir().ok();
     let out = validate::report::render(args.format, &diagnostics, cwd.as_deref());
-    let mut stdout = std::io::stdout().lock();
-    // A closed pipe (`| head`) does not change the validation result.
-    let _ = stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush());
+    if let Err(code) = super::print_stdout(&out) {
+        return code;
+    }
     ExitCode::from(u8::from(Summary::of(&diagnostics).has_errors()))
+}
+
+/// The findings of several profiles as one list: a finding made in every profile once, as
+/// is; one made in only some of them with `(profiles a, b)` after its message.
+fn merge_profiles(runs: Vec<(Option<String>, Vec<Diagnostic>)>) -> Vec<Diagnostic> {
+    let total = runs.len();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut merged: Vec<(Diagnostic, Vec<String>)> = Vec::new();
+    for (profile, diagnostics) in runs {
+        for d in diagnostics {
+            let key = format!("{}\0{d}", d.severity);
+            let i = *index.entry(key).or_insert_with(|| {
+                merged.push((d, Vec::new()));
+                merged.len() - 1
+            });
+            merged[i].1.extend(profile.clone());
+        }
+    }
+    let mut out: Vec<Diagnostic> = merged
+        .into_iter()
+        .map(|(mut d, profiles)| {
+            if total > 1 && profiles.len() < total {
+                let s = if profiles.len() == 1 { "" } else { "s" };
+                d.message
+                    .push_str(&format!(" (profile{s} {})", profiles.join(", ")));
+            }
+            d
+        })
+        .collect();
+    validate::sort(&mut out);
+    out
 }

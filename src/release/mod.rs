@@ -30,7 +30,7 @@ pub use annotations::{
     FEATURE_SET_ANNOTATION, INCLUDE_PREFIX,
 };
 pub use filename::{FileOrder, parse_file_name};
-pub use filter::Filters;
+pub use filter::{DEFAULT_FEATURE_SET, Filters, Selectors};
 pub use identity::ObjectId;
 pub use load::{DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, load};
 pub use metadata::ReleaseMetadata;

@@ -47,9 +47,18 @@ pub fn render(text: &str, values: &TemplateValues) -> Result<String, TemplateErr
             after = after.trim_start();
         }
         out.push_str(before);
-        out.push_str(
-            &eval(action.trim(), values).map_err(|message| TemplateError { line, message })?,
-        );
+        let rendered = match eval(action.trim(), values) {
+            Ok(Rendered::Text(text)) => Ok(text),
+            Ok(Rendered::Value(value)) => {
+                let line_so_far = &out[out.rfind('\n').map_or(0, |i| i + 1)..];
+                as_yaml(&value, context(line_so_far), ends_scalar(after))
+            }
+            Err(message) => Err(message),
+        };
+        out.push_str(&rendered.map_err(|message| TemplateError {
+            line,
+            message: format!("`{{{{{}}}}}`: {message}", action.trim()),
+        })?);
         rest = after;
     }
     out.push_str(rest);
@@ -108,30 +117,143 @@ fn find_close(s: &str) -> Option<usize> {
     None
 }
 
-fn eval(action: &str, values: &TemplateValues) -> Result<String, String> {
+/// What an action renders to: template text written by the release's author (a string
+/// literal), copied as is, or a value from outside the file, written as a YAML scalar.
+enum Rendered {
+    Text(String),
+    Value(String),
+}
+
+fn eval(action: &str, values: &TemplateValues) -> Result<Rendered, String> {
     if let Some(lit) = string_literal(action) {
-        return Ok(lit);
+        return Ok(Rendered::Text(lit));
     }
     let words: Vec<&str> = action.split_whitespace().collect();
-    match words.as_slice() {
-        [".ReleaseImage"] => values.release_image.clone().ok_or_else(|| {
-            "`{{.ReleaseImage}}` needs a value: pass --release-image PULLSPEC".to_owned()
-        }),
+    let value = match words.as_slice() {
+        [".ReleaseImage"] => values
+            .release_image
+            .clone()
+            .ok_or_else(|| "needs a value: pass --release-image PULLSPEC".to_owned()),
         [".ClusterProfile"] => Ok(values.cluster_profile.clone()),
         ["index", ".Images", name] => {
-            let name = string_literal(name).ok_or_else(|| {
-                format!("`index .Images {name}`: the image name must be a string")
-            })?;
+            let name = string_literal(name)
+                .ok_or_else(|| format!("the image name {name} must be a string"))?;
             values
                 .images
                 .get(&name)
                 .cloned()
                 .ok_or_else(|| format!("image `{name}` is not in image-references"))
         }
+        _ => Err(
+            "unsupported template action: only .ReleaseImage, .ClusterProfile, `index .Images \"name\"` and string literals are rendered".to_owned(),
+        ),
+    }?;
+    Ok(Rendered::Value(value))
+}
+
+/// Where in a YAML line a value is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Context {
+    /// Inside `'…'`.
+    SingleQuoted,
+    /// Inside `"…"`.
+    DoubleQuoted,
+    /// Unquoted, where a scalar starts (after `key: `, `- `, `[`, `,`).
+    ScalarStart,
+    /// Unquoted, inside a plain scalar, a block scalar or a comment.
+    Plain,
+}
+
+/// The quoting context at the end of `line` (the current line up to the action). Quotes
+/// only open a scalar where a scalar starts: `it's` is no quote.
+fn context(line: &str) -> Context {
+    let mut state = Context::Plain;
+    let mut prev: Option<char> = None; // last character outside quotes
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match state {
+            Context::SingleQuoted => {
+                if c == '\'' {
+                    if chars.peek() == Some(&'\'') {
+                        chars.next();
+                    } else {
+                        state = Context::Plain;
+                        prev = Some(c);
+                    }
+                }
+            }
+            Context::DoubleQuoted => match c {
+                '\\' => {
+                    chars.next();
+                }
+                '"' => {
+                    state = Context::Plain;
+                    prev = Some(c);
+                }
+                _ => {}
+            },
+            _ => {
+                let starts = starts_scalar(prev);
+                if starts && c == '\'' {
+                    state = Context::SingleQuoted;
+                } else if starts && c == '"' {
+                    state = Context::DoubleQuoted;
+                } else if c == '#' && prev.is_none_or(char::is_whitespace) {
+                    return Context::Plain; // a comment
+                }
+                prev = Some(c);
+            }
+        }
+    }
+    if state != Context::Plain {
+        return state;
+    }
+    let trimmed = line.trim_end();
+    let spaced = trimmed.len() < line.len();
+    match trimmed.trim_start().chars().last() {
+        None => Context::Plain, // only indentation: a block scalar's line
+        Some(':' | '-' | '?') if spaced => Context::ScalarStart,
+        Some('[' | '{' | ',') => Context::ScalarStart,
+        _ => Context::Plain,
+    }
+}
+
+/// Whether a scalar may start after `prev`, the last character before it outside quotes.
+fn starts_scalar(prev: Option<char>) -> bool {
+    prev.is_none_or(|c| c.is_whitespace() || matches!(c, ':' | '-' | '[' | '{' | ',' | '?'))
+}
+
+/// Whether the text after an action ends the scalar: end of line, a comment, a flow
+/// collection's separator.
+fn ends_scalar(after: &str) -> bool {
+    let rest = after.trim_start_matches([' ', '\t']);
+    rest.is_empty() || rest.starts_with(['\n', '\r', '#', ',', ']', '}'])
+}
+
+/// `value` written at a place of the given context, so that it stays one scalar whatever it
+/// holds: escaped inside quotes, a double-quoted scalar where it is the whole value, and
+/// refused where neither is possible and it would change the document.
+fn as_yaml(value: &str, context: Context, whole_scalar: bool) -> Result<String, String> {
+    let json = serde_json::to_string(value).unwrap_or_default();
+    match context {
+        Context::DoubleQuoted => Ok(json[1..json.len() - 1].to_owned()),
+        Context::SingleQuoted if !value.chars().any(char::is_control) => {
+            Ok(value.replace('\'', "''"))
+        }
+        Context::ScalarStart if whole_scalar => Ok(json),
+        _ if plain_safe(value) => Ok(value.to_owned()),
         _ => Err(format!(
-            "unsupported template action `{{{{{action}}}}}`: only .ReleaseImage, .ClusterProfile, `index .Images \"name\"` and string literals are rendered"
+            "the value {json} cannot be written here without changing the YAML around it: put the action in quotes"
         )),
     }
+}
+
+/// Whether `value` can sit inside a plain scalar (or a block scalar's line) as it is.
+fn plain_safe(value: &str) -> bool {
+    !value.chars().any(char::is_control)
+        && !value.contains(": ")
+        && !value.contains(" #")
+        && !value.ends_with(':')
 }
 
 /// A Go string literal: `"…"` with escapes, or a raw `` `…` ``.
@@ -173,7 +295,7 @@ mod tests {
         let text = "image: '{{.ReleaseImage}}'\np: '{{ .ClusterProfile }}'\ni: {{index .Images \"cli\"}}\nd: '{{ \"{{ $labels.x }}\" }}'\n";
         assert_eq!(
             render(text, &values()).unwrap(),
-            "image: 'quay.io/r@sha256:1'\np: 'hypershift'\ni: quay.io/cli@sha256:2\nd: '{{ $labels.x }}'\n"
+            "image: 'quay.io/r@sha256:1'\np: 'hypershift'\ni: \"quay.io/cli@sha256:2\"\nd: '{{ $labels.x }}'\n"
         );
     }
 
@@ -211,5 +333,61 @@ mod tests {
             mentions_cvo_fields("d: '{{ \"{{ $labels.x }}\" }}'"),
             Some(1)
         );
+    }
+
+    fn with_image(image: &str) -> TemplateValues {
+        TemplateValues {
+            release_image: Some(image.into()),
+            ..values()
+        }
+    }
+
+    #[test]
+    fn values_stay_one_scalar_whatever_they_hold() {
+        let hostile = with_image("x'\"\n  injected: true");
+        assert_eq!(
+            render("a: '{{.ReleaseImage}}'\n", &with_image("it's")).unwrap(),
+            "a: 'it''s'\n"
+        );
+        assert_eq!(
+            render("a: \"--image={{.ReleaseImage}}\"\n", &hostile).unwrap(),
+            "a: \"--image=x'\\\"\\n  injected: true\"\n"
+        );
+        assert_eq!(
+            render(
+                "a: {{.ReleaseImage}}\n- {{ .ReleaseImage }} # c\n",
+                &hostile
+            )
+            .unwrap(),
+            "a: \"x'\\\"\\n  injected: true\"\n- \"x'\\\"\\n  injected: true\" # c\n"
+        );
+        // Inside a plain or block scalar only a value that cannot change the YAML goes in.
+        assert_eq!(
+            render(
+                "a: --image={{.ReleaseImage}}\n  {{.ReleaseImage}}\n",
+                &values()
+            )
+            .unwrap(),
+            "a: --image=quay.io/r@sha256:1\n  quay.io/r@sha256:1\n"
+        );
+        for text in [
+            "a: --image={{.ReleaseImage}}",
+            "a: '{{.ReleaseImage}}'",
+            "a: {{.ReleaseImage}}-x",
+        ] {
+            let err = render(text, &hostile).unwrap_err();
+            assert!(
+                err.message.contains("{{.ReleaseImage}}"),
+                "{text}: {}",
+                err.message
+            );
+        }
+        // `it's` opens no quote; a quote after `- ` does.
+        assert_eq!(context("  - it's "), Context::Plain);
+        assert_eq!(context("  - 'a"), Context::SingleQuoted);
+        assert_eq!(context("k: \"a\\\" b"), Context::DoubleQuoted);
+        assert_eq!(context("k: 'a'' b"), Context::SingleQuoted);
+        assert_eq!(context("k: [a, "), Context::ScalarStart);
+        assert_eq!(context("k: a # "), Context::Plain);
     }
 }
