@@ -42,6 +42,11 @@ impl Snapshot {
         Self::default()
     }
 
+    /// Forgets everything listed (the next pass reads the cluster afresh).
+    pub fn clear(&self) {
+        self.cells.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
     /// Looks `name` up, listing its (kind, namespace) on first use.
     pub async fn lookup(
         &self,

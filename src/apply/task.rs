@@ -70,8 +70,8 @@ impl<'r> Applier<'r> {
     }
 
     /// Forgets what the last pass listed, so the next pass reads the cluster afresh.
-    pub fn new_pass(&mut self) {
-        self.snapshot = Snapshot::new();
+    pub fn new_pass(&self) {
+        self.snapshot.clear();
     }
 
     pub fn cluster(&self) -> &Cluster {

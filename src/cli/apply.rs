@@ -92,6 +92,8 @@ pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> ExitCode {
         force: args.force,
         install_timeout: args.install_timeout,
         mode: None,
+        // Without a progress bar, say what a stalled run waits for.
+        heartbeat: (!std::io::stderr().is_terminal()).then_some(Duration::from_secs(10)),
     };
     execute(global, &args.release, &args.target, options, args.output)
 }

@@ -46,6 +46,9 @@ pub struct SyncOptions {
     /// How to walk the graph; `None` decides from the ClusterVersion history (no completed
     /// entry: initializing).
     pub mode: Option<Mode>,
+    /// While the pass runs, log (warn) what it is waiting for this often — for output that is
+    /// not a terminal, where no progress bar shows a stall.
+    pub heartbeat: Option<Duration>,
 }
 
 /// How a sync walks the task graph (OpenShift CVO's names).
@@ -67,6 +70,7 @@ impl Default for SyncOptions {
             force: false,
             install_timeout: Duration::from_secs(600),
             mode: None,
+            heartbeat: None,
         }
     }
 }
@@ -133,7 +137,7 @@ where
     let previous_upgradeable = cv
         .as_ref()
         .and_then(|cv| clusterversion::condition(cv, "Upgradeable"));
-    let mut applier = Applier::new(cluster.clone(), release, options.apply.clone());
+    let applier = Applier::new(cluster.clone(), release, options.apply.clone());
     let mode = match options.mode {
         Some(mode) => mode,
         None if update == UpdateType::Install && !options.apply.dry_run => Mode::Initializing,
@@ -225,14 +229,44 @@ where
             warnings.push(format!("could not record the start of the update: {e}"));
         }
     }
-    let (report, rounds) = match mode {
-        Mode::Initializing => install(&mut applier, options, &on_result).await,
-        Mode::Updating => {
-            let graph = run_level_graph(release);
-            (
-                run_pass(&applier, &graph, options.parallelism, None, &on_result).await,
-                1,
-            )
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let counted = |r: &crate::apply::ManifestResult| {
+        done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        on_result(r)
+    };
+    let pass = async {
+        match mode {
+            Mode::Initializing => install(&applier, options, &counted).await,
+            Mode::Updating => {
+                let graph = run_level_graph(release);
+                (
+                    run_pass(&applier, &graph, options.parallelism, None, &counted).await,
+                    1,
+                )
+            }
+        }
+    };
+    let (report, rounds) = match options.heartbeat {
+        None => pass.await,
+        Some(every) => {
+            let say = || {
+                let in_flight: Vec<String> = applier
+                    .in_flight()
+                    .iter()
+                    .map(|&i| release.manifests[i].id.to_string())
+                    .collect();
+                tracing::warn!(
+                    "still working towards {status_version}: {} of {} done; waiting on {}",
+                    done.load(std::sync::atomic::Ordering::Relaxed),
+                    release.manifests.len(),
+                    if in_flight.is_empty() {
+                        "the next install round".to_owned()
+                    } else {
+                        name_list(&in_flight)
+                    }
+                );
+            };
+            heartbeat(pass, every, say).await
         }
     };
     let mut already_absent = Vec::new();
@@ -294,6 +328,23 @@ where
     })
 }
 
+/// Awaits `work`, calling `say` every `every` while it runs (a run stalled on the server still
+/// says what it is waiting for).
+async fn heartbeat<T>(
+    work: impl std::future::Future<Output = T>,
+    every: Duration,
+    say: impl Fn(),
+) -> T {
+    tokio::pin!(work);
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    loop {
+        tokio::select! {
+            out = &mut work => return out,
+            _ = ticker.tick() => say(),
+        }
+    }
+}
+
 /// First backoff between two install rounds; it doubles up to [`ROUND_DELAY_MAX`].
 const ROUND_DELAY: Duration = Duration::from_secs(1);
 const ROUND_DELAY_MAX: Duration = Duration::from_secs(30);
@@ -302,7 +353,7 @@ const ROUND_DELAY_MAX: Duration = Duration::from_secs(30);
 /// until nothing is left or the install timeout passes. Each round starts from a fresh view
 /// of the cluster.
 async fn install<F>(
-    applier: &mut Applier<'_>,
+    applier: &Applier<'_>,
     options: &SyncOptions,
     on_result: &F,
 ) -> (PassReport, u32)
@@ -414,4 +465,26 @@ async fn observe_all(applier: &Applier<'_>, indices: &[usize]) -> Vec<(usize, Ob
         .buffered(16)
         .collect()
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn a_long_pass_says_what_it_waits_for_every_interval() {
+        let said = AtomicUsize::new(0);
+        let work = tokio::time::sleep(Duration::from_secs(35));
+        heartbeat(work, Duration::from_secs(10), || {
+            said.fetch_add(1, Ordering::Relaxed);
+        })
+        .await;
+        assert_eq!(said.load(Ordering::Relaxed), 3);
+        let quick = async { 7 };
+        assert_eq!(
+            heartbeat(quick, Duration::from_secs(10), || panic!("too early")).await,
+            7
+        );
+    }
 }
