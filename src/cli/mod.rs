@@ -18,7 +18,7 @@ mod dev_apiserver;
 mod graph;
 mod operand_cleanup;
 mod plan;
-mod request_error;
+use crate::cluster::request_error;
 mod seed;
 mod validate;
 mod values;

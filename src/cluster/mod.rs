@@ -5,6 +5,7 @@
 //! - [`discovery`]: the GVK → resource cache, refreshed when a kind is missing;
 //! - [`crd`]: waiting for a CustomResourceDefinition to be `Established`;
 //! - [`wait`]: waiting for one object to reach a state, with watches;
+//! - [`request_error`]: what failed, in words (connection refused, unknown authority, 401);
 //! - [`retry`]: the one retry policy of every request `cvo` sends (kube-client's own retry
 //!   layer is switched off by [`client`]);
 //! - [`memory`]: the embedded in-memory API server used by `cvo apply --in-memory`,
@@ -18,6 +19,7 @@ pub mod crd;
 pub mod discovery;
 pub mod memory;
 pub mod objects;
+pub mod request_error;
 pub mod retry;
 pub mod wait;
 

@@ -105,13 +105,32 @@ impl Default for RetryPolicy {
     }
 }
 
-/// A request error with the timeout case made explicit.
+/// A request error with the timeout case made explicit. Shown in words: the server's status
+/// and message, or what kept the request from reaching it (never a library's debug text).
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {
-    #[error(transparent)]
+    #[error("{}", describe(.0))]
     Kube(#[from] kube::Error),
     #[error("the request timed out after {0:?}")]
     Timeout(Duration),
+}
+
+fn describe(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(s) => {
+            let reason = if s.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", s.reason)
+            };
+            format!("{}{reason}: {}", s.code, s.message)
+        }
+        kube::Error::HyperError(_) | kube::Error::Service(_) => format!(
+            "cannot reach the API server: {}",
+            super::request_error::cause(err)
+        ),
+        other => other.to_string(),
+    }
 }
 
 impl RequestError {
@@ -324,5 +343,13 @@ mod tests {
             })
             .await;
         assert_eq!(r.unwrap(), 2);
+    }
+
+    #[test]
+    fn errors_read_as_words_not_debug_structs() {
+        let e = RequestError::Kube(api_error(503, "ServiceUnavailable"));
+        let text = e.to_string();
+        assert!(text.starts_with("503 ServiceUnavailable"), "{text}");
+        assert!(!text.contains("Status {"), "{text}");
     }
 }

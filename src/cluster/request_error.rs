@@ -49,7 +49,7 @@ pub fn describe(err: &kube::Error, target: &Target) -> String {
 }
 
 /// The root cause of a transport error, as kubectl words it where it can.
-fn cause(err: &kube::Error) -> String {
+pub fn cause(err: &kube::Error) -> String {
     let mut chain: Vec<String> = Vec::new();
     let mut io_kind = None;
     let mut source: Option<&(dyn std::error::Error + 'static)> = err.source();
