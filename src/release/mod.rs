@@ -16,6 +16,8 @@ mod filter;
 mod identity;
 mod load;
 mod metadata;
+mod read;
+mod repair;
 mod template;
 pub mod typed;
 mod yaml;
@@ -34,6 +36,7 @@ pub use filter::Filters;
 pub use identity::ObjectId;
 pub use load::{DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, load};
 pub use metadata::ReleaseMetadata;
+pub use read::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_RELEASE_BYTES, Limits};
 
 /// One Kubernetes object from the release, with where it came from.
 #[derive(Clone, Debug, Serialize)]
