@@ -191,3 +191,74 @@ fn file_names_with_newlines_and_invalid_utf8_are_escaped_and_distinct() {
         serde_json::to_string(d).expect("a diagnostic serializes");
     }
 }
+
+#[test]
+fn schema_mismatch_names_the_field_path_and_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("0000_10_a_deploy.yaml"),
+        "# a comment\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: ns\nspec:\n  template:\n    spec:\n      containers:\n      - name: a\n        image: x\n      - name: b\n        image: quay.io/b\n        ports:\n        - containerPort: eighty\n",
+    )
+    .unwrap();
+    let release = load_within(dir.path(), LoadOptions::default()).unwrap();
+    let found = cvo::validate::validate(&release, None);
+    let d = found
+        .iter()
+        .find(|d| d.rule == "schema-mismatch")
+        .expect("schema-mismatch");
+    assert!(
+        d.message
+            .starts_with("`spec.template.spec.containers[1].ports[0].containerPort`: "),
+        "{d}"
+    );
+    assert!(d.message.contains("whole number"), "{d}");
+    assert_eq!(d.location.line, Some(16), "{d}");
+}
+
+#[test]
+fn parser_limits_and_odd_characters_read_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, String, &str)] = &[
+        (
+            "deep.yaml",
+            format!("{CM}data: {}{}\n", "[".repeat(70), "]".repeat(70)),
+            "nested more than 64 levels",
+        ),
+        (
+            "aliases.yaml",
+            format!("{CM}x: &a v\ny: [{}]\n", "*a,".repeat(150)),
+            "alias bomb",
+        ),
+        (
+            "vt.yaml",
+            format!("{CM}x: a\u{b}b\n"),
+            "U+000B (vertical tab)",
+        ),
+        ("binary.yaml", format!("{CM}x: !!binary /w==\n"), "YAML tag"),
+        (
+            "int.yaml",
+            format!("{CM}x: !!int abc\n"),
+            "out of range or not a number",
+        ),
+    ];
+    for (name, text, _) in cases {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    // Old Mac line endings: two documents, not one refused file.
+    std::fs::write(
+        dir.path().join("cr.yaml"),
+        CM.replace('\n', "\r") + "---\r" + &CM.replace("good", "other").replace('\n', "\r"),
+    )
+    .unwrap();
+    let release = load_within(dir.path(), LoadOptions::default()).unwrap();
+    for (name, _, words) in cases {
+        let d = diagnostic_for(&release, name);
+        assert!(d.message.contains(words), "{d}");
+    }
+    let cr: Vec<_> = release
+        .manifests
+        .iter()
+        .filter(|m| m.file_name() == "cr.yaml")
+        .collect();
+    assert_eq!(cr.len(), 2, "{:?}", release.diagnostics);
+}

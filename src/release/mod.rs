@@ -15,6 +15,7 @@ mod filename;
 mod filter;
 mod identity;
 mod load;
+mod locate;
 mod metadata;
 mod read;
 mod repair;
@@ -35,6 +36,7 @@ pub use filename::{FileOrder, parse_file_name};
 pub use filter::Filters;
 pub use identity::ObjectId;
 pub use load::{DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, load};
+pub use locate::field_line;
 pub use metadata::ReleaseMetadata;
 pub use read::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_RELEASE_BYTES, Limits};
 
