@@ -116,12 +116,14 @@ impl Scan {
         let Some(first) = first else {
             return 0;
         };
-        if let Some(min) = self.plain_min_indent.take() {
-            if self.flow == 0 && indent >= min && line[first] != b'#' {
-                // A continuation line of a multi-line plain scalar: all text.
-                self.plain_min_indent = Some(min);
-                return 0;
-            }
+        if let Some(min) = self.plain_min_indent.take()
+            && self.flow == 0
+            && indent >= min
+            && line[first] != b'#'
+        {
+            // A continuation line of a multi-line plain scalar: all text.
+            self.plain_min_indent = Some(min);
+            return 0;
         }
         self.rest(line, first, true, indent, number);
         0
