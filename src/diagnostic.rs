@@ -178,3 +178,33 @@ impl fmt::Display for Diagnostic {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpts_are_short_and_on_one_line() {
+        assert_eq!(excerpt("a\nb"), "a\\nb");
+        let long = excerpt(&"x".repeat(1000));
+        assert_eq!(long.chars().count(), EXCERPT_CHARS + 1);
+        assert!(long.ends_with('…'));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn paths_are_escaped_and_distinct() {
+        use std::os::unix::ffi::OsStrExt;
+        let path = |b: &[u8]| PathBuf::from(std::ffi::OsStr::from_bytes(b));
+        assert_eq!(escaped_path(&path(b"dir/a\nb.yaml")), "dir/a\\nb.yaml");
+        assert_eq!(escaped_path(&path(b"x\xff.yaml")), "x\\xFF.yaml");
+        assert_ne!(
+            escaped_path(&path(b"x\xfe.yaml")),
+            escaped_path(&path(b"x\xff.yaml"))
+        );
+        assert_eq!(
+            escaped_path(Path::new("plain/0000_10_a.yaml")),
+            "plain/0000_10_a.yaml"
+        );
+    }
+}

@@ -20,7 +20,7 @@ use super::yaml::{Document, DocumentError, Parsed, decode, parse_json, parse_yam
 use super::{
     DeleteIntent, Excluded, Filters, Manifest, ObjectId, Release, ReleaseMetadata, parse_file_name,
 };
-use crate::diagnostic::{Diagnostic, Location, Severity};
+use crate::diagnostic::{Diagnostic, Location, Severity, excerpt};
 
 /// The profile CVO renders into `{{.ClusterProfile}}` when none is given.
 pub const DEFAULT_CLUSTER_PROFILE: &str = "self-managed-high-availability";
@@ -420,7 +420,7 @@ fn to_manifest(
     )?;
     if kind == "List" || kind.ends_with("List") && map.contains_key("items") {
         return Err(Invalid::new(
-            format!("`kind: {kind}` wrappers are not supported"),
+            format!("`kind: {}` wrappers are not supported", excerpt(kind)),
             "write each item as its own document, separated by `---`",
         ));
     }

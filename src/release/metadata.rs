@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::diagnostic::excerpt;
+
 /// The `release-metadata` file (`kind: cincinnati-metadata-v0`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ReleaseMetadata {
@@ -37,7 +39,10 @@ impl ReleaseMetadata {
         match raw.kind.as_deref() {
             Some(METADATA_KIND) => {}
             Some(other) => {
-                return Err(format!("kind is `{other}`, expected `{METADATA_KIND}`"));
+                return Err(format!(
+                    "kind is `{}`, expected `{METADATA_KIND}`",
+                    excerpt(other)
+                ));
             }
             None => return Err(format!("`kind: {METADATA_KIND}` is missing")),
         }
@@ -45,13 +50,13 @@ impl ReleaseMetadata {
             .version
             .ok_or_else(|| "`version` is missing".to_owned())?;
         let version = semver::Version::parse(&version)
-            .map_err(|e| format!("version `{version}` is not semver: {e}"))?;
+            .map_err(|e| format!("version `{}` is not semver: {e}", excerpt(&version)))?;
         let previous = raw
             .previous
             .iter()
             .map(|p| {
                 semver::Version::parse(p)
-                    .map_err(|e| format!("previous version `{p}` is not semver: {e}"))
+                    .map_err(|e| format!("previous version `{}` is not semver: {e}", excerpt(p)))
             })
             .collect::<Result<_, _>>()?;
         Ok(ReleaseMetadata { version, previous })

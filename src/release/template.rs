@@ -6,6 +6,7 @@
 //! (Prometheus rules, dashboards), and [`mentions_cvo_fields`] lets the loader warn about a
 //! file that looks like an unrendered CVO template.
 
+use crate::diagnostic::excerpt;
 use std::collections::BTreeMap;
 
 /// Values for the template fields.
@@ -120,16 +121,20 @@ fn eval(action: &str, values: &TemplateValues) -> Result<String, String> {
         [".ClusterProfile"] => Ok(values.cluster_profile.clone()),
         ["index", ".Images", name] => {
             let name = string_literal(name).ok_or_else(|| {
-                format!("`index .Images {name}`: the image name must be a string")
+                format!(
+                    "`index .Images {}`: the image name must be a string",
+                    excerpt(name)
+                )
             })?;
             values
                 .images
                 .get(&name)
                 .cloned()
-                .ok_or_else(|| format!("image `{name}` is not in image-references"))
+                .ok_or_else(|| format!("image `{}` is not in image-references", excerpt(&name)))
         }
         _ => Err(format!(
-            "unsupported template action `{{{{{action}}}}}`: only .ReleaseImage, .ClusterProfile, `index .Images \"name\"` and string literals are rendered"
+            "unsupported template action `{{{{{}}}}}`: only .ReleaseImage, .ClusterProfile, `index .Images \"name\"` and string literals are rendered",
+            excerpt(action)
         )),
     }
 }
