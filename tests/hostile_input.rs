@@ -262,3 +262,23 @@ fn parser_limits_and_odd_characters_read_plainly() {
         .collect();
     assert_eq!(cr.len(), 2, "{:?}", release.diagnostics);
 }
+
+/// An unclosed quote early in a long document: reported where it opens, in one pass (the old
+/// repair indented the rest of the document one line per re-parse first).
+#[test]
+fn an_unclosed_quote_is_reported_where_it_opens() {
+    let mut text = format!("{CM}data:\n  a: 'never closed\n");
+    for i in 0..5_000 {
+        text.push_str(&format!("  k{i}: v\n"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("open.yaml"), &text).unwrap();
+    let release = load_within(dir.path(), LoadOptions::default()).unwrap();
+    let d = diagnostic_for(&release, "open.yaml");
+    assert_eq!(d.location.line, Some(7), "{d}");
+    assert!(
+        d.message
+            .contains("quoted string that starts here is not closed"),
+        "{d}"
+    );
+}
