@@ -240,6 +240,16 @@ fn parser_limits_and_odd_characters_read_plainly() {
             format!("{CM}x: !!int abc\n"),
             "out of range or not a number",
         ),
+        (
+            "uint.yaml",
+            format!("{CM}x: !!int 99999999999999999999\n"),
+            "out of range or not a number",
+        ),
+        (
+            "inf.yaml",
+            format!("{CM}x: [1e999999]\n"),
+            "not a finite number",
+        ),
     ];
     for (name, text, _) in cases {
         std::fs::write(dir.path().join(name), text).unwrap();
