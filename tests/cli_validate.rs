@@ -406,3 +406,52 @@ fn corpus_delete_annotated_folders_never_panic() {
         }
     }
 }
+
+/// `--max-file-bytes` and `--max-release-bytes` (docs/limits.md), on `--previous` too.
+#[test]
+fn size_limits_are_flags_with_plain_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("0000_10_a_cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: ns\n",
+    )
+    .unwrap();
+    let release = dir.path().display().to_string();
+    cvo()
+        .args(["validate", "--release", &release, "--max-file-bytes", "10"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "larger than the limit of 10 bytes per file",
+        ))
+        .stdout(predicate::str::contains("--max-file-bytes"));
+    cvo()
+        .args([
+            "validate",
+            "--release",
+            &release,
+            "--max-release-bytes",
+            "10",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--max-release-bytes"));
+    cvo()
+        .args([
+            "validate",
+            "--release",
+            &release,
+            "--previous",
+            "manifests-example",
+        ])
+        .args(["--max-release-bytes", "200"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--previous: release manifests-example is larger",
+        ));
+    cvo()
+        .args(["validate", "--release", &release])
+        .assert()
+        .success();
+}

@@ -28,7 +28,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::release::{DEFAULT_CLUSTER_PROFILE, Filters, LoadOptions, Release, Selectors};
+use crate::release::{DEFAULT_CLUSTER_PROFILE, Filters, Limits, LoadOptions, Release, Selectors};
 
 /// Exit code: the input could not be read, or the command line is wrong.
 pub const EXIT_INPUT: u8 = 2;
@@ -110,6 +110,12 @@ pub struct ReleaseArgs {
     /// Image reference rendered into {{.ReleaseImage}} in a payload's manifests/.
     #[arg(long, value_name = "PULLSPEC", value_parser = values::parse_release_image)]
     pub release_image: Option<String>,
+    /// Refuse a file larger than this many bytes (docs/limits.md).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::release::DEFAULT_MAX_FILE_BYTES)]
+    pub max_file_bytes: u64,
+    /// Refuse a release whose files hold more than this many bytes together (docs/limits.md).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::release::DEFAULT_MAX_RELEASE_BYTES)]
+    pub max_release_bytes: u64,
 }
 
 impl ReleaseArgs {
@@ -122,6 +128,10 @@ impl ReleaseArgs {
                 exclude: self.exclude.clone(),
             },
             release_image: self.release_image.clone(),
+            limits: Limits {
+                max_file_bytes: self.max_file_bytes,
+                max_release_bytes: self.max_release_bytes,
+            },
         }
     }
 

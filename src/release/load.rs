@@ -14,12 +14,13 @@ use serde_json::Value;
 
 use super::annotations::{CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION};
 use super::metadata::parse_image_references;
+use super::read::{Limits, human_bytes, read_capped, regular_file_size};
 use super::template::{TemplateValues, mentions_cvo_fields, render};
 use super::yaml::{Document, DocumentError, Parsed, decode, parse_json, parse_yaml};
 use super::{
     DeleteIntent, Excluded, Filters, Manifest, ObjectId, Release, ReleaseMetadata, parse_file_name,
 };
-use crate::diagnostic::{Diagnostic, Location, Severity};
+use crate::diagnostic::{Diagnostic, Location, Severity, excerpt};
 
 /// The profile CVO renders into `{{.ClusterProfile}}` when none is given.
 pub const DEFAULT_CLUSTER_PROFILE: &str = "self-managed-high-availability";
@@ -30,19 +31,33 @@ pub struct LoadOptions {
     pub filters: Filters,
     /// `--release-image`: value of `{{.ReleaseImage}}` in the payload's `manifests/`.
     pub release_image: Option<String>,
+    /// How much may be read (docs/limits.md).
+    pub limits: Limits,
 }
 
 /// The release could not be read at all (exit code 2). Problems with single files are
 /// diagnostics in the returned [`Release`] instead.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("cannot read release directory {}: {source}", path.display())]
+    #[error(
+        "cannot read release directory {}: {source}",
+        crate::diagnostic::escaped_path(path)
+    )]
     Unreadable {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{} is not a directory: a release is a directory of manifests or a CVO payload root", path.display())]
+    #[error(
+        "{} is not a directory: a release is a directory of manifests or a CVO payload root",
+        crate::diagnostic::escaped_path(path)
+    )]
     NotADirectory { path: PathBuf },
+    #[error("release {} is larger than the limit of {} for a whole release (its files hold at least {}); split it, or raise the limit with --max-release-bytes if it really is this large (docs/limits.md)", crate::diagnostic::escaped_path(path), human_bytes(*limit), human_bytes(*total))]
+    TooLarge {
+        path: PathBuf,
+        limit: u64,
+        total: u64,
+    },
 }
 
 /// A manifest file to read.
@@ -112,27 +127,41 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
     // Lexical file-name order across folders; `manifests/` first on a tie (stable sort).
     files.sort_by(|a, b| a.name.cmp(&b.name));
 
-    let metadata = metadata_file.and_then(|path| match std::fs::read_to_string(&path) {
-        Ok(text) => ReleaseMetadata::parse(&text)
+    // The whole release is refused before anything is read when its files are too large
+    // together; a file that grows meanwhile is still held to the per-file cap.
+    let sizes = files
+        .iter()
+        .map(|f| &f.path)
+        .chain(metadata_file.iter())
+        .chain(image_refs_file.iter())
+        .filter_map(|p| regular_file_size(p).ok());
+    let mut total = 0u64;
+    for size in sizes {
+        total = total.saturating_add(size);
+    }
+    check_release_size(root, options.limits, total)?;
+
+    let limits = options.limits;
+    let metadata = metadata_file.and_then(|path| {
+        read_text(&path, limits)
+            .and_then(|text| ReleaseMetadata::parse(&text))
             .map_err(|e| diagnostics.push(metadata_error(&path, e)))
-            .ok(),
-        Err(e) => {
-            diagnostics.push(metadata_error(&path, e.to_string()));
-            None
-        }
+            .ok()
     });
     let images = image_refs_file
         .and_then(|path| {
-            std::fs::read_to_string(&path)
-                .map_err(|e| e.to_string())
+            read_text(&path, limits)
                 .and_then(|t| parse_image_references(&t))
                 .map_err(|e| {
-                    diagnostics.push(Diagnostic::new(
-                        "release-metadata",
-                        Severity::Error,
-                        Location::file(&path),
-                        format!("image-references: {e}"),
-                    ))
+                    diagnostics.push(
+                        Diagnostic::new(
+                            "release-metadata",
+                            Severity::Error,
+                            Location::file(&path),
+                            format!("image-references: {e}"),
+                        )
+                        .with_help("write an ImageStream whose spec.tags list `name:` and `from: {name: PULLSPEC}`"),
+                    )
                 })
                 .ok()
         })
@@ -147,12 +176,16 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
         images,
     };
 
-    let per_file: Vec<(Vec<Manifest>, Vec<Diagnostic>)> =
-        files.par_iter().map(|f| load_file(f, &values)).collect();
+    let per_file: Vec<(Vec<Manifest>, Vec<Diagnostic>, u64)> = files
+        .par_iter()
+        .map(|f| load_file(f, &values, limits))
+        .collect();
+    let read: u64 = per_file.iter().map(|(_, _, bytes)| bytes).sum();
+    check_release_size(root, limits, read)?;
 
     let mut manifests = Vec::new();
     let mut excluded = Vec::new();
-    for (file_manifests, file_diagnostics) in per_file {
+    for (file_manifests, file_diagnostics, _) in per_file {
         diagnostics.extend(file_diagnostics);
         for manifest in file_manifests {
             match options.filters.exclusion(&manifest) {
@@ -171,6 +204,30 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
     })
 }
 
+fn check_release_size(root: &Path, limits: Limits, total: u64) -> Result<(), LoadError> {
+    if total > limits.max_release_bytes {
+        return Err(LoadError::TooLarge {
+            path: root.to_path_buf(),
+            limit: limits.max_release_bytes,
+            total,
+        });
+    }
+    Ok(())
+}
+
+/// A small text file of the release (`release-metadata`, `image-references`).
+fn read_text(path: &Path, limits: Limits) -> Result<String, String> {
+    let bytes = read_capped(path, limits.max_file_bytes)
+        .map_err(|e| format!("the file {e}; {}", e.help()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "invalid UTF-8: byte 0x{:02X} at byte offset {}; save the file as UTF-8 text",
+            e.as_bytes()[e.utf8_error().valid_up_to()],
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
 fn metadata_error(path: &Path, message: String) -> Diagnostic {
     Diagnostic::new(
         "release-metadata",
@@ -181,7 +238,8 @@ fn metadata_error(path: &Path, message: String) -> Diagnostic {
     .with_help(r#"write JSON like {"kind": "cincinnati-metadata-v0", "version": "4.16.2"}"#)
 }
 
-/// Directory entries as (path, file name, is directory), sorted by name.
+/// Directory entries as (path, file name, is directory), sorted by name. Names that are not
+/// UTF-8 are compared by their bytes, so two of them never tie.
 fn read_dir_sorted(dir: &Path) -> std::io::Result<Vec<(PathBuf, String, bool)>> {
     let mut entries = Vec::new();
     for entry in std::fs::read_dir(dir)? {
@@ -193,12 +251,16 @@ fn read_dir_sorted(dir: &Path) -> std::io::Result<Vec<(PathBuf, String, bool)>> 
         let is_dir = entry.path().is_dir();
         entries.push((entry.path(), name, is_dir));
     }
-    entries.sort_by(|a, b| a.1.cmp(&b.1));
+    entries.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
     Ok(entries)
 }
 
-/// Reads, renders and parses one file into manifests.
-fn load_file(file: &SourceFile, values: &TemplateValues) -> (Vec<Manifest>, Vec<Diagnostic>) {
+/// Reads, renders and parses one file into manifests; also returns the bytes read.
+fn load_file(
+    file: &SourceFile,
+    values: &TemplateValues,
+    limits: Limits,
+) -> (Vec<Manifest>, Vec<Diagnostic>, u64) {
     let mut diagnostics = Vec::new();
     let at = |document: Option<usize>, line: Option<usize>| Location {
         file: file.path.clone(),
@@ -215,19 +277,23 @@ fn load_file(file: &SourceFile, values: &TemplateValues) -> (Vec<Manifest>, Vec<
         )
         .with_help(e.kind.help())
     };
-    let text = match std::fs::read(&file.path).map(|bytes| decode(bytes, !is_json)) {
-        Ok(Ok(text)) => text,
-        Ok(Err(e)) => return (Vec::new(), vec![parse_error(e)]),
+    let bytes = match read_capped(&file.path, limits.max_file_bytes) {
+        Ok(bytes) => bytes,
         Err(e) => {
             let d = Diagnostic::new(
                 "parse-error",
                 Severity::Error,
                 at(None, None),
-                format!("cannot read file: {e}"),
+                format!("the file {e}"),
             )
-            .with_help("check that the file exists and is readable by this user");
-            return (Vec::new(), vec![d]);
+            .with_help(e.help());
+            return (Vec::new(), vec![d], 0);
         }
+    };
+    let read = bytes.len() as u64;
+    let text = match decode(bytes, !is_json) {
+        Ok(text) => text,
+        Err(e) => return (Vec::new(), vec![parse_error(e)], read),
     };
     let text = if file.templated {
         match render(&text, values) {
@@ -240,7 +306,7 @@ fn load_file(file: &SourceFile, values: &TemplateValues) -> (Vec<Manifest>, Vec<
                     e.message,
                 )
                 .with_help("files in a payload's manifests/ are Go templates rendered by cvo");
-                return (Vec::new(), vec![d]);
+                return (Vec::new(), vec![d], read);
             }
         }
     } else {
@@ -275,7 +341,7 @@ fn load_file(file: &SourceFile, values: &TemplateValues) -> (Vec<Manifest>, Vec<
             ),
         }
     }
-    (manifests, diagnostics)
+    (manifests, diagnostics, read)
 }
 
 /// Why a parsed document is not an object the applier can manage, and what to do about it.
@@ -293,11 +359,22 @@ impl Invalid {
         }
     }
 
-    /// `field` holds a value of the wrong type.
+    /// `field` holds a value of the wrong type. A boolean or number where a string belongs
+    /// is almost always an unquoted YAML 1.1 word (`no`, `on`) or number (`0644`).
     fn wrong_type(field: &str, value: &Value, expected: &str) -> Self {
+        let leaf = field.rsplit('.').next().unwrap_or(field);
+        let help = match value {
+            Value::Bool(_) if expected == "a string" => format!(
+                "quote the value, such as `{leaf}: \"no\"`: unquoted yes, no, on, off, y, n, true and false are booleans in Kubernetes YAML; write `{field}` as {expected}"
+            ),
+            Value::Number(_) if expected == "a string" => format!(
+                "quote the value, such as `{leaf}: \"0644\"`: unquoted digits are a number in Kubernetes YAML; write `{field}` as {expected}"
+            ),
+            _ => format!("write `{field}` as {expected}"),
+        };
         Invalid::new(
             format!("`{field}` is {}, not {expected}", json_type(value)),
-            format!("write `{field}` as {expected}"),
+            help,
         )
     }
 
@@ -343,7 +420,7 @@ fn to_manifest(
     )?;
     if kind == "List" || kind.ends_with("List") && map.contains_key("items") {
         return Err(Invalid::new(
-            format!("`kind: {kind}` wrappers are not supported"),
+            format!("`kind: {}` wrappers are not supported", excerpt(kind)),
             "write each item as its own document, separated by `---`",
         ));
     }

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::diagnostic::excerpt;
+
 /// The `release-metadata` file (`kind: cincinnati-metadata-v0`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ReleaseMetadata {
@@ -26,12 +28,21 @@ struct RawMetadata {
 impl ReleaseMetadata {
     /// Parses the JSON text of `release-metadata`; the error says what is wrong.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let raw: RawMetadata = serde_json::from_str(text.trim_start_matches('\u{feff}'))
-            .map_err(|e| format!("not valid release-metadata JSON (line {}): {e}", e.line()))?;
+        let raw: RawMetadata =
+            serde_json::from_str(text.trim_start_matches('\u{feff}')).map_err(|e| {
+                format!(
+                    "not valid release-metadata JSON (line {}): {}",
+                    e.line(),
+                    super::typed::plain_serde_message(&e.to_string())
+                )
+            })?;
         match raw.kind.as_deref() {
             Some(METADATA_KIND) => {}
             Some(other) => {
-                return Err(format!("kind is `{other}`, expected `{METADATA_KIND}`"));
+                return Err(format!(
+                    "kind is `{}`, expected `{METADATA_KIND}`",
+                    excerpt(other)
+                ));
             }
             None => return Err(format!("`kind: {METADATA_KIND}` is missing")),
         }
@@ -39,13 +50,13 @@ impl ReleaseMetadata {
             .version
             .ok_or_else(|| "`version` is missing".to_owned())?;
         let version = semver::Version::parse(&version)
-            .map_err(|e| format!("version `{version}` is not semver: {e}"))?;
+            .map_err(|e| format!("version `{}` is not semver: {e}", excerpt(&version)))?;
         let previous = raw
             .previous
             .iter()
             .map(|p| {
                 semver::Version::parse(p)
-                    .map_err(|e| format!("previous version `{p}` is not semver: {e}"))
+                    .map_err(|e| format!("previous version `{}` is not semver: {e}", excerpt(p)))
             })
             .collect::<Result<_, _>>()?;
         Ok(ReleaseMetadata { version, previous })
@@ -54,33 +65,37 @@ impl ReleaseMetadata {
 
 /// `image-references`: an ImageStream whose `spec.tags` map image names to pull specs; the
 /// values of `{{index .Images "name"}}` in the payload's `manifests/`.
+/// Read with the manifest parser, so its errors read like every other parse error.
 pub fn parse_image_references(text: &str) -> Result<BTreeMap<String, String>, String> {
-    #[derive(Deserialize)]
-    struct Stream {
-        spec: Option<Spec>,
+    let parsed = super::yaml::parse_yaml(text);
+    if let Some(e) = parsed.errors.first() {
+        return Err(format!(
+            "not a valid ImageStream (line {}): {}",
+            e.line, e.message
+        ));
     }
-    #[derive(Deserialize)]
-    struct Spec {
-        #[serde(default)]
-        tags: Vec<Tag>,
+    let Some(stream) = parsed.documents.first() else {
+        return Ok(BTreeMap::new());
+    };
+    let tags = match stream.value.pointer("/spec/tags") {
+        None | Some(serde_json::Value::Null) => return Ok(BTreeMap::new()),
+        Some(serde_json::Value::Array(tags)) => tags,
+        Some(_) => return Err("`spec.tags` is not a list".to_owned()),
+    };
+    let mut images = BTreeMap::new();
+    for (i, tag) in tags.iter().enumerate() {
+        let Some(name) = tag.get("name").and_then(serde_json::Value::as_str) else {
+            return Err(format!("`spec.tags[{i}].name` is missing or not a string"));
+        };
+        match tag.pointer("/from/name") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::String(from)) => {
+                images.insert(name.to_owned(), from.clone());
+            }
+            Some(_) => return Err(format!("`spec.tags[{i}].from.name` is not a string")),
+        }
     }
-    #[derive(Deserialize)]
-    struct Tag {
-        name: String,
-        from: Option<From>,
-    }
-    #[derive(Deserialize)]
-    struct From {
-        name: String,
-    }
-    let stream: Stream = serde_saphyr::from_str(text.trim_start_matches('\u{feff}'))
-        .map_err(|e| format!("not a valid ImageStream: {e}"))?;
-    Ok(stream
-        .spec
-        .into_iter()
-        .flat_map(|s| s.tags)
-        .filter_map(|t| Some((t.name, t.from?.name)))
-        .collect())
+    Ok(images)
 }
 
 #[cfg(test)]

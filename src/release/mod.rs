@@ -15,7 +15,10 @@ mod filename;
 mod filter;
 mod identity;
 mod load;
+mod locate;
 mod metadata;
+mod read;
+mod repair;
 mod template;
 pub mod typed;
 mod yaml;
@@ -33,7 +36,9 @@ pub use filename::{FileOrder, parse_file_name};
 pub use filter::{DEFAULT_FEATURE_SET, Filters, Selectors};
 pub use identity::ObjectId;
 pub use load::{DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, load};
+pub use locate::field_line;
 pub use metadata::ReleaseMetadata;
+pub use read::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_RELEASE_BYTES, Limits};
 
 /// One Kubernetes object from the release, with where it came from.
 #[derive(Clone, Debug, Serialize)]

@@ -6,6 +6,7 @@
 //! (Prometheus rules, dashboards), and [`mentions_cvo_fields`] lets the loader warn about a
 //! file that looks like an unrendered CVO template.
 
+use crate::diagnostic::excerpt;
 use std::collections::BTreeMap;
 
 /// Values for the template fields.
@@ -136,13 +137,17 @@ fn eval(action: &str, values: &TemplateValues) -> Result<Rendered, String> {
             .ok_or_else(|| "needs a value: pass --release-image PULLSPEC".to_owned()),
         [".ClusterProfile"] => Ok(values.cluster_profile.clone()),
         ["index", ".Images", name] => {
-            let name = string_literal(name)
-                .ok_or_else(|| format!("the image name {name} must be a string"))?;
+            let name = string_literal(name).ok_or_else(|| {
+                format!(
+                    "`index .Images {}`: the image name must be a string",
+                    excerpt(name)
+                )
+            })?;
             values
                 .images
                 .get(&name)
                 .cloned()
-                .ok_or_else(|| format!("image `{name}` is not in image-references"))
+                .ok_or_else(|| format!("image `{}` is not in image-references", excerpt(&name)))
         }
         _ => Err(
             "unsupported template action: only .ReleaseImage, .ClusterProfile, `index .Images \"name\"` and string literals are rendered".to_owned(),

@@ -20,28 +20,96 @@ pub struct RoundTrip {
     pub dropped: Vec<String>,
 }
 
-/// The manifest does not decode into the built-in type.
+/// The manifest does not decode into the built-in type: which field, and why, in the
+/// release author's terms (no Rust type names).
 #[derive(Debug, thiserror::Error)]
-#[error("does not decode as {api_version} {kind}: {message}")]
+#[error("{}{message}, so it is not a valid {api_version} {kind}", path.as_deref().map(|p| format!("`{p}`: ")).unwrap_or_default())]
 pub struct DecodeError {
     pub api_version: String,
     pub kind: String,
+    /// The field as a dotted path (`spec.template.spec.containers[0].ports`), when known.
+    pub path: Option<String>,
     pub message: String,
 }
 
 fn through<K: Resource + Serialize + DeserializeOwned>(
     object: &Value,
 ) -> Result<Value, DecodeError> {
-    let typed: K = serde_json::from_value(object.clone()).map_err(|e| DecodeError {
+    let error = |path: Option<String>, message: String| DecodeError {
         api_version: K::API_VERSION.to_owned(),
         kind: K::KIND.to_owned(),
-        message: e.to_string(),
+        path,
+        message,
+    };
+    let typed: K = serde_path_to_error::deserialize(object).map_err(|e| {
+        let path = e.path().to_string();
+        let path = (path != ".").then_some(path);
+        error(path, plain_serde_message(&e.into_inner().to_string()))
     })?;
-    serde_json::to_value(&typed).map_err(|e| DecodeError {
-        api_version: K::API_VERSION.to_owned(),
-        kind: K::KIND.to_owned(),
-        message: e.to_string(),
-    })
+    serde_json::to_value(&typed).map_err(|e| error(None, plain_serde_message(&e.to_string())))
+}
+
+/// serde's wording (`invalid type: string "x", expected i32`) in the user's terms.
+pub fn plain_serde_message(message: &str) -> String {
+    let message = message.split(" at line ").next().unwrap_or(message);
+    if let Some(field) = message
+        .strip_prefix("missing field `")
+        .and_then(|m| m.strip_suffix('`'))
+    {
+        return format!("the required field `{field}` is missing");
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        let (value, allowed) = rest.split_once(", expected ").unwrap_or((rest, ""));
+        return format!(
+            "{} is not an allowed value (allowed: {})",
+            crate::diagnostic::excerpt(value),
+            allowed.trim_start_matches("one of ")
+        );
+    }
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix)
+            && let Some((found, expected)) = rest.rsplit_once(", expected ")
+        {
+            return format!(
+                "it is {}, but must be {}",
+                crate::diagnostic::excerpt(found),
+                plain_expected(expected)
+            );
+        }
+    }
+    crate::diagnostic::excerpt(message)
+}
+
+/// `i32` → `a whole number`; `struct ObjectMeta` or `a map` → `a mapping`; …
+fn plain_expected(expected: &str) -> &'static str {
+    let e = expected.trim_start_matches("a ").trim_start_matches("an ");
+    let integer = [
+        "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "usize",
+    ];
+    if integer.contains(&e) {
+        "a whole number"
+    } else if e == "f32" || e == "f64" {
+        "a number"
+    } else if e.contains("string") || e == "char" || e == "borrowed str" {
+        "a string"
+    } else if e == "boolean" || e == "bool" {
+        "true or false"
+    } else if e.starts_with("sequence") || e.contains("list") {
+        "a list"
+    } else if e.contains("int or string") || e.contains("IntOrString") {
+        "a number or a string"
+    } else if e.contains("RFC 3339") || e.contains("date") || e.contains("Time") {
+        "a date and time (RFC 3339, such as 2024-01-31T12:00:00Z)"
+    } else if e.contains("base64") || e.contains("ByteString") {
+        "base64-encoded data"
+    } else if e.starts_with("struct ")
+        || e.starts_with("map")
+        || e.chars().next().is_some_and(char::is_uppercase)
+    {
+        "a mapping (`key: value` lines)"
+    } else {
+        "of another type (see the Kubernetes API reference for this field)"
+    }
 }
 
 macro_rules! known_kinds {

@@ -14,6 +14,9 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
+use super::repair::{Repaired, indent_quoted_continuations};
+use crate::diagnostic::excerpt;
+
 /// One non-empty document of a file.
 #[derive(Debug)]
 pub struct Document {
@@ -46,6 +49,14 @@ pub enum ErrorKind {
     InvalidKey,
     /// A number JSON cannot hold: NaN, infinity, or out of range.
     InvalidNumber,
+    /// A control character (vertical tab, NUL, …) where YAML allows none.
+    InvalidCharacter,
+    /// A YAML tag (`!!binary`, `!!int`) that does not fit its value.
+    Tag,
+    /// Past a limit of the YAML reader: nesting depth, number of values, text size.
+    TooComplex,
+    /// Aliases that expand to far more than the document holds (a "billion laughs").
+    AliasBomb,
 }
 
 impl ErrorKind {
@@ -65,7 +76,19 @@ impl ErrorKind {
                 "give every key a plain name (`name: value`); quote a key such as \"null\" or \"~\" if the text itself is meant"
             }
             ErrorKind::InvalidNumber => {
-                "write a finite number, or quote the value if it is meant as a string"
+                "write a finite number that fits in 64 bits, or quote the value if it is meant as a string"
+            }
+            ErrorKind::InvalidCharacter => {
+                "delete the invisible character (often pasted from another program); inside a double-quoted string write it as an escape such as \\v"
+            }
+            ErrorKind::Tag => {
+                "remove the `!!` tag: Kubernetes manifests need none; quote the value if it is text, and use a Secret's `data` field for base64"
+            }
+            ErrorKind::TooComplex => {
+                "split the object into smaller ones or flatten it; these limits keep a broken or hostile file from exhausting the machine (docs/limits.md)"
+            }
+            ErrorKind::AliasBomb => {
+                "write the repeated values out instead of using many `*alias` references to the same `&anchor`"
             }
         }
     }
@@ -108,26 +131,30 @@ pub struct Parsed {
 /// Parses a YAML file's text (possibly multi-document).
 pub fn parse_yaml(text: &str) -> Parsed {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // A lone CR is a line break in YAML (old Mac line endings); make it a LF so that
+    // documents split, and lines count, as the parser sees them. Semantics are unchanged.
+    let normalized;
+    let text = if text
+        .bytes()
+        .enumerate()
+        .any(|(i, b)| b == b'\r' && text.as_bytes().get(i + 1) != Some(&b'\n'))
+    {
+        normalized = lone_cr_to_lf(text);
+        normalized.as_str()
+    } else {
+        text
+    };
     let mut parsed = Parsed::default();
-    for mut segment in split_documents(text) {
-        let mut repairs = 0;
-        let result = loop {
-            match parse_segment(&segment.text) {
-                Err(err) if repairs < MAX_REPAIRS && is_underindented_quoted(&err) => {
-                    let Some(line) = err.location().map(|l| l.line() as usize) else {
-                        break Err(err);
-                    };
-                    let repaired = indent_line(&segment.text, line);
-                    if repaired == segment.text {
-                        // The error is past the last line: an unterminated quote.
-                        break Err(err);
-                    }
-                    segment.text = repaired;
-                    repairs += 1;
-                }
-                other => break other,
-            }
-        };
+    for segment in split_documents(text) {
+        let mut repaired = None;
+        let mut result = parse_segment(&segment.text);
+        if let Err(err) = &result
+            && is_underindented_quoted(err)
+            && let Some(r) = indent_quoted_continuations(&segment.text)
+        {
+            result = parse_segment(&r.text);
+            repaired = Some(r);
+        }
         match result {
             Ok(
                 None
@@ -141,15 +168,7 @@ pub fn parse_yaml(text: &str) -> Parsed {
                 value,
             }),
             Err(err) => {
-                // An error at the end of input (an unclosed quote) points past the last line.
-                let last = segment.text.lines().count().max(1);
-                let line = err
-                    .location()
-                    .map(|l| l.line() as usize)
-                    .filter(|&l| l > 0)
-                    .unwrap_or(1)
-                    .min(last);
-                let (kind, message) = describe_yaml_error(&err);
+                let (line, kind, message) = locate_yaml_error(&err, &segment, repaired.as_ref());
                 parsed.errors.push(DocumentError {
                     index: segment.index,
                     line: segment.first_line + line - 1,
@@ -162,8 +181,38 @@ pub fn parse_yaml(text: &str) -> Parsed {
     parsed
 }
 
-/// How many under-indented quoted-scalar lines one document may have repaired.
-const MAX_REPAIRS: usize = 10_000;
+/// The one-based line (within the segment), kind and message of a YAML error, in the
+/// coordinates of the text as written (before any repair).
+fn locate_yaml_error(
+    err: &serde_saphyr::Error,
+    segment: &Segment,
+    repaired: Option<&Repaired>,
+) -> (usize, ErrorKind, String) {
+    // An error at the end of input (an unclosed quote) points past the last line.
+    let last = segment.text.lines().count().max(1);
+    let location = err.location();
+    let line = location
+        .map(|l| l.line() as usize)
+        .filter(|&l| l > 0)
+        .unwrap_or(1);
+    if let Some((open_line, open_col)) = repaired.and_then(|r| r.unclosed)
+        && line >= last
+    {
+        return (
+            open_line,
+            ErrorKind::Syntax,
+            format!(
+                "YAML syntax error (column {open_col}): the quoted string that starts here is not closed"
+            ),
+        );
+    }
+    let pad = repaired.and_then(|r| r.pads.get(line - 1)).copied();
+    let column = location
+        .map(|l| (l.column() as usize).saturating_sub(pad.unwrap_or(0)))
+        .filter(|&c| c > 0);
+    let (kind, message) = describe_yaml_error(err, column);
+    (line.min(last), kind, message)
+}
 
 fn parse_segment(text: &str) -> Result<Option<Spanned>, serde_saphyr::Error> {
     let options = serde_saphyr::options! {
@@ -183,14 +232,15 @@ fn is_underindented_quoted(err: &serde_saphyr::Error) -> bool {
         .contains("invalid indentation in multiline quoted scalar")
 }
 
-fn indent_line(text: &str, line: usize) -> String {
-    const PAD: &str = "        ";
-    let mut out = String::with_capacity(text.len() + PAD.len());
-    for (i, l) in text.split_inclusive('\n').enumerate() {
-        if i + 1 == line {
-            out.push_str(PAD);
+fn lone_cr_to_lf(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\r' && chars.peek() != Some(&'\n') {
+            out.push('\n');
+        } else {
+            out.push(c);
         }
-        out.push_str(l);
     }
     out
 }
@@ -299,13 +349,16 @@ fn is_blank_or_comment(line: &str) -> bool {
 }
 
 /// The kind of a YAML error and its message in the user's terms.
-fn describe_yaml_error(err: &serde_saphyr::Error) -> (ErrorKind, String) {
+fn describe_yaml_error(err: &serde_saphyr::Error, column: Option<usize>) -> (ErrorKind, String) {
     use serde_saphyr::Error as E;
     match err {
-        E::AliasError { error, .. } | E::WithSnippet { error, .. } => describe_yaml_error(error),
-        E::DuplicateMappingKey { key: Some(key), .. } => {
-            (ErrorKind::DuplicateKey, format!("duplicate key `{key}`"))
+        E::AliasError { error, .. } | E::WithSnippet { error, .. } => {
+            describe_yaml_error(error, column)
         }
+        E::DuplicateMappingKey { key: Some(key), .. } => (
+            ErrorKind::DuplicateKey,
+            format!("duplicate key `{}`", excerpt(key)),
+        ),
         E::DuplicateMappingKey { key: None, .. } => {
             (ErrorKind::DuplicateKey, "duplicate key".to_owned())
         }
@@ -320,30 +373,142 @@ fn describe_yaml_error(err: &serde_saphyr::Error) -> (ErrorKind, String) {
         E::NonFiniteFloat { value, .. } => (
             ErrorKind::InvalidNumber,
             format!(
-                "`{value}` is not a finite number (JSON, and so the API server, cannot hold NaN or infinity)"
+                "`{}` is not a finite number (JSON, and so the API server, cannot hold NaN or infinity)",
+                excerpt(value)
             ),
+        ),
+        E::Budget { breach, .. } => describe_budget(breach),
+        E::AliasReplayLimitExceeded { .. }
+        | E::AliasExpansionLimitExceeded { .. }
+        | E::AliasReplayStackDepthExceeded { .. }
+        | E::AliasReplayCounterOverflow { .. } => (
+            ErrorKind::AliasBomb,
+            "aliases (`*name`) expand to far more data than the document holds".to_owned(),
+        ),
+        E::MultipleDocuments { .. } => (
+            ErrorKind::Syntax,
+            "a `---` document marker is not at the start of a line".to_owned(),
+        ),
+        E::InvalidBinaryBase64 { .. }
+        | E::BinaryNotUtf8 { .. }
+        | E::TaggedScalarCannotDeserializeIntoString { .. }
+        | E::BytesNotSupportedMissingBinaryTag { .. } => (
+            ErrorKind::Tag,
+            "a value has a YAML tag (`!!binary`, `!!int`, …) that does not fit it".to_owned(),
+        ),
+        E::MergeValueNotMapOrSeqOfMaps { .. } | E::MergeKeyNotAllowed { .. } => (
+            ErrorKind::Syntax,
+            "a merge key (`<<`) must merge a mapping or a list of mappings".to_owned(),
+        ),
+        E::InvalidScalar { .. } | E::SerdeInvalidValue { .. } | E::SerdeInvalidType { .. } => (
+            ErrorKind::InvalidNumber,
+            "a number is out of range or not a number at all (integers hold at most 64 bits)"
+                .to_owned(),
+        ),
+        E::UnknownAnchor { .. } => (
+            ErrorKind::Syntax,
+            "an alias (`*name`) refers to an unknown anchor (`&name`)".to_owned(),
         ),
         _ => {
             let text = err.to_string();
             let first = text.lines().next().unwrap_or_default();
             let detail = strip_position(first);
+            if let Some(c) = unexpected_character(detail) {
+                return (
+                    ErrorKind::InvalidCharacter,
+                    format!("the control character {c} is not allowed in YAML text"),
+                );
+            }
+            if is_internal(detail) {
+                return (
+                    ErrorKind::Syntax,
+                    "the document is not valid YAML here".to_owned(),
+                );
+            }
             let detail = if detail.contains("multiline quoted scalar") {
-                "a quoted string is not closed, or its next line is not indented"
+                "a quoted string is not closed, or its next line is not indented".to_owned()
             } else {
-                detail
+                excerpt(&detail.replace("EOF", "end of the document"))
             };
-            let column = err
-                .location()
-                .map(|l| l.column())
-                .filter(|&c| c > 0)
-                .map(|c| format!(" (column {c})"))
-                .unwrap_or_default();
+            let column = column.map(|c| format!(" (column {c})")).unwrap_or_default();
             (
                 ErrorKind::Syntax,
                 format!("YAML syntax error{column}: {detail}"),
             )
         }
     }
+}
+
+/// A resource limit of the YAML reader (docs/limits.md), in the user's terms.
+fn describe_budget(breach: &serde_saphyr::budget::BudgetBreach) -> (ErrorKind, String) {
+    use serde_saphyr::budget::BudgetBreach as B;
+    let message = match breach {
+        B::Depth { .. } => "objects and lists are nested more than 64 levels deep".to_owned(),
+        B::Nodes { .. } => "the document holds more than 250,000 values".to_owned(),
+        B::ScalarBytes { .. } => "the document's text values add up to more than 64 MiB".to_owned(),
+        B::Events { .. } => "the document holds more than 1,000,000 YAML items".to_owned(),
+        B::Documents { .. } => "the file holds more than 1,024 documents".to_owned(),
+        B::Aliases { .. }
+        | B::AliasAnchorRatio { .. }
+        | B::RecordedAnchorEvents { .. }
+        | B::RecordedAnchorBytes { .. } => {
+            return (
+                ErrorKind::AliasBomb,
+                "aliases (`*name`) are used far more often than anchors (`&name`) are defined, the pattern of an alias bomb".to_owned(),
+            );
+        }
+        B::Anchors { .. } => "the document defines more than 50,000 anchors (`&name`)".to_owned(),
+        B::MergeKeys { .. } => "the document has more than 10,000 merge keys (`<<`)".to_owned(),
+        _ => "the document is too large or too deeply structured to read safely".to_owned(),
+    };
+    (ErrorKind::TooComplex, message)
+}
+
+/// `unexpected character: `\u{b}'` → `U+000B`, with the character's name when it has one.
+fn unexpected_character(detail: &str) -> Option<String> {
+    let rest = detail.strip_prefix("unexpected character")?;
+    let start = rest.find("\\u{")? + 3;
+    let end = start + rest[start..].find('}')?;
+    let code = u32::from_str_radix(&rest[start..end], 16).ok()?;
+    let name = match code {
+        0x0 => " (NUL)",
+        0x7 => " (bell)",
+        0x8 => " (backspace)",
+        0xB => " (vertical tab)",
+        0xC => " (form feed)",
+        0x1B => " (escape)",
+        0x7F => " (delete)",
+        0xFEFF => " (byte-order mark)",
+        _ => "",
+    };
+    Some(format!("U+{code:04X}{name}"))
+}
+
+/// Parser wording that names its own internals rather than the document.
+fn is_internal(detail: &str) -> bool {
+    [
+        "Option",
+        "option",
+        "serde",
+        "deserializ",
+        "::",
+        "\\u{",
+        "policy",
+        "from_str",
+        "{ ",
+    ]
+    .iter()
+    .any(|w| detail.contains(w))
+        || detail
+            .split(|c: char| !c.is_alphanumeric())
+            .any(is_rust_number_type)
+}
+
+/// `u64`, `i32`, `f64`, `usize`: how Rust names number types.
+fn is_rust_number_type(word: &str) -> bool {
+    let mut chars = word.chars();
+    matches!(chars.next(), Some('u' | 'i' | 'f'))
+        && matches!(chars.as_str(), "8" | "16" | "32" | "64" | "128" | "size")
 }
 
 /// The kind of a JSON error and its message in the user's terms.
@@ -595,7 +760,7 @@ mod tests {
         (
             "x: 1\na: 'open\n",
             ErrorKind::Syntax,
-            "quoted string is not closed",
+            "quoted string that starts here is not closed",
             2,
         ),
         (
@@ -673,6 +838,10 @@ mod tests {
             ErrorKind::DuplicateKey,
             ErrorKind::InvalidKey,
             ErrorKind::InvalidNumber,
+            ErrorKind::InvalidCharacter,
+            ErrorKind::Tag,
+            ErrorKind::TooComplex,
+            ErrorKind::AliasBomb,
         ];
         let helps: std::collections::HashSet<_> = kinds.iter().map(|k| k.help()).collect();
         assert_eq!(helps.len(), kinds.len());

@@ -8,7 +8,7 @@
 
 use crate::diagnostic::Diagnostic;
 use crate::release::typed::round_trip;
-use crate::release::{DeleteIntent, Release};
+use crate::release::{DeleteIntent, Release, field_line};
 
 use super::finding;
 use super::rules::{DROPPED_FIELD, SCHEMA_MISMATCH};
@@ -43,12 +43,40 @@ pub fn check(release: &Release) -> Vec<Diagnostic> {
                     format!("remove {fields} from the manifest, or check its spelling and indentation"),
                 ));
             }
-            Err(e) => out.push(finding(
-                SCHEMA_MISMATCH,
-                m,
-                e.to_string(),
-                "fix the field's type to match the Kubernetes API reference for this kind",
-            )),
+            Err(e) => {
+                let help = match &e.path {
+                    Some(path) => format!(
+                        "write `{path}` as the Kubernetes API reference describes it; `kubectl explain {}.{}` shows the field",
+                        m.id.kind.to_lowercase(),
+                        explain_path(path)
+                    ),
+                    None => {
+                        "fix the field's type to match the Kubernetes API reference for this kind"
+                            .to_owned()
+                    }
+                };
+                let mut d = finding(SCHEMA_MISMATCH, m, e.to_string(), help);
+                // Point at the field itself, not at the start of the document.
+                if let Some(line) = e.path.as_deref().and_then(|p| field_line(m, p)) {
+                    d.location.line = Some(line);
+                }
+                out.push(d);
+            }
+        }
+    }
+    out
+}
+
+/// `spec.containers[0].image` → `spec.containers.image`, the form `kubectl explain` takes.
+fn explain_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut in_index = false;
+    for c in path.chars() {
+        match c {
+            '[' => in_index = true,
+            ']' => in_index = false,
+            c if !in_index => out.push(c),
+            _ => {}
         }
     }
     out
@@ -78,15 +106,31 @@ mod tests {
     fn wrong_types_and_custom_kinds() {
         let deploy = manifest(
             "0000_50_a_01_deploy.yaml",
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: n\nspec:\n  replicas: three\n",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: ns\nspec:\n  replicas: three\n",
         );
         let custom = manifest(
             "0000_50_a_02_widget.yaml",
             "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: n\nanything: goes\n",
         );
+        let found = check(&release(vec![deploy, custom]));
+        assert_eq!(rules(&found), [SCHEMA_MISMATCH]);
+        // The field path, in plain words, with no Rust type names.
+        let message = &found[0].message;
+        assert!(message.starts_with("`spec.replicas`: "), "{message}");
+        assert!(message.contains("must be a whole number"), "{message}");
+        assert!(!message.contains("i32"), "{message}");
+        let help = found[0].help.as_deref().unwrap();
+        assert!(
+            help.contains("kubectl explain deployment.spec.replicas"),
+            "{help}"
+        );
+    }
+
+    #[test]
+    fn explain_paths_drop_indexes() {
         assert_eq!(
-            rules(&check(&release(vec![deploy, custom]))),
-            [SCHEMA_MISMATCH]
+            explain_path("spec.template.spec.containers[0].ports[1].name"),
+            "spec.template.spec.containers.ports.name"
         );
     }
 }
