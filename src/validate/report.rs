@@ -109,7 +109,7 @@ fn json_diagnostic(d: &Diagnostic) -> Value {
         "rule": d.rule,
         "severity": d.severity.to_string(),
         "location": {
-            "file": d.location.file.to_string_lossy(),
+            "file": crate::diagnostic::escaped_path(&d.location.file),
             "document": d.location.document,
             "line": d.location.line,
         },
@@ -201,7 +201,10 @@ pub fn sarif_uri(file: &Path, base: Option<&Path>) -> String {
         match c {
             Component::CurDir => {}
             Component::ParentDir => parts.push("..".to_owned()),
-            Component::Normal(s) => parts.push(encode(&s.to_string_lossy())),
+            // Escaped first, so two names that differ only in non-UTF-8 bytes stay distinct.
+            Component::Normal(s) => parts.push(encode(&crate::diagnostic::escaped_path(
+                std::path::Path::new(s),
+            ))),
             Component::RootDir | Component::Prefix(_) => {}
         }
     }
