@@ -2,15 +2,13 @@
 //! `data` / `stringData` values masked as `kubectl diff` does — `***` when unchanged,
 //! `*** (before)` / `*** (after)` when changed — and the digest annotation of an apply body
 //! (see [`super::body`]) is computed with those values replaced, so no hash of a secret value
-//! is stored on the object either.
+//! is stored on the object either. (A Secret that does not decode is reported without its
+//! values by `release::typed`.)
 
 use serde_json::Value;
 
 const MAPS: [&str; 2] = ["data", "stringData"];
 
-/// What a Secret that does not decode is told, instead of the decoder's message (which may
-/// quote a value).
-pub const DECODE_MESSAGE: &str = "a field has the wrong type, or a value of data is not valid base64 (values of Secrets are not shown)";
 const MASK: &str = "***";
 
 /// True for core `v1` Secrets (the object's `apiVersion` and `kind`, or a DynamicObject's

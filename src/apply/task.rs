@@ -198,13 +198,7 @@ impl<'r> Applier<'r> {
         manifest: &Manifest,
         result: &mut ManifestResult,
     ) -> Result<Action, ManifestError> {
-        let rt = typed::round_trip(&manifest.api_version, &manifest.id.kind, &manifest.object)
-            .map_err(|mut e| {
-                if secrets::is_secret(&manifest.api_version, &manifest.id.kind) {
-                    e.message = secrets::DECODE_MESSAGE.to_owned();
-                }
-                e
-            })?;
+        let rt = typed::round_trip(&manifest.api_version, &manifest.id.kind, &manifest.object)?;
         for path in &rt.dropped {
             result.warnings.push(format!(
                 "field {path} is not part of {} {} and was dropped",
