@@ -9,7 +9,8 @@ use std::path::Path;
 use assert_cmd::Command;
 use serde_json::Value;
 
-async fn cvo(kubeconfig: &Path, args: &[&str]) -> (i32, String) {
+/// Runs `cvo` against `kubeconfig`: exit code, stdout, stderr.
+async fn run_cvo(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
     let kubeconfig = kubeconfig.to_owned();
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     tokio::task::spawn_blocking(move || {
@@ -24,10 +25,17 @@ async fn cvo(kubeconfig: &Path, args: &[&str]) -> (i32, String) {
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     })
     .await
     .expect("join")
+}
+
+/// Exit code and stdout.
+async fn cvo(kubeconfig: &Path, args: &[&str]) -> (i32, String) {
+    let (code, stdout, _) = run_cvo(kubeconfig, args).await;
+    (code, stdout)
 }
 
 fn release(files: &[(&str, &str)]) -> tempfile::TempDir {
@@ -265,25 +273,10 @@ fn in_memory_quickstart_shows_the_stuck_deletion() {
     );
 }
 
-/// Runs `cvo` and returns its exit code and everything it printed (stdout and stderr).
+/// Exit code and everything printed (stdout and stderr).
 async fn cvo_all(kubeconfig: &Path, args: &[&str]) -> (i32, String) {
-    let kubeconfig = kubeconfig.to_owned();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = Command::cargo_bin("cvo")
-            .expect("binary")
-            .env_remove("KUBECONFIG")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(&args)
-            .output()
-            .expect("run cvo");
-        let mut all = String::from_utf8_lossy(&out.stdout).into_owned();
-        all.push_str(&String::from_utf8_lossy(&out.stderr));
-        (out.status.code().unwrap_or(-1), all)
-    })
-    .await
-    .expect("join")
+    let (code, stdout, stderr) = run_cvo(kubeconfig, args).await;
+    (code, stdout + &stderr)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
