@@ -73,6 +73,7 @@ async fn manifests_example_second_apply_writes_nothing() {
 #[tokio::test]
 async fn what_the_server_normalizes_is_not_rewritten() {
     let tc = common::cluster().await;
+    let _turn = common::sync_turn(&tc).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let prefix = common::unique("steady");
     let mut files = Vec::new();

@@ -82,6 +82,7 @@ async fn held_configmap(tc: &TestCluster, ns: &str, name: &str) {
 #[tokio::test]
 async fn an_install_retries_in_rounds_until_everything_is_applied() {
     let tc = common::cluster().await;
+    let _turn = common::sync_turn(&tc).await;
     let ns = unique("install");
     tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &ns);
     // The ConfigMap's namespace comes two run levels later: an update would fail it and
@@ -113,6 +114,7 @@ async fn an_install_retries_in_rounds_until_everything_is_applied() {
 #[tokio::test]
 async fn an_install_does_not_retry_a_broken_manifest() {
     let tc = common::cluster().await;
+    let _turn = common::sync_turn(&tc).await;
     let ns = tc.namespace("install-bad").await;
     let bad = "  annotations:\n    release.openshift.io/delete: \"yes\"\n";
     let (_dir, rel) = release(
@@ -137,6 +139,7 @@ async fn an_install_does_not_retry_a_broken_manifest() {
 #[tokio::test]
 async fn a_timed_out_synchronous_deletion_is_not_upgradeable() {
     let tc = common::cluster().await;
+    let _turn = common::sync_turn(&tc).await;
     let ns = tc.namespace("sync-timeout").await;
     held_configmap(&tc, &ns, "held").await;
     let (_dir, rel) = release(
@@ -162,6 +165,7 @@ async fn a_timed_out_synchronous_deletion_is_not_upgradeable() {
 #[tokio::test]
 async fn a_deletion_that_cannot_be_read_back_is_upgradeable_unknown() {
     let tc = common::cluster().await;
+    let _turn = common::sync_turn(&tc).await;
     let ns = tc.namespace("unreadable").await;
     held_configmap(&tc, &ns, "held").await;
     let (_dir, rel) = release(
@@ -268,6 +272,7 @@ async fn a_minor_update_is_refused_when_the_engine_cannot_tell() {
 #[tokio::test]
 async fn a_server_failing_its_first_requests_is_waited_for() {
     let tc = common::cluster().await;
+    let _turn = common::sync_turn(&tc).await;
     let ns = tc.namespace("outage").await;
     let (_dir, rel) = release(None, &[("0000_10_a_cm.yaml", configmap(&ns, "early", ""))]);
     // The first requests of the run — discovery included — answer 503, as a server that is

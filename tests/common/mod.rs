@@ -667,6 +667,14 @@ pub async fn cluster_version(
     (guard, resource)
 }
 
+/// For every test that runs a sync on a cluster shared with other tests of its binary: a sync
+/// reads and writes the cluster-wide `ClusterVersion version`, so it must not run while
+/// another test owns that object. Holds the same lock as [`cluster_version`] and makes sure no
+/// `version` exists.
+pub async fn sync_turn(tc: &TestCluster) -> tokio::sync::MutexGuard<'static, ()> {
+    cluster_version(tc).await.0
+}
+
 /// Creates `ClusterVersion version` (no status yet) and returns the kind's API.
 pub async fn create_cluster_version(
     tc: &TestCluster,
