@@ -58,6 +58,10 @@ pub enum ManifestError {
         "the object was replaced (same name, new uid) between reading and deleting it; nothing was deleted, run again to delete the new object"
     )]
     Replaced,
+    /// Written, but not healthy ([`crate::health`]): the finding says what is wrong or
+    /// still missing.
+    #[error("{0}")]
+    Unhealthy(crate::health::Finding),
     /// Synchronous deletion did not finish in time.
     #[error("deletion did not finish within {waited:?}; remaining finalizers: {}", finalizers_text(.finalizers))]
     DeletionTimeout {
@@ -89,6 +93,9 @@ impl ManifestError {
             ManifestError::InvalidDeleteAnnotation(_)
             | ManifestError::InvalidStrategy { .. }
             | ManifestError::Decode(_) => true,
+            ManifestError::Unhealthy(f) => {
+                f.reason == crate::health::Reason::ClusterOperatorNoVersions
+            }
             ManifestError::Rejected { code, .. } => matches!(code, 400 | 422),
             _ => false,
         }

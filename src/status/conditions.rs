@@ -170,12 +170,39 @@ pub fn progress_message(version: &str, done: usize, total: usize) -> String {
     format!("Working towards {version}: {done} of {total} done ({percent}% complete)")
 }
 
+/// How long ClusterOperators may stay degraded or updating before `Failing` turns True (the
+/// CVO's fail-after-interval): `elapsed` since the update started, against `period`.
+#[derive(Clone, Copy, Debug)]
+pub struct Grace {
+    pub elapsed: Duration,
+    pub period: Duration,
+}
+
+impl Grace {
+    /// No grace: every failure is Failing at once.
+    pub const NONE: Grace = Grace {
+        elapsed: Duration::ZERO,
+        period: Duration::ZERO,
+    };
+
+    /// True when `r` failed only by waiting for an operator that is still degraded or
+    /// updating, and the grace period has not passed: progress, not failure.
+    pub fn excuses(&self, r: &ManifestResult) -> bool {
+        self.elapsed < self.period
+            && r.action == crate::apply::Action::Failed
+            && r.health
+                .as_ref()
+                .is_some_and(|f| f.reason.fails_after_grace())
+    }
+}
+
 /// Available / Progressing / Failing / Upgradeable after a pass.
 pub fn after_pass(
     release: &Release,
     results: &[ManifestResult],
     upgradeable: Condition,
     ever_completed: bool,
+    grace: Grace,
 ) -> Vec<Condition> {
     let summary = Summary::of(results);
     let version = version_text(release);
@@ -198,49 +225,106 @@ pub fn after_pass(
             format!("Cluster version is {version}"),
         )
     } else {
+        let waiting: Vec<crate::health::Finding> = results
+            .iter()
+            .filter(|r| grace.excuses(r))
+            .filter_map(|r| r.health.clone())
+            .collect();
         Condition::new(
             "Progressing",
             ConditionStatus::True,
             "",
-            progress_message(&version, summary.done(), summary.total),
+            waiting_message(&version, summary.done(), summary.total, &waiting),
         )
     };
     vec![
         available,
         progressing,
-        failing(release, results),
+        failing(release, results, grace),
         upgradeable,
     ]
 }
 
-/// `Failing`: one failure names it; several → reason `MultipleErrors`.
-pub fn failing(release: &Release, results: &[ManifestResult]) -> Condition {
-    let failed: Vec<String> = results
+/// The progress message, and what the pass waits on when it waits:
+/// "Working towards 1.5.0: 412 of 922 done (44% complete), waiting on cluster operators dns,
+/// network".
+pub fn waiting_message(
+    version: &str,
+    done: usize,
+    total: usize,
+    waiting: &[crate::health::Finding],
+) -> String {
+    let progress = progress_message(version, done, total);
+    match crate::health::waiting_summary(waiting) {
+        summary if summary.is_empty() => progress,
+        summary => format!("{progress}, waiting on {summary}"),
+    }
+}
+
+/// `Failing`: one failure names it, with its health reason when it has one (the CVO's
+/// reasons); ClusterOperators failing for the same reason are condensed into one line with the
+/// CVO's plural reason ("Cluster operators a, b are degraded"); several lines → reason
+/// `MultipleErrors`. Failures the grace period still excuses ([`Grace::excuses`]) are left
+/// out.
+pub fn failing(release: &Release, results: &[ManifestResult], grace: Grace) -> Condition {
+    let failed: Vec<&ManifestResult> = results
         .iter()
-        .filter(|r| r.action == crate::apply::Action::Failed)
-        .map(|r| {
-            let m = &release.manifests[r.index];
-            format!(
-                "{} ({}): {}",
-                m.id,
-                m.file_name(),
-                r.error.as_deref().unwrap_or("failed")
-            )
-        })
+        .filter(|r| r.action == crate::apply::Action::Failed && !grace.excuses(r))
         .collect();
-    match failed.len() {
-        0 => Condition::new("Failing", ConditionStatus::False, "", ""),
-        1 => Condition::new(
-            "Failing",
-            ConditionStatus::True,
-            "ManifestFailed",
-            failed[0].clone(),
-        ),
-        n => Condition::new(
+    let line = |r: &ManifestResult| {
+        let m = &release.manifests[r.index];
+        format!(
+            "{} ({}): {}",
+            m.id,
+            m.file_name(),
+            r.error.as_deref().unwrap_or("failed")
+        )
+    };
+    let mut lines: Vec<(&str, String)> = Vec::new();
+    let mut operators: std::collections::BTreeMap<crate::health::Reason, Vec<&ManifestResult>> =
+        Default::default();
+    for r in &failed {
+        match r.health.as_ref() {
+            Some(f) if f.operator.is_some() && f.reason.plural().is_some() => {
+                operators.entry(f.reason).or_default().push(r)
+            }
+            Some(f) => lines.push((f.reason.as_str(), line(r))),
+            None => lines.push(("ManifestFailed", line(r))),
+        }
+    }
+    for (reason, rs) in operators {
+        match (rs.as_slice(), reason.plural()) {
+            ([_, _, ..], Some((plural, tail))) => {
+                let names: Vec<&str> = rs
+                    .iter()
+                    .filter_map(|r| r.health.as_ref()?.operator.as_deref())
+                    .collect();
+                lines.push((
+                    plural,
+                    format!("Cluster operators {} {tail}", names.join(", ")),
+                ));
+            }
+            _ => lines.extend(rs.iter().map(|r| (reason.as_str(), line(r)))),
+        }
+    }
+    match lines.as_slice() {
+        [] => Condition::new("Failing", ConditionStatus::False, "", ""),
+        [(reason, message)] => {
+            Condition::new("Failing", ConditionStatus::True, reason, message.clone())
+        }
+        _ => Condition::new(
             "Failing",
             ConditionStatus::True,
             "MultipleErrors",
-            format!("{n} manifests failed:\n* {}", failed.join("\n* ")),
+            format!(
+                "{} manifests failed:\n* {}",
+                failed.len(),
+                lines
+                    .iter()
+                    .map(|(_, m)| m.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n* ")
+            ),
         ),
     }
 }
