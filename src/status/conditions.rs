@@ -430,4 +430,90 @@ mod tests {
             c.message
         );
     }
+
+    fn operators_release(names: &[&str]) -> Release {
+        let dir = tempfile::tempdir().unwrap();
+        for (i, name) in names.iter().enumerate() {
+            std::fs::write(
+                dir.path().join(format!("0000_10_c{i}_00_operator.yaml")),
+                format!("apiVersion: config.openshift.io/v1\nkind: ClusterOperator\nmetadata:\n  name: {name}\n"),
+            )
+            .unwrap();
+        }
+        crate::release::load(dir.path(), &Default::default()).unwrap()
+    }
+
+    fn unhealthy(index: usize, reason: crate::health::Reason, operator: &str) -> ManifestResult {
+        let mut r = ManifestResult::new(index, crate::apply::Action::Failed);
+        let message = format!("Cluster operator {operator} is degraded: Degraded=True");
+        r.error = Some(message.clone());
+        r.health = Some(crate::health::Finding {
+            reason,
+            subject: format!("cluster operator {operator}"),
+            operator: Some(operator.into()),
+            message,
+        });
+        r
+    }
+
+    #[test]
+    fn operators_with_one_reason_are_condensed_and_excused_during_the_grace_period() {
+        use crate::health::Reason;
+        let rel = operators_release(&["dns", "network", "etcd"]);
+        let results = [
+            unhealthy(0, Reason::ClusterOperatorDegraded, "dns"),
+            unhealthy(1, Reason::ClusterOperatorDegraded, "network"),
+        ];
+        let late = Grace {
+            elapsed: Duration::from_secs(3600),
+            period: Duration::from_secs(1800),
+        };
+        let c = failing(&rel, &results, late);
+        assert_eq!(
+            (c.status, c.reason.as_str(), c.message.as_str()),
+            (
+                ConditionStatus::True,
+                "ClusterOperatorsDegraded",
+                "Cluster operators dns, network are degraded"
+            )
+        );
+        // One operator: the CVO's singular reason and the operator's own words.
+        let c = failing(&rel, &results[..1], late);
+        assert_eq!(c.reason, "ClusterOperatorDegraded");
+        assert!(c.message.contains("Degraded=True"), "{}", c.message);
+        // Within the grace period: not Failing, and Progressing says what is awaited.
+        let early = Grace {
+            elapsed: Duration::from_secs(60),
+            period: Duration::from_secs(1800),
+        };
+        assert_eq!(
+            failing(&rel, &results, early).status,
+            ConditionStatus::False
+        );
+        let upgradeable = Condition::new("Upgradeable", ConditionStatus::True, "", "");
+        let conds = after_pass(&rel, &results, upgradeable.clone(), false, early);
+        let progressing = conds.iter().find(|c| c.type_ == "Progressing").unwrap();
+        assert_eq!(
+            progressing.message,
+            "Working towards unknown: 0 of 2 done (0% complete), waiting on cluster operators dns, network"
+        );
+        // A hard failure is Failing at once, next to the condensed operators.
+        let mut hard = unhealthy(2, Reason::ClusterOperatorNotAvailable, "etcd");
+        hard.error = Some("Cluster operator etcd is not available".into());
+        let mut all = results.to_vec();
+        all.push(hard);
+        let c = failing(&rel, &all, early);
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (ConditionStatus::True, "ClusterOperatorNotAvailable")
+        );
+        let c = failing(&rel, &all, late);
+        assert_eq!(c.reason, "MultipleErrors");
+        assert!(
+            c.message
+                .contains("* Cluster operators dns, network are degraded"),
+            "{}",
+            c.message
+        );
+    }
 }
