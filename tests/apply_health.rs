@@ -408,3 +408,53 @@ async fn wait_none_does_not_look_at_health() {
     assert_eq!(out.exit_code(), 0, "{:?}", out.report);
     assert!(seen.lock().expect("seen").is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_reports_what_a_timed_out_node_lacks() {
+    let tc = common::cluster().await;
+    let _turn = common::sync_turn(&tc).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let ns = tc.namespace("health-cli").await;
+    let (release_dir, _) = release(&[(
+        "0000_10_web_00_deployment.yaml",
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: c\n        image: registry.example/app:1\n"
+        ),
+    )]);
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cvo"));
+    cmd.arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["apply", "--release"])
+        .arg(release_dir.path())
+        .args([
+            "--wait",
+            "ready",
+            "--health-timeout",
+            "2s",
+            "--install-timeout",
+            "2s",
+        ])
+        .args(["-o", "json"]);
+    // The in-memory server answers from this process: wait for the child off its threads.
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .expect("join")
+        .expect("run cvo");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json report");
+    let web = &report["results"][0];
+    assert_eq!(web["action"], "failed", "{web}");
+    assert_eq!(web["health"]["reason"], "RolloutInProgress", "{web}");
+    let message = web["health"]["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains(&format!("Deployment {ns}/web is rolling out")),
+        "{message}"
+    );
+    assert!(message.contains("health timeout (2s)"), "{message}");
+}

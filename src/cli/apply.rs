@@ -45,11 +45,11 @@ pub struct ApplyArgs {
     #[arg(long, value_enum, default_value_t = WaitMode::Failures)]
     pub wait: WaitMode,
     /// How long one node may wait for its objects to become healthy.
-    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    #[arg(long, value_parser = parse_duration, default_value = "10m", allow_hyphen_values = true)]
     pub health_timeout: Duration,
     /// How long ClusterOperators may stay degraded or updating (from the start of the update)
     /// before Failing turns True; other failures are Failing at once.
-    #[arg(long, value_parser = parse_duration, default_value = "30m")]
+    #[arg(long, value_parser = parse_duration, default_value = "30m", allow_hyphen_values = true)]
     pub failing_after: Duration,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
