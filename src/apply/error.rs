@@ -13,12 +13,14 @@ pub enum ManifestError {
     /// `release.openshift.io/delete` with a value other than `"true"`: the object is not
     /// touched.
     #[error(
-        "release.openshift.io/delete must be exactly \"true\", found {0:?}; the object was not touched"
+        "release.openshift.io/delete must be exactly \"true\", found \"{}\"; the object was not touched",
+        crate::diagnostic::excerpt(.0)
     )]
     InvalidDeleteAnnotation(String),
     /// The per-manifest strategy annotation has an unknown value.
     #[error(
-        "{annotation} must be \"synchronous\" or \"non-blocking\", found {value:?}; the object was not touched"
+        "{annotation} must be \"synchronous\" or \"non-blocking\", found \"{}\"; the object was not touched",
+        crate::diagnostic::excerpt(.value)
     )]
     InvalidStrategy {
         annotation: &'static str,
