@@ -458,3 +458,31 @@ async fn the_cli_reports_what_a_timed_out_node_lacks() {
     );
     assert!(message.contains("health timeout (2s)"), "{message}");
 }
+
+#[tokio::test]
+async fn cluster_operators_are_created_before_the_pass_reaches_them() {
+    let tc = common::cluster().await;
+    let _turn = common::sync_turn(&tc).await;
+    let co = common::openshift_kind(&tc, "ClusterOperator").await;
+    let op = common::unique("op-early");
+    tc.track_cluster_object(&co, &op);
+    // Run level 10 fails (its namespace does not exist), so the pass never reaches 50.
+    let (_dir, rel) = release(&[
+        (
+            "0000_10_a_00_cm.yaml",
+            configmap(&common::unique("absent"), "cm"),
+        ),
+        ("0000_50_op_00_operator.yaml", cluster_operator(&op)),
+    ]);
+    let (options, _) = health_options(WaitMode::Failures, Duration::from_secs(60));
+    let out = run(&tc, &rel, &options).await.expect("join");
+    assert_eq!(result(&out, &rel, &op).action, Action::Skipped);
+    // As the CVO does, the operator's ClusterOperator exists anyway, ready for its status.
+    assert!(
+        tc.dynamic(&co, None)
+            .get_opt(&op)
+            .await
+            .expect("get")
+            .is_some()
+    );
+}
