@@ -33,6 +33,14 @@ fn release(files: &[(&str, String)]) -> (tempfile::TempDir, Release) {
     (dir, rel)
 }
 
+/// The ClusterOperator kind (served) and a unique operator name, deleted at the end.
+async fn operator_name(tc: &TestCluster, prefix: &str) -> (ApiResource, String) {
+    let co = common::openshift_kind(tc, "ClusterOperator").await;
+    let op = common::unique(prefix);
+    tc.track_cluster_object(&co, &op);
+    (co, op)
+}
+
 fn configmap(ns: &str, name: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n")
 }
@@ -136,10 +144,8 @@ async fn configmap_exists(tc: &TestCluster, ns: &str, name: &str) -> bool {
 async fn a_run_level_waits_until_its_cluster_operator_reports_the_release() {
     let tc = common::cluster().await;
     let _turn = common::sync_turn(&tc).await;
-    let co = common::openshift_kind(&tc, "ClusterOperator").await;
+    let (co, op) = operator_name(&tc, "op").await;
     let ns = tc.namespace("health-co").await;
-    let op = common::unique("op");
-    tc.track_cluster_object(&co, &op);
     let (_dir, rel) = release(&[
         ("0000_10_op_00_operator.yaml", cluster_operator(&op)),
         ("0000_20_next_00_cm.yaml", configmap(&ns, "after-operator")),
@@ -399,9 +405,7 @@ async fn an_api_service_that_is_not_available_fails() {
 async fn wait_none_does_not_look_at_health() {
     let tc = common::cluster().await;
     let _turn = common::sync_turn(&tc).await;
-    let co = common::openshift_kind(&tc, "ClusterOperator").await;
-    let op = common::unique("op-none");
-    tc.track_cluster_object(&co, &op);
+    let (co, op) = operator_name(&tc, "op-none").await;
     let (_dir, rel) = release(&[("0000_10_op_00_operator.yaml", cluster_operator(&op))]);
     let (options, seen) = health_options(WaitMode::None, Duration::from_secs(60));
     let out = run(&tc, &rel, &options).await.expect("join");
@@ -463,9 +467,7 @@ async fn the_cli_reports_what_a_timed_out_node_lacks() {
 async fn cluster_operators_are_created_before_the_pass_reaches_them() {
     let tc = common::cluster().await;
     let _turn = common::sync_turn(&tc).await;
-    let co = common::openshift_kind(&tc, "ClusterOperator").await;
-    let op = common::unique("op-early");
-    tc.track_cluster_object(&co, &op);
+    let (co, op) = operator_name(&tc, "op-early").await;
     // Run level 10 fails (its namespace does not exist), so the pass never reaches 50.
     let (_dir, rel) = release(&[
         (

@@ -442,34 +442,64 @@ mod tests {
         let desired = json!({"status": {"versions": [{"name": "operator", "version": "1.1.0"}]}});
         let upd = opts(WaitMode::Failures, false);
         let init = opts(WaitMode::Failures, true);
-        let check = |live: Value, o: &Options| reason(&cluster_operator(&s, &desired, &live, o));
-        assert_eq!(check(co_live("True", Some("False"), "1.1.0"), &upd), None);
-        assert_eq!(
-            check(co_live("True", Some("False"), "1.0.0"), &upd),
-            Some((Reason::ClusterOperatorUpdating, "waiting"))
-        );
-        assert_eq!(
-            check(co_live("False", Some("False"), "1.1.0"), &upd),
-            Some((Reason::ClusterOperatorNotAvailable, "waiting"))
-        );
-        // A missing Degraded condition counts as degraded.
-        assert_eq!(
-            check(co_live("True", None, "1.1.0"), &upd),
-            Some((Reason::ClusterOperatorDegraded, "waiting"))
-        );
-        assert_eq!(
-            check(co_live("True", Some("True"), "1.1.0"), &upd),
-            Some((Reason::ClusterOperatorDegraded, "waiting"))
-        );
-        // Installing: degraded is reported, versions still awaited.
-        assert_eq!(
-            check(co_live("True", Some("True"), "1.1.0"), &init),
-            Some((Reason::ClusterOperatorDegraded, "reported"))
-        );
-        assert_eq!(
-            check(co_live("True", Some("True"), "1.0.0"), &init),
-            Some((Reason::ClusterOperatorUpdating, "waiting"))
-        );
+        use Reason::*;
+        // (available, degraded, reported version, installing) → verdict.
+        let cases = [
+            ("True", Some("False"), "1.1.0", false, None),
+            (
+                "True",
+                Some("False"),
+                "1.0.0",
+                false,
+                Some((ClusterOperatorUpdating, "waiting")),
+            ),
+            (
+                "False",
+                Some("False"),
+                "1.1.0",
+                false,
+                Some((ClusterOperatorNotAvailable, "waiting")),
+            ),
+            // A missing Degraded condition counts as degraded.
+            (
+                "True",
+                None,
+                "1.1.0",
+                false,
+                Some((ClusterOperatorDegraded, "waiting")),
+            ),
+            (
+                "True",
+                Some("True"),
+                "1.1.0",
+                false,
+                Some((ClusterOperatorDegraded, "waiting")),
+            ),
+            // Installing: degraded is reported, versions still awaited.
+            (
+                "True",
+                Some("True"),
+                "1.1.0",
+                true,
+                Some((ClusterOperatorDegraded, "reported")),
+            ),
+            (
+                "True",
+                Some("True"),
+                "1.0.0",
+                true,
+                Some((ClusterOperatorUpdating, "waiting")),
+            ),
+        ];
+        for (available, degraded, version, installing, want) in cases {
+            let live = co_live(available, degraded, version);
+            let o = if installing { &init } else { &upd };
+            assert_eq!(
+                reason(&cluster_operator(&s, &desired, &live, o)),
+                want,
+                "{live}, installing: {installing}"
+            );
+        }
         let none = reason(&cluster_operator(&s, &json!({}), &json!({}), &upd));
         assert_eq!(none, Some((Reason::ClusterOperatorNoVersions, "failed")));
         let Verdict::Waiting(f) =
