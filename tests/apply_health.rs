@@ -405,7 +405,7 @@ async fn an_api_service_that_is_not_available_fails() {
 async fn wait_none_does_not_look_at_health() {
     let tc = common::cluster().await;
     let _turn = common::sync_turn(&tc).await;
-    let (co, op) = operator_name(&tc, "op-none").await;
+    let (_, op) = operator_name(&tc, "op-none").await;
     let (_dir, rel) = release(&[("0000_10_op_00_operator.yaml", cluster_operator(&op))]);
     let (options, seen) = health_options(WaitMode::None, Duration::from_secs(60));
     let out = run(&tc, &rel, &options).await.expect("join");
