@@ -146,6 +146,11 @@ pub(super) fn execute(
             Err(e) => return e.report(),
         };
         let cluster = crate::cluster::Cluster::new(client);
+        // On the embedded server nothing runs: play the release's operators (their
+        // ClusterOperators report the release), stopped when the sync ends.
+        let operators = target
+            .in_memory
+            .then(|| tokio::spawn(super::operators::play(cluster.clone(), release.clone())));
         if target.in_memory {
             super::seed::previous_state(&cluster, &release, options.parallelism).await;
         }
@@ -172,6 +177,9 @@ pub(super) fn execute(
             }
         };
         progress.finish();
+        if let Some(operators) = operators {
+            operators.abort();
+        }
         let report = match output {
             OutputFormat::Json => format!(
                 "{}\n",

@@ -17,6 +17,7 @@ mod apply;
 mod dev_apiserver;
 mod graph;
 mod operand_cleanup;
+mod operators;
 mod plan;
 use crate::cluster::request_error;
 mod seed;
