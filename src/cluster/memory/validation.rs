@@ -264,6 +264,23 @@ fn immutable_fields(info: &ResourceInfo) -> &'static [&'static str] {
     }
 }
 
+/// The metadata a write to the `/status` subresource may change besides status. Most kinds
+/// reset all of it (like `ResetObjectMetaForStatus`), but the status strategies of the workload
+/// kinds only reset the spec — and, for a Deployment, its labels: that is how the deployment
+/// controller sets `deployment.kubernetes.io/revision` without moving the generation.
+pub fn status_writable_metadata(info: &ResourceInfo) -> &'static [&'static str] {
+    if info.custom {
+        return &[];
+    }
+    match (info.group.as_str(), info.kind.as_str()) {
+        ("apps", "Deployment") => &["annotations", "finalizers", "ownerReferences"],
+        ("apps", "StatefulSet" | "DaemonSet") | ("batch", "Job") => {
+            &["labels", "annotations", "finalizers", "ownerReferences"]
+        }
+        _ => &[],
+    }
+}
+
 /// 422 when an update changes an immutable field (or data of an `immutable: true` ConfigMap/Secret).
 pub fn check_immutable(info: &ResourceInfo, old: &Value, new: &Value) -> Result<(), ApiError> {
     let name = old
