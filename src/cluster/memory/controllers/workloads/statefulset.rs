@@ -54,9 +54,7 @@ pub fn sync(st: &mut State, key: &ObjKey, all: &mut HashMap<String, Pods>) {
     };
     // Create missing Pods; OrderedReady stops at the first one that is not ready (all are).
     for ord in 0..replicas {
-        if !p.pods.contains_key(&ord) {
-            p.pods.insert(ord, revision_for(ord));
-        }
+        p.pods.entry(ord).or_insert_with(|| revision_for(ord));
         if !parallel {
             break;
         }
