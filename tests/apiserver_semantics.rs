@@ -4043,6 +4043,21 @@ async fn deployment_status_without_nodes_never_becomes_available_except_with_zer
         Some("1")
     );
     assert_eq!(generation(&one), 1);
+    let kcm = one
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|e| e.manager.as_deref() == Some("kube-controller-manager"))
+        .expect("kube-controller-manager's entry");
+    assert_eq!(kcm.subresource.as_deref(), Some("status"));
+    let owned = serde_json::to_value(&kcm.fields_v1).expect("fieldsV1");
+    assert!(
+        owned["f:metadata"]["f:annotations"]
+            .get("f:deployment.kubernetes.io/revision")
+            .is_some(),
+        "the revision annotation is owned through /status: {owned}"
+    );
 
     let zero = wait_status(&tc, &api, "zero", "zero: complete", |s| {
         s["observedGeneration"] == 1

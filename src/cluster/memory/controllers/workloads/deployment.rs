@@ -681,6 +681,21 @@ mod tests {
         );
         assert_eq!(d["metadata"]["annotations"][REVISION], "1");
         assert_eq!(d["metadata"]["generation"], 1);
+        // Owned, with the status, by the controller's /status writes.
+        let kcm = d["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["manager"] == super::super::MANAGER)
+            .unwrap()
+            .clone();
+        assert_eq!(kcm["subresource"], "status");
+        assert!(
+            kcm["fieldsV1"]["f:metadata"]["f:annotations"]
+                .get(format!("f:{REVISION}"))
+                .is_some(),
+            "{kcm}"
+        );
         // Settled.
         let rv = st.store.rv();
         reconcile(&mut st, &mut timers, &mut mem);
