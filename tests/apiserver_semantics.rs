@@ -4477,6 +4477,27 @@ async fn job_status_writes_are_validated_and_a_foreign_managed_by_is_left_alone(
         vec!["status.succeeded: Invalid value: 0: cannot decrease the succeeded counter"]
     );
 
+    // managedBy cannot change, nor be set on a Job that had none.
+    for (job, value) in [("ext", "example.com/other"), ("own", "example.com/late")] {
+        let e = expect_status(
+            api.patch(
+                job,
+                &PatchParams::default(),
+                &merge(json!({"spec": {"managedBy": value}})),
+            )
+            .await,
+            422,
+            "Invalid",
+            "managedBy is immutable",
+        );
+        assert_eq!(
+            causes(&e),
+            vec![format!(
+                "spec.managedBy: Invalid value: \"{value}\": field is immutable"
+            )]
+        );
+    }
+
     // The written status stays: kube's controller does not touch the foreign Job.
     api.create(&pp(), &workload("Job", "own2", json!({})))
         .await

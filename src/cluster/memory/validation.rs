@@ -288,9 +288,17 @@ pub fn check_immutable(info: &ResourceInfo, old: &Value, new: &Value) -> Result<
         .and_then(Value::as_str)
         .unwrap_or("");
     let mut causes = Vec::new();
-    for p in immutable_fields(info) {
+    // A Job's `spec.managedBy` cannot be set later either (the others are always set by kube's
+    // defaulting, which this server does not do, so only a change of a set value counts).
+    let from_unset = !info.custom && info.group == "batch" && info.kind == "Job";
+    let unset_too: &[&str] = if from_unset {
+        &["/spec/managedBy"]
+    } else {
+        &[]
+    };
+    for p in immutable_fields(info).iter().chain(unset_too) {
         let (o, n) = (old.pointer(p), new.pointer(p));
-        if o.is_some() && o != n {
+        if (o.is_some() || unset_too.contains(p)) && o != n {
             let field = p.trim_start_matches('/').replace('/', ".");
             causes.push(Cause::invalid(
                 &field,
