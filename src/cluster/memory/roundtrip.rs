@@ -13,7 +13,7 @@
 //! on every write. Deployments also bump it when their annotations change.
 //!
 //! The status of the workload kinds is a Go struct too: it always reads back (`status: {}` for a
-//! Deployment or Job nobody has written status for), its counters without `omitempty` read back
+//! Deployment, Job or CronJob nobody has written status for), its counters without `omitempty` read back
 //! as `0` (a StatefulSet's `replicas`/`availableReplicas`, a DaemonSet's four `…NumberScheduled`
 //! / `numberReady`), and condition timestamps a writer left out read back as `null`.
 
@@ -122,6 +122,7 @@ const WORKLOAD_STATUS: &[(&str, &str, &[&str], &[&str])] = &[
         &[],
         &["lastProbeTime", "lastTransitionTime"],
     ),
+    ("batch", "CronJob", &[], &[]),
 ];
 
 /// Give a workload's status the shape kube-apiserver's Go structs give it (see the module doc).

@@ -518,11 +518,9 @@ fn sync_once(d: &Value, r: &mut Rollout) -> (Map<String, Value>, Option<u64>, Op
             );
         }
     }
-    let existing_new = r.new_rs(&s.hash);
     let scaling_event = r.rss.iter().any(|x| x.spec > 0 && x.desired != s.replicas);
     if s.paused || scaling_event {
         let (new, _) = r.ensure_new(&s, None);
-        debug_assert_eq!(new, existing_new);
         r.scale_all(&s, new);
         let status = calculate(&s, r, new, working);
         return (status, new.map(|i| r.rss[i].revision), None);

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 
 use super::{int, set_omitempty, status_map, write_status};
 use crate::cluster::memory::handler::{State, now};
-use crate::cluster::memory::status_rules::{condition_true, job_finished};
+use crate::cluster::memory::status_rules::job_finished;
 use crate::cluster::memory::store::ObjKey;
 
 /// `spec.managedBy` of Jobs kube's Job controller reconciles.
@@ -173,10 +173,6 @@ pub fn sync(st: &mut State, key: &ObjKey) -> Option<Duration> {
     status.insert("ready".into(), json!(0));
     status.insert("terminating".into(), json!(0));
     status.insert("uncountedTerminatedPods".into(), json!({}));
-    debug_assert!(
-        !condition_true(&Value::Object(status.clone()), "Complete")
-            || status.contains_key("completionTime")
-    );
     write_status(st, key, Value::Object(status), None);
     wake
 }
