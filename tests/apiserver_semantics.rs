@@ -4087,6 +4087,27 @@ async fn deployment_status_without_nodes_never_becomes_available_except_with_zer
     })
     .await;
 
+    // Scaling a complete Deployment up is not a new rollout: kube skips the progress checks,
+    // so `Progressing` stays `NewReplicaSetAvailable` while `Available` turns `False`.
+    api.patch(
+        "zero",
+        &PatchParams::default(),
+        &merge(json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .expect("scale up");
+    let scaled = wait_status(&tc, &api, "zero", "zero: scaled to 1", |s| {
+        s["observedGeneration"] == 2 && s["updatedReplicas"] == 1
+    })
+    .await;
+    assert_eq!(
+        conditions_of(&scaled.data["status"]),
+        vec![
+            cond("Progressing", "True", "NewReplicaSetAvailable"),
+            cond("Available", "False", "MinimumReplicasUnavailable"),
+        ]
+    );
+
     // A client's status is overwritten by the deployment controller.
     let written = api
         .patch_status(
