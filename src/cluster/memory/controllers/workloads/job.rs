@@ -10,6 +10,7 @@
 //! its active Pods counted as failed). Finished Jobs and Jobs managed by someone else are left
 //! alone, whatever their status says.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -57,10 +58,30 @@ fn ensure_condition(
     }
 }
 
-/// Reconcile the Job at `key`; returns when its active deadline falls due.
-pub fn sync(st: &mut State, key: &ObjKey) -> Option<Duration> {
+/// `spec.completions` after kube's defaulting of a new Job (this server does not default):
+/// without `completions` and `parallelism` both become 1; a `parallelism` alone is a work queue
+/// (no completions).
+pub fn defaulted_completions(spec: &Value) -> Option<i64> {
+    match (spec["completions"].as_i64(), spec["parallelism"].is_null()) {
+        (Some(c), _) => Some(c),
+        (None, true) => Some(1),
+        (None, false) => None,
+    }
+}
+
+/// Reconcile the Job at `key`; returns when its active deadline falls due. `created` holds the
+/// completions of Jobs as they were created (kube defaults them once, at creation).
+pub fn sync(
+    st: &mut State,
+    key: &ObjKey,
+    created: &mut HashMap<String, Option<i64>>,
+) -> Option<Duration> {
     let job = st.store.get(key)?;
     let spec = &job["spec"];
+    let uid = State::uid_of(job);
+    let defaulted = *created
+        .entry(uid)
+        .or_insert_with(|| defaulted_completions(spec));
     if spec["managedBy"]
         .as_str()
         .is_some_and(|m| m != JOB_CONTROLLER)
@@ -103,13 +124,7 @@ pub fn sync(st: &mut State, key: &ObjKey) -> Option<Duration> {
             status.insert("startTime".into(), json!(ts));
         }
         let parallelism = spec["parallelism"].as_i64().unwrap_or(1).max(0);
-        // Without defaulting here: no completions and no parallelism is kube's default 1/1;
-        // a parallelism alone is a work queue (completions stays unset).
-        let completions = match (spec["completions"].as_i64(), spec["parallelism"].is_null()) {
-            (Some(c), _) => Some(c),
-            (None, true) => Some(1),
-            (None, false) => None,
-        };
+        let completions = spec["completions"].as_i64().or(defaulted);
         let succeeded = int(job, "/status/succeeded");
         let active = match completions {
             Some(c) => parallelism.min((c - succeeded).max(0)),
@@ -223,6 +238,17 @@ mod tests {
         reconcile(&mut st, &mut timers, &mut mem);
         assert_eq!(job(&st, "q")["status"]["active"], 3);
         assert_eq!(job(&st, "c")["status"]["active"], 2);
+    }
+
+    #[test]
+    fn completions_are_defaulted_once_at_creation() {
+        let (mut st, mut timers, mut mem) = setup();
+        create(&mut st, "batch", "jobs", "j", json!({}));
+        reconcile(&mut st, &mut timers, &mut mem);
+        // kube set completions: 1 when the Job was created: more parallelism changes nothing.
+        patch_spec(&mut st, "batch", "jobs", "j", json!({"parallelism": 2}));
+        reconcile(&mut st, &mut timers, &mut mem);
+        assert_eq!(job(&st, "j")["status"]["active"], 1);
     }
 
     #[test]

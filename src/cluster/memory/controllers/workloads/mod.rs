@@ -46,6 +46,8 @@ pub struct Workloads {
     deployments: HashMap<String, deployment::Rollout>,
     /// StatefulSets' Pods.
     statefulsets: HashMap<String, statefulset::Pods>,
+    /// Jobs' `spec.completions` as kube's defaulting left it at creation.
+    completions: HashMap<String, Option<i64>>,
     /// Objects to look at again at a given time (progress deadlines, Job deadlines).
     due: HashMap<ObjKey, Instant>,
 }
@@ -84,8 +86,15 @@ pub fn reconcile(st: &mut State, timers: &mut Timers, mem: &mut Workloads) {
                 let uid = State::uid_of(&ev.object);
                 mem.deployments.remove(&uid);
                 mem.statefulsets.remove(&uid);
+                mem.completions.remove(&uid);
                 mem.due.remove(&ev.key);
             } else {
+                if ev.kind == EventType::Added && ev.key.res.resource == "jobs" {
+                    mem.completions.insert(
+                        State::uid_of(&ev.object),
+                        job::defaulted_completions(&ev.object["spec"]),
+                    );
+                }
                 dirty.insert(ev.key.clone());
             }
         }
@@ -118,7 +127,7 @@ pub fn reconcile(st: &mut State, timers: &mut Timers, mem: &mut Workloads) {
                 sync_daemonset(st, &key);
                 None
             }
-            _ => job::sync(st, &key),
+            _ => job::sync(st, &key, &mut mem.completions),
         };
         if let Some(after) = wake {
             let at = now + after;
