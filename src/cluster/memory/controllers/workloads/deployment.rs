@@ -493,7 +493,11 @@ fn rollout_status(
 
 /// One `syncDeployment`: returns the new status, the revision annotation (if there is a new
 /// ReplicaSet), and when to look again.
-fn sync_once(d: &Value, r: &mut Rollout) -> (Map<String, Value>, Option<u64>, Option<Duration>) {
+fn sync_once(
+    d: &Value,
+    r: &mut Rollout,
+    early: &mut Vec<(Map<String, Value>, Option<u64>)>,
+) -> (Map<String, Value>, Option<u64>, Option<Duration>) {
     let s = Spec::of(d);
     let stored = status_map(d);
     let mut working = stored.clone();
@@ -518,6 +522,10 @@ fn sync_once(d: &Value, r: &mut Rollout) -> (Map<String, Value>, Option<u64>, Op
             );
         }
     }
+    if working != stored {
+        // kube writes a changed pause condition at once.
+        early.push((working.clone(), None));
+    }
     let scaling_event = r.rss.iter().any(|x| x.spec > 0 && x.desired != s.replicas);
     if s.paused || scaling_event {
         let (new, _) = r.ensure_new(&s, None);
@@ -525,10 +533,12 @@ fn sync_once(d: &Value, r: &mut Rollout) -> (Map<String, Value>, Option<u64>, Op
         let status = calculate(&s, r, new, working);
         return (status, new.map(|i| r.rss[i].revision), None);
     }
-    let note_created = |working: &mut Map<String, Value>, r: &Rollout, i: usize| {
+    // kube writes the status (and the revision annotation) as soon as it created a ReplicaSet.
+    let mut note_created = |working: &mut Map<String, Value>, r: &Rollout, i: usize| {
         if s.deadline.is_some() {
             let msg = format!("Created new replica set \"{}\"", r.rss[i].name);
             set_condition(working, "Progressing", "True", "NewReplicaSetCreated", &msg);
+            early.push((working.clone(), Some(r.rss[i].revision)));
         }
     };
     let note_found = |working: &mut Map<String, Value>, r: &Rollout, i: usize| {
@@ -607,19 +617,25 @@ pub fn sync(
     let mut wake = None;
     for _ in 0..16 {
         let d = st.store.get(key)?.clone();
-        let (status, revision, w) = sync_once(&d, r);
+        let mut early = Vec::new();
+        let (status, revision, w) = sync_once(&d, r, &mut early);
         wake = w;
-        let annotations = revision.map(|rev| {
-            let mut a = d
-                .pointer("/metadata/annotations")
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default();
-            a.insert(REVISION.into(), json!(rev.to_string()));
-            Value::Object(a)
-        });
+        let annotations = |revision: Option<u64>| {
+            revision.map(|rev| {
+                let mut a = d
+                    .pointer("/metadata/annotations")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
+                a.insert(REVISION.into(), json!(rev.to_string()));
+                Value::Object(a)
+            })
+        };
         let before = st.store.rv();
-        write_status(st, key, Value::Object(status), annotations);
+        for (status, revision) in early {
+            write_status(st, key, Value::Object(status), annotations(revision));
+        }
+        write_status(st, key, Value::Object(status), annotations(revision));
         let wrote = st.store.rv() != before;
         if !r.catch_up() && !wrote {
             break;

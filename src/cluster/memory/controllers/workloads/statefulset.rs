@@ -52,6 +52,9 @@ pub fn sync(st: &mut State, key: &ObjKey, all: &mut HashMap<String, Pods>) {
             update.clone()
         }
     };
+    // kube counts the Pods as they were when the sync started: a Pod it creates (or deletes)
+    // shows in the status of the next sync.
+    let before = p.pods.clone();
     // Create missing Pods; OrderedReady stops at the first one that is not ready (all are).
     for ord in 0..replicas {
         p.pods.entry(ord).or_insert_with(|| revision_for(ord));
@@ -86,16 +89,45 @@ pub fn sync(st: &mut State, key: &ObjKey, all: &mut HashMap<String, Pods>) {
             p.pods.insert(o, update.clone());
         }
     }
-    let count = p.pods.len() as i64;
-    let current_n = p.pods.values().filter(|r| **r == current).count() as i64;
-    let updated_n = p.pods.values().filter(|r| **r == update).count() as i64;
-    let (mut current, mut current_n) = (current, current_n);
-    if !on_delete && updated_n == count && count == 0 {
-        current = update.clone();
-        current_n = updated_n;
-        p.current = Some(update.clone());
-    }
     let generation = int(set, "/metadata/generation");
+    let mut seen = vec![before];
+    if seen[0] != p.pods {
+        seen.push(p.pods.clone());
+    }
+    for pods in seen {
+        let count = pods.len() as i64;
+        let mut current = p.current.clone().unwrap_or_else(|| update.clone());
+        let mut current_n = pods.values().filter(|r| **r == current).count() as i64;
+        let updated_n = pods.values().filter(|r| **r == update).count() as i64;
+        // The rolling update is complete when every Pod is updated and ready: with no Pods.
+        if !on_delete && count == 0 {
+            current = update.clone();
+            current_n = updated_n;
+            p.current = Some(update.clone());
+        }
+        write(
+            st,
+            key,
+            generation,
+            count,
+            (current, current_n),
+            (&update, updated_n),
+        );
+    }
+}
+
+/// Write the status when kube's `inconsistentStatus` says so.
+fn write(
+    st: &mut State,
+    key: &ObjKey,
+    generation: i64,
+    count: i64,
+    (current, current_n): (String, i64),
+    (update, updated_n): (&str, i64),
+) {
+    let Some(set) = st.store.get(key) else {
+        return;
+    };
     let stored = status_map(set);
     let text = |f: &str| {
         stored
