@@ -30,6 +30,9 @@ struct Rs {
     hash: String,
     /// `spec.replicas`.
     spec: i64,
+    /// `spec.replicas` as the current sync read it (kube's status uses its own copies, so a
+    /// scale shows in the status of the next sync).
+    counted: i64,
     /// `status.replicas`: the Pods that exist (one step behind `spec`).
     observed: i64,
     revision: u64,
@@ -218,6 +221,7 @@ impl Rollout {
             name: format!("{}-{}", s.name, s.hash),
             hash: s.hash.clone(),
             spec: size,
+            counted: size,
             observed: 0,
             revision: next,
             desired: s.replicas,
@@ -364,7 +368,8 @@ fn calculate(
     set_omitempty(&mut status, "updatedReplicas", updated);
     set_omitempty(&mut status, "readyReplicas", 0);
     set_omitempty(&mut status, "availableReplicas", 0);
-    set_omitempty(&mut status, "unavailableReplicas", r.total_spec().max(0));
+    let counted: i64 = r.rss.iter().map(|x| x.counted).sum();
+    set_omitempty(&mut status, "unavailableReplicas", counted.max(0));
     status.insert("terminatingReplicas".into(), json!(0));
     if s.replicas - s.unavailable <= 0 {
         set_condition(
@@ -499,6 +504,9 @@ fn sync_once(
     early: &mut Vec<(Map<String, Value>, Option<u64>)>,
 ) -> (Map<String, Value>, Option<u64>, Option<Duration>) {
     let s = Spec::of(d);
+    for rs in &mut r.rss {
+        rs.counted = rs.spec;
+    }
     let stored = status_map(d);
     let mut working = stored.clone();
     // checkPausedConditions
@@ -637,7 +645,10 @@ pub fn sync(
         }
         write_status(st, key, Value::Object(status), annotations(revision));
         let wrote = st.store.rv() != before;
-        if !r.catch_up() && !wrote {
+        // A scaled ReplicaSet is seen first with its new size and old Pods (one more sync),
+        // then with its Pods.
+        let rescaled = r.rss.iter().any(|x| x.counted != x.spec);
+        if !rescaled && !r.catch_up() && !wrote {
             break;
         }
     }

@@ -76,7 +76,8 @@ pub fn sync(
     key: &ObjKey,
     created: &mut HashMap<String, Option<i64>>,
 ) -> Option<Duration> {
-    let job = st.store.get(key)?;
+    let job = st.store.get(key)?.clone();
+    let job = &job;
     let spec = &job["spec"];
     let uid = State::uid_of(job);
     let defaulted = *created
@@ -93,6 +94,9 @@ pub fn sync(
     let mut status = status_map(job);
     let suspended = spec["suspend"].as_bool().unwrap_or(false);
     let mut wake = None;
+    // Statuses kube writes on the way, while the Pods it deletes are terminating.
+    let mut steps: Vec<Map<String, Value>> = Vec::new();
+    let running = int(job, "/status/active");
     if suspended {
         ensure_condition(
             &mut status,
@@ -104,6 +108,9 @@ pub fn sync(
         );
         status.remove("startTime");
         status.remove("active");
+        if running > 0 {
+            steps.push(with_pods(&status, running, None));
+        }
     } else {
         let was_suspended = status
             .get("conditions")
@@ -169,7 +176,7 @@ pub fn sync(
             wake = None;
         } else if expired {
             let msg = "Job was active longer than specified deadline";
-            let failed = int(job, "/status/failed") + int(job, "/status/active");
+            let failed = int(job, "/status/failed") + running;
             ensure_condition(
                 &mut status,
                 "FailureTarget",
@@ -178,18 +185,44 @@ pub fn sync(
                 msg,
                 &ts,
             );
-            ensure_condition(&mut status, "Failed", "True", "DeadlineExceeded", msg, &ts);
-            set_omitempty(&mut status, "failed", failed);
             status.remove("active");
+            if running > 0 {
+                // The deleted Pods are terminating, counted as failed, then gone.
+                let uids: Vec<String> = (0..running).map(|_| st.rng.uuid()).collect();
+                steps.push(with_pods(&status, running, Some(uids)));
+                set_omitempty(&mut status, "failed", failed);
+                steps.push(with_pods(&status, running, None));
+                steps.push(with_pods(&status, 0, None));
+            }
+            set_omitempty(&mut status, "failed", failed);
+            ensure_condition(&mut status, "Failed", "True", "DeadlineExceeded", msg, &ts);
         } else {
             set_omitempty(&mut status, "active", active);
         }
     }
-    status.insert("ready".into(), json!(0));
-    status.insert("terminating".into(), json!(0));
-    status.insert("uncountedTerminatedPods".into(), json!({}));
-    write_status(st, key, Value::Object(status), None);
+    for step in steps {
+        write_status(st, key, Value::Object(step), None);
+    }
+    write_status(st, key, Value::Object(with_pods(&status, 0, None)), None);
     wake
+}
+
+/// `status` with kube's Pod counters: none ready, `terminating` Pods, and the uids of failed
+/// Pods not yet counted.
+fn with_pods(
+    status: &Map<String, Value>,
+    terminating: i64,
+    uncounted_failed: Option<Vec<String>>,
+) -> Map<String, Value> {
+    let mut s = status.clone();
+    s.insert("ready".into(), json!(0));
+    s.insert("terminating".into(), json!(terminating));
+    let uncounted = match uncounted_failed {
+        Some(uids) => json!({"failed": uids}),
+        None => json!({}),
+    };
+    s.insert("uncountedTerminatedPods".into(), uncounted);
+    s
 }
 
 #[cfg(test)]
@@ -328,6 +361,31 @@ mod tests {
         let rv = st.store.rv();
         reconcile(&mut st, &mut timers, &mut mem);
         assert_eq!(st.store.rv(), rv, "a failed Job is left alone");
+    }
+
+    #[test]
+    fn deleted_pods_terminate_on_the_way_like_kube() {
+        let (mut st, mut timers, mut mem) = setup();
+        create(
+            &mut st,
+            "batch",
+            "jobs",
+            "s",
+            json!({"parallelism": 2, "completions": 4}),
+        );
+        reconcile(&mut st, &mut timers, &mut mem);
+        let from = st.store.rv();
+        patch_spec(&mut st, "batch", "jobs", "s", json!({"suspend": true}));
+        reconcile(&mut st, &mut timers, &mut mem);
+        let terminating: Vec<Value> = st
+            .store
+            .history_since(from)
+            .filter(|e| e.key.name == "s")
+            .map(|e| e.object["status"]["terminating"].clone())
+            .collect();
+        // The spec change, then the suspension with 2 terminating Pods, then none.
+        assert_eq!(terminating, vec![json!(0), json!(2), json!(0)]);
+        assert!(job(&st, "s")["status"].get("startTime").is_none());
     }
 
     #[test]
