@@ -491,8 +491,7 @@ fn rollout_status(
         );
         return (status, None);
     }
-    // Paused Deployments do not time out (their condition is Unknown, checked above by reason
-    // only when the rollout runs); wake up just after the deadline.
+    // Not yet: look again just after the deadline.
     (status, Some(Duration::from_secs((due - now_s + 1) as u64)))
 }
 
