@@ -36,7 +36,7 @@
 //! 18. workload status on a control plane without nodes: `deployment_status_…`,
 //!     `deployment_progress_deadline_…`, `statefulset_status_…`, `daemonset_status_…`,
 //!     `job_status_without_nodes_…`, `job_status_writes_are_validated_…`,
-//!     `workload_status_writes_carry_metadata_…`
+//!     `workload_status_writes_carry_metadata_…`, `apps_status_writes_are_validated`
 //!
 //! Also: discovery of built-in kinds, label/field selectors, limit/continue, JSON/merge patch,
 //! deletecollection.
@@ -4614,4 +4614,106 @@ async fn workload_status_writes_carry_metadata_but_not_the_generation() {
         Some("1")
     );
     assert_eq!(generation(&s), 1);
+}
+
+#[tokio::test]
+async fn apps_status_writes_are_validated() {
+    let tc = cluster().await;
+    let ns = tc.namespace("wl-appsstatus").await;
+    let deploys = tc.dynamic(&deployments(), Some(&ns));
+    deploys
+        .create(&pp(), &workload("Deployment", "d", json!({"replicas": 0})))
+        .await
+        .expect("create");
+    let e = expect_status(
+        deploys
+            .patch_status(
+                "d",
+                &PatchParams::default(),
+                &merge(
+                    json!({"status": {"replicas": 2, "readyReplicas": 1, "availableReplicas": 2}}),
+                ),
+            )
+            .await,
+        422,
+        "Invalid",
+        "more available than ready",
+    );
+    assert_eq!(
+        causes(&e),
+        vec!["status.availableReplicas: Invalid value: 2: cannot be greater than readyReplicas"]
+    );
+    let e = expect_status(
+        deploys
+            .patch_status(
+                "d",
+                &PatchParams::default(),
+                &merge(json!({"status": {"replicas": 1, "updatedReplicas": 2}})),
+            )
+            .await,
+        422,
+        "Invalid",
+        "more updated than replicas",
+    );
+    assert_eq!(
+        causes(&e),
+        vec!["status.updatedReplicas: Invalid value: 2: cannot be greater than status.replicas"]
+    );
+
+    let sets = tc.dynamic(&statefulsets(), Some(&ns));
+    sets.create(&pp(), &workload("StatefulSet", "s", json!({"replicas": 0})))
+        .await
+        .expect("create");
+    let e = expect_status(
+        sets.patch_status(
+            "s",
+            &PatchParams::default(),
+            &merge(json!({"status": {"replicas": -1}})),
+        )
+        .await,
+        422,
+        "Invalid",
+        "negative replicas",
+    );
+    assert_eq!(
+        causes(&e),
+        vec![
+            "status.replicas: Invalid value: -1: must be greater than or equal to 0",
+            "status.readyReplicas: Invalid value: 0: cannot be greater than status.replicas",
+            "status.currentReplicas: Invalid value: 0: cannot be greater than status.replicas",
+            "status.updatedReplicas: Invalid value: 0: cannot be greater than status.replicas",
+            "status.availableReplicas: Invalid value: 0: cannot be greater than status.replicas",
+        ]
+    );
+
+    let daemons = tc.dynamic(&daemonsets(), Some(&ns));
+    daemons
+        .create(&pp(), &workload("DaemonSet", "ds", json!({})))
+        .await
+        .expect("create");
+    let e = expect_status(
+        daemons
+            .patch_status(
+                "ds",
+                &PatchParams::default(),
+                &merge(json!({"status": {"numberReady": -1}})),
+            )
+            .await,
+        422,
+        "Invalid",
+        "negative numberReady",
+    );
+    assert_eq!(
+        causes(&e),
+        vec!["status.numberReady: Invalid value: -1: must be greater than or equal to 0"]
+    );
+    // More ready than desired is not checked.
+    daemons
+        .patch_status(
+            "ds",
+            &PatchParams::default(),
+            &merge(json!({"status": {"desiredNumberScheduled": 1, "numberReady": 2}})),
+        )
+        .await
+        .expect("accepted");
 }

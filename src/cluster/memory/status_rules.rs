@@ -1,6 +1,10 @@
 //! Validation of writes to a workload's `/status`, as kube-apiserver v1.36 does it.
 //!
-//! Only the Job has rules a client is likely to meet: since `spec.managedBy` let controllers
+//! Deployments, StatefulSets and DaemonSets: counters are not negative, a Deployment's or
+//! StatefulSet's counts are not above `status.replicas`, `availableReplicas` is not above
+//! `readyReplicas`, and `collisionCount` never goes down.
+//!
+//! The Job has the rules a client is most likely to meet: since `spec.managedBy` let controllers
 //! other than kube's own write Job status, the apiserver checks that a status is consistent
 //! (a `Complete=True` Job has `SuccessCriteriaMet=True`, a `startTime` and a `completionTime`;
 //! a `Failed=True` Job has `FailureTarget=True`; a finished Job has no active pods …) and that
@@ -18,10 +22,121 @@ use super::resources::ResourceInfo;
 
 /// Causes of a 422 for a write of `new` over `old` through `/status` (empty: accepted).
 pub fn check_status_update(info: &ResourceInfo, old: &Value, new: &Value) -> Vec<Cause> {
-    if info.custom || info.group != "batch" || info.kind != "Job" {
+    if info.custom {
         return Vec::new();
     }
-    check_job(old, new)
+    match (info.group.as_str(), info.kind.as_str()) {
+        ("batch", "Job") => check_job(old, new),
+        ("apps", "Deployment") => check_counts(
+            old,
+            new,
+            &[
+                "observedGeneration",
+                "replicas",
+                "updatedReplicas",
+                "readyReplicas",
+                "availableReplicas",
+                "unavailableReplicas",
+                "terminatingReplicas",
+                "collisionCount",
+            ],
+            &["updatedReplicas", "readyReplicas", "availableReplicas"],
+            "readyReplicas",
+        ),
+        ("apps", "StatefulSet") => check_counts(
+            old,
+            new,
+            &[
+                "replicas",
+                "readyReplicas",
+                "currentReplicas",
+                "updatedReplicas",
+                "availableReplicas",
+                "observedGeneration",
+                "collisionCount",
+            ],
+            &[
+                "readyReplicas",
+                "currentReplicas",
+                "updatedReplicas",
+                "availableReplicas",
+            ],
+            "status.readyReplicas",
+        ),
+        ("apps", "DaemonSet") => check_counts(
+            old,
+            new,
+            &[
+                "currentNumberScheduled",
+                "numberMisscheduled",
+                "desiredNumberScheduled",
+                "numberReady",
+                "observedGeneration",
+                "updatedNumberScheduled",
+                "numberAvailable",
+                "numberUnavailable",
+                "collisionCount",
+            ],
+            &[],
+            "",
+        ),
+        _ => Vec::new(),
+    }
+}
+
+/// The apps kinds' status rules: counters are not negative, some are not above
+/// `status.replicas`, `availableReplicas` is not above the ready ones (`ready_name` in the
+/// message), and `collisionCount` does not go down.
+fn check_counts(
+    old: &Value,
+    new: &Value,
+    non_negative: &[&str],
+    at_most_replicas: &[&str],
+    ready_name: &str,
+) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for field in non_negative {
+        if let Some(n) = opt_int(new, field).filter(|n| *n < 0) {
+            causes.push(Cause::invalid(
+                &format!("status.{field}"),
+                &json!(n),
+                "must be greater than or equal to 0",
+            ));
+        }
+    }
+    if !at_most_replicas.is_empty() {
+        let replicas = int(new, "replicas");
+        for field in at_most_replicas {
+            let n = int(new, field);
+            if n > replicas {
+                causes.push(Cause::invalid(
+                    &format!("status.{field}"),
+                    &json!(n),
+                    "cannot be greater than status.replicas",
+                ));
+            }
+        }
+        let available = int(new, "availableReplicas");
+        if available > int(new, "readyReplicas") {
+            causes.push(Cause::invalid(
+                "status.availableReplicas",
+                &json!(available),
+                &format!("cannot be greater than {ready_name}"),
+            ));
+        }
+    }
+    if let (Some(n), Some(o)) = (
+        opt_int(new, "collisionCount"),
+        opt_int(old, "collisionCount"),
+    ) && n < o
+    {
+        causes.push(Cause::invalid(
+            "status.collisionCount",
+            &json!(n),
+            "cannot be decremented",
+        ));
+    }
+    causes
 }
 
 fn conditions(job: &Value) -> &[Value] {
@@ -366,6 +481,76 @@ mod tests {
         let mut suspended = restarted;
         suspended["spec"]["suspend"] = json!(true);
         assert!(messages(started, suspended).is_empty());
+    }
+
+    fn apps(kind: &str) -> ResourceInfo {
+        builtins()
+            .into_iter()
+            .find(|i| i.kind == kind)
+            .expect("apps kind")
+    }
+
+    #[test]
+    fn apps_counters_are_checked_like_kube() {
+        let got = |kind: &str, old: Value, new: Value| -> Vec<String> {
+            check_status_update(&apps(kind), &status(old), &status(new))
+                .iter()
+                .map(|c| format!("{}: {}", c.field, c.message))
+                .collect()
+        };
+        assert_eq!(
+            got("Deployment", json!({}), json!({"replicas": -1})),
+            vec![
+                "status.replicas: Invalid value: -1: must be greater than or equal to 0",
+                "status.updatedReplicas: Invalid value: 0: cannot be greater than status.replicas",
+                "status.readyReplicas: Invalid value: 0: cannot be greater than status.replicas",
+                "status.availableReplicas: Invalid value: 0: cannot be greater than status.replicas",
+            ]
+        );
+        assert_eq!(
+            got(
+                "Deployment",
+                json!({}),
+                json!({"replicas": 2, "readyReplicas": 1, "availableReplicas": 2})
+            ),
+            vec![
+                "status.availableReplicas: Invalid value: 2: cannot be greater than readyReplicas"
+            ]
+        );
+        assert_eq!(
+            got(
+                "StatefulSet",
+                json!({"collisionCount": 0}),
+                json!({"observedGeneration": -1, "collisionCount": -1})
+            ),
+            vec![
+                "status.observedGeneration: Invalid value: -1: must be greater than or equal to 0",
+                "status.collisionCount: Invalid value: -1: must be greater than or equal to 0",
+                "status.collisionCount: Invalid value: -1: cannot be decremented",
+            ]
+        );
+        assert_eq!(
+            got(
+                "StatefulSet",
+                json!({}),
+                json!({"replicas": 2, "readyReplicas": 1, "availableReplicas": 2})
+            ),
+            vec![
+                "status.availableReplicas: Invalid value: 2: cannot be greater than status.readyReplicas"
+            ]
+        );
+        assert!(
+            got(
+                "DaemonSet",
+                json!({}),
+                json!({"desiredNumberScheduled": 1, "numberReady": 2})
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            got("DaemonSet", json!({}), json!({"numberReady": -1})),
+            vec!["status.numberReady: Invalid value: -1: must be greater than or equal to 0"]
+        );
     }
 
     #[test]
