@@ -783,11 +783,12 @@ mod tests {
             "apps",
             "deployments",
             "d",
-            json!({"availableReplicas": 3}),
+            json!({"readyReplicas": 3, "availableReplicas": 3}),
         );
         reconcile(&mut st, &mut timers, &mut mem);
         let d = get(&st, "apps", "deployments", "d");
         assert!(d["status"].get("availableReplicas").is_none());
+        assert!(d["status"].get("readyReplicas").is_none());
     }
 
     #[test]
