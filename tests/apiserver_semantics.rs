@@ -4717,3 +4717,102 @@ async fn apps_status_writes_are_validated() {
         .await
         .expect("accepted");
 }
+
+#[tokio::test]
+async fn api_service_availability_without_nodes() {
+    let tc = cluster().await;
+    let ns = tc.namespace("apisvc").await;
+    let services = tc.dynamic(&common::builtin("", "v1", "Service", "services"), Some(&ns));
+    services
+        .create(
+            &pp(),
+            &serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "present"},
+                "spec": {"selector": {"app": "present"}, "ports": [{"name": "https", "port": 443}]}}))
+            .expect("service"),
+        )
+        .await
+        .expect("create service");
+    let resource = common::builtin("apiregistration.k8s.io", "v1", "APIService", "apiservices");
+    let api = tc.dynamic(&resource, None);
+    let suffix = common::unique("probe");
+    services
+        .create(
+            &pp(),
+            &serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "unselected"},
+                "spec": {"ports": [{"name": "https", "port": 443}]}}))
+            .expect("service"),
+        )
+        .await
+        .expect("create service");
+    let mut expected = Vec::new();
+    for (kind, service, reason, message) in [
+        (
+            "local",
+            None,
+            "Local",
+            "Local APIServices are always available".to_owned(),
+        ),
+        (
+            "missing",
+            Some("missing"),
+            "ServiceNotFound",
+            format!("service/missing in \"{ns}\" is not present"),
+        ),
+        (
+            "unselected",
+            Some("unselected"),
+            "EndpointsNotFound",
+            format!("cannot find endpointslices for service/unselected in \"{ns}\""),
+        ),
+        (
+            "present",
+            Some("present"),
+            "MissingEndpoints",
+            format!(
+                "endpointslices for service/present in \"{ns}\" have no addresses with port name \"https\""
+            ),
+        ),
+    ] {
+        let group = format!("{kind}.{suffix}.example.test");
+        let name = format!("v1.{group}");
+        tc.track_cluster_object(&resource, &name);
+        let mut spec = json!({"group": group, "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15});
+        if let Some(svc) = service {
+            spec["service"] = json!({"name": svc, "namespace": ns, "port": 443});
+            spec["insecureSkipTLSVerify"] = json!(true);
+        }
+        api.create(
+            &pp(),
+            &serde_json::from_value(json!({"apiVersion": "apiregistration.k8s.io/v1",
+                "kind": "APIService", "metadata": {"name": name}, "spec": spec}))
+            .expect("apiservice"),
+        )
+        .await
+        .expect("create apiservice");
+        expected.push((name, reason, message));
+    }
+    for (name, reason, message) in expected {
+        let available = |s: &Value| {
+            s["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"))
+                .cloned()
+        };
+        // A real server may first say EndpointsNotFound, until the EndpointSlice exists.
+        let obj = wait_status(&tc, &api, &name, &format!("{name}: Available"), |s| {
+            available(s).is_some_and(|c| c["reason"] == reason)
+        })
+        .await;
+        let available = available(&obj.data["status"]).expect("Available");
+        let status = if reason == "Local" { "True" } else { "False" };
+        assert_eq!(available["status"], status, "{name}: {available}");
+        assert_eq!(available["reason"], reason, "{name}: {available}");
+        assert_eq!(
+            available["message"],
+            message.as_str(),
+            "{name}: {available}"
+        );
+    }
+}
