@@ -181,6 +181,10 @@ pub struct ManifestResult {
     /// What the health check found: why it failed (with `action: failed`), or what it
     /// reported without failing (a degraded operator during an install).
     pub health: Option<crate::health::Finding>,
+    /// The object's resourceVersion as this task last saw it (after its write, or as found
+    /// up to date): what the operator compares watch events with, to tell its own writes from
+    /// someone else's. `None` for deletions, failures and dry runs.
+    pub resource_version: Option<String>,
 }
 
 impl ManifestResult {
@@ -200,6 +204,7 @@ impl ManifestResult {
             pending: None,
             changes: Vec::new(),
             health: None,
+            resource_version: None,
         }
     }
 }

@@ -241,6 +241,9 @@ impl<'r> Applier<'r> {
         let Some((resolved, live)) = written else {
             return Ok(action);
         };
+        if !self.options.dry_run {
+            result.resource_version = live.resource_version();
+        }
         if self.options.dry_run || self.options.health.wait == WaitMode::None {
             return Ok(action);
         }

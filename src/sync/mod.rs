@@ -194,6 +194,14 @@ where
             retries: Retries::default(),
         });
     }
+    // A forced update records what it overrode in its history entry, as the CVO does.
+    let accepted_risks = (!refused.is_empty()).then(|| {
+        refused
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    });
     if !refused.is_empty() {
         warnings.extend(
             refused
@@ -229,14 +237,13 @@ where
             "",
             conditions::progress_message(&status_version, 0, release.manifests.len()),
         ));
-        if let Err(e) = clusterversion::write(
-            cluster,
-            &options.apply.retry,
-            &status_version,
-            &starting,
-            false,
-        )
-        .await
+        let update = clusterversion::Update::Pass {
+            version: &status_version,
+            conditions: &starting,
+            complete: false,
+            accepted_risks: accepted_risks.as_deref(),
+        };
+        if let Err(e) = clusterversion::write_update(cluster, &options.apply.retry, update).await
         {
             warnings.push(format!("could not record the start of the update: {e}"));
         }
@@ -352,12 +359,15 @@ where
         let summary = report.summary();
         let complete = summary.failed == 0 && summary.skipped == 0;
         Some(
-            clusterversion::write(
+            clusterversion::write_update(
                 cluster,
                 &options.apply.retry,
-                &status_version,
-                &conds,
-                complete,
+                clusterversion::Update::Pass {
+                    version: &status_version,
+                    conditions: &conds,
+                    complete,
+                    accepted_risks: accepted_risks.as_deref(),
+                },
             )
             .await
             .map_err(|e| e.to_string()),
