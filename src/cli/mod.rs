@@ -17,6 +17,7 @@ mod apply;
 mod dev_apiserver;
 mod graph;
 mod operand_cleanup;
+mod operator;
 mod plan;
 use crate::cluster::request_error;
 mod seed;
@@ -76,6 +77,9 @@ pub enum Command {
     Apply(apply::ApplyArgs),
     /// Show what `apply` would do, from server-side dry-run; writes nothing.
     Plan(plan::PlanArgs),
+    /// Run the in-cluster release operator: keep the cluster at the release, repair drift
+    /// from watches, leader-elected, with metrics; until SIGINT/SIGTERM.
+    Operator(Box<operator::OperatorArgs>),
     /// Run the OLM CSV operand-cleanup reconciler until SIGINT/SIGTERM.
     OperandCleanup(operand_cleanup::OperandCleanupArgs),
     /// Serve the embedded in-memory API server on loopback (for kubectl and tests).
@@ -223,24 +227,27 @@ pub fn main() -> ExitCode {
             };
         }
     };
-    init_logging(&cli.global);
+    // A long-running operator says what it does (info); one-shot commands only warn.
+    let operator = matches!(cli.command, Command::Operator(_));
+    init_logging(&cli.global, if operator { "info" } else { "warn" });
     match cli.command {
         Command::Validate(args) => validate::run(&args),
         Command::Graph(args) => graph::run(&args),
         Command::Apply(args) => apply::run(&cli.global, &args),
         Command::Plan(args) => plan::run(&cli.global, &args),
+        Command::Operator(args) => operator::run(&cli.global, &args),
         Command::OperandCleanup(args) => operand_cleanup::run(&cli.global, &args),
         Command::DevApiserver(args) => dev_apiserver::run(&args),
     }
 }
 
-fn init_logging(global: &GlobalArgs) {
+fn init_logging(global: &GlobalArgs, level: &str) {
     // kube's client logs every failed request, each retry included, at ERROR: the commands
     // report failures themselves (one line each), so its lines are shown from -v on.
     let default = match global.verbose {
-        0 => "warn,kube_client=off",
-        1 => "debug",
-        _ => "trace",
+        0 => format!("{level},kube_client=off"),
+        1 => "debug".to_owned(),
+        _ => "trace".to_owned(),
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("CVO_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

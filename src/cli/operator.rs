@@ -1,0 +1,175 @@
+//! `cvo operator`: run the in-cluster release operator until SIGINT/SIGTERM.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::apply::{TargetArgs, parse_duration};
+use super::{GlobalArgs, ReleaseArgs};
+use crate::apply::{Options, Strategy};
+use crate::health::WaitMode;
+use crate::operator::leader::{LeaseConfig, default_identity};
+use crate::operator::metrics::{self, Metrics};
+use crate::sync::SyncOptions;
+
+#[derive(Debug, Args)]
+pub struct OperatorArgs {
+    #[command(flatten)]
+    pub release: ReleaseArgs,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// The operator's namespace, where its leader Lease lives (default: the kubeconfig
+    /// context's namespace, in a pod its own).
+    #[arg(long, short = 'n', value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Serve /metrics, /healthz and /readyz here.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:9099")]
+    pub metrics_addr: SocketAddr,
+    /// Between two full passes (jittered by ±25 %); drift is repaired from watches meanwhile.
+    #[arg(long, value_parser = parse_duration, default_value = "3m")]
+    pub resync_interval: Duration,
+    /// Nodes of the task graph applied at once (1 to 256).
+    #[arg(long, default_value_t = crate::graph::DEFAULT_PARALLELISM, value_parser = super::values::parse_parallelism, allow_hyphen_values = true)]
+    pub parallelism: usize,
+    /// Name of the leader-election Lease.
+    #[arg(long, value_name = "NAME", default_value = "cvo-operator")]
+    pub lease_name: String,
+    /// A Lease not renewed for this long may be taken over by a standby.
+    #[arg(long, value_parser = parse_duration, default_value = "15s")]
+    pub lease_duration: Duration,
+    /// The leader stops writing when it could not renew its Lease for this long.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub lease_renew_deadline: Duration,
+    /// How often candidates try to take the Lease, and the leader renews it.
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    pub lease_retry: Duration,
+    /// How long a pass in flight at SIGTERM may take to finish before the Lease is released.
+    #[arg(long, value_parser = parse_duration, default_value = "20s")]
+    pub shutdown_grace: Duration,
+    /// How delete manifests wait for finalizers (per manifest: annotation
+    /// cvo.io/deletion-strategy).
+    #[arg(long, value_enum, default_value_t = Strategy::NonBlocking)]
+    pub deletion_strategy: Strategy,
+    /// How long a synchronous deletion may take.
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    pub deletion_timeout: Duration,
+    /// A deletion pending longer than this (from its deletionTimestamp) is stuck.
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    pub stuck_after: Duration,
+    /// An install retries failed manifests in further rounds for this long.
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    pub install_timeout: Duration,
+    /// What a node of the graph waits for after its writes (as for `cvo apply`).
+    #[arg(long, value_enum, default_value_t = WaitMode::Failures)]
+    pub wait: WaitMode,
+    /// How long one node may wait for its objects to become healthy.
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    pub health_timeout: Duration,
+    /// How long ClusterOperators may stay degraded or updating before Failing turns True.
+    #[arg(long, value_parser = parse_duration, default_value = "30m")]
+    pub failing_after: Duration,
+}
+
+pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
+    if args.resync_interval.is_zero() {
+        stderr_line!("error: --resync-interval must be longer than 0");
+        return ExitCode::from(super::EXIT_INPUT);
+    }
+    let release = match args.release.load() {
+        Ok(release) => release,
+        Err(code) => return code,
+    };
+    for d in &release.diagnostics {
+        stderr_line!("{d}");
+    }
+    if release.has_errors() {
+        stderr_line!("error: the release has errors; fix them first (see `cvo validate`)");
+        return ExitCode::from(super::EXIT_INPUT);
+    }
+    let runtime = match super::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    runtime.block_on(async {
+        let client = if args.target.in_memory {
+            let server =
+                crate::cluster::memory::MemoryServer::start(crate::cluster::memory::Config::default());
+            server.client()
+        } else {
+            match super::kube_client(global).await {
+                Ok(c) => c,
+                Err(e) => return e.report(),
+            }
+        };
+        let namespace = args
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned());
+        let lease = LeaseConfig {
+            lease_duration: args.lease_duration,
+            renew_deadline: args.lease_renew_deadline,
+            retry_period: args.lease_retry,
+            ..LeaseConfig::new(&namespace, &args.lease_name, &default_identity())
+        };
+        if let Err(e) = lease.check() {
+            stderr_line!("error: {e}");
+            return ExitCode::from(super::EXIT_INPUT);
+        }
+        let options = crate::operator::Options {
+            sync: SyncOptions {
+                apply: Options {
+                    strategy: args.deletion_strategy,
+                    deletion_timeout: args.deletion_timeout,
+                    health: crate::health::Options {
+                        wait: args.wait,
+                        timeout: args.health_timeout,
+                        ..Default::default()
+                    },
+                    ..Options::default()
+                },
+                parallelism: args.parallelism,
+                stuck_after: args.stuck_after,
+                force: false,
+                install_timeout: args.install_timeout,
+                mode: None,
+                heartbeat: None,
+                failing_after: args.failing_after,
+            },
+            resync_interval: args.resync_interval,
+            lease,
+            shutdown_grace: args.shutdown_grace,
+        };
+        let metrics = Arc::new(Metrics::new());
+        let listener = match metrics::bind(args.metrics_addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                stderr_line!("error: {e}");
+                return ExitCode::from(super::EXIT_INPUT);
+            }
+        };
+        let addr = listener.local_addr().unwrap_or(args.metrics_addr);
+        tokio::spawn(metrics::serve(metrics.clone(), listener));
+        tracing::info!(
+            release = %crate::status::conditions::version_text(&release),
+            manifests = release.manifests.len(),
+            namespace = %options.lease.namespace,
+            lease = %options.lease.name,
+            identity = %options.lease.identity,
+            metrics = %addr,
+            "operator starting"
+        );
+        crate::operator::run(
+            client.clone(),
+            client,
+            &release,
+            &options,
+            metrics,
+            super::shutdown_signal(),
+        )
+        .await;
+        ExitCode::SUCCESS
+    })
+}
