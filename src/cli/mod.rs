@@ -229,7 +229,11 @@ pub fn main() -> ExitCode {
     };
     // A long-running operator says what it does (info); one-shot commands only warn.
     let operator = matches!(cli.command, Command::Operator(_));
-    init_logging(&cli.global, if operator { "info" } else { "warn" });
+    // (The sync's per-manifest notes stay at -v: a pass every few minutes would repeat them.)
+    init_logging(
+        &cli.global,
+        if operator { "info,cvo::sync=warn" } else { "warn" },
+    );
     match cli.command {
         Command::Validate(args) => validate::run(&args),
         Command::Graph(args) => graph::run(&args),

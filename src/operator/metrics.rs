@@ -226,7 +226,11 @@ fn verb(req: &http::Request<kube::client::Body>) -> &'static str {
 pub fn instrument(client: kube::Client, metrics: Arc<Metrics>) -> kube::Client {
     let namespace = client.default_namespace().to_owned();
     let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-        metrics.request(verb(&req));
+        let verb = verb(&req);
+        metrics.request(verb);
+        if !matches!(verb, "GET" | "LIST" | "WATCH") {
+            tracing::debug!(verb, path = %req.uri().path(), "write request");
+        }
         let client = client.clone();
         async move { client.send(req).await }
     });

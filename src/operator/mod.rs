@@ -317,8 +317,13 @@ async fn full_pass(
     };
     metrics.pass(trigger, result, seconds);
     record_status(cluster, retry, metrics, &outcome).await;
+    // Warnings repeat every pass: said once at warn level, then at debug.
     for w in &outcome.warnings {
-        tracing::warn!("{w}");
+        if trigger == "initial" {
+            tracing::warn!("{w}");
+        } else {
+            tracing::debug!("{w}");
+        }
     }
     if let Some(Err(e)) = &outcome.cluster_version {
         tracing::warn!(error = %e, "ClusterVersion status not written");

@@ -177,37 +177,37 @@ pub fn next_status(
 }
 
 /// `conditions` in the status format, each keeping the `lastTransitionTime` of the condition
-/// of its type in `old` while the status is the same; then the conditions of `old` whose type
-/// is not among them, unchanged (foreign conditions are kept, never wiped).
+/// of its type in `old` while the status is the same, merged into `old`'s conditions: each
+/// replaces the one of its type where it stands, new types are appended, and conditions of
+/// other types are kept unchanged (foreign conditions are never wiped). The order is stable,
+/// so writers of different conditions do not undo each other's writes.
 fn merge_conditions(old: &Value, conditions: &[Condition], now: jiff::Timestamp) -> Vec<Value> {
     let now = now.to_string();
-    let old_conditions = old
+    let mut merged = old
         .get("conditions")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let mut merged: Vec<Value> = conditions
-        .iter()
-        .map(|c| {
-            let previous = old_conditions
-                .iter()
-                .find(|o| o.get("type").and_then(Value::as_str) == Some(c.type_.as_str()));
-            let status_text = match c.status {
-                ConditionStatus::True => "True",
-                ConditionStatus::False => "False",
-                ConditionStatus::Unknown => "Unknown",
-            };
-            let since = previous
-                .filter(|o| o.get("status").and_then(Value::as_str) == Some(status_text))
-                .and_then(|o| o.get("lastTransitionTime").cloned())
-                .unwrap_or_else(|| json!(now));
-            json!({"type": c.type_, "status": status_text, "reason": c.reason, "message": c.message, "lastTransitionTime": since})
-        })
-        .collect();
-    merged.extend(old_conditions.into_iter().filter(|o| {
-        let type_ = o.get("type").and_then(Value::as_str);
-        !conditions.iter().any(|c| Some(c.type_.as_str()) == type_)
-    }));
+    for c in conditions {
+        let status_text = match c.status {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        };
+        let slot = merged
+            .iter()
+            .position(|o| o.get("type").and_then(Value::as_str) == Some(c.type_.as_str()));
+        let since = slot
+            .map(|i| &merged[i])
+            .filter(|o| o.get("status").and_then(Value::as_str) == Some(status_text))
+            .and_then(|o| o.get("lastTransitionTime").cloned())
+            .unwrap_or_else(|| json!(now));
+        let value = json!({"type": c.type_, "status": status_text, "reason": c.reason, "message": c.message, "lastTransitionTime": since});
+        match slot {
+            Some(i) => merged[i] = value,
+            None => merged.push(value),
+        }
+    }
     merged
 }
 
@@ -420,8 +420,8 @@ mod tests {
             .iter()
             .map(|c| c["type"].as_str().unwrap())
             .collect();
-        assert_eq!(types, ["Failing", "ReleaseAccepted"]);
-        assert_eq!(s1["conditions"][1]["lastTransitionTime"], t0.to_string());
+        assert_eq!(types, ["ReleaseAccepted", "Failing"]);
+        assert_eq!(s1["conditions"][0]["lastTransitionTime"], t0.to_string());
         assert_eq!(s1["history"][0]["acceptedRisks"], "UpgradeableFalse");
         // Same status again: the transition time stays.
         let s2 = with_conditions(&s1, &accepted, t1);
