@@ -178,9 +178,14 @@ async fn watch_kind(
 }
 
 /// Watches `ClusterVersion version` and sends `()` whenever its `metadata.generation` moves
-/// (its spec changed: a new `desiredUpdate`, say) — the operator then runs a full pass. Status
-/// writes do not move the generation. Waits while the kind is not served.
-pub async fn watch_cluster_version(cluster: &Cluster, changed: &UnboundedSender<()>) {
+/// away from `generation` (the one the last pass read) or from the last one seen — its spec
+/// changed: a new `desiredUpdate`, say; the operator then runs a full pass. Status writes do
+/// not move the generation. Waits while the kind is not served.
+pub async fn watch_cluster_version(
+    cluster: &Cluster,
+    mut generation: Option<i64>,
+    changed: &UnboundedSender<()>,
+) {
     let resolved = loop {
         match cluster
             .discovery()
@@ -196,7 +201,6 @@ pub async fn watch_cluster_version(cluster: &Cluster, changed: &UnboundedSender<
     let selector = format!("metadata.name={}", clusterversion::NAME);
     let stream = watcher::watcher(api, watcher::Config::default().fields(&selector)).default_backoff();
     futures::pin_mut!(stream);
-    let mut generation: Option<i64> = None;
     while let Some(event) = stream.next().await {
         if let Ok(Event::Apply(obj) | Event::InitApply(obj)) = event {
             let now = obj.metadata.generation;

@@ -136,31 +136,34 @@ async fn lead(
     let known = Known::default();
     let grace = options.shutdown_grace;
     let pass = |trigger: &'static str| full_pass(cluster, release, options, metrics, &known, trigger);
-    let Some(accepted) = until_stopped(pass("initial"), stop, grace).await else {
+    let Some((accepted, cv_generation)) = until_stopped(pass("initial"), stop, grace).await
+    else {
         return;
     };
     let mut watching = accepted;
     let kinds = Kinds::of(release);
     let (drift_tx, mut drift_rx) = mpsc::unbounded_channel();
     let (cv_tx, mut cv_rx) = mpsc::unbounded_channel();
-    let watches = async {
-        tokio::join!(
-            kinds.watch(cluster, &known, &drift_tx),
-            drift::watch_cluster_version(cluster, &cv_tx)
-        );
-    };
+    // Drift watches are polled only once the release was accepted (nothing is managed
+    // before); the ClusterVersion watch always (a forced desiredUpdate must start a pass).
+    let watches = kinds.watch(cluster, &known, &drift_tx);
     tokio::pin!(watches);
+    // Compared with the generation the pass read: a spec change made since is not missed.
+    let cv_watch = drift::watch_cluster_version(cluster, cv_generation, &cv_tx);
+    tokio::pin!(cv_watch);
     let mut repair_options = options.sync.apply.clone();
     // A repair re-applies what drifted; health is judged by the passes.
     repair_options.health.wait = WaitMode::None;
     repair_options.health.observer = None;
     let repairer = Applier::new(cluster.clone(), release, repair_options);
+    let mut cv_watching = true;
     let mut next_pass = Instant::now() + resync::next_delay(options.resync_interval);
     tracing::info!(kinds = kinds.len(), next_pass_in = ?next_pass.saturating_duration_since(Instant::now()), "steady state: watching managed objects for drift");
     loop {
         let next = tokio::select! {
             _ = stop.wait_for(|s| *s) => return,
             () = &mut watches, if watching => Next::WatchesEnded,
+            () = &mut cv_watch, if cv_watching => { cv_watching = false; continue }
             () = tokio::time::sleep_until(next_pass) => Next::Pass("resync"),
             Some(()) = cv_rx.recv() => Next::Pass("clusterversion"),
             Some(first) = drift_rx.recv(), if watching => {
@@ -188,7 +191,7 @@ async fn lead(
             Next::Pass(trigger) => trigger,
         };
         while cv_rx.try_recv().is_ok() {}
-        let Some(accepted) = until_stopped(pass(trigger), stop, grace).await else {
+        let Some((accepted, _)) = until_stopped(pass(trigger), stop, grace).await else {
             return;
         };
         watching |= accepted;
@@ -244,7 +247,8 @@ async fn repair_one(repairer: &Applier<'_>, known: &Known, metrics: &Metrics, in
     }
 }
 
-/// One full pass; true when the release was accepted (the pass ran).
+/// One full pass: whether the release was accepted (the pass ran), and the
+/// `metadata.generation` of the ClusterVersion it read.
 async fn full_pass(
     cluster: &Cluster,
     release: &Release,
@@ -252,18 +256,21 @@ async fn full_pass(
     metrics: &Metrics,
     known: &Known,
     trigger: &'static str,
-) -> bool {
+) -> (bool, Option<i64>) {
     let retry = &options.sync.apply.retry;
     let started = Instant::now();
     let writes_before = metrics.writes();
     let version = crate::status::conditions::version_text(release);
     let mut sync_options = options.sync.clone();
-    let forced = match clusterversion::read(cluster, retry).await {
-        Ok(cv) => cv.as_ref().is_some_and(|cv| forced_by_spec(cv, &version)),
+    let (forced, generation) = match clusterversion::read(cluster, retry).await {
+        Ok(cv) => (
+            cv.as_ref().is_some_and(|cv| forced_by_spec(cv, &version)),
+            cv.as_ref().and_then(|cv| cv.metadata.generation),
+        ),
         Err(e) => {
             tracing::error!(error = %e, "full pass not started");
             metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
-            return false;
+            return (false, None);
         }
     };
     if forced {
@@ -283,7 +290,7 @@ async fn full_pass(
         Err(e) => {
             tracing::error!(error = %e, "full pass failed");
             metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
-            return false;
+            return (false, generation);
         }
     };
     let accepted = release_accepted(&outcome, &version, forced);
@@ -297,7 +304,7 @@ async fn full_pass(
         tracing::error!(reason = %accepted.reason, message = %accepted.message, "release refused: nothing applied");
         metrics.pass(trigger, "refused", seconds);
         record_status(cluster, retry, metrics, &outcome).await;
-        return false;
+        return (false, generation);
     };
     for r in &report.results {
         if !release.manifests[r.index].is_delete() {
@@ -341,7 +348,7 @@ async fn full_pass(
         seconds,
         "full pass done"
     );
-    true
+    (true, generation)
 }
 
 /// Metrics from the pass's conditions and the ClusterVersion history.
