@@ -47,7 +47,13 @@ fn free_port() -> u16 {
 }
 
 impl Operator {
-    fn start(kubeconfig: &Path, dir: &Path, release: &Path, namespace: &str, extra: &[&str]) -> Self {
+    fn start(
+        kubeconfig: &Path,
+        dir: &Path,
+        release: &Path,
+        namespace: &str,
+        extra: &[&str],
+    ) -> Self {
         let port = free_port();
         let log = dir.join(format!("operator-{port}.log"));
         let file = std::fs::File::create(&log).expect("log file");
@@ -186,7 +192,11 @@ fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
 
 fn write_release(dir: &Path, version: &str, files: &[(&str, String)]) {
     std::fs::create_dir_all(dir).expect("dir");
-    std::fs::write(dir.join("release-metadata"), common::release_metadata(version)).expect("write");
+    std::fs::write(
+        dir.join("release-metadata"),
+        common::release_metadata(version),
+    )
+    .expect("write");
     for (name, text) in files {
         std::fs::write(dir.join(name), text).expect("write");
     }
@@ -260,7 +270,10 @@ async fn installs_repairs_drift_from_watches_and_stops_on_sigterm() {
         &release,
         "1.0.0",
         &[
-            ("0000_10_a_00_settings.yaml", configmap(&ns, "settings", "one")),
+            (
+                "0000_10_a_00_settings.yaml",
+                configmap(&ns, "settings", "one"),
+            ),
             ("0000_20_b_00_other.yaml", configmap(&ns, "other", "two")),
         ],
     );
@@ -283,16 +296,32 @@ async fn installs_repairs_drift_from_watches_and_stops_on_sigterm() {
         .await;
     assert_eq!(metric(&text, "cvo_leader", &[]), 1.0, "{text}");
     assert_eq!(
-        metric(&text, "cvo_cluster_version", &[("type", "current"), ("version", "1.0.0")]),
+        metric(
+            &text,
+            "cvo_cluster_version",
+            &[("type", "current"), ("version", "1.0.0")]
+        ),
         1.0,
         "{text}"
     );
     assert_eq!(metric(&text, "cvo_upgradeable", &[]), 1.0, "{text}");
-    assert!(metric(&text, "cvo_api_requests_total", &[("verb", "PATCH")]) >= 2.0, "{text}");
-    assert!(text.contains("cvo_sync_pass_duration_seconds_bucket"), "{text}");
-    assert_eq!(http_get(op.port, "/healthz").await, Ok((200, "ok\n".into())));
+    assert!(
+        metric(&text, "cvo_api_requests_total", &[("verb", "PATCH")]) >= 2.0,
+        "{text}"
+    );
+    assert!(
+        text.contains("cvo_sync_pass_duration_seconds_bucket"),
+        "{text}"
+    );
+    assert_eq!(
+        http_get(op.port, "/healthz").await,
+        Ok((200, "ok\n".into()))
+    );
     assert_eq!(http_get(op.port, "/readyz").await.map(|r| r.0), Ok(200));
-    assert_eq!(lease_holder(&tc, &ns, &lease).await.is_some(), true);
+    assert!(
+        lease_holder(&tc, &ns, &lease).await.is_some(),
+        "the leader holds the Lease"
+    );
 
     // Someone edits a managed object: put back within 5 s, by a repair, not a pass.
     let cms = tc.dynamic(&configmaps(), Some(&ns));
@@ -322,8 +351,14 @@ async fn installs_repairs_drift_from_watches_and_stops_on_sigterm() {
     })
     .await;
     let text = op.scrape().await.expect("metrics");
-    assert!(metric(&text, "cvo_drift_repairs_total", &[("action", "updated")]) >= 1.0, "{text}");
-    assert!(metric(&text, "cvo_drift_repairs_total", &[("action", "created")]) >= 1.0, "{text}");
+    assert!(
+        metric(&text, "cvo_drift_repairs_total", &[("action", "updated")]) >= 1.0,
+        "{text}"
+    );
+    assert!(
+        metric(&text, "cvo_drift_repairs_total", &[("action", "created")]) >= 1.0,
+        "{text}"
+    );
     assert_eq!(
         metric(&text, "cvo_sync_passes_total", &[]),
         1.0,
@@ -352,10 +387,15 @@ async fn passes_with_nothing_drifted_write_nothing() {
         &release,
         "1.0.0",
         &[
-            ("0000_10_a_00_settings.yaml", configmap(&ns, "settings", "one")),
+            (
+                "0000_10_a_00_settings.yaml",
+                configmap(&ns, "settings", "one"),
+            ),
             (
                 "0000_10_a_01_sa.yaml",
-                format!("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: worker\n  namespace: {ns}\n"),
+                format!(
+                    "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: worker\n  namespace: {ns}\n"
+                ),
             ),
         ],
     );
@@ -375,12 +415,19 @@ async fn passes_with_nothing_drifted_write_nothing() {
         (cm.metadata.resource_version, cv.metadata.resource_version)
     };
     let before = versions(
-        tc.dynamic(&configmaps(), Some(&ns)).get("settings").await.expect("cm"),
+        tc.dynamic(&configmaps(), Some(&ns))
+            .get("settings")
+            .await
+            .expect("cm"),
         cvs.get("version").await.expect("cv"),
     );
     let passes = metric(&text, "cvo_sync_passes_total", &[("trigger", "resync")]);
     let text = op
-        .metric_at_least("cvo_sync_passes_total", &[("trigger", "resync")], passes + 2.0)
+        .metric_at_least(
+            "cvo_sync_passes_total",
+            &[("trigger", "resync")],
+            passes + 2.0,
+        )
         .await;
     assert_eq!(metric(&text, "cvo_sync_pass_writes", &[]), 0.0, "{text}");
     assert_eq!(
@@ -389,7 +436,10 @@ async fn passes_with_nothing_drifted_write_nothing() {
         "{text}"
     );
     let after = versions(
-        tc.dynamic(&configmaps(), Some(&ns)).get("settings").await.expect("cm"),
+        tc.dynamic(&configmaps(), Some(&ns))
+            .get("settings")
+            .await
+            .expect("cm"),
         cvs.get("version").await.expect("cv"),
     );
     assert_eq!(before, after, "nothing was written by the later passes");
@@ -468,8 +518,15 @@ async fn a_refused_minor_update_applies_nothing_until_forced() {
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    assert!(risks.contains("UpgradeableFalse"), "{}", forced.data["status"]);
-    assert_eq!(condition(&forced, "ReleaseAccepted").expect("accepted")["status"], "True");
+    assert!(
+        risks.contains("UpgradeableFalse"),
+        "{}",
+        forced.data["status"]
+    );
+    assert_eq!(
+        condition(&forced, "ReleaseAccepted").expect("accepted")["status"],
+        "True"
+    );
     assert_eq!(cm_value(&tc, &ns, "new").await.as_deref(), Some("x"));
     op.terminate().await;
     delete_cluster_version(&tc, &cv).await;
@@ -487,7 +544,10 @@ async fn a_standby_takes_over_when_the_leader_is_killed() {
     write_release(
         &release,
         "1.0.0",
-        &[("0000_10_a_00_settings.yaml", configmap(&ns, "settings", "one"))],
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(&ns, "settings", "one"),
+        )],
     );
     let lease = common::unique("lease");
     let args = [
@@ -517,7 +577,14 @@ async fn a_standby_takes_over_when_the_leader_is_killed() {
     })
     .await;
     let holder = lease_holder(&tc, &ns, &lease).await.expect("held");
-    assert!(!standby.scrape().await.expect("metrics").contains("cvo_sync_passes_total{"), "the standby ran no pass");
+    assert!(
+        !standby
+            .scrape()
+            .await
+            .expect("metrics")
+            .contains("cvo_sync_passes_total{"),
+        "the standby ran no pass"
+    );
     let killed = std::process::Command::new("kill")
         .args(["-KILL", &leader.pid()])
         .status()

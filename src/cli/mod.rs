@@ -232,7 +232,11 @@ pub fn main() -> ExitCode {
     // (The sync's per-manifest notes stay at -v: a pass every few minutes would repeat them.)
     init_logging(
         &cli.global,
-        if operator { "info,cvo::sync=warn" } else { "warn" },
+        if operator {
+            "info,cvo::sync=warn"
+        } else {
+            "warn"
+        },
     );
     match cli.command {
         Command::Validate(args) => validate::run(&args),

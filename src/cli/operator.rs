@@ -95,8 +95,9 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
     };
     runtime.block_on(async {
         let client = if args.target.in_memory {
-            let server =
-                crate::cluster::memory::MemoryServer::start(crate::cluster::memory::Config::default());
+            let server = crate::cluster::memory::MemoryServer::start(
+                crate::cluster::memory::Config::default(),
+            );
             server.client()
         } else {
             match super::kube_client(global).await {

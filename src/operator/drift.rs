@@ -21,8 +21,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::apply::MANAGED_LABEL;
@@ -199,7 +199,8 @@ pub async fn watch_cluster_version(
     let api: Api<PartialObjectMeta<DynamicObject>> =
         Api::all_with(cluster.client().clone(), &resolved.resource);
     let selector = format!("metadata.name={}", clusterversion::NAME);
-    let stream = watcher::watcher(api, watcher::Config::default().fields(&selector)).default_backoff();
+    let stream =
+        watcher::watcher(api, watcher::Config::default().fields(&selector)).default_backoff();
     futures::pin_mut!(stream);
     while let Some(event) = stream.next().await {
         if let Ok(Event::Apply(obj) | Event::InitApply(obj)) = event {
@@ -221,7 +222,9 @@ mod tests {
     fn kinds_group_applied_manifests_and_skip_deletes() {
         let dir = tempfile::tempdir().unwrap();
         let cm = |name: &str, extra: &str| {
-            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns\n{extra}")
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns\n{extra}"
+            )
         };
         std::fs::write(dir.path().join("0000_10_a_00_a.yaml"), cm("a", "")).unwrap();
         std::fs::write(dir.path().join("0000_10_a_01_b.yaml"), cm("b", "")).unwrap();

@@ -178,7 +178,10 @@ impl Metrics {
         self.cluster_version.clear();
         for (type_, version) in versions {
             self.cluster_version
-                .get_or_create(&vec![("type", (*type_).to_owned()), ("version", version.clone())])
+                .get_or_create(&vec![
+                    ("type", (*type_).to_owned()),
+                    ("version", version.clone()),
+                ])
                 .set(1);
         }
     }
@@ -207,7 +210,11 @@ fn verb(req: &http::Request<kube::client::Body>) -> &'static str {
             // plural alone is a LIST.
             let path = req.uri().path().trim_matches('/');
             let segments: Vec<&str> = path.split('/').collect();
-            let prefix = if segments.first() == Some(&"api") { 2 } else { 3 };
+            let prefix = if segments.first() == Some(&"api") {
+                2
+            } else {
+                3
+            };
             let mut rest = segments.get(prefix..).unwrap_or_default();
             if rest.len() >= 3 && rest[0] == "namespaces" {
                 rest = &rest[2..];
@@ -279,7 +286,11 @@ fn respond(metrics: &Metrics, path: &str) -> Response<Full<Bytes>> {
             "text/plain",
             "not ready\n".to_owned(),
         ),
-        _ => (StatusCode::NOT_FOUND, "text/plain", "not found\n".to_owned()),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found\n".to_owned(),
+        ),
     };
     Response::builder()
         .status(status)
@@ -309,9 +320,21 @@ mod tests {
             (Method::GET, "/api/v1/namespaces", "LIST"),
             (Method::GET, "/api/v1/namespaces/ns", "GET"),
             (Method::GET, "/apis/apps/v1/deployments?watch=true", "WATCH"),
-            (Method::GET, "/apis/apps/v1/namespaces/n/deployments", "LIST"),
-            (Method::GET, "/apis/apps/v1/namespaces/n/deployments/d", "GET"),
-            (Method::GET, "/apis/config.openshift.io/v1/clusterversions/version", "GET"),
+            (
+                Method::GET,
+                "/apis/apps/v1/namespaces/n/deployments",
+                "LIST",
+            ),
+            (
+                Method::GET,
+                "/apis/apps/v1/namespaces/n/deployments/d",
+                "GET",
+            ),
+            (
+                Method::GET,
+                "/apis/config.openshift.io/v1/clusterversions/version",
+                "GET",
+            ),
             (Method::PATCH, "/api/v1/namespaces/ns/configmaps/a", "PATCH"),
         ] {
             assert_eq!(verb(&request(method, uri)), want, "{uri}");
@@ -342,7 +365,10 @@ mod tests {
         }
         assert!(!text.contains("1.0.0"), "old versions are cleared: {text}");
         assert!(text.contains("cvo_sync_pass_duration_seconds_bucket"));
-        assert_eq!(respond(&m, "/readyz").status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            respond(&m, "/readyz").status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
         m.set_ready(true);
         assert_eq!(respond(&m, "/readyz").status(), StatusCode::OK);
         assert_eq!(respond(&m, "/nope").status(), StatusCode::NOT_FOUND);

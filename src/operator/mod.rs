@@ -135,9 +135,9 @@ async fn lead(
 ) {
     let known = Known::default();
     let grace = options.shutdown_grace;
-    let pass = |trigger: &'static str| full_pass(cluster, release, options, metrics, &known, trigger);
-    let Some((accepted, cv_generation)) = until_stopped(pass("initial"), stop, grace).await
-    else {
+    let pass =
+        |trigger: &'static str| full_pass(cluster, release, options, metrics, &known, trigger);
+    let Some((accepted, cv_generation)) = until_stopped(pass("initial"), stop, grace).await else {
         return;
     };
     let mut watching = accepted;
@@ -294,8 +294,12 @@ async fn full_pass(
         }
     };
     let accepted = release_accepted(&outcome, &version, forced);
-    if let Err(e) =
-        clusterversion::write_update(cluster, retry, Update::Conditions(&[accepted.clone()])).await
+    if let Err(e) = clusterversion::write_update(
+        cluster,
+        retry,
+        Update::Conditions(std::slice::from_ref(&accepted)),
+    )
+    .await
     {
         tracing::warn!(error = %e, "could not record {RELEASE_ACCEPTED}");
     }
@@ -313,7 +317,9 @@ async fn full_pass(
     }
     let summary = report.summary();
     let writes = metrics.writes().saturating_sub(writes_before);
-    metrics.pass_writes.set(i64::try_from(writes).unwrap_or(i64::MAX));
+    metrics
+        .pass_writes
+        .set(i64::try_from(writes).unwrap_or(i64::MAX));
     metrics
         .deletions_in_progress
         .set(i64::try_from(report.pending_deletions().len()).unwrap_or(i64::MAX));
@@ -439,8 +445,10 @@ mod tests {
     #[test]
     fn only_a_forced_desired_update_for_this_version_forces() {
         let cv = |spec: Value| -> kube::api::DynamicObject {
-            serde_json::from_value(json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
-                "metadata": {"name": "version"}, "spec": spec}))
+            serde_json::from_value(
+                json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+                "metadata": {"name": "version"}, "spec": spec}),
+            )
             .unwrap()
         };
         assert!(forced_by_spec(
@@ -470,12 +478,22 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(1)).await;
             let _ = tx.send(true);
         };
-        let (out, ()) = tokio::join!(until_stopped(work, &mut rx, Duration::from_secs(10)), stopper);
+        let (out, ()) = tokio::join!(
+            until_stopped(work, &mut rx, Duration::from_secs(10)),
+            stopper
+        );
         assert!(out.is_none());
         assert!(finished.load(std::sync::atomic::Ordering::Relaxed));
         let slow = tokio::time::sleep(Duration::from_secs(100));
         let started = Instant::now();
-        assert!(until_stopped(slow, &mut rx, Duration::from_secs(10)).await.is_none());
-        assert!(started.elapsed() < Duration::from_secs(1), "already stopped: nothing starts");
+        assert!(
+            until_stopped(slow, &mut rx, Duration::from_secs(10))
+                .await
+                .is_none()
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "already stopped: nothing starts"
+        );
     }
 }

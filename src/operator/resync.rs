@@ -48,7 +48,10 @@ mod tests {
         assert!(jittered(interval, u64::MAX) > Duration::from_secs(224));
         for _ in 0..1000 {
             let d = next_delay(interval);
-            assert!(d >= Duration::from_secs(135) && d <= Duration::from_secs(225), "{d:?}");
+            assert!(
+                d >= Duration::from_secs(135) && d <= Duration::from_secs(225),
+                "{d:?}"
+            );
         }
     }
 }

@@ -358,7 +358,14 @@ mod tests {
         let s2 = next_status(&s1, "1.0.0", &conds(ConditionStatus::False), true, None, t0);
         assert_eq!(s2["history"].as_array().unwrap().len(), 1);
         assert_eq!(s2["history"][0]["state"], "Completed");
-        let s3 = next_status(&s2, "1.1.0", &conds(ConditionStatus::False), false, None, t0);
+        let s3 = next_status(
+            &s2,
+            "1.1.0",
+            &conds(ConditionStatus::False),
+            false,
+            None,
+            t0,
+        );
         assert_eq!(s3["history"][0]["version"], "1.1.0");
         assert_eq!(s3["history"][1]["state"], "Completed");
     }

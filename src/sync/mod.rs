@@ -243,8 +243,7 @@ where
             complete: false,
             accepted_risks: accepted_risks.as_deref(),
         };
-        if let Err(e) = clusterversion::write_update(cluster, &options.apply.retry, update).await
-        {
+        if let Err(e) = clusterversion::write_update(cluster, &options.apply.retry, update).await {
             warnings.push(format!("could not record the start of the update: {e}"));
         }
     }
