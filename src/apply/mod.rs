@@ -80,6 +80,10 @@ pub struct Options {
     pub dry_run: bool,
     /// What a node waits for after its writes ([`crate::health`]).
     pub health: crate::health::Options,
+    /// Read existing objects with one LIST per (kind, namespace) per pass
+    /// ([`snapshot`]); off, each manifest GETs its own object — cheaper for a task run on its
+    /// own (the operator's drift repairs).
+    pub list_objects: bool,
 }
 
 impl Default for Options {
@@ -91,6 +95,7 @@ impl Default for Options {
             retry: RetryPolicy::default(),
             dry_run: false,
             health: crate::health::Options::default(),
+            list_objects: true,
         }
     }
 }

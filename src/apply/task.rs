@@ -205,6 +205,9 @@ impl<'r> Applier<'r> {
         resolved: &Resolved,
         manifest: &Manifest,
     ) -> Result<Option<DynamicObject>, ManifestError> {
+        if !self.options.list_objects {
+            return self.get(resolved, manifest).await;
+        }
         let ns = manifest.id.namespace.as_deref();
         match self
             .snapshot

@@ -138,6 +138,7 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
                 mode: None,
                 heartbeat: None,
                 failing_after: args.failing_after,
+                release_accepted: true,
             },
             resync_interval: args.resync_interval,
             lease,

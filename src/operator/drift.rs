@@ -4,7 +4,8 @@
 //!
 //! The operator remembers the resourceVersion each manifest's object had when it last wrote
 //! it or found it up to date ([`Known`]). A watch event whose resourceVersion differs —
-//! someone else changed the object — or a deletion (also: the label removed, so the object
+//! someone else changed the object, unless only its status moved (same generation, labels and
+//! annotations as at the previous event, for kinds with a generation) — or a deletion (also: the label removed, so the object
 //! left the selector), or an object missing when a watch (re)lists, sends that manifest's
 //! index to the repair queue. Events for the operator's own writes carry the version it
 //! recorded and are dropped; one that overtakes the recording costs a read, not a write (the
@@ -101,6 +102,33 @@ impl Kinds {
     }
 }
 
+/// The parts of an object's metadata that tell a spec or metadata change from a status-only
+/// one: `metadata.generation` (moved by spec changes, not by status writes, for kinds that
+/// have it), labels and annotations.
+#[derive(Clone, Debug, PartialEq)]
+struct Shape {
+    generation: Option<i64>,
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl Shape {
+    fn of(meta: &kube::api::ObjectMeta) -> Self {
+        Shape {
+            generation: meta.generation,
+            labels: meta.labels.clone(),
+            annotations: meta.annotations.clone(),
+        }
+    }
+
+    /// True when `now` can differ from `self` only in its status: the kind has a generation
+    /// and it did not move, and labels and annotations are the same. Kinds without a
+    /// generation (ConfigMaps, Secrets, …) never qualify: every change is looked at.
+    fn same_spec_and_metadata(&self, now: &Shape) -> bool {
+        self.generation.is_some() && self == now
+    }
+}
+
 /// How long to wait before resolving a kind again that is not served.
 const RESOLVE_AGAIN: Duration = Duration::from_secs(5);
 
@@ -134,6 +162,8 @@ async fn watch_kind(
         objects.get(&(namespace, name)).copied()
     };
     let mut listed: HashSet<usize> = HashSet::new();
+    // What each object looked like at its previous event.
+    let mut last: HashMap<usize, Shape> = HashMap::new();
     tracing::debug!(%kind, objects = objects.len(), "watching for drift");
     while let Some(event) = stream.next().await {
         let event = match event {
@@ -155,13 +185,21 @@ async fn watch_kind(
                     continue;
                 }
                 let seen = obj.metadata.resource_version.clone();
-                if seen.is_some() && seen != known.get(index) {
-                    tracing::debug!(%kind, name = ?obj.metadata.name, ?seen, "changed by someone else");
-                    let _ = drifted.send(index);
+                let shape = Shape::of(&obj.metadata);
+                let before = last.insert(index, shape.clone());
+                if seen.is_none() || seen == known.get(index) {
+                    continue;
                 }
+                if before.is_some_and(|b| b.same_spec_and_metadata(&shape)) {
+                    // Only the status moved (its controller at work): not drift.
+                    continue;
+                }
+                tracing::debug!(%kind, name = ?obj.metadata.name, ?seen, "changed by someone else");
+                let _ = drifted.send(index);
             }
             Event::Delete(obj) => {
                 if let Some(index) = index_of(&obj.metadata) {
+                    last.remove(&index);
                     tracing::debug!(%kind, name = ?obj.metadata.name, "deleted, or no longer labelled {MANAGED_LABEL}");
                     let _ = drifted.send(index);
                 }
@@ -247,6 +285,17 @@ mod tests {
         let (_, cms) = &kinds.by_kind[0];
         assert_eq!(cms.len(), 2);
         assert!(!cms.contains_key(&(Some("ns".into()), "gone".into())));
+        let meta = |generation: Option<i64>, label: &str| kube::api::ObjectMeta {
+            generation,
+            labels: Some([("l".to_owned(), label.to_owned())].into()),
+            ..Default::default()
+        };
+        let before = Shape::of(&meta(Some(3), "a"));
+        assert!(before.same_spec_and_metadata(&Shape::of(&meta(Some(3), "a"))));
+        assert!(!before.same_spec_and_metadata(&Shape::of(&meta(Some(4), "a"))));
+        assert!(!before.same_spec_and_metadata(&Shape::of(&meta(Some(3), "b"))));
+        let no_generation = Shape::of(&meta(None, "a"));
+        assert!(!no_generation.same_spec_and_metadata(&no_generation.clone()));
         let known = Known::default();
         known.set(0, Some("5".into()));
         assert_eq!(known.get(0).as_deref(), Some("5"));

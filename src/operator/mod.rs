@@ -42,8 +42,9 @@ use crate::apply::{Action, Applier};
 use crate::cluster::Cluster;
 use crate::health::WaitMode;
 use crate::release::Release;
-use crate::status::clusterversion::{self, Update};
-use crate::status::{Condition, ConditionStatus};
+use crate::status::ConditionStatus;
+use crate::status::clusterversion;
+use crate::status::conditions::{RELEASE_ACCEPTED, release_accepted};
 use crate::sync::{SyncOptions, SyncOutcome, sync};
 use drift::{Kinds, Known};
 use leader::{Elector, LeaseConfig};
@@ -60,9 +61,6 @@ pub struct Options {
     /// How long a pass in flight at shutdown may take to finish.
     pub shutdown_grace: Duration,
 }
-
-/// The condition the operator adds to ClusterVersion: whether it accepted the release.
-pub const RELEASE_ACCEPTED: &str = "ReleaseAccepted";
 
 /// Runs the operator until `shutdown` resolves: elects, leads while elected, stops gracefully.
 /// `client` is for the release's requests (counted in `metrics` by
@@ -155,6 +153,8 @@ async fn lead(
     // A repair re-applies what drifted; health is judged by the passes.
     repair_options.health.wait = WaitMode::None;
     repair_options.health.observer = None;
+    // One object: a GET, not a LIST of its kind in its namespace.
+    repair_options.list_objects = false;
     let repairer = Applier::new(cluster.clone(), release, repair_options);
     let mut cv_watching = true;
     let mut next_pass = Instant::now() + resync::next_delay(options.resync_interval);
@@ -228,7 +228,7 @@ async fn until_stopped<T>(
     }
 }
 
-/// Re-applies manifest `index` after drift (one GET or LIST, at most one write).
+/// Re-applies manifest `index` after drift (one GET, at most one write).
 async fn repair_one(repairer: &Applier<'_>, known: &Known, metrics: &Metrics, index: usize) {
     repairer.new_pass();
     let result = repairer.run(index).await;
@@ -293,19 +293,13 @@ async fn full_pass(
             return (false, generation);
         }
     };
-    let accepted = release_accepted(&outcome, &version, forced);
-    if let Err(e) = clusterversion::write_update(
-        cluster,
-        retry,
-        Update::Conditions(std::slice::from_ref(&accepted)),
-    )
-    .await
-    {
-        tracing::warn!(error = %e, "could not record {RELEASE_ACCEPTED}");
-    }
     let seconds = started.elapsed().as_secs_f64();
     let Some(report) = &outcome.report else {
-        tracing::error!(reason = %accepted.reason, message = %accepted.message, "release refused: nothing applied");
+        let refusal = release_accepted(&version, &outcome.refused, false);
+        tracing::error!(reason = %refusal.reason, message = %refusal.message, "release refused: nothing applied");
+        if let Some(Err(e)) = &outcome.cluster_version {
+            tracing::warn!(error = %e, "could not record {RELEASE_ACCEPTED}=False in ClusterVersion");
+        }
         metrics.pass(trigger, "refused", seconds);
         record_status(cluster, retry, metrics, &outcome).await;
         return (false, generation);
@@ -393,48 +387,6 @@ pub fn forced_by_spec(cv: &kube::api::DynamicObject, version: &str) -> bool {
     };
     desired.get("version").and_then(Value::as_str) == Some(version)
         && desired.get("force").and_then(Value::as_bool) == Some(true)
-}
-
-/// `ReleaseAccepted` after a sync: False with the precondition's reason when refused, else
-/// True (naming what a forced update overrode).
-pub fn release_accepted(outcome: &SyncOutcome, version: &str, forced: bool) -> Condition {
-    if outcome.report.is_none() {
-        let reason = match outcome.refused.as_slice() {
-            [only] => only.reason,
-            _ => "PreconditionChecks",
-        };
-        let message = outcome
-            .refused
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Condition::new(
-            RELEASE_ACCEPTED,
-            ConditionStatus::False,
-            reason,
-            format!("Preconditions failed for release {version}: {message}"),
-        );
-    }
-    let message = if forced && !outcome.refused.is_empty() {
-        format!(
-            "Payload loaded version={version}; forced by spec.desiredUpdate past: {}",
-            outcome
-                .refused
-                .iter()
-                .map(|f| f.reason)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    } else {
-        format!("Payload loaded version={version}")
-    };
-    Condition::new(
-        RELEASE_ACCEPTED,
-        ConditionStatus::True,
-        "PayloadLoaded",
-        message,
-    )
 }
 
 #[cfg(test)]
