@@ -140,12 +140,14 @@ async fn watch_kind(
     known: &Known,
     drifted: &UnboundedSender<usize>,
 ) {
+    let mut wait = RESOLVE_AGAIN;
     let resolved = loop {
         match cluster.discovery().resolve(api_version, kind).await {
             Ok(r) => break r,
             Err(e) => {
                 tracing::debug!(%kind, error = %e, "cannot watch this kind yet; trying again");
-                tokio::time::sleep(RESOLVE_AGAIN).await;
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RESOLVE_AGAIN * 12);
             }
         }
     };

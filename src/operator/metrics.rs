@@ -249,6 +249,8 @@ pub fn instrument(client: kube::Client, metrics: Arc<Metrics>) -> kube::Client {
 pub async fn serve(metrics: Arc<Metrics>, listener: tokio::net::TcpListener) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
+            // Out of file descriptors, say: do not spin.
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             continue;
         };
         let metrics = metrics.clone();

@@ -157,6 +157,10 @@ async fn lead(
     repair_options.list_objects = false;
     let repairer = Applier::new(cluster.clone(), release, repair_options);
     let mut cv_watching = true;
+    // Failed repairs are tried again with backoff (a namespace being recreated, say), not
+    // only at the next full pass.
+    let mut retries: std::collections::HashMap<usize, Duration> = Default::default();
+    let mut delayed = futures::stream::FuturesUnordered::new();
     let mut next_pass = Instant::now() + resync::next_delay(options.resync_interval);
     tracing::info!(kinds = kinds.len(), next_pass_in = ?next_pass.saturating_duration_since(Instant::now()), "steady state: watching managed objects for drift");
     loop {
@@ -166,6 +170,9 @@ async fn lead(
             () = &mut cv_watch, if cv_watching => { cv_watching = false; continue }
             () = tokio::time::sleep_until(next_pass) => Next::Pass("resync"),
             Some(()) = cv_rx.recv() => Next::Pass("clusterversion"),
+            Some(index) = futures::StreamExt::next(&mut delayed), if !delayed.is_empty() => {
+                Next::Repair(BTreeSet::from([index]))
+            }
             Some(first) = drift_rx.recv(), if watching => {
                 let mut queue = BTreeSet::from([first]);
                 while let Ok(more) = drift_rx.try_recv() {
@@ -182,8 +189,20 @@ async fn lead(
             Next::Repair(queue) => {
                 for index in queue {
                     let repair = repair_one(&repairer, &known, metrics, index);
-                    if until_stopped(repair, stop, grace).await.is_none() {
+                    let Some(repaired) = until_stopped(repair, stop, grace).await else {
                         return;
+                    };
+                    if repaired {
+                        retries.remove(&index);
+                    } else {
+                        let wait = retries
+                            .get(&index)
+                            .map_or(REPAIR_RETRY, |w| (*w * 2).min(REPAIR_RETRY_MAX));
+                        retries.insert(index, wait);
+                        delayed.push(async move {
+                            tokio::time::sleep(wait).await;
+                            index
+                        });
                     }
                 }
                 continue;
@@ -228,8 +247,17 @@ async fn until_stopped<T>(
     }
 }
 
-/// Re-applies manifest `index` after drift (one GET, at most one write).
-async fn repair_one(repairer: &Applier<'_>, known: &Known, metrics: &Metrics, index: usize) {
+/// First wait before a failed repair is tried again; it doubles up to [`REPAIR_RETRY_MAX`].
+const REPAIR_RETRY: Duration = Duration::from_secs(2);
+const REPAIR_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// Re-applies manifest `index` after drift (one GET, at most one write); false when it failed.
+async fn repair_one(
+    repairer: &Applier<'_>,
+    known: &Known,
+    metrics: &Metrics,
+    index: usize,
+) -> bool {
     repairer.new_pass();
     let result = repairer.run(index).await;
     let manifest = &repairer.release().manifests[index];
@@ -241,10 +269,11 @@ async fn repair_one(repairer: &Applier<'_>, known: &Known, metrics: &Metrics, in
             tracing::info!(manifest = %manifest.id, action = %result.action, "repaired drift")
         }
         Action::Failed => {
-            tracing::warn!(manifest = %manifest.id, error = ?result.error, "could not repair drift; the next full pass tries again")
+            tracing::warn!(manifest = %manifest.id, error = ?result.error, "could not repair drift; trying again")
         }
         _ => tracing::debug!(manifest = %manifest.id, action = %result.action, "no drift"),
     }
+    result.action != Action::Failed
 }
 
 /// One full pass: whether the release was accepted (the pass ran), and the
