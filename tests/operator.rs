@@ -615,3 +615,39 @@ async fn a_standby_takes_over_when_the_leader_is_killed() {
     drop(b);
     delete_cluster_version(&tc, &cv).await;
 }
+
+#[test]
+fn flags_that_cannot_work_are_refused_before_connecting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_release(
+        dir.path(),
+        "1.0.0",
+        &[("0000_10_a_00_cm.yaml", configmap("ns", "a", "b"))],
+    );
+    for (args, expected) in [
+        (
+            vec!["--lease-duration", "5s", "--lease-renew-deadline", "10s"],
+            "--lease-duration",
+        ),
+        (vec!["--lease-retry", "10s"], "--lease-retry"),
+        (vec!["--resync-interval", "0s"], "--resync-interval"),
+        (vec!["--resync-interval", "soon"], "not a duration"),
+    ] {
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("cvo"))
+            .env_remove("KUBECONFIG")
+            // No cluster at all: the flags are refused first.
+            .args([
+                "--kubeconfig",
+                "/nonexistent/kubeconfig",
+                "operator",
+                "--release",
+            ])
+            .arg(dir.path())
+            .args(&args)
+            .output()
+            .expect("run cvo");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}

@@ -56,9 +56,9 @@ pub struct GlobalArgs {
     /// More logging (-v debug, -vv trace).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
-    /// Log format on stderr.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    /// Log format on stderr [default: text; `cvo operator` in a pod: json].
+    #[arg(long, global = true, value_enum)]
+    pub log_format: Option<LogFormat>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -230,8 +230,16 @@ pub fn main() -> ExitCode {
     // A long-running operator says what it does (info); one-shot commands only warn.
     let operator = matches!(cli.command, Command::Operator(_));
     // (The sync's per-manifest notes stay at -v: a pass every few minutes would repeat them.)
+    // In a pod the operator's logs go to a log collector: JSON unless told otherwise.
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    let format = cli.global.log_format.unwrap_or(if operator && in_cluster {
+        LogFormat::Json
+    } else {
+        LogFormat::Text
+    });
     init_logging(
         &cli.global,
+        format,
         if operator {
             "info,cvo::sync=warn"
         } else {
@@ -249,7 +257,7 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_logging(global: &GlobalArgs, level: &str) {
+fn init_logging(global: &GlobalArgs, format: LogFormat, level: &str) {
     // kube's client logs every failed request, each retry included, at ERROR: the commands
     // report failures themselves (one line each), so its lines are shown from -v on.
     let default = match global.verbose {
@@ -263,7 +271,7 @@ fn init_logging(global: &GlobalArgs, level: &str) {
         .with_env_filter(filter)
         .with_ansi(colour_on_stderr())
         .with_writer(std::io::stderr);
-    let _ = match global.log_format {
+    let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };

@@ -78,6 +78,17 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
         stderr_line!("error: --resync-interval must be longer than 0");
         return ExitCode::from(super::EXIT_INPUT);
     }
+    // The namespace is known only once connected; the timings can be checked now.
+    let timings = LeaseConfig {
+        lease_duration: args.lease_duration,
+        renew_deadline: args.lease_renew_deadline,
+        retry_period: args.lease_retry,
+        ..LeaseConfig::new("", &args.lease_name, "")
+    };
+    if let Err(e) = timings.check() {
+        stderr_line!("error: {e}");
+        return ExitCode::from(super::EXIT_INPUT);
+    }
     let release = match args.release.load() {
         Ok(release) => release,
         Err(code) => return code,
@@ -110,15 +121,10 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
             .clone()
             .unwrap_or_else(|| client.default_namespace().to_owned());
         let lease = LeaseConfig {
-            lease_duration: args.lease_duration,
-            renew_deadline: args.lease_renew_deadline,
-            retry_period: args.lease_retry,
-            ..LeaseConfig::new(&namespace, &args.lease_name, &default_identity())
+            namespace,
+            identity: default_identity(),
+            ..timings.clone()
         };
-        if let Err(e) = lease.check() {
-            stderr_line!("error: {e}");
-            return ExitCode::from(super::EXIT_INPUT);
-        }
         let options = crate::operator::Options {
             sync: SyncOptions {
                 apply: Options {
