@@ -47,7 +47,21 @@ fn free_port() -> u16 {
 }
 
 impl Operator {
+    /// `cvo operator` with `--wait none` and `extra`.
     fn start(
+        kubeconfig: &Path,
+        dir: &Path,
+        release: &Path,
+        namespace: &str,
+        extra: &[&str],
+    ) -> Self {
+        let mut args = vec!["--wait", "none"];
+        args.extend_from_slice(extra);
+        Self::start_with_wait(kubeconfig, dir, release, namespace, &args)
+    }
+
+    /// `cvo operator` with `extra`, which names its own `--wait`.
+    fn start_with_wait(
         kubeconfig: &Path,
         dir: &Path,
         release: &Path,
@@ -64,7 +78,7 @@ impl Operator {
             .arg(kubeconfig)
             .args(["operator", "--release"])
             .arg(release)
-            .args(["--namespace", namespace, "--wait", "none"])
+            .args(["--namespace", namespace])
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
             .args(extra)
             .stdout(std::process::Stdio::null())
@@ -650,4 +664,74 @@ fn flags_that_cannot_work_are_refused_before_connecting() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_stuck_on_health_does_not_hold_up_shutdown() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    common::create_cluster_version(&tc, &cv).await;
+    let ns = tc.namespace("operator-stuck").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    // No kubelet runs pods: with --wait ready the pass waits for a rollout that never ends.
+    let deployment = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: c\n        image: registry.example/app:1\n"
+    );
+    write_release(
+        &release,
+        "1.0.0",
+        &[("0000_10_web_00_deployment.yaml", deployment)],
+    );
+    let lease = common::unique("lease");
+    let op = Operator::start_with_wait(
+        &kubeconfig,
+        dir.path(),
+        &release,
+        &ns,
+        &[
+            "--resync-interval",
+            "1h",
+            "--lease-name",
+            &lease,
+            "--wait",
+            "ready",
+            "--health-timeout",
+            "10m",
+            "--shutdown-grace",
+            "2s",
+        ],
+    );
+    let deployments = tc.dynamic(
+        &common::builtin("apps", "v1", "Deployment", "deployments"),
+        Some(&ns),
+    );
+    poll_until(
+        "the pass created the Deployment",
+        Duration::from_secs(60),
+        || async {
+            deployments
+                .get_opt("web")
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| "absent".to_owned())
+        },
+    )
+    .await;
+    let text = op.scrape().await.expect("metrics");
+    assert_eq!(
+        metric(&text, "cvo_sync_passes_total", &[]),
+        0.0,
+        "still in its first pass: {text}"
+    );
+    let started = Instant::now();
+    op.terminate().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "stopped after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(lease_holder(&tc, &ns, &lease).await, None, "released");
+    delete_cluster_version(&tc, &cv).await;
 }
