@@ -735,3 +735,52 @@ async fn a_pass_stuck_on_health_does_not_hold_up_shutdown() {
     assert_eq!(lease_holder(&tc, &ns, &lease).await, None, "released");
     delete_cluster_version(&tc, &cv).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_release_is_reported_and_nothing_applied() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    let ns = tc.namespace("operator-invalid").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    write_release(
+        &release,
+        "1.0.0",
+        &[
+            ("0000_10_a_00_good.yaml", configmap(&ns, "good", "x")),
+            (
+                "0000_10_a_01_broken.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: [unclosed\n".to_owned(),
+            ),
+        ],
+    );
+    let lease = common::unique("lease");
+    let op = Operator::start(
+        &kubeconfig,
+        dir.path(),
+        &release,
+        &ns,
+        &["--resync-interval", "1h", "--lease-name", &lease],
+    );
+    let refused = poll_until("ReleaseAccepted=False", Duration::from_secs(60), || async {
+        let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+        match condition(&cv, "ReleaseAccepted") {
+            Some(c) if c["status"] == "False" => Ok(c.clone()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(refused["reason"], "InvalidRelease", "{refused}");
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(message.contains("0000_10_a_01_broken.yaml:"), "{message}");
+    assert_eq!(cm_value(&tc, &ns, "good").await, None, "nothing applied");
+    let text = op
+        .metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
+        .await;
+    assert_eq!(metric(&text, "cvo_leader", &[]), 1.0, "{text}");
+    op.terminate().await;
+    assert_eq!(lease_holder(&tc, &ns, &lease).await, None, "released");
+    delete_cluster_version(&tc, &cv).await;
+}

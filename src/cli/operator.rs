@@ -89,17 +89,21 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
         stderr_line!("error: {e}");
         return ExitCode::from(super::EXIT_INPUT);
     }
+    // A release that cannot be used does not stop the operator: it reports why in
+    // ClusterVersion (ReleaseAccepted=False) and applies nothing.
     let release = match args.release.load() {
-        Ok(release) => release,
-        Err(code) => return code,
+        Ok(release) => {
+            for d in &release.diagnostics {
+                stderr_line!("{d}");
+            }
+            if release.has_errors() {
+                Err(invalid_release(&release))
+            } else {
+                Ok(release)
+            }
+        }
+        Err(_) => Err(unreadable_release(&args.release)),
     };
-    for d in &release.diagnostics {
-        stderr_line!("{d}");
-    }
-    if release.has_errors() {
-        stderr_line!("error: the release has errors; fix them first (see `cvo validate`)");
-        return ExitCode::from(super::EXIT_INPUT);
-    }
     let runtime = match super::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
@@ -161,23 +165,79 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
         let addr = listener.local_addr().unwrap_or(args.metrics_addr);
         tokio::spawn(metrics::serve(metrics.clone(), listener));
         tracing::info!(
-            release = %crate::status::conditions::version_text(&release),
-            manifests = release.manifests.len(),
+            release = %release
+                .as_ref()
+                .map_or_else(|_| "invalid".to_owned(), crate::status::conditions::version_text),
+            manifests = release.as_ref().map_or(0, |r| r.manifests.len()),
             namespace = %options.lease.namespace,
             lease = %options.lease.name,
             identity = %options.lease.identity,
             metrics = %addr,
             "operator starting"
         );
-        crate::operator::run(
-            client.clone(),
-            client,
-            &release,
-            &options,
-            metrics,
-            super::shutdown_signal(),
-        )
-        .await;
+        match &release {
+            Ok(release) => {
+                crate::operator::run(
+                    client.clone(),
+                    client,
+                    release,
+                    &options,
+                    metrics,
+                    super::shutdown_signal(),
+                )
+                .await
+            }
+            Err(why) => {
+                crate::operator::run_invalid(
+                    client.clone(),
+                    client,
+                    why,
+                    &options,
+                    metrics,
+                    super::shutdown_signal(),
+                )
+                .await
+            }
+        }
         ExitCode::SUCCESS
     })
+}
+
+/// How many errors of an invalid release `ReleaseAccepted` names before counting the rest.
+const ERRORS_SHOWN: usize = 10;
+
+/// The `ReleaseAccepted` message of a release with errors: each as `file:line: message`.
+fn invalid_release(release: &crate::release::Release) -> String {
+    let errors: Vec<String> = release
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == crate::diagnostic::Severity::Error)
+        .map(|d| format!("{}: {}", d.location, d.message))
+        .collect();
+    let mut message = format!(
+        "The release has {} errors (see `cvo validate`): {}",
+        errors.len(),
+        errors
+            .iter()
+            .take(ERRORS_SHOWN)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    if errors.len() > ERRORS_SHOWN {
+        message.push_str(&format!("; and {} more", errors.len() - ERRORS_SHOWN));
+    }
+    message
+}
+
+/// The `ReleaseAccepted` message of a release that cannot be read (the loader's error).
+fn unreadable_release(args: &ReleaseArgs) -> String {
+    let options = args.options_in(args.profile.as_deref());
+    match crate::release::load(&args.release, &options) {
+        Err(e) => format!("The release {} cannot be read: {e}", args.release.display()),
+        Ok(_) => format!(
+            "The release {} cannot be used with these flags (see the operator's log)",
+            args.release.display()
+        ),
+    }
 }

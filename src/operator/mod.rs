@@ -42,9 +42,9 @@ use crate::apply::{Action, Applier};
 use crate::cluster::Cluster;
 use crate::health::WaitMode;
 use crate::release::Release;
-use crate::status::ConditionStatus;
 use crate::status::clusterversion;
 use crate::status::conditions::{RELEASE_ACCEPTED, release_accepted};
+use crate::status::{Condition, ConditionStatus};
 use crate::sync::{SyncOptions, SyncOutcome, sync};
 use drift::{Kinds, Known};
 use leader::{Elector, LeaseConfig};
@@ -122,6 +122,75 @@ pub async fn run(
     let _ = election.await;
     tracing::info!("stopped");
 }
+
+/// Runs the operator for a release that cannot be used (unreadable, or with errors): elects
+/// as [`run`] does, and as leader reports `ReleaseAccepted=False` (reason
+/// [`INVALID_RELEASE`], `why` as the message) every resync interval, applying nothing, until
+/// `shutdown` resolves. A fixed release is picked up by restarting the operator.
+pub async fn run_invalid(
+    client: kube::Client,
+    lease_client: kube::Client,
+    why: &str,
+    options: &Options,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let (leader_tx, mut leader_rx) = watch::channel(false);
+    let (lease_stop_tx, lease_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let elector = Elector::new(lease_client, options.lease.clone());
+    let election = tokio::spawn(elector.run(leader_tx, async move {
+        let _ = lease_stop_rx.await;
+    }));
+    let cluster = Cluster::new(metrics::instrument(client, metrics.clone()));
+    let retry = &options.sync.apply.retry;
+    let refused = Condition::new(
+        RELEASE_ACCEPTED,
+        ConditionStatus::False,
+        INVALID_RELEASE,
+        why,
+    );
+    metrics.set_ready(true);
+    let reporting = async {
+        loop {
+            if leader_rx.wait_for(|l| *l).await.is_err() {
+                return;
+            }
+            metrics.leader.set(1);
+            let started = Instant::now();
+            let written = clusterversion::write_update(
+                &cluster,
+                retry,
+                clusterversion::Update::Conditions(std::slice::from_ref(&refused)),
+            )
+            .await;
+            if let Err(e) = written {
+                tracing::warn!(error = %e, "could not record {RELEASE_ACCEPTED}=False in ClusterVersion");
+            }
+            metrics.pass("initial", "refused", started.elapsed().as_secs_f64());
+            tracing::error!(
+                reason = INVALID_RELEASE,
+                "the release cannot be used: nothing is applied"
+            );
+            let mut lost = leader_rx.clone();
+            tokio::select! {
+                _ = lost.wait_for(|l| !*l) => { metrics.leader.set(0); }
+                () = tokio::time::sleep(resync::next_delay(options.resync_interval)) => {}
+            }
+        }
+    };
+    tokio::select! {
+        () = reporting => {}
+        () = shutdown => tracing::info!("stopping"),
+    }
+    metrics.set_ready(false);
+    metrics.leader.set(0);
+    let _ = lease_stop_tx.send(());
+    let _ = election.await;
+    tracing::info!("stopped");
+}
+
+/// `ReleaseAccepted` reason for a release that cannot be read or has errors.
+pub const INVALID_RELEASE: &str = "InvalidRelease";
 
 /// What the leader does until told to stop (or dropped when leadership is lost).
 async fn lead(
