@@ -92,6 +92,9 @@ pub fn default_identity() -> String {
     format!("{host}_{:016x}", super::resync::random_u64())
 }
 
+/// How long releasing the Lease at shutdown may take.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// What this candidate last saw of someone else's Lease record, and when (its own clock).
 struct Observed {
     record: (Option<String>, Option<String>),
@@ -127,7 +130,21 @@ impl Elector {
     pub async fn run(mut self, leader: watch::Sender<bool>, stop: impl std::future::Future) {
         tokio::pin!(stop);
         loop {
-            let now_leader = match self.try_acquire_or_renew().await {
+            // An attempt that hangs must not keep a leader leading: it gets the renew
+            // deadline at most, and then counts as failed.
+            let attempt =
+                tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew())
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(kube::Error::Service(
+                            format!(
+                                "no answer within the renew deadline ({:?})",
+                                self.config.renew_deadline
+                            )
+                            .into(),
+                        ))
+                    });
+            let now_leader = match attempt {
                 Ok(held) => {
                     if held {
                         self.renewed = Some(Instant::now());
@@ -160,10 +177,14 @@ impl Elector {
         let was_leader = *leader.borrow();
         let _ = leader.send(false);
         if was_leader {
-            match self.release().await {
-                Ok(()) => tracing::info!(lease = %self.config.name, "released the Lease"),
-                Err(e) => {
+            // Bounded: shutdown must not wait on a server that does not answer.
+            match tokio::time::timeout(RELEASE_TIMEOUT, self.release()).await {
+                Ok(Ok(())) => tracing::info!(lease = %self.config.name, "released the Lease"),
+                Ok(Err(e)) => {
                     tracing::warn!(lease = %self.config.name, error = %e, "could not release the Lease; a standby takes over when it expires")
+                }
+                Err(_) => {
+                    tracing::warn!(lease = %self.config.name, "releasing the Lease timed out; a standby takes over when it expires")
                 }
             }
         }
