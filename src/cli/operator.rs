@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::apply::{TargetArgs, parse_duration};
+use super::apply::parse_duration;
 use super::{GlobalArgs, ReleaseArgs};
 use crate::apply::{Options, Strategy};
 use crate::health::WaitMode;
@@ -19,8 +19,10 @@ use crate::sync::SyncOptions;
 pub struct OperatorArgs {
     #[command(flatten)]
     pub release: ReleaseArgs,
-    #[command(flatten)]
-    pub target: TargetArgs,
+    /// Run against a fresh embedded in-memory API server instead of a cluster (for trying
+    /// the operator out; it starts empty).
+    #[arg(long)]
+    pub in_memory: bool,
     /// The operator's namespace, where its leader Lease lives (default: the kubeconfig
     /// context's namespace, in a pod its own).
     #[arg(long, short = 'n', value_name = "NS")]
@@ -29,7 +31,7 @@ pub struct OperatorArgs {
     #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:9099")]
     pub metrics_addr: SocketAddr,
     /// Between two full passes (jittered by ±25 %); drift is repaired from watches meanwhile.
-    #[arg(long, value_parser = parse_duration, default_value = "3m")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "3m")]
     pub resync_interval: Duration,
     /// Nodes of the task graph applied at once (1 to 256).
     #[arg(long, default_value_t = crate::graph::DEFAULT_PARALLELISM, value_parser = super::values::parse_parallelism, allow_hyphen_values = true)]
@@ -38,38 +40,38 @@ pub struct OperatorArgs {
     #[arg(long, value_name = "NAME", default_value = "cvo-operator")]
     pub lease_name: String,
     /// A Lease not renewed for this long may be taken over by a standby.
-    #[arg(long, value_parser = parse_duration, default_value = "15s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "15s")]
     pub lease_duration: Duration,
     /// The leader stops writing when it could not renew its Lease for this long.
-    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10s")]
     pub lease_renew_deadline: Duration,
     /// How often candidates try to take the Lease, and the leader renews it.
-    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "2s")]
     pub lease_retry: Duration,
     /// How long a pass in flight at SIGTERM may take to finish before the Lease is released.
-    #[arg(long, value_parser = parse_duration, default_value = "20s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "20s")]
     pub shutdown_grace: Duration,
     /// How delete manifests wait for finalizers (per manifest: annotation
     /// cvo.io/deletion-strategy).
     #[arg(long, value_enum, default_value_t = Strategy::NonBlocking)]
     pub deletion_strategy: Strategy,
     /// How long a synchronous deletion may take.
-    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10m")]
     pub deletion_timeout: Duration,
     /// A deletion pending longer than this (from its deletionTimestamp) is stuck.
-    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10m")]
     pub stuck_after: Duration,
     /// An install retries failed manifests in further rounds for this long.
-    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10m")]
     pub install_timeout: Duration,
     /// What a node of the graph waits for after its writes (as for `cvo apply`).
     #[arg(long, value_enum, default_value_t = WaitMode::Failures)]
     pub wait: WaitMode,
     /// How long one node may wait for its objects to become healthy.
-    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10m")]
     pub health_timeout: Duration,
     /// How long ClusterOperators may stay degraded or updating before Failing turns True.
-    #[arg(long, value_parser = parse_duration, default_value = "30m")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30m")]
     pub failing_after: Duration,
 }
 
@@ -109,7 +111,7 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
         Err(code) => return code,
     };
     runtime.block_on(async {
-        let client = if args.target.in_memory {
+        let client = if args.in_memory {
             let server = crate::cluster::memory::MemoryServer::start(
                 crate::cluster::memory::Config::default(),
             );
