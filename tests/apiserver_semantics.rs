@@ -4816,3 +4816,76 @@ async fn api_service_availability_without_nodes() {
         );
     }
 }
+
+/// `Accept: …;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1` (kube-rs `PartialObjectMeta`,
+/// the operator's drift watches): GET, LIST and WATCH answer with metadata only.
+#[tokio::test]
+async fn metadata_only_requests_answer_partial_object_metadata() {
+    let tc = cluster().await;
+    let ns = tc.namespace("meta-only").await;
+    create_cm(
+        &tc,
+        &ns,
+        "a",
+        &[],
+        json!({"metadata": {"labels": {"cvo-meta": "yes"}}, "data": {"secretish": "v"}}),
+    )
+    .await;
+    let raw = |path: String, accept: &'static str| {
+        let client = tc.client.clone();
+        async move {
+            let req = http::Request::get(path)
+                .header(http::header::ACCEPT, accept)
+                .body(Vec::new())
+                .expect("request");
+            client.request_text(req).await.expect("request")
+        }
+    };
+    let one: Value = serde_json::from_str(
+        &raw(
+            format!("/api/v1/namespaces/{ns}/configmaps/a"),
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )
+        .await,
+    )
+    .expect("json");
+    assert_eq!(one["kind"], "PartialObjectMetadata", "{one}");
+    assert_eq!(one["apiVersion"], "meta.k8s.io/v1", "{one}");
+    assert_eq!(one["metadata"]["name"], "a", "{one}");
+    assert!(one.get("data").is_none(), "{one}");
+    let list: Value = serde_json::from_str(
+        &raw(
+            format!("/api/v1/namespaces/{ns}/configmaps?labelSelector=cvo-meta%3Dyes"),
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        )
+        .await,
+    )
+    .expect("json");
+    assert_eq!(list["kind"], "PartialObjectMetadataList", "{list}");
+    assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata", "{list}");
+    assert!(list["items"][0].get("data").is_none(), "{list}");
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("list resourceVersion")
+        .to_owned();
+    cms(&tc, &ns)
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &merge(json!({"data": {"secretish": "w"}})),
+        )
+        .await
+        .expect("modify");
+    let events = raw(
+        format!(
+            "/api/v1/namespaces/{ns}/configmaps?watch=true&labelSelector=cvo-meta%3Dyes&resourceVersion={rv}&timeoutSeconds=2"
+        ),
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    )
+    .await;
+    let first: Value =
+        serde_json::from_str(events.lines().next().expect("an event")).expect("json");
+    assert_eq!(first["type"], "MODIFIED", "{events}");
+    assert_eq!(first["object"]["kind"], "PartialObjectMetadata", "{events}");
+    assert!(first["object"].get("data").is_none(), "{events}");
+}
