@@ -398,8 +398,9 @@ async fn full_pass(
         if let Some(Err(e)) = &outcome.cluster_version {
             tracing::warn!(error = %e, "could not record {RELEASE_ACCEPTED}=False in ClusterVersion");
         }
-        metrics.pass(trigger, "refused", seconds);
+        // Status metrics first: a scrape that sees the pass counted sees its status too.
         record_status(cluster, retry, metrics, &outcome).await;
+        metrics.pass(trigger, "refused", seconds);
         return (false, generation);
     };
     for r in &report.results {
@@ -420,8 +421,8 @@ async fn full_pass(
     } else {
         "applied"
     };
-    metrics.pass(trigger, result, seconds);
     record_status(cluster, retry, metrics, &outcome).await;
+    metrics.pass(trigger, result, seconds);
     // Warnings repeat every pass: said once at warn level, then at debug.
     for w in &outcome.warnings {
         if trigger == "initial" {
