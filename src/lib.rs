@@ -9,6 +9,7 @@ pub mod cli;
 pub mod cluster;
 pub mod diagnostic;
 pub mod graph;
+pub mod lifecycle;
 pub mod olm;
 pub mod release;
 pub mod status;
