@@ -14,12 +14,14 @@ macro_rules! stderr_line {
 }
 
 mod apply;
+mod cluster_deletion;
 mod dev_apiserver;
 mod graph;
 mod operand_cleanup;
 mod plan;
 use crate::cluster::request_error;
 mod seed;
+mod uninstall;
 mod validate;
 mod values;
 
@@ -78,6 +80,10 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Run the OLM CSV operand-cleanup reconciler until SIGINT/SIGTERM.
     OperandCleanup(operand_cleanup::OperandCleanupArgs),
+    /// Remove an OLM-installed operator safely: Subscription, CSV, and what you ask for.
+    Uninstall(uninstall::UninstallArgs),
+    /// The cluster-deletion signal: delete the Alive object and wait for its finalizers.
+    ClusterDeletion(cluster_deletion::ClusterDeletionArgs),
     /// Serve the embedded in-memory API server on loopback (for kubectl and tests).
     DevApiserver(dev_apiserver::DevApiserverArgs),
 }
@@ -230,6 +236,8 @@ pub fn main() -> ExitCode {
         Command::Apply(args) => apply::run(&cli.global, &args),
         Command::Plan(args) => plan::run(&cli.global, &args),
         Command::OperandCleanup(args) => operand_cleanup::run(&cli.global, &args),
+        Command::Uninstall(args) => uninstall::run(&cli.global, &args),
+        Command::ClusterDeletion(args) => cluster_deletion::run(&cli.global, &args),
         Command::DevApiserver(args) => dev_apiserver::run(&args),
     }
 }
