@@ -134,7 +134,12 @@ async fn world(shared: bool, opted_in: bool) -> World {
     }
     spec.apiservicedefinitions
         .owned
-        .push(ApiServiceDescription::new(&things.group, "v1", "Thing", "things"));
+        .push(ApiServiceDescription::new(
+            &things.group,
+            "v1",
+            "Thing",
+            "things",
+        ));
     spec.extra.insert("displayName".into(), json!("Widgets"));
     spec.extra.insert(
         "install".into(),
@@ -163,8 +168,10 @@ async fn world(shared: bool, opted_in: bool) -> World {
     tc.dynamic(&operator_kind(), None)
         .create(
             &PostParams::default(),
-            &object(json!({"apiVersion": "operators.coreos.com/v1", "kind": "Operator",
-                "metadata": {"name": operator}})),
+            &object(
+                json!({"apiVersion": "operators.coreos.com/v1", "kind": "Operator",
+                "metadata": {"name": operator}}),
+            ),
         )
         .await
         .unwrap();
@@ -245,7 +252,12 @@ impl World {
     }
 
     async fn exists(&self, ar: &ApiResource, ns: Option<&str>, name: &str) -> bool {
-        self.tc.dynamic(ar, ns).get_opt(name).await.unwrap().is_some()
+        self.tc
+            .dynamic(ar, ns)
+            .get_opt(name)
+            .await
+            .unwrap()
+            .is_some()
     }
 
     fn csvs(&self) -> Api<ClusterServiceVersion> {
@@ -261,12 +273,18 @@ impl World {
         let mut out = BTreeMap::new();
         let c = &self.tc;
         let kinds: Vec<(ApiResource, Option<String>)> = vec![
-            (ApiResource::erase::<Subscription>(&()), Some(self.op_ns.clone())),
+            (
+                ApiResource::erase::<Subscription>(&()),
+                Some(self.op_ns.clone()),
+            ),
             (
                 ApiResource::erase::<ClusterServiceVersion>(&()),
                 Some(self.op_ns.clone()),
             ),
-            (ApiResource::erase::<OperatorGroup>(&()), Some(self.op_ns.clone())),
+            (
+                ApiResource::erase::<OperatorGroup>(&()),
+                Some(self.op_ns.clone()),
+            ),
             (common::configmaps(), Some(self.op_ns.clone())),
             (self.widgets.resource(), None),
             (self.gadgets.resource(), None),
@@ -292,7 +310,12 @@ impl World {
                 .items
             {
                 out.insert(
-                    format!("{} {}/{}", ar.kind, o.namespace().unwrap_or_default(), o.name_any()),
+                    format!(
+                        "{} {}/{}",
+                        ar.kind,
+                        o.namespace().unwrap_or_default(),
+                        o.name_any()
+                    ),
                     o.resource_version().unwrap_or_default(),
                 );
             }
@@ -303,7 +326,10 @@ impl World {
 
 /// A fake operator: releases its finalizer from every Widget being deleted, and records
 /// whether the CSV still existed then (the operator runs as long as its CSV does).
-fn fake_operator(client: Client, w: &World) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<bool>>>) {
+fn fake_operator(
+    client: Client,
+    w: &World,
+) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<bool>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();
     let widgets: Api<DynamicObject> = Api::all_with(client.clone(), &w.widgets.resource());
@@ -353,7 +379,14 @@ async fn plan_shows_owned_crds_and_apiservices_and_why_each_is_kept_and_dry_run_
 
     let (code, out, err) = run_cvo(
         &kubeconfig,
-        &["uninstall", &w.package, "-n", &w.op_ns, "--delete-crds", "--dry-run"],
+        &[
+            "uninstall",
+            &w.package,
+            "-n",
+            &w.op_ns,
+            "--delete-crds",
+            "--dry-run",
+        ],
     )
     .await;
     assert_eq!(code, 0, "dry run: {out}{err}");
@@ -367,19 +400,32 @@ async fn plan_shows_owned_crds_and_apiservices_and_why_each_is_kept_and_dry_run_
     assert!(line(&format!("ClusterServiceVersion {}/{CSV}", w.op_ns)).contains("delete"));
     let gadget_crd = line(&format!("CustomResourceDefinition {}", w.gadgets.name));
     assert!(gadget_crd.contains("keep"), "{gadget_crd}");
-    assert!(gadget_crd.contains("required by CSV"), "says why: {gadget_crd}");
-    assert!(gadget_crd.contains("other.v1"), "names the other CSV: {gadget_crd}");
+    assert!(
+        gadget_crd.contains("required by CSV"),
+        "says why: {gadget_crd}"
+    );
+    assert!(
+        gadget_crd.contains("other.v1"),
+        "names the other CSV: {gadget_crd}"
+    );
     let widget_crd = line(&format!("CustomResourceDefinition {}", w.widgets.name));
     assert!(widget_crd.contains("keep"), "{widget_crd}");
-    assert!(widget_crd.contains("custom resource(s) of it remain"), "{widget_crd}");
+    assert!(
+        widget_crd.contains("custom resource(s) of it remain"),
+        "{widget_crd}"
+    );
     let svc = line(&format!("APIService {}", w.apiservice));
     assert!(svc.contains("delete"), "no Thing exists: {svc}");
-    assert!(
-        line(&format!("Widget {}/w1", w.target_ns)).contains("--delete-operands not given")
-    );
+    assert!(line(&format!("Widget {}/w1", w.target_ns)).contains("--delete-operands not given"));
     let op = line(&format!("Operator {}", w.operator));
-    assert!(op.contains("keep") && op.contains("--remove-labels"), "{op}");
-    assert!(op.contains(&format!("ConfigMap {}/widget-settings", w.op_ns)), "{op}");
+    assert!(
+        op.contains("keep") && op.contains("--remove-labels"),
+        "{op}"
+    );
+    assert!(
+        op.contains(&format!("ConfigMap {}/widget-settings", w.op_ns)),
+        "{op}"
+    );
     assert!(line("OperatorGroup").contains("--delete-operator-group not given"));
     assert!(out.contains("dry run: nothing was changed"), "{out}");
 
@@ -387,7 +433,14 @@ async fn plan_shows_owned_crds_and_apiservices_and_why_each_is_kept_and_dry_run_
     let (code, out, err) = run_cvo(
         &kubeconfig,
         &[
-            "uninstall", &w.package, "-n", &w.op_ns, "--delete-crds", "--dry-run", "-o", "json",
+            "uninstall",
+            &w.package,
+            "-n",
+            &w.op_ns,
+            "--delete-crds",
+            "--dry-run",
+            "-o",
+            "json",
         ],
     )
     .await;
@@ -403,7 +456,10 @@ async fn plan_shows_owned_crds_and_apiservices_and_why_each_is_kept_and_dry_run_
             .unwrap_or_else(|| panic!("no {kind} {name} in {items:#?}"))
             .clone()
     };
-    assert_eq!(find("CustomResourceDefinition", &w.gadgets.name)["action"], "keep");
+    assert_eq!(
+        find("CustomResourceDefinition", &w.gadgets.name)["action"],
+        "keep"
+    );
     assert_eq!(find("APIService", &w.apiservice)["action"], "delete");
     assert_eq!(find("APIService", &w.apiservice)["step"], "crds");
     assert_eq!(find("Widget", "w-out")["action"], "keep");
@@ -411,18 +467,32 @@ async fn plan_shows_owned_crds_and_apiservices_and_why_each_is_kept_and_dry_run_
     // Operands of a CRD another CSV requires: refused (exit 4), nothing changed.
     let (code, out, err) = run_cvo(
         &kubeconfig,
-        &["uninstall", &w.package, "-n", &w.op_ns, "--delete-operands", "--dry-run"],
+        &[
+            "uninstall",
+            &w.package,
+            "-n",
+            &w.op_ns,
+            "--delete-operands",
+            "--dry-run",
+        ],
     )
     .await;
     assert_eq!(code, 4, "refused: {out}{err}");
-    assert!(out.contains("refused:") && out.contains(&w.gadgets.name), "{out}");
+    assert!(
+        out.contains("refused:") && out.contains(&w.gadgets.name),
+        "{out}"
+    );
 
     // Not a dry run, but no --yes and no terminal: refused, nothing changed.
     let (code, out, err) = run_cvo(&kubeconfig, &["uninstall", &w.package, "-n", &w.op_ns]).await;
     assert_eq!(code, 4, "no confirmation: {out}{err}");
     assert!(out.contains("not a terminal"), "{out}");
 
-    assert_eq!(w.versions().await, before, "every resourceVersion is unchanged");
+    assert_eq!(
+        w.versions().await,
+        before,
+        "every resourceVersion is unchanged"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -450,7 +520,10 @@ async fn operands_go_first_while_the_operator_runs_only_in_target_namespaces_the
     let g1 = position(&log, &format!("/namespaces/{}/gadgets/g1", w.target_ns));
     let sub = position(&log, "/subscriptions/widgets");
     let csv = position(&log, &format!("/clusterserviceversions/{CSV}"));
-    assert!(w1 < sub && g1 < sub, "operands before the Subscription: {log:#?}");
+    assert!(
+        w1 < sub && g1 < sub,
+        "operands before the Subscription: {log:#?}"
+    );
     assert!(sub < csv, "Subscription before the CSV: {log:#?}");
     assert!(
         !log.iter()
@@ -464,7 +537,10 @@ async fn operands_go_first_while_the_operator_runs_only_in_target_namespaces_the
     );
 
     // What is left: the Widget outside the targets, so its CRD; not the Gadget CRD.
-    assert!(w.exists(&w.widgets.resource(), Some(&w.outside_ns), "w-out").await);
+    assert!(
+        w.exists(&w.widgets.resource(), Some(&w.outside_ns), "w-out")
+            .await
+    );
     let crds = common::builtin(
         "apiextensions.k8s.io",
         "v1",
@@ -497,18 +573,21 @@ async fn operands_go_first_while_the_operator_runs_only_in_target_namespaces_the
     assert!(w.subs().get_opt("widgets").await.unwrap().is_none());
     assert!(w.csvs().get_opt(CSV).await.unwrap().is_none());
     // The label was removed from the ConfigMap, so the Operator object could go.
-    let cm = w
-        .tc
-        .dynamic(&common::configmaps(), Some(&w.op_ns))
-        .get("widget-settings")
-        .await
-        .unwrap();
+    let cm =
+        w.tc.dynamic(&common::configmaps(), Some(&w.op_ns))
+            .get("widget-settings")
+            .await
+            .unwrap();
     assert!(cm.labels().is_empty(), "{:?}", cm.labels());
     assert!(!w.exists(&operator_kind(), None, &w.operator).await);
     // Nothing else remained in the namespace: the OperatorGroup went too.
     assert!(
-        !w.exists(&ApiResource::erase::<OperatorGroup>(&()), Some(&w.op_ns), "og")
-            .await
+        !w.exists(
+            &ApiResource::erase::<OperatorGroup>(&()),
+            Some(&w.op_ns),
+            "og"
+        )
+        .await
     );
 }
 
@@ -523,33 +602,55 @@ async fn a_finalizer_that_never_clears_times_out_with_exit_3_and_nothing_after_i
     let (code, out, err) = run_cvo(
         &kubeconfig,
         &[
-            "uninstall", &w.package, "-n", &w.op_ns, "--delete-operands", "--delete-crds",
-            "--remove-labels", "--delete-operator-group", "--yes", "--timeout", "2s",
+            "uninstall",
+            &w.package,
+            "-n",
+            &w.op_ns,
+            "--delete-operands",
+            "--delete-crds",
+            "--remove-labels",
+            "--delete-operator-group",
+            "--yes",
+            "--timeout",
+            "2s",
         ],
     )
     .await;
     assert_eq!(code, 3, "timed out: {out}{err}");
     assert!(out.contains("timed out in step operands"), "{out}");
     assert!(
-        out.contains(&format!("Widget {}/w1 (finalizers: {})", w.target_ns, common::TEST_FINALIZER)),
+        out.contains(&format!(
+            "Widget {}/w1 (finalizers: {})",
+            w.target_ns,
+            common::TEST_FINALIZER
+        )),
         "names the object and its finalizer: {out}"
     );
     // The operands were deleted (one is held); nothing after that step was touched.
-    let w1 = w
-        .tc
-        .dynamic(&w.widgets.resource(), Some(&w.target_ns))
-        .get("w1")
-        .await
-        .unwrap();
+    let w1 =
+        w.tc.dynamic(&w.widgets.resource(), Some(&w.target_ns))
+            .get("w1")
+            .await
+            .unwrap();
     assert!(w1.metadata.deletion_timestamp.is_some());
-    assert_eq!(w.subs().get("widgets").await.unwrap().resource_version(), sub_rv);
+    assert_eq!(
+        w.subs().get("widgets").await.unwrap().resource_version(),
+        sub_rv
+    );
     assert_eq!(w.csvs().get(CSV).await.unwrap().resource_version(), csv_rv);
     assert!(w.exists(&operator_kind(), None, &w.operator).await);
     assert!(
-        w.exists(&ApiResource::erase::<OperatorGroup>(&()), Some(&w.op_ns), "og")
+        w.exists(
+            &ApiResource::erase::<OperatorGroup>(&()),
+            Some(&w.op_ns),
+            "og"
+        )
+        .await
+    );
+    assert!(
+        w.exists(&w.widgets.resource(), Some(&w.outside_ns), "w-out")
             .await
     );
-    assert!(w.exists(&w.widgets.resource(), Some(&w.outside_ns), "w-out").await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -598,7 +699,16 @@ async fn an_opted_in_csv_is_refused_without_delete_operands_and_left_to_olm_clea
     let _ = reconciler.await;
     assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
     assert!(w.csvs().get_opt(CSV).await.unwrap().is_none());
-    assert!(!w.exists(&w.widgets.resource(), Some(&w.target_ns), "w1").await);
-    assert!(!w.exists(&w.gadgets.resource(), Some(&w.target_ns), "g1").await);
-    assert!(w.exists(&w.widgets.resource(), Some(&w.outside_ns), "w-out").await);
+    assert!(
+        !w.exists(&w.widgets.resource(), Some(&w.target_ns), "w1")
+            .await
+    );
+    assert!(
+        !w.exists(&w.gadgets.resource(), Some(&w.target_ns), "g1")
+            .await
+    );
+    assert!(
+        w.exists(&w.widgets.resource(), Some(&w.outside_ns), "w-out")
+            .await
+    );
 }

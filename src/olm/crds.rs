@@ -44,7 +44,16 @@ pub const OPERATOR_PLURAL: &str = "operators";
 pub const OPERATOR_VERSION: &str = "v1";
 
 /// (kind, plural, singular, short names, version, scope).
-const KINDS: [(&str, &str, &str, &[&str], &str, &str); 4] = [
+type Kind = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+    &'static str,
+    &'static str,
+);
+
+const KINDS: [Kind; 4] = [
     (
         "ClusterServiceVersion",
         "clusterserviceversions",

@@ -228,9 +228,9 @@ pub fn decide(inv: &Inventory, opts: &Options) -> Plan {
         ));
     }
     match (&inv.csv_name, &inv.csv) {
-        (None, _) => plan.notes.push(format!(
-            "the Subscription has no status.installedCSV: OLM has installed no CSV for it, so only the Subscription is removed"
-        )),
+        (None, _) => plan.notes.push(
+            "the Subscription has no status.installedCSV: OLM has installed no CSV for it, so only the Subscription is removed".to_owned(),
+        ),
         (Some(name), None) => plan.notes.push(format!(
             "ClusterServiceVersion {}/{name} (the Subscription's installedCSV) does not exist",
             opts.namespace
