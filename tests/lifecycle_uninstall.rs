@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use common::{TestCluster, TestCrd, poll_until};
 use cvo::lifecycle::uninstall::{self, Options, Outcome};
 use cvo::olm::types::{
-    ApiServiceDescription, CleanupSpec, ClusterServiceVersion, CrdDescription, CsvSpec,
-    OperatorGroup, OperatorGroupSpec, Subscription,
+    ApiServiceDefinitions, ApiServiceDescription, CleanupSpec, ClusterServiceVersion,
+    CrdDescription, CsvSpec, OperatorGroup, OperatorGroupSpec, Subscription,
 };
 use futures::StreamExt;
 use kube::api::{
@@ -132,14 +132,15 @@ async fn world(shared: bool, opted_in: bool) -> World {
             .owned
             .push(CrdDescription::new(&crd.name, "v1", &crd.kind));
     }
-    spec.apiservicedefinitions
-        .owned
-        .push(ApiServiceDescription::new(
+    spec.apiservicedefinitions = Some(ApiServiceDefinitions {
+        owned: vec![ApiServiceDescription::new(
             &things.group,
             "v1",
             "Thing",
             "things",
-        ));
+        )],
+        ..Default::default()
+    });
     spec.extra.insert("displayName".into(), json!("Widgets"));
     spec.extra.insert(
         "install".into(),

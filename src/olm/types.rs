@@ -142,8 +142,9 @@ impl ClusterServiceVersion {
 pub struct CsvSpec {
     #[serde(default, skip_serializing_if = "CustomResourceDefinitions::is_empty")]
     pub customresourcedefinitions: CustomResourceDefinitions,
-    #[serde(default, skip_serializing_if = "ApiServiceDefinitions::is_empty")]
-    pub apiservicedefinitions: ApiServiceDefinitions,
+    /// An `Option`, so that a CSV's `apiservicedefinitions: {}` survives a round trip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apiservicedefinitions: Option<ApiServiceDefinitions>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub install_modes: Vec<InstallMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -195,6 +196,22 @@ impl CrdDescription {
             kind: kind.to_string(),
             extra: Extra::new(),
         }
+    }
+}
+
+impl CsvSpec {
+    /// `apiservicedefinitions.owned` (empty when absent).
+    pub fn owned_apiservices(&self) -> &[ApiServiceDescription] {
+        self.apiservicedefinitions
+            .as_ref()
+            .map_or(&[], |d| d.owned.as_slice())
+    }
+
+    /// `apiservicedefinitions.required` (empty when absent).
+    pub fn required_apiservices(&self) -> &[ApiServiceDescription] {
+        self.apiservicedefinitions
+            .as_ref()
+            .map_or(&[], |d| d.required.as_slice())
     }
 }
 

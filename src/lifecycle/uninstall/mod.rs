@@ -291,7 +291,7 @@ async fn gather_owned(
         inv.crds.push(info);
     }
     let svc_api: Api<DynamicObject> = Api::all_with(client.clone(), &plan::apiservice_resource());
-    for d in &csv.spec.apiservicedefinitions.owned {
+    for d in csv.spec.owned_apiservices() {
         let name = d.apiservice_name();
         if inv.apiservices.iter().any(|s| s.name == name) {
             continue;

@@ -524,14 +524,11 @@ pub fn apiservice_items(inv: &Inventory, opts: &Options) -> Vec<Item> {
             continue; // absent
         }
         let users = other_csv_uses(inv, |other| {
-            let defs = &other.spec.apiservicedefinitions;
-            if defs.owned.iter().any(|d| d.apiservice_name() == svc.name) {
+            let named =
+                |d: &crate::olm::types::ApiServiceDescription| d.apiservice_name() == svc.name;
+            if other.spec.owned_apiservices().iter().any(named) {
                 Some(true)
-            } else if defs
-                .required
-                .iter()
-                .any(|d| d.apiservice_name() == svc.name)
-            {
+            } else if other.spec.required_apiservices().iter().any(named) {
                 Some(false)
             } else {
                 None
