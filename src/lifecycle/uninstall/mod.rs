@@ -573,12 +573,13 @@ impl Run<'_> {
         }
     }
 
-    async fn fresh(&self, known: &Inventory) -> Result<Inventory, Stop> {
+    /// The cluster read again, for deciding `step` (a failure ends the uninstall there).
+    async fn fresh(&self, step: Step, known: &Inventory) -> Result<Inventory, Stop> {
         gather(self.client, self.opts, Some((&known.csv_name, &known.csv)))
             .await
             .map_err(|e| {
                 Stop(Outcome::Failed {
-                    step: Step::Crds,
+                    step,
                     message: e.to_string(),
                 })
             })
@@ -663,7 +664,7 @@ async fn steps(run: &mut Run<'_>, plan: &Plan, inv: &Inventory) -> Result<(), St
         run.wait(Step::Csv, what, &wait_for).await?;
     }
     // 4. CRDs and APIServices, decided again now that the operands are gone.
-    let fresh = run.fresh(inv).await?;
+    let fresh = run.fresh(Step::Crds, inv).await?;
     let remaining: Vec<&CrRef> = fresh.crs.iter().collect();
     let mut items = plan::crd_items(&fresh, run.opts, &remaining);
     items.extend(plan::apiservice_items(&fresh, run.opts));
@@ -674,7 +675,7 @@ async fn steps(run: &mut Run<'_>, plan: &Plan, inv: &Inventory) -> Result<(), St
         }
     }
     // 5. The Operator object: wait for label carriers that are going away, then decide.
-    let mut fresh = run.fresh(inv).await?;
+    let mut fresh = run.fresh(Step::Operator, inv).await?;
     if let (Some(op), Ok(scan)) = (&fresh.operator, &fresh.label_carriers) {
         let csv_uid = inv.csv.as_ref().and_then(|c| c.metadata.uid.clone());
         let leaving: Vec<Tracked> = scan
@@ -697,7 +698,7 @@ async fn steps(run: &mut Run<'_>, plan: &Plan, inv: &Inventory) -> Result<(), St
                 &leaving,
             )
             .await?;
-            fresh = run.fresh(inv).await?;
+            fresh = run.fresh(Step::Operator, inv).await?;
         }
     }
     let (items, _) = plan::operator_items(&fresh, run.opts, &Default::default());
@@ -714,7 +715,7 @@ async fn steps(run: &mut Run<'_>, plan: &Plan, inv: &Inventory) -> Result<(), St
         }
     }
     // 6. The OperatorGroup.
-    let fresh = run.fresh(inv).await?;
+    let fresh = run.fresh(Step::OperatorGroup, inv).await?;
     for item in &plan::operator_group_items(&fresh, run.opts) {
         match item.action {
             Action::Delete => run.delete(item).await?,

@@ -752,3 +752,284 @@ pub fn operator_group_items(inv: &Inventory, opts: &Options) -> Vec<Item> {
     }
     items
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lifecycle::scan::Scan;
+    use crate::lifecycle::uninstall::OperatorRef;
+    use crate::olm::plan::CrdInfo;
+    use crate::olm::types::{CleanupSpec, CrdDescription, CsvSpec, OperatorGroupSpec};
+    use serde_json::json;
+
+    fn sub(name: &str, package: &str) -> Subscription {
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": "ops", "uid": name},
+            "spec": {"name": package}, "status": {"installedCSV": "op.v1"}}),
+        )
+        .unwrap()
+    }
+
+    fn csv(ns: &str, name: &str, owned: &[&str], required: &[&str]) -> ClusterServiceVersion {
+        let mut spec = CsvSpec::default();
+        for o in owned {
+            spec.customresourcedefinitions
+                .owned
+                .push(CrdDescription::new(o, "v1", "Widget"));
+        }
+        for r in required {
+            spec.customresourcedefinitions
+                .required
+                .push(CrdDescription::new(r, "v1", "Widget"));
+        }
+        let mut c = ClusterServiceVersion::new(ns, name, spec);
+        c.metadata.uid = Some(format!("{ns}/{name}"));
+        c
+    }
+
+    fn crd(name: &str) -> CrdInfo {
+        CrdInfo {
+            name: name.into(),
+            group: "example.com".into(),
+            plural: "widgets".into(),
+            kind: "Widget".into(),
+            served_version: Some("v1".into()),
+            cluster_scoped: false,
+        }
+    }
+
+    fn cr(ns: &str, name: &str) -> CrRef {
+        CrRef {
+            crd: "widgets.example.com".into(),
+            namespace: Some(ns.into()),
+            name: name.into(),
+            uid: Some(format!("{ns}/{name}")),
+            deleting: false,
+        }
+    }
+
+    /// Operator `op` in `ops`, targeting `t1`, owning widgets.example.com, one CR in `t1` and
+    /// one in `t2`.
+    fn inventory() -> Inventory {
+        let ours = csv("ops", "op.v1", &["widgets.example.com"], &[]);
+        Inventory {
+            subscriptions: vec![sub("op", "op")],
+            namespace_subscriptions: vec![sub("op", "op")],
+            csv_name: Some("op.v1".into()),
+            csv: Some(ours.clone()),
+            all_csvs: vec![ours],
+            operator_groups: vec![OperatorGroup::new(
+                "ops",
+                "og",
+                OperatorGroupSpec {
+                    target_namespaces: Some(vec!["t1".into()]),
+                    ..Default::default()
+                },
+            )],
+            crds: vec![crd("widgets.example.com")],
+            crs: vec![cr("t1", "a"), cr("t2", "b")],
+            operator: Some(OperatorRef {
+                name: "op.ops".into(),
+                uid: Some("operator".into()),
+            }),
+            label_carriers: Ok(Scan::default()),
+            ..Inventory::default()
+        }
+    }
+
+    fn opts() -> Options {
+        Options::new("op", "ops")
+    }
+
+    fn find<'a>(plan: &'a Plan, kind: &str, name: &str) -> &'a Item {
+        plan.items
+            .iter()
+            .find(|i| i.kind == kind && i.name == name)
+            .unwrap_or_else(|| panic!("no {kind} {name} in {:#?}", plan.items))
+    }
+
+    #[test]
+    fn defaults_delete_the_subscription_and_csv_and_keep_the_rest() {
+        let plan = decide(&inventory(), &opts());
+        assert!(plan.refusals.is_empty(), "{:?}", plan.refusals);
+        assert_eq!(find(&plan, "Subscription", "op").action, Action::Delete);
+        assert_eq!(
+            find(&plan, "ClusterServiceVersion", "op.v1").action,
+            Action::Delete
+        );
+        let crd = find(&plan, "CustomResourceDefinition", "widgets.example.com");
+        assert_eq!(
+            (crd.action, crd.reason.as_str()),
+            (Action::Keep, "--delete-crds not given")
+        );
+        assert_eq!(find(&plan, "Widget", "a").action, Action::Keep);
+        assert_eq!(find(&plan, "OperatorGroup", "og").action, Action::Keep);
+        assert_eq!(find(&plan, "Operator", "op.ops").action, Action::Delete);
+        // The steps come in their order.
+        let steps: Vec<Step> = plan.items.iter().map(|i| i.step).collect();
+        let mut sorted = steps.clone();
+        sorted.sort();
+        assert_eq!(steps, sorted);
+    }
+
+    #[test]
+    fn operands_only_in_targets_and_the_crd_kept_while_others_remain() {
+        let o = Options {
+            delete_operands: true,
+            delete_crds: true,
+            ..opts()
+        };
+        let plan = decide(&inventory(), &o);
+        assert!(plan.refusals.is_empty(), "{:?}", plan.refusals);
+        assert_eq!(find(&plan, "Widget", "a").action, Action::Delete);
+        let b = find(&plan, "Widget", "b");
+        assert_eq!(b.action, Action::Keep);
+        assert!(b.reason.contains("outside"), "{}", b.reason);
+        let crd = find(&plan, "CustomResourceDefinition", "widgets.example.com");
+        assert_eq!(crd.action, Action::Keep);
+        assert!(crd.reason.contains("t2/b"), "{}", crd.reason);
+    }
+
+    #[test]
+    fn a_crd_another_csv_requires_refuses_operands_and_is_kept() {
+        let mut inv = inventory();
+        inv.all_csvs
+            .push(csv("elsewhere", "other.v1", &[], &["widgets.example.com"]));
+        inv.crs.clear();
+        let with_operands = Options {
+            delete_operands: true,
+            delete_crds: true,
+            ..opts()
+        };
+        let plan = decide(&inv, &with_operands);
+        assert!(
+            plan.refusals
+                .iter()
+                .any(|r| r.contains("required by CSV elsewhere/other.v1")),
+            "{:?}",
+            plan.refusals
+        );
+        let crds_only = Options {
+            delete_crds: true,
+            ..opts()
+        };
+        let plan = decide(&inv, &crds_only);
+        assert!(plan.refusals.is_empty());
+        let crd = find(&plan, "CustomResourceDefinition", "widgets.example.com");
+        assert_eq!(crd.action, Action::Keep);
+        assert_eq!(crd.reason, "required by CSV elsewhere/other.v1");
+        // A copied CSV does not count.
+        let mut copied = csv("t1", "op.v1", &["widgets.example.com"], &[]);
+        copied.metadata.labels = Some([("olm.copiedFrom".to_owned(), "ops".to_owned())].into());
+        inv.all_csvs.pop();
+        inv.all_csvs.push(copied);
+        let plan = decide(&inv, &crds_only);
+        let crd = find(&plan, "CustomResourceDefinition", "widgets.example.com");
+        assert_eq!(crd.action, Action::Delete, "{}", crd.reason);
+    }
+
+    #[test]
+    fn refusals() {
+        let mut two = inventory();
+        two.subscriptions.push(sub("op-2", "op"));
+        assert!(decide(&two, &opts()).refusals[0].contains("2 Subscriptions"));
+
+        let mut opted = inventory();
+        let c = opted.csv.as_mut().unwrap();
+        c.metadata.finalizers = Some(vec![olm_plan::FINALIZER.into()]);
+        c.spec.cleanup = Some(CleanupSpec { enabled: true });
+        assert!(decide(&opted, &opts()).refusals[0].contains("opted in"));
+        let with = Options {
+            delete_operands: true,
+            ..opts()
+        };
+        let plan = decide(&opted, &with);
+        assert!(plan.refusals.is_empty() && plan.olm_operand_cleanup);
+
+        let mut no_og = inventory();
+        no_og.operator_groups.clear();
+        assert!(decide(&no_og, &with).refusals[0].contains("no OperatorGroup"));
+    }
+
+    #[test]
+    fn the_operator_object_waits_for_labels_and_fails_closed() {
+        let mut inv = inventory();
+        let carrier = Found {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("ops".into()),
+            name: "settings".into(),
+            uid: Some("cm".into()),
+            owners: vec![],
+            deleting: false,
+            resource: crate::lifecycle::scan::ApiResourceKey {
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+                plural: "configmaps".into(),
+                namespaced: true,
+                ..Default::default()
+            },
+        };
+        let csv_owned = Found {
+            name: "deployment".into(),
+            uid: Some("dep".into()),
+            owners: vec!["ops/op.v1".into()],
+            ..carrier.clone()
+        };
+        inv.label_carriers = Ok(Scan {
+            found: vec![carrier.clone(), csv_owned],
+            unlisted: vec![],
+        });
+        let plan = decide(&inv, &opts());
+        let op = find(&plan, "Operator", "op.ops");
+        assert_eq!(op.action, Action::Keep);
+        assert!(
+            op.reason.contains("ConfigMap ops/settings"),
+            "{}",
+            op.reason
+        );
+        assert!(
+            !op.reason.contains("deployment"),
+            "garbage-collected with the CSV"
+        );
+        let plan = decide(
+            &inv,
+            &Options {
+                remove_labels: true,
+                ..opts()
+            },
+        );
+        assert_eq!(
+            find(&plan, "ConfigMap", "settings").action,
+            Action::RemoveLabel
+        );
+        assert_eq!(find(&plan, "Operator", "op.ops").action, Action::Delete);
+        inv.label_carriers = Ok(Scan {
+            found: vec![],
+            unlisted: vec!["Secret (v1): 403 Forbidden".into()],
+        });
+        let op_plan = decide(&inv, &opts());
+        let op = find(&op_plan, "Operator", "op.ops");
+        assert_eq!(op.action, Action::Keep, "cannot tell: kept");
+        assert!(op.reason.contains("cannot tell"), "{}", op.reason);
+    }
+
+    #[test]
+    fn the_operator_group_goes_only_when_nothing_else_uses_it() {
+        let o = Options {
+            delete_operator_group: true,
+            ..opts()
+        };
+        assert_eq!(
+            find(&decide(&inventory(), &o), "OperatorGroup", "og").action,
+            Action::Delete
+        );
+        let mut inv = inventory();
+        inv.namespace_subscriptions
+            .push(sub("other", "other-package"));
+        let og = decide(&inv, &o);
+        let og = find(&og, "OperatorGroup", "og");
+        assert_eq!(og.action, Action::Keep);
+        assert!(og.reason.contains("Subscription other"), "{}", og.reason);
+    }
+}
