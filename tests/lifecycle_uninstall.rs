@@ -269,57 +269,62 @@ impl World {
         Api::namespaced(self.tc.client.clone(), &self.op_ns)
     }
 
-    /// `Kind ns/name → resourceVersion` of every object the uninstall could touch.
+    /// `Kind ns/name → resourceVersion` of every object of this world the uninstall could
+    /// touch (cluster-scoped ones by name: other tests change theirs meanwhile).
     async fn versions(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
-        let c = &self.tc;
-        let kinds: Vec<(ApiResource, Option<String>)> = vec![
-            (
+        let crds = common::builtin(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+        );
+        let mut listed: Vec<(ApiResource, String)> = Vec::new();
+        for ns in [&self.op_ns, &self.target_ns, &self.outside_ns] {
+            for ar in [
                 ApiResource::erase::<Subscription>(&()),
-                Some(self.op_ns.clone()),
-            ),
-            (
                 ApiResource::erase::<ClusterServiceVersion>(&()),
-                Some(self.op_ns.clone()),
-            ),
-            (
                 ApiResource::erase::<OperatorGroup>(&()),
-                Some(self.op_ns.clone()),
-            ),
-            (common::configmaps(), Some(self.op_ns.clone())),
-            (self.widgets.resource(), None),
-            (self.gadgets.resource(), None),
-            (self.things.resource(), None),
-            (operator_kind(), None),
-            (apiservices(), None),
-            (
-                common::builtin(
-                    "apiextensions.k8s.io",
-                    "v1",
-                    "CustomResourceDefinition",
-                    "customresourcedefinitions",
-                ),
-                None,
-            ),
-        ];
-        for (ar, ns) in kinds {
-            for o in c
-                .dynamic(&ar, ns.as_deref())
+                common::configmaps(),
+                self.widgets.resource(),
+                self.gadgets.resource(),
+                self.things.resource(),
+            ] {
+                listed.push((ar, ns.clone()));
+            }
+        }
+        for (ar, ns) in listed {
+            for o in self
+                .tc
+                .dynamic(&ar, Some(&ns))
                 .list(&Default::default())
                 .await
                 .unwrap()
                 .items
             {
                 out.insert(
-                    format!(
-                        "{} {}/{}",
-                        ar.kind,
-                        o.namespace().unwrap_or_default(),
-                        o.name_any()
-                    ),
+                    format!("{} {ns}/{}", ar.kind, o.name_any()),
                     o.resource_version().unwrap_or_default(),
                 );
             }
+        }
+        for (ar, name) in [
+            (crds.clone(), self.widgets.name.clone()),
+            (crds.clone(), self.gadgets.name.clone()),
+            (crds, self.things.name.clone()),
+            (apiservices(), self.apiservice.clone()),
+            (operator_kind(), self.operator.clone()),
+        ] {
+            let o = self
+                .tc
+                .dynamic(&ar, None)
+                .get(&name)
+                .await
+                .unwrap_or_else(|e| panic!("{} {name}: {e}", ar.kind));
+            out.insert(
+                format!("{} {name}", ar.kind),
+                o.resource_version().unwrap_or_default(),
+            );
         }
         out
     }

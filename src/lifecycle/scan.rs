@@ -5,7 +5,8 @@
 //! `operators.coreos.com/<operator>` label, which objects are annotated
 //! `lifecycle.cvo.io/preserve: "true"`. A kind that cannot be listed is reported in
 //! [`Scan::unlisted`], never silently skipped: the caller decides what an incomplete answer
-//! means (fail closed).
+//! means (fail closed). A kind the server stopped serving since discovery (404) has no objects
+//! left, and is skipped.
 
 use std::collections::BTreeSet;
 
@@ -110,6 +111,9 @@ pub async fn objects(
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
             let metas = match list::all_metadata(&api, &lp, retry).await {
                 Ok(m) => m,
+                // No longer served since discovery (a CRD deleted meanwhile: it stops being
+                // served only once its objects are gone): none of it exists.
+                Err(e) if e.code() == Some(404) => continue,
                 Err(e) => {
                     scan.unlisted
                         .push(format!("{} ({}): {e}", ar.kind, ar.api_version));
