@@ -2,7 +2,8 @@
 //!
 //! [`on_cluster_deletion`] runs a kube-runtime [`Controller`] on the `Alive` object and uses
 //! kube-runtime's [`finalizer`](kube::runtime::finalizer()) helper: while `Alive` lives, it
-//! makes sure `Alive` carries your finalizer; once its deletion starts (the provisioner ran
+//! makes sure `Alive` carries your finalizer (added under a field manager of the finalizer's
+//! name, so `cvo cluster-deletion status` names who set it); once its deletion starts (the provisioner ran
 //! `cvo cluster-deletion signal`), it runs your cleanup and removes the finalizer only when the
 //! cleanup succeeded. A failed cleanup is retried with backoff; the finalizer stays meanwhile.
 //!
@@ -28,10 +29,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::finalizer::{Event, finalizer};
+use kube::runtime::finalizer::{Error as FinalizerError, Event, finalizer};
 use kube::runtime::watcher;
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 
 use super::alive::{Alive, NAME};
 
@@ -48,6 +50,32 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+}
+
+/// Adds `name` to the finalizers of `alive` with field manager `name`, so that `cvo
+/// cluster-deletion status` can say who set it (kube-runtime's helper would add it under the
+/// client's User-Agent, often `unknown`). The patch first tests the list it read: a concurrent
+/// change makes it fail and the reconcile run again.
+async fn add_finalizer(api: &Api<Alive>, alive: &Alive, name: &str) -> Result<Alive, kube::Error> {
+    let current = alive.finalizers();
+    let patch: json_patch::Patch = serde_json::from_value(if current.is_empty() {
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": [name]},
+        ])
+    } else {
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": current},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": name},
+        ])
+    })
+    .map_err(kube::Error::SerdeError)?;
+    let params = PatchParams {
+        field_manager: Some(name.chars().take(128).collect()),
+        ..PatchParams::default()
+    };
+    api.patch(&alive.name_any(), &params, &Patch::Json::<()>(patch))
+        .await
 }
 
 /// Delay before a failed reconcile (a cleanup error, a conflict) is tried again.
@@ -101,6 +129,14 @@ where
         })
         .run(
             |alive: Arc<Alive>, ctx: Arc<Ctx<F>>| async move {
+                if alive.metadata.deletion_timestamp.is_none()
+                    && !alive.finalizers().iter().any(|f| *f == ctx.finalizer)
+                {
+                    add_finalizer(&ctx.api, &alive, &ctx.finalizer)
+                        .await
+                        .map_err(FinalizerError::AddFinalizer)?;
+                    return Ok(Action::await_change());
+                }
                 finalizer(&ctx.api, &ctx.finalizer, alive, |event| async {
                     match event {
                         Event::Apply(_) => Ok::<_, E>(Action::await_change()),
@@ -112,7 +148,7 @@ where
                 })
                 .await
             },
-            |_alive, error: &kube::runtime::finalizer::Error<E>, _ctx| {
+            |_alive, error: &FinalizerError<E>, _ctx| {
                 tracing::warn!(%error, "Alive finalizer: retrying");
                 Action::requeue(RETRY_AFTER)
             },
