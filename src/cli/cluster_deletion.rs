@@ -39,6 +39,7 @@ pub struct Target {
     /// Namespace of the Alive object `cluster`.
     #[arg(long, short = 'n', value_name = "NS", default_value = DEFAULT_NAMESPACE)]
     pub namespace: String,
+    /// Output format (stdout).
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
 }
