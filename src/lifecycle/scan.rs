@@ -84,6 +84,23 @@ pub struct Scan {
     pub unlisted: Vec<String>,
 }
 
+/// Every served group. A group removed while discovery reads the groups one by one (a CRD
+/// deleted meanwhile) fails the whole discovery with 404: it is asked again (a few times),
+/// without that group.
+async fn discover(client: &Client, retry: &RetryPolicy) -> Result<Discovery, RequestError> {
+    let mut attempt = 1;
+    loop {
+        match retry.run(|| Discovery::new(client.clone()).run()).await {
+            Ok(d) => return Ok(d),
+            Err((e, _)) if e.code() == Some(404) && attempt < 5 => {
+                tracing::debug!(error = %e, "a group vanished during discovery; asking again");
+                attempt += 1;
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
+}
+
 /// Lists the metadata of every object of every listable kind (with `label_selector`, when
 /// given) and keeps those `keep` accepts. Discovery failing as a whole is an error; one kind
 /// failing is recorded in [`Scan::unlisted`].
@@ -93,10 +110,7 @@ pub async fn objects(
     keep: impl Fn(&ObjectMeta) -> bool,
     retry: &RetryPolicy,
 ) -> Result<Scan, RequestError> {
-    let discovery = retry
-        .run(|| Discovery::new(client.clone()).run())
-        .await
-        .map_err(|(e, _)| e)?;
+    let discovery = discover(client, retry).await?;
     let mut lp = ListParams::default();
     if let Some(sel) = label_selector {
         lp = lp.labels(sel);
