@@ -2,13 +2,18 @@
 //!
 //! The code follows the data: [`release`] loads a release directory, [`graph`] plans it as a
 //! run-level task graph, [`validate`] checks it for CI, [`cluster`] talks to API servers (and
-//! holds the embedded in-memory one), and [`cli`] is the thin command-line shell on top.
+//! holds the embedded in-memory one), [`apply`] writes each manifest and [`health`] judges what
+//! it wrote, [`status`] derives ClusterVersion status, [`sync`] orchestrates one sync (both for
+//! `cvo apply` and the operator), [`olm`] cleans up OLM operands, [`lifecycle`] uninstalls operators and signals cluster
+//! deletion, and [`cli`] is the thin
+//! command-line shell on top.
 
 pub mod apply;
 pub mod cli;
 pub mod cluster;
 pub mod diagnostic;
 pub mod graph;
+pub mod health;
 pub mod lifecycle;
 pub mod olm;
 pub mod release;

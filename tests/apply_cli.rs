@@ -273,6 +273,53 @@ fn in_memory_quickstart_shows_the_stuck_deletion() {
     );
 }
 
+/// With `--in-memory` nothing runs the release's operators, so `cvo` plays them: a release
+/// whose run level 20 waits for its ClusterOperator (and whose CRD comes in the same release)
+/// completes at once instead of waiting for the health timeout.
+#[test]
+fn in_memory_operators_report_the_release() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: clusteroperators.config.openshift.io\nspec:\n  group: config.openshift.io\n  scope: Cluster\n  names:\n    kind: ClusterOperator\n    plural: clusteroperators\n    singular: clusteroperator\n    listKind: ClusterOperatorList\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    subresources:\n      status: {}\n    schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true\n";
+    let files = [
+        ("0000_00_co_00_crd.yaml", crd.to_owned()),
+        (
+            "0000_10_dns_00_operator.yaml",
+            "apiVersion: config.openshift.io/v1\nkind: ClusterOperator\nmetadata:\n  name: dns\nstatus:\n  versions:\n  - name: operator\n    version: 4.2.0\n".to_owned(),
+        ),
+        (
+            "0000_20_next_00_ns.yaml",
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: after-dns\n".to_owned(),
+        ),
+    ];
+    for (name, text) in &files {
+        std::fs::write(dir.path().join(name), text).expect("write");
+    }
+    let out = Command::cargo_bin("cvo")
+        .expect("binary")
+        .args([
+            "apply",
+            "--in-memory",
+            "--health-timeout",
+            "60s",
+            "-o",
+            "json",
+            "--release",
+        ])
+        .arg(dir.path())
+        .timeout(std::time::Duration::from_secs(50))
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["summary"]["failed"], 0, "{report}");
+    assert_eq!(report["summary"]["created"], 3, "{report}");
+}
+
 /// Exit code and everything printed (stdout and stderr).
 async fn cvo_all(kubeconfig: &Path, args: &[&str]) -> (i32, String) {
     let (code, stdout, stderr) = run_cvo(kubeconfig, args).await;

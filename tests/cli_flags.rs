@@ -33,7 +33,12 @@ fn too_long_negative_and_unknown_durations_are_usage_errors() {
         ("5q", "unknown unit \"q\""),
         ("soon", "not a duration"),
     ] {
-        for flag in ["--stuck-after", "--deletion-timeout"] {
+        for flag in [
+            "--stuck-after",
+            "--deletion-timeout",
+            "--health-timeout",
+            "--failing-after",
+        ] {
             cvo(home.path())
                 .args(["apply", "--release", "unused", "--in-memory", flag, value])
                 .assert()
@@ -42,6 +47,25 @@ fn too_long_negative_and_unknown_durations_are_usage_errors() {
                 .stderr(predicate::str::contains("panicked").not());
         }
     }
+}
+
+#[test]
+fn an_unknown_wait_mode_is_a_usage_error_naming_the_choices() {
+    let home = tempfile::tempdir().unwrap();
+    cvo(home.path())
+        .args([
+            "apply",
+            "--release",
+            "unused",
+            "--in-memory",
+            "--wait",
+            "forever",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("failures"))
+        .stderr(predicate::str::contains("ready"))
+        .stderr(predicate::str::contains("none"));
 }
 
 /// Kills the server when the test ends, pass or fail.

@@ -455,3 +455,86 @@ fn size_limits_are_flags_with_plain_refusals() {
         .assert()
         .success();
 }
+
+/// Two files whose names differ only in bytes that are not UTF-8 stay two distinct files in
+/// every machine-readable output (a lossy conversion would make both `0000_10_a_�.yaml`).
+#[cfg(unix)]
+#[test]
+fn file_names_that_are_not_utf8_stay_distinct_in_json_and_sarif() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    for byte in [0xFEu8, 0xFF] {
+        let mut name = b"0000_10_a_".to_vec();
+        name.push(byte);
+        name.extend_from_slice(b".yaml");
+        std::fs::write(
+            dir.path().join(std::ffi::OsStr::from_bytes(&name)),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: ns\n  annotations:\n    release.openshift.io/delete: \"yes\"\n",
+        )
+        .unwrap();
+    }
+    let release = dir.path().display().to_string();
+    let (code, report) = validate_json(&["--release".into(), release.clone()]);
+    assert_eq!(code, 1);
+    let mut files: Vec<String> = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["rule"] == "invalid-delete-value")
+        .map(|d| d["location"]["file"].as_str().unwrap().to_owned())
+        .collect();
+    files.sort();
+    files.dedup();
+    assert_eq!(files.len(), 2, "{report}");
+    assert!(files[0].ends_with("0000_10_a_\\xFE.yaml"), "{files:?}");
+    assert!(files[1].ends_with("0000_10_a_\\xFF.yaml"), "{files:?}");
+
+    let out = cvo()
+        .args(["validate", "--format", "sarif", "--release", &release])
+        .output()
+        .unwrap();
+    let sarif: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut uris: Vec<String> = sarif["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["ruleId"] == "invalid-delete-value")
+        .map(|r| {
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    uris.sort();
+    uris.dedup();
+    assert_eq!(uris.len(), 2, "{uris:?}");
+}
+
+/// A message quotes at most 200 characters of the input, whatever the rule.
+#[test]
+fn messages_quote_at_most_200_characters_of_the_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let value = "y".repeat(5000);
+    std::fs::write(
+        dir.path().join("0000_10_a_cm.yaml"),
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: ns\n  annotations:\n    release.openshift.io/delete: \"{value}\"\n"),
+    )
+    .unwrap();
+    let (_, report) = validate_json(&["--release".into(), dir.path().display().to_string()]);
+    let diagnostics = report["diagnostics"].as_array().unwrap();
+    let invalid = diagnostics
+        .iter()
+        .find(|d| d["rule"] == "invalid-delete-value")
+        .unwrap_or_else(|| panic!("{report}"));
+    let message = invalid["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("{}…", "y".repeat(200))),
+        "{message}"
+    );
+    assert!(!message.contains(&"y".repeat(201)), "{message}");
+    for d in diagnostics {
+        let text = format!("{} {}", d["message"], d["help"]);
+        assert!(!text.contains(&"y".repeat(201)), "{text}");
+    }
+}

@@ -13,12 +13,14 @@ pub enum ManifestError {
     /// `release.openshift.io/delete` with a value other than `"true"`: the object is not
     /// touched.
     #[error(
-        "release.openshift.io/delete must be exactly \"true\", found {0:?}; the object was not touched"
+        "release.openshift.io/delete must be exactly \"true\", found \"{}\"; the object was not touched",
+        crate::diagnostic::excerpt(.0)
     )]
     InvalidDeleteAnnotation(String),
     /// The per-manifest strategy annotation has an unknown value.
     #[error(
-        "{annotation} must be \"synchronous\" or \"non-blocking\", found {value:?}; the object was not touched"
+        "{annotation} must be \"synchronous\" or \"non-blocking\", found \"{}\"; the object was not touched",
+        crate::diagnostic::excerpt(.value)
     )]
     InvalidStrategy {
         annotation: &'static str,
@@ -58,6 +60,10 @@ pub enum ManifestError {
         "the object was replaced (same name, new uid) between reading and deleting it; nothing was deleted, run again to delete the new object"
     )]
     Replaced,
+    /// Written, but not healthy ([`crate::health`]): the finding says what is wrong or
+    /// still missing.
+    #[error("{0}")]
+    Unhealthy(crate::health::Finding),
     /// Synchronous deletion did not finish in time.
     #[error("deletion did not finish within {waited:?}; remaining finalizers: {}", finalizers_text(.finalizers))]
     DeletionTimeout {
@@ -89,6 +95,9 @@ impl ManifestError {
             ManifestError::InvalidDeleteAnnotation(_)
             | ManifestError::InvalidStrategy { .. }
             | ManifestError::Decode(_) => true,
+            ManifestError::Unhealthy(f) => {
+                f.reason == crate::health::Reason::ClusterOperatorNoVersions
+            }
             ManifestError::Rejected { code, .. } => matches!(code, 400 | 422),
             _ => false,
         }

@@ -11,6 +11,9 @@
 //! - [`secrets`]: Secret values masked in plans and left out of digests;
 //! - [`error`]: why a manifest failed.
 //!
+//! After its writes, each manifest's object is judged by [`crate::health`] (and waited for,
+//! within its node's health deadline): a node is done when what it applied is healthy.
+//!
 //! Deletion tracking has no memory of its own: every pass reads each delete manifest's
 //! object back from the cluster (absent, present, or carrying a deletionTimestamp), so a
 //! restarted process reports exactly what the cluster shows.
@@ -75,6 +78,8 @@ pub struct Options {
     pub retry: RetryPolicy,
     /// Server-side dry-run (`cvo plan`): compute what would happen, write nothing.
     pub dry_run: bool,
+    /// What a node waits for after its writes ([`crate::health`]).
+    pub health: crate::health::Options,
 }
 
 impl Default for Options {
@@ -85,6 +90,7 @@ impl Default for Options {
             crd_timeout: Duration::from_secs(60),
             retry: RetryPolicy::default(),
             dry_run: false,
+            health: crate::health::Options::default(),
         }
     }
 }
@@ -172,6 +178,9 @@ pub struct ManifestResult {
     pub pending: Option<PendingDeletion>,
     /// Field changes of a planned update (dry-run only).
     pub changes: Vec<FieldChange>,
+    /// What the health check found: why it failed (with `action: failed`), or what it
+    /// reported without failing (a degraded operator during an install).
+    pub health: Option<crate::health::Finding>,
 }
 
 impl ManifestResult {
@@ -190,6 +199,7 @@ impl ManifestResult {
             warnings: Vec::new(),
             pending: None,
             changes: Vec::new(),
+            health: None,
         }
     }
 }

@@ -113,7 +113,8 @@ pub fn flattened_graph(release: &Release) -> TaskGraph {
 }
 
 /// Runs one pass over `graph` (built from the applier's release) with at most
-/// `parallelism` nodes at once; `on_result` sees every result as it happens (progress).
+/// `parallelism` nodes at once (a node is done when its objects are written and healthy, see
+/// [`crate::health`]; its manifests share one health deadline); `on_result` sees every result as it happens (progress).
 /// Rounds of an install (`rounds`): a failure does not stop the manifests after it in its
 /// node (they may not depend on it: installs run the flattened graph, where adjacent run
 /// levels share a node), and with `previous` set, manifests that reached a final answer there
@@ -137,12 +138,14 @@ where
     let on_result = &on_result;
     let done = &done;
     let report = graph::run(graph, parallelism, |_node, tasks| async move {
+        // One health deadline per node: its manifests share it.
+        let deadline = tokio::time::Instant::now() + applier.options().health.timeout;
         for &task in tasks {
             if let Some(earlier) = done(task) {
                 slots_ref.lock().unwrap_or_else(|p| p.into_inner())[task] = Some(earlier.clone());
                 continue;
             }
-            let result = applier.run(task).await;
+            let result = applier.run_within(task, deadline).await;
             on_result(&result);
             let failed = result.action == Action::Failed;
             slots_ref.lock().unwrap_or_else(|p| p.into_inner())[task] = Some(result);

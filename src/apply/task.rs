@@ -17,6 +17,7 @@ use super::{
 };
 use crate::cluster::discovery::DiscoveryError;
 use crate::cluster::{Cluster, DeleteOutcome, Resolved, crd, wait};
+use crate::health::{self, Finding, Verdict, WaitMode};
 use crate::release::{DeleteIntent, Manifest, Release, typed};
 
 /// Applies the manifests of one release to one cluster. Holds no state between calls
@@ -33,6 +34,8 @@ pub struct Applier<'r> {
     snapshot: Snapshot,
     /// Manifests being worked on right now (for progress reports).
     in_flight: std::sync::Mutex<std::collections::BTreeSet<usize>>,
+    /// What manifests being worked on wait for (their health), by manifest index.
+    waiting: std::sync::Mutex<std::collections::BTreeMap<usize, Finding>>,
 }
 
 impl<'r> Applier<'r> {
@@ -66,6 +69,7 @@ impl<'r> Applier<'r> {
             namespaces,
             snapshot: Snapshot::new(),
             in_flight: Default::default(),
+            waiting: Default::default(),
         }
     }
 
@@ -96,13 +100,46 @@ impl<'r> Applier<'r> {
             .collect()
     }
 
-    /// Runs manifest `index` of the release.
+    /// What the manifests being worked on wait for right now (their health), in release
+    /// order.
+    pub fn waiting(&self) -> Vec<Finding> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    fn set_waiting(&self, index: usize, finding: Option<&Finding>) {
+        let now = {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            match finding {
+                Some(f) => waiting.insert(index, f.clone()),
+                None => waiting.remove(&index),
+            };
+            waiting.values().cloned().collect::<Vec<_>>()
+        };
+        if let Some(observer) = &self.options.health.observer {
+            observer.waiting(&now);
+        }
+    }
+
+    /// Runs manifest `index` of the release, waiting for its health at most the health
+    /// timeout.
     pub async fn run(&self, index: usize) -> ManifestResult {
+        let deadline = tokio::time::Instant::now() + self.options.health.timeout;
+        self.run_within(index, deadline).await
+    }
+
+    /// Runs manifest `index` of the release; waiting for its health ends at `deadline` (its
+    /// node's).
+    pub async fn run_within(&self, index: usize, deadline: tokio::time::Instant) -> ManifestResult {
         self.in_flight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(index);
-        let result = self.run_one(index).await;
+        let result = self.run_one(index, deadline).await;
         self.in_flight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -110,7 +147,7 @@ impl<'r> Applier<'r> {
         result
     }
 
-    async fn run_one(&self, index: usize) -> ManifestResult {
+    async fn run_one(&self, index: usize, deadline: tokio::time::Instant) -> ManifestResult {
         let manifest = &self.release.manifests[index];
         let started = tokio::time::Instant::now();
         let mut result = ManifestResult::new(index, Action::Failed);
@@ -119,7 +156,7 @@ impl<'r> Applier<'r> {
                 Err(ManifestError::InvalidDeleteAnnotation(value.clone()))
             }
             DeleteIntent::Delete => self.delete(manifest, &mut result).await,
-            DeleteIntent::Apply => self.apply(manifest, &mut result).await,
+            DeleteIntent::Apply => self.apply(manifest, &mut result, deadline).await,
         };
         match outcome {
             Ok(action) => result.action = action,
@@ -193,11 +230,93 @@ impl<'r> Applier<'r> {
             .map_err(|(e, n)| ManifestError::from_request("get", e, n))
     }
 
+    /// Writes the manifest (or finds it up to date), then judges the object's health.
     async fn apply(
         &self,
         manifest: &Manifest,
         result: &mut ManifestResult,
+        deadline: tokio::time::Instant,
     ) -> Result<Action, ManifestError> {
+        let (action, written) = self.write(manifest, result).await?;
+        let Some((resolved, live)) = written else {
+            return Ok(action);
+        };
+        if self.options.dry_run || self.options.health.wait == WaitMode::None {
+            return Ok(action);
+        }
+        let index = result.index;
+        let verdict = health::settle(
+            &self.cluster,
+            &resolved,
+            manifest,
+            &live,
+            &self.options.health,
+            &self.options.retry,
+            deadline,
+            |finding| self.set_waiting(index, finding),
+        )
+        .await;
+        match verdict {
+            Verdict::Healthy => Ok(action),
+            Verdict::Reported(finding) => {
+                result.warnings.push(finding.message.clone());
+                result.health = Some(finding);
+                Ok(action)
+            }
+            Verdict::Failed(finding) | Verdict::Waiting(finding) => {
+                result.health = Some(finding.clone());
+                Err(ManifestError::Unhealthy(finding))
+            }
+        }
+    }
+
+    /// Creates the ClusterOperators of the release that the cluster lacks, before the pass,
+    /// as the CVO precreates them: an operator can write its status as soon as it runs, even
+    /// before the pass reaches its manifest. A kind not served yet is skipped (its manifest
+    /// creates the object later).
+    pub async fn precreate_cluster_operators(&self) -> usize {
+        let mut created = 0;
+        for (index, manifest) in self.release.manifests.iter().enumerate() {
+            let is_operator = manifest.id.group == "config.openshift.io"
+                && manifest.id.kind == "ClusterOperator"
+                && manifest.intent == DeleteIntent::Apply;
+            if !is_operator {
+                continue;
+            }
+            let Ok(resolved) = self
+                .cluster
+                .discovery()
+                .resolve(&manifest.api_version, &manifest.id.kind)
+                .await
+            else {
+                continue;
+            };
+            if !matches!(self.current(&resolved, manifest).await, Ok(None)) {
+                continue;
+            }
+            let mut result = ManifestResult::new(index, Action::Failed);
+            match self.write(manifest, &mut result).await {
+                Ok((Action::Created, _)) => created += 1,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(manifest = %manifest.id, error = %e, "could not precreate the ClusterOperator; its manifest will create it")
+                }
+            }
+        }
+        if created > 0 {
+            // The pass must see them.
+            self.snapshot.clear();
+        }
+        created
+    }
+
+    /// Writes the manifest with server-side apply unless it is up to date; returns the
+    /// action and the live object (`None` when a dry run could not ask the server).
+    async fn write(
+        &self,
+        manifest: &Manifest,
+        result: &mut ManifestResult,
+    ) -> Result<(Action, Option<(Resolved, DynamicObject)>), ManifestError> {
         let rt = typed::round_trip(&manifest.api_version, &manifest.id.kind, &manifest.object)?;
         for path in &rt.dropped {
             result.warnings.push(format!(
@@ -221,19 +340,16 @@ impl<'r> Applier<'r> {
                     "not checked by the server: {} is not served yet (its CRD {} is created by this release)",
                     manifest.id.kind, self.crds[&key]
                 ));
-                return Ok(Action::Created);
+                return Ok((Action::Created, None));
             }
         }
         let resolved = self.resolve(manifest).await?;
         let before = self.current(&resolved, manifest).await?;
-        if manifest.create_only && before.is_some() {
-            return Ok(Action::Unchanged);
-        }
-        if before
+        if let Some(live) = before
             .as_ref()
-            .is_some_and(|live| super::body::up_to_date(live, &body))
+            .filter(|live| manifest.create_only || super::body::up_to_date(live, &body))
         {
-            return Ok(Action::Unchanged);
+            return Ok((Action::Unchanged, Some((resolved, live.clone()))));
         }
         let ns = manifest.id.namespace.as_deref();
         let dry_run = self.options.dry_run;
@@ -253,12 +369,12 @@ impl<'r> Applier<'r> {
                 result.warnings.push(format!(
                     "not checked by the server: namespace {namespace} is created by this release"
                 ));
-                return Ok(Action::Created);
+                return Ok((Action::Created, None));
             }
             other => other?,
         };
         let Some(before) = before else {
-            return Ok(Action::Created);
+            return Ok((Action::Created, Some((resolved, after))));
         };
         if dry_run {
             let (mut old, mut new) = (comparable(&before), comparable(&after));
@@ -272,13 +388,14 @@ impl<'r> Applier<'r> {
                 Action::Updated
             };
             result.changes = changes;
-            return Ok(action);
+            return Ok((action, None));
         }
-        Ok(if applied_a_change(&before, &after, &body) {
+        let action = if applied_a_change(&before, &after, &body) {
             Action::Updated
         } else {
             Action::Unchanged
-        })
+        };
+        Ok((action, Some((resolved, after))))
     }
 
     fn apply_error(

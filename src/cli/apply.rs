@@ -8,6 +8,7 @@ use clap::Args;
 
 use super::{GlobalArgs, OutputFormat, ReleaseArgs};
 use crate::apply::{Options, Strategy};
+use crate::health::WaitMode;
 use crate::release::Release;
 use crate::sync::report::{json_report, result_line, text_report};
 use crate::sync::{SyncOptions, sync};
@@ -38,6 +39,18 @@ pub struct ApplyArgs {
     /// Apply even when a precondition refuses the update.
     #[arg(long)]
     pub force: bool,
+    /// What a node of the graph waits for after its writes: `failures` (the CVO's semantics:
+    /// fail on unhealthy objects, wait for ClusterOperators, Jobs, CRDs and APIServices),
+    /// `ready` (also wait for workload rollouts and Ready conditions) or `none`.
+    #[arg(long, value_enum, default_value_t = WaitMode::Failures)]
+    pub wait: WaitMode,
+    /// How long one node may wait for its objects to become healthy.
+    #[arg(long, value_parser = parse_duration, default_value = "10m", allow_hyphen_values = true)]
+    pub health_timeout: Duration,
+    /// How long ClusterOperators may stay degraded or updating (from the start of the update)
+    /// before Failing turns True; other failures are Failing at once.
+    #[arg(long, value_parser = parse_duration, default_value = "30m", allow_hyphen_values = true)]
+    pub failing_after: Duration,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
 }
@@ -85,6 +98,11 @@ pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> ExitCode {
         apply: Options {
             strategy: args.deletion_strategy,
             deletion_timeout: args.deletion_timeout,
+            health: crate::health::Options {
+                wait: args.wait,
+                timeout: args.health_timeout,
+                ..Default::default()
+            },
             ..Options::default()
         },
         parallelism: args.parallelism,
@@ -94,6 +112,7 @@ pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> ExitCode {
         mode: None,
         // Without a progress bar, say what a stalled run waits for.
         heartbeat: (!std::io::stderr().is_terminal()).then_some(Duration::from_secs(10)),
+        failing_after: args.failing_after,
     };
     execute(global, &args.release, &args.target, options, args.output)
 }
@@ -103,7 +122,7 @@ pub(super) fn execute(
     global: &GlobalArgs,
     release_args: &ReleaseArgs,
     target: &TargetArgs,
-    options: SyncOptions,
+    mut options: SyncOptions,
     output: OutputFormat,
 ) -> ExitCode {
     let release = match release_args.load() {
@@ -127,10 +146,24 @@ pub(super) fn execute(
             Err(e) => return e.report(),
         };
         let cluster = crate::cluster::Cluster::new(client);
+        // On the embedded server nothing runs: play the release's operators (their
+        // ClusterOperators report the release), stopped when the sync ends.
+        let operators = target
+            .in_memory
+            .then(|| tokio::spawn(super::operators::play(cluster.clone(), release.clone())));
         if target.in_memory {
             super::seed::previous_state(&cluster, &release, options.parallelism).await;
         }
         let progress = Progress::new(&release, output);
+        if let Some(bar) = progress.bar.clone() {
+            // The bar says what the pass waits for.
+            options.apply.health.observer = Some(crate::health::Observer(std::sync::Arc::new(
+                move |waiting| match crate::health::waiting_summary(waiting) {
+                    s if s.is_empty() => bar.set_message(""),
+                    s => bar.set_message(format!("waiting on {s}")),
+                },
+            )));
+        }
         let outcome = match sync(&cluster, &release, &options, |r| {
             progress.result(&release, r)
         })
@@ -144,6 +177,9 @@ pub(super) fn execute(
             }
         };
         progress.finish();
+        if let Some(operators) = operators {
+            operators.abort();
+        }
         let report = match output {
             OutputFormat::Json => format!(
                 "{}\n",

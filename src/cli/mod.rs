@@ -18,6 +18,7 @@ mod cluster_deletion;
 mod dev_apiserver;
 mod graph;
 mod operand_cleanup;
+mod operators;
 mod plan;
 use crate::cluster::request_error;
 mod seed;

@@ -105,6 +105,18 @@ pub fn current_and_previous(
     (current.parse().ok(), previous.and_then(|v| v.parse().ok()))
 }
 
+/// When the update towards `version` started: the newest history entry's `startedTime`, if
+/// that entry is `version` and still Partial.
+pub fn started(cv: &DynamicObject, version: &str) -> Option<jiff::Timestamp> {
+    let newest = status(cv).get("history")?.as_array()?.first()?;
+    if newest.get("version").and_then(Value::as_str) != Some(version)
+        || newest.get("state").and_then(Value::as_str) != Some("Partial")
+    {
+        return None;
+    }
+    newest.get("startedTime")?.as_str()?.parse().ok()
+}
+
 /// True when some history entry is Completed.
 pub fn ever_completed(cv: &DynamicObject) -> bool {
     current_version(cv).is_some()

@@ -170,12 +170,39 @@ pub fn progress_message(version: &str, done: usize, total: usize) -> String {
     format!("Working towards {version}: {done} of {total} done ({percent}% complete)")
 }
 
+/// How long ClusterOperators may stay degraded or updating before `Failing` turns True (the
+/// CVO's fail-after-interval): `elapsed` since the update started, against `period`.
+#[derive(Clone, Copy, Debug)]
+pub struct Grace {
+    pub elapsed: Duration,
+    pub period: Duration,
+}
+
+impl Grace {
+    /// No grace: every failure is Failing at once.
+    pub const NONE: Grace = Grace {
+        elapsed: Duration::ZERO,
+        period: Duration::ZERO,
+    };
+
+    /// True when `r` failed only by waiting for an operator that is still degraded or
+    /// updating, and the grace period has not passed: progress, not failure.
+    pub fn excuses(&self, r: &ManifestResult) -> bool {
+        self.elapsed < self.period
+            && r.action == crate::apply::Action::Failed
+            && r.health
+                .as_ref()
+                .is_some_and(|f| f.reason.fails_after_grace())
+    }
+}
+
 /// Available / Progressing / Failing / Upgradeable after a pass.
 pub fn after_pass(
     release: &Release,
     results: &[ManifestResult],
     upgradeable: Condition,
     ever_completed: bool,
+    grace: Grace,
 ) -> Vec<Condition> {
     let summary = Summary::of(results);
     let version = version_text(release);
@@ -198,49 +225,106 @@ pub fn after_pass(
             format!("Cluster version is {version}"),
         )
     } else {
+        let waiting: Vec<crate::health::Finding> = results
+            .iter()
+            .filter(|r| grace.excuses(r))
+            .filter_map(|r| r.health.clone())
+            .collect();
         Condition::new(
             "Progressing",
             ConditionStatus::True,
             "",
-            progress_message(&version, summary.done(), summary.total),
+            waiting_message(&version, summary.done(), summary.total, &waiting),
         )
     };
     vec![
         available,
         progressing,
-        failing(release, results),
+        failing(release, results, grace),
         upgradeable,
     ]
 }
 
-/// `Failing`: one failure names it; several → reason `MultipleErrors`.
-pub fn failing(release: &Release, results: &[ManifestResult]) -> Condition {
-    let failed: Vec<String> = results
+/// The progress message, and what the pass waits on when it waits:
+/// "Working towards 1.5.0: 412 of 922 done (44% complete), waiting on cluster operators dns,
+/// network".
+pub fn waiting_message(
+    version: &str,
+    done: usize,
+    total: usize,
+    waiting: &[crate::health::Finding],
+) -> String {
+    let progress = progress_message(version, done, total);
+    match crate::health::waiting_summary(waiting) {
+        summary if summary.is_empty() => progress,
+        summary => format!("{progress}, waiting on {summary}"),
+    }
+}
+
+/// `Failing`: one failure names it, with its health reason when it has one (the CVO's
+/// reasons); ClusterOperators failing for the same reason are condensed into one line with the
+/// CVO's plural reason ("Cluster operators a, b are degraded"); several lines → reason
+/// `MultipleErrors`. Failures the grace period still excuses ([`Grace::excuses`]) are left
+/// out.
+pub fn failing(release: &Release, results: &[ManifestResult], grace: Grace) -> Condition {
+    let failed: Vec<&ManifestResult> = results
         .iter()
-        .filter(|r| r.action == crate::apply::Action::Failed)
-        .map(|r| {
-            let m = &release.manifests[r.index];
-            format!(
-                "{} ({}): {}",
-                m.id,
-                m.file_name(),
-                r.error.as_deref().unwrap_or("failed")
-            )
-        })
+        .filter(|r| r.action == crate::apply::Action::Failed && !grace.excuses(r))
         .collect();
-    match failed.len() {
-        0 => Condition::new("Failing", ConditionStatus::False, "", ""),
-        1 => Condition::new(
-            "Failing",
-            ConditionStatus::True,
-            "ManifestFailed",
-            failed[0].clone(),
-        ),
-        n => Condition::new(
+    let line = |r: &ManifestResult| {
+        let m = &release.manifests[r.index];
+        format!(
+            "{} ({}): {}",
+            m.id,
+            m.file_name(),
+            r.error.as_deref().unwrap_or("failed")
+        )
+    };
+    let mut lines: Vec<(&str, String)> = Vec::new();
+    let mut operators: std::collections::BTreeMap<crate::health::Reason, Vec<&ManifestResult>> =
+        Default::default();
+    for r in &failed {
+        match r.health.as_ref() {
+            Some(f) if f.operator.is_some() && f.reason.plural().is_some() => {
+                operators.entry(f.reason).or_default().push(r)
+            }
+            Some(f) => lines.push((f.reason.as_str(), line(r))),
+            None => lines.push(("ManifestFailed", line(r))),
+        }
+    }
+    for (reason, rs) in operators {
+        match (rs.as_slice(), reason.plural()) {
+            ([_, _, ..], Some((plural, tail))) => {
+                let names: Vec<&str> = rs
+                    .iter()
+                    .filter_map(|r| r.health.as_ref()?.operator.as_deref())
+                    .collect();
+                lines.push((
+                    plural,
+                    format!("Cluster operators {} {tail}", names.join(", ")),
+                ));
+            }
+            _ => lines.extend(rs.iter().map(|r| (reason.as_str(), line(r)))),
+        }
+    }
+    match lines.as_slice() {
+        [] => Condition::new("Failing", ConditionStatus::False, "", ""),
+        [(reason, message)] => {
+            Condition::new("Failing", ConditionStatus::True, reason, message.clone())
+        }
+        _ => Condition::new(
             "Failing",
             ConditionStatus::True,
             "MultipleErrors",
-            format!("{n} manifests failed:\n* {}", failed.join("\n* ")),
+            format!(
+                "{} manifests failed:\n* {}",
+                failed.len(),
+                lines
+                    .iter()
+                    .map(|(_, m)| m.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n* ")
+            ),
         ),
     }
 }
@@ -342,6 +426,92 @@ mod tests {
         assert_eq!(c.status, ConditionStatus::False);
         assert!(
             c.message.contains("Widget ns/kept (not deleted yet)"),
+            "{}",
+            c.message
+        );
+    }
+
+    fn operators_release(names: &[&str]) -> Release {
+        let dir = tempfile::tempdir().unwrap();
+        for (i, name) in names.iter().enumerate() {
+            std::fs::write(
+                dir.path().join(format!("0000_10_c{i}_00_operator.yaml")),
+                format!("apiVersion: config.openshift.io/v1\nkind: ClusterOperator\nmetadata:\n  name: {name}\n"),
+            )
+            .unwrap();
+        }
+        crate::release::load(dir.path(), &Default::default()).unwrap()
+    }
+
+    fn unhealthy(index: usize, reason: crate::health::Reason, operator: &str) -> ManifestResult {
+        let mut r = ManifestResult::new(index, crate::apply::Action::Failed);
+        let message = format!("Cluster operator {operator} is degraded: Degraded=True");
+        r.error = Some(message.clone());
+        r.health = Some(crate::health::Finding {
+            reason,
+            subject: format!("cluster operator {operator}"),
+            operator: Some(operator.into()),
+            message,
+        });
+        r
+    }
+
+    #[test]
+    fn operators_with_one_reason_are_condensed_and_excused_during_the_grace_period() {
+        use crate::health::Reason;
+        let rel = operators_release(&["dns", "network", "etcd"]);
+        let results = [
+            unhealthy(0, Reason::ClusterOperatorDegraded, "dns"),
+            unhealthy(1, Reason::ClusterOperatorDegraded, "network"),
+        ];
+        let late = Grace {
+            elapsed: Duration::from_secs(3600),
+            period: Duration::from_secs(1800),
+        };
+        let c = failing(&rel, &results, late);
+        assert_eq!(
+            (c.status, c.reason.as_str(), c.message.as_str()),
+            (
+                ConditionStatus::True,
+                "ClusterOperatorsDegraded",
+                "Cluster operators dns, network are degraded"
+            )
+        );
+        // One operator: the CVO's singular reason and the operator's own words.
+        let c = failing(&rel, &results[..1], late);
+        assert_eq!(c.reason, "ClusterOperatorDegraded");
+        assert!(c.message.contains("Degraded=True"), "{}", c.message);
+        // Within the grace period: not Failing, and Progressing says what is awaited.
+        let early = Grace {
+            elapsed: Duration::from_secs(60),
+            period: Duration::from_secs(1800),
+        };
+        assert_eq!(
+            failing(&rel, &results, early).status,
+            ConditionStatus::False
+        );
+        let upgradeable = Condition::new("Upgradeable", ConditionStatus::True, "", "");
+        let conds = after_pass(&rel, &results, upgradeable.clone(), false, early);
+        let progressing = conds.iter().find(|c| c.type_ == "Progressing").unwrap();
+        assert_eq!(
+            progressing.message,
+            "Working towards unknown: 0 of 2 done (0% complete), waiting on cluster operators dns, network"
+        );
+        // A hard failure is Failing at once, next to the condensed operators.
+        let mut hard = unhealthy(2, Reason::ClusterOperatorNotAvailable, "etcd");
+        hard.error = Some("Cluster operator etcd is not available".into());
+        let mut all = results.to_vec();
+        all.push(hard);
+        let c = failing(&rel, &all, early);
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (ConditionStatus::True, "ClusterOperatorNotAvailable")
+        );
+        let c = failing(&rel, &all, late);
+        assert_eq!(c.reason, "MultipleErrors");
+        assert!(
+            c.message
+                .contains("* Cluster operators dns, network are degraded"),
             "{}",
             c.message
         );

@@ -26,9 +26,10 @@ use crate::apply::{
 };
 use crate::cluster::Cluster;
 use crate::cluster::retry::Retries;
+use crate::health::WaitMode;
 use crate::release::{ObjectId, Release};
 use crate::status::clusterversion::{self, ClusterVersionError, WriteOutcome};
-use crate::status::conditions::{self, UnknownDeletion};
+use crate::status::conditions::{self, Grace, UnknownDeletion};
 use crate::status::update::{Versions, name_list, update_type};
 use crate::status::{Condition, ConditionStatus, Precondition, PreconditionFailure, UpdateType};
 
@@ -49,6 +50,9 @@ pub struct SyncOptions {
     /// While the pass runs, log (warn) what it is waiting for this often — for output that is
     /// not a terminal, where no progress bar shows a stall.
     pub heartbeat: Option<Duration>,
+    /// How long ClusterOperators may stay degraded or updating (from the start of the
+    /// update) before `Failing` turns True; other failures are Failing at once.
+    pub failing_after: Duration,
 }
 
 /// How a sync walks the task graph (OpenShift CVO's names).
@@ -71,6 +75,7 @@ impl Default for SyncOptions {
             install_timeout: Duration::from_secs(600),
             mode: None,
             heartbeat: None,
+            failing_after: Duration::from_secs(30 * 60),
         }
     }
 }
@@ -137,12 +142,14 @@ where
     let previous_upgradeable = cv
         .as_ref()
         .and_then(|cv| clusterversion::condition(cv, "Upgradeable"));
-    let applier = Applier::new(cluster.clone(), release, options.apply.clone());
     let mode = match options.mode {
         Some(mode) => mode,
         None if update == UpdateType::Install && !options.apply.dry_run => Mode::Initializing,
         None => Mode::Updating,
     };
+    let mut apply_options = options.apply.clone();
+    apply_options.health.initializing = mode == Mode::Initializing;
+    let applier = Applier::new(cluster.clone(), release, apply_options);
 
     // Stale delete manifests only refuse minor/major updates: look them up only then.
     let (mut absent, mut unreadable) = (Vec::new(), Vec::new());
@@ -202,6 +209,11 @@ where
         ));
     }
     let status_version = conditions::version_text(release);
+    let now = jiff::Timestamp::now();
+    let update_started = cv
+        .as_ref()
+        .and_then(|cv| clusterversion::started(cv, &status_version))
+        .unwrap_or(now);
     if let Some(cv) = cv
         .as_ref()
         .filter(|cv| !clusterversion::completed(cv, &status_version))
@@ -229,6 +241,15 @@ where
             warnings.push(format!("could not record the start of the update: {e}"));
         }
     }
+    if !options.apply.dry_run && options.apply.health.wait != WaitMode::None {
+        let created = applier.precreate_cluster_operators().await;
+        if created > 0 {
+            tracing::info!(
+                created,
+                "precreated ClusterOperators so that their operators can report status"
+            );
+        }
+    }
     let done = std::sync::atomic::AtomicUsize::new(0);
     let counted = |r: &crate::apply::ManifestResult| {
         done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -246,29 +267,50 @@ where
             }
         }
     };
-    let (report, rounds) = match options.heartbeat {
-        None => pass.await,
-        Some(every) => {
-            let say = || {
+    // While the pass runs: say what it waits for (heartbeat), and keep ClusterVersion's
+    // Progressing message current.
+    let record_progress = !options.apply.dry_run
+        && cv
+            .as_ref()
+            .is_some_and(|cv| !clusterversion::completed(cv, &status_version));
+    let tick = || {
+        let waiting = applier.waiting();
+        let done = done.load(std::sync::atomic::Ordering::Relaxed);
+        if options.heartbeat.is_some() {
+            let on = if !waiting.is_empty() {
+                waiting
+                    .iter()
+                    .map(|f| f.message.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            } else {
                 let in_flight: Vec<String> = applier
                     .in_flight()
                     .iter()
                     .map(|&i| release.manifests[i].id.to_string())
                     .collect();
-                tracing::warn!(
-                    "still working towards {status_version}: {} of {} done; waiting on {}",
-                    done.load(std::sync::atomic::Ordering::Relaxed),
-                    release.manifests.len(),
-                    if in_flight.is_empty() {
-                        "the next install round".to_owned()
-                    } else {
-                        name_list(&in_flight)
-                    }
-                );
+                if in_flight.is_empty() {
+                    "the next install round".to_owned()
+                } else {
+                    name_list(&in_flight)
+                }
             };
-            heartbeat(pass, every, say).await
+            tracing::warn!(
+                "still working towards {status_version}: {done} of {} done; waiting on {on}",
+                release.manifests.len(),
+            );
+        }
+        let message =
+            conditions::waiting_message(&status_version, done, release.manifests.len(), &waiting);
+        let status_version = &status_version;
+        async move {
+            if record_progress {
+                progressing(cluster, &options.apply.retry, status_version, message).await;
+            }
         }
     };
+    let every = options.heartbeat.unwrap_or(PROGRESS_EVERY);
+    let (report, rounds) = heartbeat(pass, every, tick).await;
     let mut already_absent = Vec::new();
     for r in &report.results {
         let m = &release.manifests[r.index];
@@ -297,7 +339,13 @@ where
         jiff::Timestamp::now(),
     );
     let ever = cv.as_ref().is_some_and(clusterversion::ever_completed);
-    let conds = conditions::after_pass(release, &report.results, upgradeable, ever);
+    let grace = Grace {
+        elapsed: jiff::Timestamp::now()
+            .duration_since(update_started)
+            .unsigned_abs(),
+        period: options.failing_after,
+    };
+    let conds = conditions::after_pass(release, &report.results, upgradeable, ever, grace);
     let cluster_version = if options.apply.dry_run {
         None
     } else {
@@ -328,20 +376,61 @@ where
     })
 }
 
-/// Awaits `work`, calling `say` every `every` while it runs (a run stalled on the server still
-/// says what it is waiting for).
-async fn heartbeat<T>(
+/// How often a pass refreshes ClusterVersion's Progressing message when no heartbeat
+/// interval is set.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// Awaits `work`, calling `tick` every `every` while it runs (a run stalled on the server still
+/// says what it is waiting for). The futures `tick` returns run beside `work`, never in its way;
+/// those still running when `work` ends are dropped.
+async fn heartbeat<T, Fut>(
     work: impl std::future::Future<Output = T>,
     every: Duration,
-    say: impl Fn(),
-) -> T {
+    tick: impl Fn() -> Fut,
+) -> T
+where
+    Fut: std::future::Future<Output = ()>,
+{
     tokio::pin!(work);
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    let mut side = futures::stream::FuturesUnordered::new();
     loop {
         tokio::select! {
             out = &mut work => return out,
-            _ = ticker.tick() => say(),
+            _ = ticker.tick() => side.push(tick()),
+            Some(()) = side.next(), if !side.is_empty() => {}
         }
+    }
+}
+
+/// Writes Progressing=True with `message` to ClusterVersion, keeping the other conditions
+/// (only when it changed; a failure is logged, the pass goes on).
+async fn progressing(
+    cluster: &Cluster,
+    retry: &crate::apply::RetryPolicy,
+    version: &str,
+    message: String,
+) {
+    let current = match clusterversion::read(cluster, retry).await {
+        Ok(Some(cv)) => clusterversion::conditions(&cv),
+        Ok(None) => return,
+        Err(e) => {
+            tracing::debug!(error = %e, "could not refresh the progress in ClusterVersion");
+            return;
+        }
+    };
+    let mut conds: Vec<Condition> = current
+        .into_iter()
+        .filter(|c| c.type_ != "Progressing")
+        .collect();
+    conds.push(Condition::new(
+        "Progressing",
+        ConditionStatus::True,
+        "",
+        message,
+    ));
+    if let Err(e) = clusterversion::write(cluster, retry, version, &conds, false).await {
+        tracing::debug!(error = %e, "could not refresh the progress in ClusterVersion");
     }
 }
 
@@ -478,13 +567,30 @@ mod tests {
         let work = tokio::time::sleep(Duration::from_secs(35));
         heartbeat(work, Duration::from_secs(10), || {
             said.fetch_add(1, Ordering::Relaxed);
+            std::future::ready(())
         })
         .await;
         assert_eq!(said.load(Ordering::Relaxed), 3);
         let quick = async { 7 };
         assert_eq!(
-            heartbeat(quick, Duration::from_secs(10), || panic!("too early")).await,
+            heartbeat(
+                quick,
+                Duration::from_secs(10),
+                || -> std::future::Ready<()> { panic!("too early") }
+            )
+            .await,
             7
         );
+        // What a tick starts runs beside the work and does not hold it up.
+        let slow_ticks = AtomicUsize::new(0);
+        let work = tokio::time::sleep(Duration::from_secs(25));
+        let started = tokio::time::Instant::now();
+        heartbeat(work, Duration::from_secs(10), || {
+            slow_ticks.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_secs(100))
+        })
+        .await;
+        assert_eq!(started.elapsed(), Duration::from_secs(25));
+        assert_eq!(slow_ticks.load(Ordering::Relaxed), 2);
     }
 }

@@ -10,8 +10,8 @@ use crate::release::Release;
 use crate::status::ConditionStatus;
 use crate::status::conditions::version_text;
 
-/// One result in the JSON shape of DESIGN.md §2 (plus `warnings` and, for plans, `changes`
-/// when non-empty).
+/// One result in the JSON shape of DESIGN.md §2 (plus `warnings`, `health` — what the health
+/// check found — and, for plans, `changes`, when present).
 pub fn result_json(release: &Release, r: &ManifestResult) -> Value {
     let m = &release.manifests[r.index];
     let mut v = json!({
@@ -29,6 +29,9 @@ pub fn result_json(release: &Release, r: &ManifestResult) -> Value {
     }
     if !r.changes.is_empty() {
         v["changes"] = json!(r.changes);
+    }
+    if let Some(health) = &r.health {
+        v["health"] = json!({"reason": health.reason, "message": health.message});
     }
     v
 }

@@ -2,7 +2,7 @@
 //! and keys that are near misses of `release.openshift.io/delete` (rule
 //! `delete-annotation-typo`).
 
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, excerpt};
 use crate::release::{DELETE_ANNOTATION, DeleteIntent, Release};
 
 use super::finding;
@@ -19,7 +19,8 @@ pub fn check(release: &Release) -> Vec<Diagnostic> {
                 INVALID_DELETE_VALUE,
                 m,
                 format!(
-                    "`{DELETE_ANNOTATION}` is `{value}`, not the string \"true\": CVO refuses this manifest and leaves the object untouched"
+                    "`{DELETE_ANNOTATION}` is `{}`, not the string \"true\": CVO refuses this manifest and leaves the object untouched",
+                    excerpt(value)
                 ),
                 format!(
                     "write `{DELETE_ANNOTATION}: \"true\"` (quoted: a bare true is a boolean) to delete the object, or remove the annotation to apply it"

@@ -22,7 +22,10 @@ pub fn check(release: &Release) -> Vec<Diagnostic> {
         .into_iter()
         .map(|(file, manifests)| {
             let first = manifests[0];
-            let name = first.file_name();
+            // Escaped: a file name may hold control characters or bytes that are not UTF-8.
+            let name = crate::diagnostic::escaped_path(
+                first.location.file.file_name().map(Path::new).unwrap_or(Path::new("")),
+            );
             let objects = if manifests.len() == 1 {
                 String::new()
             } else {

@@ -648,15 +648,7 @@ pub async fn cluster_version(
     tc: &TestCluster,
 ) -> (tokio::sync::MutexGuard<'static, ()>, ApiResource) {
     let guard = CLUSTER_VERSION.lock().await;
-    let crd = TestCrd::in_group("config.openshift.io", "ClusterVersion", false, true);
-    let crds = Api::<CustomResourceDefinition>::all(tc.client.clone());
-    if crds.get_opt(&crd.name).await.expect("get CRD").is_none() {
-        crds.create(&PostParams::default(), &crd.manifest())
-            .await
-            .expect("create ClusterVersion CRD");
-    }
-    wait_established(tc, &crd.name).await;
-    let resource = crd.resource();
+    let resource = openshift_kind(tc, "ClusterVersion").await;
     let cvs = tc.dynamic(&resource, None);
     if cvs.get_opt("version").await.expect("get cv").is_some() {
         cvs.delete("version", &DeleteParams::default())
@@ -665,6 +657,29 @@ pub async fn cluster_version(
         wait_gone(tc, &cvs, "version", "ClusterVersion version").await;
     }
     (guard, resource)
+}
+
+/// Makes sure the cluster-scoped `config.openshift.io/v1` kind `kind` (with a status
+/// subresource) is served, through a stand-in CRD left in place on a real cluster (another
+/// test may be using it), and returns its API resource.
+pub async fn openshift_kind(tc: &TestCluster, kind: &str) -> ApiResource {
+    let crd = TestCrd::in_group("config.openshift.io", kind, false, true);
+    let crds = Api::<CustomResourceDefinition>::all(tc.client.clone());
+    if crds.get_opt(&crd.name).await.expect("get CRD").is_none() {
+        match crds.create(&PostParams::default(), &crd.manifest()).await {
+            Ok(_) => {}
+            // Another test of this binary created it first.
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("create the {kind} CRD: {e}"),
+        }
+    }
+    wait_established(tc, &crd.name).await;
+    // A real server's discovery lags behind Established.
+    cvo::cluster::Discovery::new(tc.client.clone())
+        .resolve_within("config.openshift.io/v1", kind, tc.deadline())
+        .await
+        .unwrap_or_else(|e| panic!("{kind} not served: {e}"));
+    crd.resource()
 }
 
 /// For every test that runs a sync on a cluster shared with other tests of its binary: a sync

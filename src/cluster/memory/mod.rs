@@ -17,7 +17,9 @@
 //! - [`roundtrip`]: what storage does to built-in objects (empty lists dropped), and what
 //!   bumps their generation
 //! - [`router`]: HTTP request → verb, the `tower::Service`, the loopback HTTP server
-//! - [`watch`]: watch streams; [`controllers`]: namespace, CRD, GC, fake finalizer operator
+//! - [`status_rules`]: what kube-apiserver checks on writes to a Job's `/status`
+//! - [`watch`]: watch streams; [`controllers`]: namespace, CRD, GC, workload status, fake
+//!   finalizer operator
 //! - [`faults`]: fault injection; [`rng`]: seeded randomness
 
 pub mod controllers;
@@ -33,6 +35,7 @@ pub mod router;
 pub mod schema;
 pub mod selectors;
 pub mod ssa;
+pub mod status_rules;
 pub mod store;
 #[cfg(test)]
 pub(crate) mod test_support;

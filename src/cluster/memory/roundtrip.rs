@@ -11,6 +11,11 @@
 //! NetworkPolicy and the admission webhook configurations use Go's `reflect.DeepEqual`, so an
 //! applied `ingress: []` against a stored "no ingress" is a change, and bumps the generation
 //! on every write. Deployments also bump it when their annotations change.
+//!
+//! The status of the workload kinds is a Go struct too: it always reads back (`status: {}` for a
+//! Deployment, Job or CronJob nobody has written status for), its counters without `omitempty` read back
+//! as `0` (a StatefulSet's `replicas`/`availableReplicas`, a DaemonSet's four `…NumberScheduled`
+//! / `numberReady`), and condition timestamps a writer left out read back as `null`.
 
 use serde_json::Value;
 
@@ -82,6 +87,69 @@ pub fn normalize(info: &ResourceInfo, obj: &mut Value) {
     top.retain(|k, v| !is_droppable(k, v));
     for (_, _, field) in NULL_WHEN_EMPTY.iter().filter(|(g, k, _)| is(info, g, k)) {
         top.entry(field.to_string()).or_insert(Value::Null);
+    }
+    shape_workload_status(info, obj);
+}
+
+/// Status counters without `omitempty` and the timestamps of conditions, per workload kind.
+const WORKLOAD_STATUS: &[(&str, &str, &[&str], &[&str])] = &[
+    (
+        "apps",
+        "Deployment",
+        &[],
+        &["lastUpdateTime", "lastTransitionTime"],
+    ),
+    (
+        "apps",
+        "StatefulSet",
+        &["replicas", "availableReplicas"],
+        &["lastTransitionTime"],
+    ),
+    (
+        "apps",
+        "DaemonSet",
+        &[
+            "currentNumberScheduled",
+            "numberMisscheduled",
+            "desiredNumberScheduled",
+            "numberReady",
+        ],
+        &["lastTransitionTime"],
+    ),
+    (
+        "batch",
+        "Job",
+        &[],
+        &["lastProbeTime", "lastTransitionTime"],
+    ),
+    ("batch", "CronJob", &[], &[]),
+];
+
+/// Give a workload's status the shape kube-apiserver's Go structs give it (see the module doc).
+fn shape_workload_status(info: &ResourceInfo, obj: &mut Value) {
+    let Some((_, _, counters, times)) = WORKLOAD_STATUS
+        .iter()
+        .find(|(g, k, _, _)| !info.custom && is(info, g, k))
+    else {
+        return;
+    };
+    if !obj.get("status").is_some_and(Value::is_object) {
+        obj["status"] = Value::Object(Default::default());
+    }
+    let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for c in *counters {
+        if status.get(*c).is_none_or(Value::is_null) {
+            status.insert(c.to_string(), Value::from(0));
+        }
+    }
+    if let Some(conds) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+        for c in conds.iter_mut().filter_map(Value::as_object_mut) {
+            for t in *times {
+                c.entry(t.to_string()).or_insert(Value::Null);
+            }
+        }
     }
 }
 
@@ -187,6 +255,31 @@ mod tests {
         let mut cr = json!({"spec": {"items": []}});
         normalize(&custom, &mut cr);
         assert_eq!(cr, json!({"spec": {"items": []}}));
+    }
+
+    #[test]
+    fn workload_status_reads_back_like_the_go_structs() {
+        let mut d = json!({"metadata": {"name": "d"}, "spec": {}});
+        normalize(&info("Deployment"), &mut d);
+        assert_eq!(d["status"], json!({}));
+        let mut s = json!({"status": {"observedGeneration": 2}});
+        normalize(&info("StatefulSet"), &mut s);
+        assert_eq!(
+            s["status"],
+            json!({"observedGeneration": 2, "replicas": 0, "availableReplicas": 0})
+        );
+        let mut ds = json!({"status": null});
+        normalize(&info("DaemonSet"), &mut ds);
+        assert_eq!(ds["status"]["desiredNumberScheduled"], 0);
+        let mut j = json!({"status": {"conditions": [{"type": "Complete", "status": "True"}]}});
+        normalize(&info("Job"), &mut j);
+        assert_eq!(
+            j["status"]["conditions"][0],
+            json!({"type": "Complete", "status": "True", "lastProbeTime": null, "lastTransitionTime": null})
+        );
+        let mut cm = json!({"metadata": {"name": "c"}});
+        normalize(&info("ConfigMap"), &mut cm);
+        assert!(cm.get("status").is_none());
     }
 
     #[test]

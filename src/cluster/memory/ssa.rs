@@ -709,7 +709,18 @@ pub fn track_update(
         set_entries(new, &[]);
         return;
     }
-    let new_view = managed_view(new, scope);
+    // A write to /status also owns the metadata it changed: only the workload kinds let
+    // /status change metadata (the handler resets it for the others, so nothing shows here).
+    let new_view = match scope {
+        Scope::Status => {
+            let mut v = managed_view(new, Scope::Whole);
+            if let Some(m) = v.as_object_mut() {
+                m.retain(|k, _| k == "status" || k == "metadata");
+            }
+            v
+        }
+        _ => managed_view(new, scope),
+    };
     let changed: FieldSet = fields_of(&new_view, lists)
         .into_iter()
         .filter(|p| old.is_none_or(|o| get_at(o, p) != get_at(new, p)))

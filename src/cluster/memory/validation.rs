@@ -264,6 +264,23 @@ fn immutable_fields(info: &ResourceInfo) -> &'static [&'static str] {
     }
 }
 
+/// The metadata a write to the `/status` subresource may change besides status. Most kinds
+/// reset all of it (like `ResetObjectMetaForStatus`), but the status strategies of the workload
+/// kinds only reset the spec — and, for a Deployment, its labels: that is how the deployment
+/// controller sets `deployment.kubernetes.io/revision` without moving the generation.
+pub fn status_writable_metadata(info: &ResourceInfo) -> &'static [&'static str] {
+    if info.custom {
+        return &[];
+    }
+    match (info.group.as_str(), info.kind.as_str()) {
+        ("apps", "Deployment") => &["annotations", "finalizers", "ownerReferences"],
+        ("apps", "StatefulSet" | "DaemonSet") | ("batch", "Job") => {
+            &["labels", "annotations", "finalizers", "ownerReferences"]
+        }
+        _ => &[],
+    }
+}
+
 /// 422 when an update changes an immutable field (or data of an `immutable: true` ConfigMap/Secret).
 pub fn check_immutable(info: &ResourceInfo, old: &Value, new: &Value) -> Result<(), ApiError> {
     let name = old
@@ -271,9 +288,17 @@ pub fn check_immutable(info: &ResourceInfo, old: &Value, new: &Value) -> Result<
         .and_then(Value::as_str)
         .unwrap_or("");
     let mut causes = Vec::new();
-    for p in immutable_fields(info) {
+    // A Job's `spec.managedBy` cannot be set later either (the others are always set by kube's
+    // defaulting, which this server does not do, so only a change of a set value counts).
+    let from_unset = !info.custom && info.group == "batch" && info.kind == "Job";
+    let unset_too: &[&str] = if from_unset {
+        &["/spec/managedBy"]
+    } else {
+        &[]
+    };
+    for p in immutable_fields(info).iter().chain(unset_too) {
         let (o, n) = (old.pointer(p), new.pointer(p));
-        if o.is_some() && o != n {
+        if (o.is_some() || unset_too.contains(p)) && o != n {
             let field = p.trim_start_matches('/').replace('/', ".");
             causes.push(Cause::invalid(
                 &field,

@@ -1,8 +1,10 @@
 //! The controllers that run inside the server, as kube-controller-manager and the apiextensions
 //! server do on a real cluster: [`crd`] (Established after a delay, cleanup of custom resources
 //! on CRD deletion), [`namespace`] (namespace lifecycle), [`gc`] (ownerReference garbage
-//! collection, background and foreground) and [`operator`] (the fake operator that removes
-//! finalizers configured through [`Faults`](super::Faults)).
+//! collection, background and foreground), [`workloads`] (the status kube-controller-manager
+//! writes on Deployments, StatefulSets, DaemonSets and Jobs of a cluster without nodes) and
+//! [`operator`] (the fake operator that removes finalizers configured through
+//! [`Faults`](super::Faults)).
 //!
 //! One task runs them all: it wakes when the store changes (coalesced through a `Notify`) or
 //! when a timer is due, takes the state lock, and reconciles. Controllers write through the same
@@ -12,6 +14,7 @@ pub mod crd;
 pub mod gc;
 pub mod namespace;
 pub mod operator;
+pub mod workloads;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -48,6 +51,7 @@ impl Timers {
 pub(crate) fn spawn(shared: Weak<Shared>, changed: Arc<Notify>) {
     tokio::spawn(async move {
         let mut timers = Timers::default();
+        let mut workloads = workloads::Workloads::default();
         loop {
             let wake = timers
                 .next_wake
@@ -60,7 +64,7 @@ pub(crate) fn spawn(shared: Weak<Shared>, changed: Arc<Notify>) {
             let Some(shared) = shared.upgrade() else {
                 return;
             };
-            reconcile(&shared, &mut timers);
+            reconcile(&shared, &mut timers, &mut workloads);
             if timers.first_seen.len() > 10_000 {
                 timers.first_seen.clear();
             }
@@ -68,10 +72,11 @@ pub(crate) fn spawn(shared: Weak<Shared>, changed: Arc<Notify>) {
     });
 }
 
-fn reconcile(shared: &Shared, timers: &mut Timers) {
+fn reconcile(shared: &Shared, timers: &mut Timers, workloads: &mut workloads::Workloads) {
     let mut st = shared.lock();
     crd::reconcile(&mut st, timers, shared.config.establish_delay);
     namespace::reconcile(&mut st);
     gc::reconcile(&mut st);
+    workloads::reconcile(&mut st, timers, workloads);
     operator::reconcile(&mut st, timers, &shared.faults);
 }

@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::create::defaults_on_decode;
 use super::*;
+use crate::cluster::memory::status_rules;
 
 impl State {
     /// Merge the non-client-writable parts of `old` into `new` and enforce the write rules;
@@ -55,8 +56,18 @@ impl State {
                         }
                     }
                 }
-                if let Some(mf) = new.pointer("/metadata/managedFields") {
-                    meta_mut(&mut merged).insert("managedFields".into(), mf.clone());
+                let mut carried = vec!["managedFields"];
+                carried.extend(validation::status_writable_metadata(&t.info));
+                for f in carried {
+                    match new.pointer(&format!("/metadata/{f}")) {
+                        Some(v) => {
+                            meta_mut(&mut merged).insert(f.into(), v.clone());
+                        }
+                        None if f != "managedFields" => {
+                            meta_mut(&mut merged).remove(f);
+                        }
+                        None => {}
+                    }
                 }
                 new = merged;
             }
@@ -156,7 +167,20 @@ impl State {
         t.check_schema(&mut new, o.strict)?;
         check_metadata(t, &new)?;
         validation::check_immutable(&t.info, &old, &new)?;
-        if t.info.generation {
+        if scope == Scope::Status {
+            let causes = status_rules::check_status_update(&t.info, &old, &new);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(
+                    &t.info.group,
+                    &t.info.kind,
+                    &t.name,
+                    causes,
+                ));
+            }
+        }
+        // A status write never moves the generation (not even a Deployment's annotations,
+        // which its /status accepts).
+        if t.info.generation && scope != Scope::Status {
             let requested = decoded.as_ref().unwrap_or(&new);
             if roundtrip::generation_view(&t.info, &old)
                 != roundtrip::generation_view(&t.info, requested)
