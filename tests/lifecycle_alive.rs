@@ -147,6 +147,29 @@ async fn admission_policy_denies_an_unannotated_delete() {
     common::expect_status(real, 403, "Forbidden", "unannotated delete");
     let still = api.get(NAME).await.expect("Alive still exists");
     assert!(still.metadata.deletion_timestamp.is_none());
+    // A collection delete (what the namespace controller sends) is denied for it too …
+    let all = api
+        .delete_collection(&DeleteParams::default(), &Default::default())
+        .await;
+    common::expect_status(
+        all,
+        403,
+        "Forbidden",
+        "collection delete of an unannotated Alive",
+    );
+    assert!(
+        api.get(NAME).await.is_ok(),
+        "Alive survives a collection delete"
+    );
+    // … but a namespace without an Alive is deleted as usual: the guard must not hold the
+    // namespace controller's collection deletes of kinds it has no object of.
+    let plain = tc.namespace("alive-guard-plain").await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(tc.client.clone());
+    namespaces
+        .delete(&plain, &DeleteParams::default())
+        .await
+        .expect("delete a namespace without Alive");
+    common::wait_gone(&tc, &namespaces, &plain, "a namespace without Alive").await;
     // Annotated, the delete is allowed.
     confirm(&tc, &ns).await;
     api.delete(NAME, &DeleteParams::default())

@@ -86,6 +86,40 @@ pub async fn install_alive_component(tc: &TestCluster) {
         }
     }
     common::wait_established(tc, "alives.lifecycle.cvo.io").await;
+    if !tc.is_memory() {
+        // The policy as applied is in effect once its controller observed this generation.
+        let policies = tc.dynamic(
+            &ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk(
+                    "admissionregistration.k8s.io",
+                    "v1",
+                    "ValidatingAdmissionPolicy",
+                ),
+                "validatingadmissionpolicies",
+            ),
+            None,
+        );
+        common::poll_until(
+            "the Alive deletion guard to be observed",
+            tc.deadline(),
+            || async {
+                let p = policies
+                    .get("alive-deletion-guard.lifecycle.cvo.io")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let observed = p.data["status"]["observedGeneration"].as_i64();
+                if observed.is_some() && observed == p.metadata.generation {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "generation {:?}, observed {observed:?}",
+                        p.metadata.generation
+                    ))
+                }
+            },
+        )
+        .await;
+    }
 }
 
 /// OLM's kinds, where missing: the real CSV and OperatorGroup CRDs (test fixtures, as
