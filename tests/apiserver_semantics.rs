@@ -4752,3 +4752,175 @@ async fn apps_status_writes_are_validated() {
         .await
         .expect("accepted");
 }
+
+#[tokio::test]
+async fn api_service_availability_without_nodes() {
+    let tc = cluster().await;
+    let ns = tc.namespace("apisvc").await;
+    let services = tc.dynamic(&common::builtin("", "v1", "Service", "services"), Some(&ns));
+    services
+        .create(
+            &pp(),
+            &serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "present"},
+                "spec": {"selector": {"app": "present"}, "ports": [{"name": "https", "port": 443}]}}))
+            .expect("service"),
+        )
+        .await
+        .expect("create service");
+    let resource = common::builtin("apiregistration.k8s.io", "v1", "APIService", "apiservices");
+    let api = tc.dynamic(&resource, None);
+    let suffix = common::unique("probe");
+    services
+        .create(
+            &pp(),
+            &serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "unselected"},
+                "spec": {"ports": [{"name": "https", "port": 443}]}}))
+            .expect("service"),
+        )
+        .await
+        .expect("create service");
+    let mut expected = Vec::new();
+    for (kind, service, reason, message) in [
+        (
+            "local",
+            None,
+            "Local",
+            "Local APIServices are always available".to_owned(),
+        ),
+        (
+            "missing",
+            Some("missing"),
+            "ServiceNotFound",
+            format!("service/missing in \"{ns}\" is not present"),
+        ),
+        (
+            "unselected",
+            Some("unselected"),
+            "EndpointsNotFound",
+            format!("cannot find endpointslices for service/unselected in \"{ns}\""),
+        ),
+        (
+            "present",
+            Some("present"),
+            "MissingEndpoints",
+            format!(
+                "endpointslices for service/present in \"{ns}\" have no addresses with port name \"https\""
+            ),
+        ),
+    ] {
+        let group = format!("{kind}.{suffix}.example.test");
+        let name = format!("v1.{group}");
+        tc.track_cluster_object(&resource, &name);
+        let mut spec = json!({"group": group, "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15});
+        if let Some(svc) = service {
+            spec["service"] = json!({"name": svc, "namespace": ns, "port": 443});
+            spec["insecureSkipTLSVerify"] = json!(true);
+        }
+        api.create(
+            &pp(),
+            &serde_json::from_value(json!({"apiVersion": "apiregistration.k8s.io/v1",
+                "kind": "APIService", "metadata": {"name": name}, "spec": spec}))
+            .expect("apiservice"),
+        )
+        .await
+        .expect("create apiservice");
+        expected.push((name, reason, message));
+    }
+    for (name, reason, message) in expected {
+        let available = |s: &Value| {
+            s["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"))
+                .cloned()
+        };
+        // A real server may first say EndpointsNotFound, until the EndpointSlice exists.
+        let obj = wait_status(&tc, &api, &name, &format!("{name}: Available"), |s| {
+            available(s).is_some_and(|c| c["reason"] == reason)
+        })
+        .await;
+        let available = available(&obj.data["status"]).expect("Available");
+        let status = if reason == "Local" { "True" } else { "False" };
+        assert_eq!(available["status"], status, "{name}: {available}");
+        assert_eq!(available["reason"], reason, "{name}: {available}");
+        assert_eq!(
+            available["message"],
+            message.as_str(),
+            "{name}: {available}"
+        );
+    }
+}
+
+/// `Accept: …;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1` (kube-rs `PartialObjectMeta`,
+/// the operator's drift watches): GET, LIST and WATCH answer with metadata only.
+#[tokio::test]
+async fn metadata_only_requests_answer_partial_object_metadata() {
+    let tc = cluster().await;
+    let ns = tc.namespace("meta-only").await;
+    create_cm(
+        &tc,
+        &ns,
+        "a",
+        &[],
+        json!({"metadata": {"labels": {"cvo-meta": "yes"}}, "data": {"secretish": "v"}}),
+    )
+    .await;
+    let raw = |path: String, accept: &'static str| {
+        let client = tc.client.clone();
+        async move {
+            let req = http::Request::get(path)
+                .header(http::header::ACCEPT, accept)
+                .body(Vec::new())
+                .expect("request");
+            client.request_text(req).await.expect("request")
+        }
+    };
+    let one: Value = serde_json::from_str(
+        &raw(
+            format!("/api/v1/namespaces/{ns}/configmaps/a"),
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )
+        .await,
+    )
+    .expect("json");
+    assert_eq!(one["kind"], "PartialObjectMetadata", "{one}");
+    assert_eq!(one["apiVersion"], "meta.k8s.io/v1", "{one}");
+    assert_eq!(one["metadata"]["name"], "a", "{one}");
+    assert!(one.get("data").is_none(), "{one}");
+    let list: Value = serde_json::from_str(
+        &raw(
+            format!("/api/v1/namespaces/{ns}/configmaps?labelSelector=cvo-meta%3Dyes"),
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        )
+        .await,
+    )
+    .expect("json");
+    assert_eq!(list["kind"], "PartialObjectMetadataList", "{list}");
+    assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata", "{list}");
+    assert!(list["items"][0].get("data").is_none(), "{list}");
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("list resourceVersion")
+        .to_owned();
+    cms(&tc, &ns)
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &merge(json!({"data": {"secretish": "w"}})),
+        )
+        .await
+        .expect("modify");
+    let events = raw(
+        format!(
+            "/api/v1/namespaces/{ns}/configmaps?watch=true&labelSelector=cvo-meta%3Dyes&resourceVersion={rv}&timeoutSeconds=2"
+        ),
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    )
+    .await;
+    let first: Value =
+        serde_json::from_str(events.lines().next().expect("an event")).expect("json");
+    assert_eq!(first["type"], "MODIFIED", "{events}");
+    assert_eq!(first["object"]["kind"], "PartialObjectMetadata", "{events}");
+    assert!(first["object"].get("data").is_none(), "{events}");
+}

@@ -80,6 +80,10 @@ pub struct Options {
     pub dry_run: bool,
     /// What a node waits for after its writes ([`crate::health`]).
     pub health: crate::health::Options,
+    /// Read existing objects with one LIST per (kind, namespace) per pass
+    /// ([`snapshot`]); off, each manifest GETs its own object — cheaper for a task run on its
+    /// own (the operator's drift repairs).
+    pub list_objects: bool,
 }
 
 impl Default for Options {
@@ -91,6 +95,7 @@ impl Default for Options {
             retry: RetryPolicy::default(),
             dry_run: false,
             health: crate::health::Options::default(),
+            list_objects: true,
         }
     }
 }
@@ -181,6 +186,10 @@ pub struct ManifestResult {
     /// What the health check found: why it failed (with `action: failed`), or what it
     /// reported without failing (a degraded operator during an install).
     pub health: Option<crate::health::Finding>,
+    /// The object's resourceVersion as this task last saw it (after its write, or as found
+    /// up to date): what the operator compares watch events with, to tell its own writes from
+    /// someone else's. `None` for deletions, failures and dry runs.
+    pub resource_version: Option<String>,
 }
 
 impl ManifestResult {
@@ -200,6 +209,7 @@ impl ManifestResult {
             pending: None,
             changes: Vec::new(),
             health: None,
+            resource_version: None,
         }
     }
 }

@@ -205,6 +205,9 @@ impl<'r> Applier<'r> {
         resolved: &Resolved,
         manifest: &Manifest,
     ) -> Result<Option<DynamicObject>, ManifestError> {
+        if !self.options.list_objects {
+            return self.get(resolved, manifest).await;
+        }
         let ns = manifest.id.namespace.as_deref();
         match self
             .snapshot
@@ -241,6 +244,9 @@ impl<'r> Applier<'r> {
         let Some((resolved, live)) = written else {
             return Ok(action);
         };
+        if !self.options.dry_run {
+            result.resource_version = live.resource_version();
+        }
         if self.options.dry_run || self.options.health.wait == WaitMode::None {
             return Ok(action);
         }

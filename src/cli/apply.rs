@@ -113,6 +113,7 @@ pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> ExitCode {
         // Without a progress bar, say what a stalled run waits for.
         heartbeat: (!std::io::stderr().is_terminal()).then_some(Duration::from_secs(10)),
         failing_after: args.failing_after,
+        release_accepted: false,
     };
     execute(global, &args.release, &args.target, options, args.output)
 }

@@ -18,6 +18,7 @@ mod cluster_deletion;
 mod dev_apiserver;
 mod graph;
 mod operand_cleanup;
+mod operator;
 mod operators;
 mod plan;
 use crate::cluster::request_error;
@@ -58,9 +59,9 @@ pub struct GlobalArgs {
     /// More logging (-v debug, -vv trace).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
-    /// Log format on stderr.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    /// Log format on stderr [default: text; `cvo operator` in a pod: json].
+    #[arg(long, global = true, value_enum)]
+    pub log_format: Option<LogFormat>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -79,6 +80,9 @@ pub enum Command {
     Apply(apply::ApplyArgs),
     /// Show what `apply` would do, from server-side dry-run; writes nothing.
     Plan(plan::PlanArgs),
+    /// Run the in-cluster release operator: keep the cluster at the release, repair drift
+    /// from watches, leader-elected, with metrics; until SIGINT/SIGTERM.
+    Operator(Box<operator::OperatorArgs>),
     /// Run the OLM CSV operand-cleanup reconciler until SIGINT/SIGTERM.
     OperandCleanup(operand_cleanup::OperandCleanupArgs),
     /// Remove an OLM-installed operator safely: Subscription, CSV, and what you ask for.
@@ -230,12 +234,31 @@ pub fn main() -> ExitCode {
             };
         }
     };
-    init_logging(&cli.global);
+    // A long-running operator says what it does (info); one-shot commands only warn.
+    let operator = matches!(cli.command, Command::Operator(_));
+    // (The sync's per-manifest notes stay at -v: a pass every few minutes would repeat them.)
+    // In a pod the operator's logs go to a log collector: JSON unless told otherwise.
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    let format = cli.global.log_format.unwrap_or(if operator && in_cluster {
+        LogFormat::Json
+    } else {
+        LogFormat::Text
+    });
+    init_logging(
+        &cli.global,
+        format,
+        if operator {
+            "info,cvo::sync=warn"
+        } else {
+            "warn"
+        },
+    );
     match cli.command {
         Command::Validate(args) => validate::run(&args),
         Command::Graph(args) => graph::run(&args),
         Command::Apply(args) => apply::run(&cli.global, &args),
         Command::Plan(args) => plan::run(&cli.global, &args),
+        Command::Operator(args) => operator::run(&cli.global, &args),
         Command::OperandCleanup(args) => operand_cleanup::run(&cli.global, &args),
         Command::Uninstall(args) => uninstall::run(&cli.global, &args),
         Command::ClusterDeletion(args) => cluster_deletion::run(&cli.global, &args),
@@ -243,13 +266,13 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_logging(global: &GlobalArgs) {
+fn init_logging(global: &GlobalArgs, format: LogFormat, level: &str) {
     // kube's client logs every failed request, each retry included, at ERROR: the commands
     // report failures themselves (one line each), so its lines are shown from -v on.
     let default = match global.verbose {
-        0 => "warn,kube_client=off",
-        1 => "debug",
-        _ => "trace",
+        0 => format!("{level},kube_client=off"),
+        1 => "debug".to_owned(),
+        _ => "trace".to_owned(),
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("CVO_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
@@ -257,7 +280,7 @@ fn init_logging(global: &GlobalArgs) {
         .with_env_filter(filter)
         .with_ansi(colour_on_stderr())
         .with_writer(std::io::stderr);
-    let _ = match global.log_format {
+    let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };

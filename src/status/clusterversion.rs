@@ -134,20 +134,23 @@ pub fn condition(cv: &DynamicObject, type_: &str) -> Option<Condition> {
 
 /// The status after a pass towards `version` (pure). `complete`: every manifest applied.
 /// Conditions keep their `lastTransitionTime` while their status is unchanged, so an
-/// identical pass yields an identical status.
+/// identical pass yields an identical status; conditions of other types (written by someone
+/// else, or `ReleaseAccepted` by the operator) are kept as they are. `accepted_risks`: the
+/// preconditions a forced update overrode, recorded in its history entry as the CVO does.
 pub fn next_status(
     old: &Value,
     version: &str,
     conditions: &[Condition],
     complete: bool,
+    accepted_risks: Option<&str>,
     now: jiff::Timestamp,
 ) -> Value {
-    let now = now.to_string();
     let mut status = if old.is_object() {
         old.clone()
     } else {
         json!({})
     };
+    let now_text = now.to_string();
     status["desired"] = json!({"version": version});
     let mut history: Vec<Value> = old
         .get("history")
@@ -158,39 +161,93 @@ pub fn next_status(
         .first()
         .is_some_and(|h| h.get("version").and_then(Value::as_str) == Some(version));
     if !same {
-        history.insert(0, json!({"state": "Partial", "version": version, "startedTime": now, "completionTime": null, "verified": false}));
+        history.insert(0, json!({"state": "Partial", "version": version, "startedTime": now_text, "completionTime": null, "verified": false}));
+    }
+    if let Some(risks) = accepted_risks {
+        history[0]["acceptedRisks"] = json!(risks);
     }
     if complete && history[0].get("state").and_then(Value::as_str) != Some("Completed") {
         history[0]["state"] = json!("Completed");
-        history[0]["completionTime"] = json!(now);
+        history[0]["completionTime"] = json!(now_text);
     }
     history.truncate(HISTORY_LIMIT);
     status["history"] = Value::Array(history);
-    let old_conditions = old
+    status["conditions"] = Value::Array(merge_conditions(old, conditions, now));
+    status
+}
+
+/// `conditions` in the status format, each keeping the `lastTransitionTime` of the condition
+/// of its type in `old` while the status is the same, merged into `old`'s conditions: each
+/// replaces the one of its type where it stands, new types are appended, and conditions of
+/// other types are kept unchanged (foreign conditions are never wiped). The order is stable,
+/// so writers of different conditions do not undo each other's writes.
+fn merge_conditions(old: &Value, conditions: &[Condition], now: jiff::Timestamp) -> Vec<Value> {
+    let now = now.to_string();
+    let mut merged = old
         .get("conditions")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let conditions: Vec<Value> = conditions
-        .iter()
-        .map(|c| {
-            let previous = old_conditions
-                .iter()
-                .find(|o| o.get("type").and_then(Value::as_str) == Some(c.type_.as_str()));
-            let status_text = match c.status {
-                ConditionStatus::True => "True",
-                ConditionStatus::False => "False",
-                ConditionStatus::Unknown => "Unknown",
-            };
-            let since = previous
-                .filter(|o| o.get("status").and_then(Value::as_str) == Some(status_text))
-                .and_then(|o| o.get("lastTransitionTime").cloned())
-                .unwrap_or_else(|| json!(now));
-            json!({"type": c.type_, "status": status_text, "reason": c.reason, "message": c.message, "lastTransitionTime": since})
-        })
-        .collect();
-    status["conditions"] = Value::Array(conditions);
+    for c in conditions {
+        let status_text = match c.status {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        };
+        let slot = merged
+            .iter()
+            .position(|o| o.get("type").and_then(Value::as_str) == Some(c.type_.as_str()));
+        let since = slot
+            .map(|i| &merged[i])
+            .filter(|o| o.get("status").and_then(Value::as_str) == Some(status_text))
+            .and_then(|o| o.get("lastTransitionTime").cloned())
+            .unwrap_or_else(|| json!(now));
+        let value = json!({"type": c.type_, "status": status_text, "reason": c.reason, "message": c.message, "lastTransitionTime": since});
+        match slot {
+            Some(i) => merged[i] = value,
+            None => merged.push(value),
+        }
+    }
+    merged
+}
+
+/// The status with `conditions` merged in (pure): desired and history untouched.
+pub fn with_conditions(old: &Value, conditions: &[Condition], now: jiff::Timestamp) -> Value {
+    let mut status = if old.is_object() {
+        old.clone()
+    } else {
+        json!({})
+    };
+    status["conditions"] = Value::Array(merge_conditions(old, conditions, now));
     status
+}
+
+/// What a status write records.
+#[derive(Clone, Copy, Debug)]
+pub enum Update<'a> {
+    /// A pass towards `version`: desired, history and conditions (see [`next_status`]).
+    Pass {
+        version: &'a str,
+        conditions: &'a [Condition],
+        complete: bool,
+        accepted_risks: Option<&'a str>,
+    },
+    /// Only these conditions, merged into the others (a release refused before any pass).
+    Conditions(&'a [Condition]),
+}
+
+impl Update<'_> {
+    fn next(&self, old: &Value, now: jiff::Timestamp) -> Value {
+        match *self {
+            Update::Pass {
+                version,
+                conditions,
+                complete,
+                accepted_risks,
+            } => next_status(old, version, conditions, complete, accepted_risks, now),
+            Update::Conditions(conditions) => with_conditions(old, conditions, now),
+        }
+    }
 }
 
 /// Writes the status of a pass, only when it changed. A conflict re-reads at once; any other
@@ -201,6 +258,25 @@ pub async fn write(
     version: &str,
     conditions: &[Condition],
     complete: bool,
+) -> Result<WriteOutcome, ClusterVersionError> {
+    write_update(
+        cluster,
+        retry,
+        Update::Pass {
+            version,
+            conditions,
+            complete,
+            accepted_risks: None,
+        },
+    )
+    .await
+}
+
+/// Writes `update` to the status, only when it changes it (conflicts re-read, as [`write`]).
+pub async fn write_update(
+    cluster: &Cluster,
+    retry: &RetryPolicy,
+    update: Update<'_>,
 ) -> Result<WriteOutcome, ClusterVersionError> {
     let Some(api) = api(cluster).await? else {
         return Ok(WriteOutcome::Absent);
@@ -214,7 +290,7 @@ pub async fn write(
             return Ok(WriteOutcome::Absent);
         };
         let old = status(&cv).clone();
-        let new = next_status(&old, version, conditions, complete, jiff::Timestamp::now());
+        let new = update.next(&old, jiff::Timestamp::now());
         if new == old {
             return Ok(WriteOutcome::Unchanged);
         }
@@ -274,14 +350,22 @@ mod tests {
             "1.0.0",
             &conds(ConditionStatus::True),
             false,
+            None,
             t0,
         );
         assert_eq!(s1["history"][0]["state"], "Partial");
         assert_eq!(s1["desired"]["version"], "1.0.0");
-        let s2 = next_status(&s1, "1.0.0", &conds(ConditionStatus::False), true, t0);
+        let s2 = next_status(&s1, "1.0.0", &conds(ConditionStatus::False), true, None, t0);
         assert_eq!(s2["history"].as_array().unwrap().len(), 1);
         assert_eq!(s2["history"][0]["state"], "Completed");
-        let s3 = next_status(&s2, "1.1.0", &conds(ConditionStatus::False), false, t0);
+        let s3 = next_status(
+            &s2,
+            "1.1.0",
+            &conds(ConditionStatus::False),
+            false,
+            None,
+            t0,
+        );
         assert_eq!(s3["history"][0]["version"], "1.1.0");
         assert_eq!(s3["history"][1]["state"], "Completed");
     }
@@ -295,10 +379,11 @@ mod tests {
             "1.0.0",
             &conds(ConditionStatus::False),
             true,
+            None,
             t0,
         );
         assert_eq!(
-            next_status(&s1, "1.0.0", &conds(ConditionStatus::False), true, t1),
+            next_status(&s1, "1.0.0", &conds(ConditionStatus::False), true, None, t1),
             s1
         );
         let mut s = s1;
@@ -308,10 +393,45 @@ mod tests {
                 &format!("1.{i}.0"),
                 &conds(ConditionStatus::False),
                 true,
+                None,
                 t0,
             );
         }
         assert_eq!(s["history"].as_array().unwrap().len(), HISTORY_LIMIT);
         assert_eq!(s["history"][0]["version"], "1.149.0");
+    }
+
+    #[test]
+    fn foreign_conditions_are_kept_and_risks_recorded() {
+        let t0 = jiff::Timestamp::from_second(1_000).unwrap();
+        let t1 = jiff::Timestamp::from_second(2_000).unwrap();
+        let accepted = [Condition::new(
+            "ReleaseAccepted",
+            ConditionStatus::True,
+            "PayloadLoaded",
+            "",
+        )];
+        let s0 = with_conditions(&Value::Null, &accepted, t0);
+        assert!(s0.get("history").is_none(), "conditions only: {s0}");
+        let s1 = next_status(
+            &s0,
+            "1.0.0",
+            &conds(ConditionStatus::False),
+            false,
+            Some("UpgradeableFalse"),
+            t1,
+        );
+        let types: Vec<&str> = s1["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(types, ["ReleaseAccepted", "Failing"]);
+        assert_eq!(s1["conditions"][0]["lastTransitionTime"], t0.to_string());
+        assert_eq!(s1["history"][0]["acceptedRisks"], "UpgradeableFalse");
+        // Same status again: the transition time stays.
+        let s2 = with_conditions(&s1, &accepted, t1);
+        assert_eq!(s2, s1);
     }
 }

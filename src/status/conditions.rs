@@ -329,6 +329,50 @@ pub fn failing(release: &Release, results: &[ManifestResult], grace: Grace) -> C
     }
 }
 
+/// The condition `cvo operator` adds to ClusterVersion: whether the release was accepted.
+pub const RELEASE_ACCEPTED: &str = "ReleaseAccepted";
+
+/// `ReleaseAccepted` for release `version`: False with the precondition's reason when
+/// `refused` stopped it (`applied` false), else True, naming what a forced update overrode.
+pub fn release_accepted(
+    version: &str,
+    refused: &[crate::status::PreconditionFailure],
+    applied: bool,
+) -> Condition {
+    let list = |f: &dyn Fn(&crate::status::PreconditionFailure) -> String| {
+        refused.iter().map(f).collect::<Vec<_>>()
+    };
+    if !applied {
+        let reason = match refused {
+            [only] => only.reason,
+            _ => "PreconditionChecks",
+        };
+        return Condition::new(
+            RELEASE_ACCEPTED,
+            ConditionStatus::False,
+            reason,
+            format!(
+                "Preconditions failed for release {version}: {}",
+                list(&|f| f.to_string()).join("; ")
+            ),
+        );
+    }
+    let message = if refused.is_empty() {
+        format!("Payload loaded version={version}")
+    } else {
+        format!(
+            "Payload loaded version={version}; forced past: {}",
+            list(&|f| f.reason.to_owned()).join(", ")
+        )
+    };
+    Condition::new(
+        RELEASE_ACCEPTED,
+        ConditionStatus::True,
+        "PayloadLoaded",
+        message,
+    )
+}
+
 /// The release's version as text (`unknown` without release-metadata).
 pub fn version_text(release: &Release) -> String {
     release
@@ -515,5 +559,39 @@ mod tests {
             "{}",
             c.message
         );
+    }
+
+    #[test]
+    fn release_accepted_names_the_precondition_or_the_forced_risks() {
+        let failure = |reason: &'static str| crate::status::PreconditionFailure {
+            reason,
+            message: "why".into(),
+            objects: Vec::new(),
+        };
+        let refused = release_accepted("1.1.0", &[failure("UpgradeableFalse")], false);
+        assert_eq!(
+            (refused.status, refused.reason.as_str()),
+            (ConditionStatus::False, "UpgradeableFalse")
+        );
+        assert!(
+            refused.message.contains("UpgradeableFalse: why"),
+            "{}",
+            refused.message
+        );
+        let two = release_accepted(
+            "1.1.0",
+            &[failure("UpgradeableFalse"), failure("StaleDeleteManifest")],
+            false,
+        );
+        assert_eq!(two.reason, "PreconditionChecks");
+        let forced = release_accepted("1.1.0", &[failure("UpgradeableFalse")], true);
+        assert_eq!(forced.status, ConditionStatus::True);
+        assert!(
+            forced.message.ends_with("forced past: UpgradeableFalse"),
+            "{}",
+            forced.message
+        );
+        let plain = release_accepted("1.1.0", &[], true);
+        assert_eq!(plain.message, "Payload loaded version=1.1.0");
     }
 }

@@ -53,6 +53,10 @@ pub struct SyncOptions {
     /// How long ClusterOperators may stay degraded or updating (from the start of the
     /// update) before `Failing` turns True; other failures are Failing at once.
     pub failing_after: Duration,
+    /// Record `ReleaseAccepted` in ClusterVersion (`cvo operator`): True from the start of
+    /// the pass, or False with the precondition's reason when refused (then only that
+    /// condition is written).
+    pub release_accepted: bool,
 }
 
 /// How a sync walks the task graph (OpenShift CVO's names).
@@ -76,6 +80,7 @@ impl Default for SyncOptions {
             mode: None,
             heartbeat: None,
             failing_after: Duration::from_secs(30 * 60),
+            release_accepted: false,
         }
     }
 }
@@ -172,7 +177,21 @@ where
         },
     }
     .check();
+    let status_version = conditions::version_text(release);
     if !refused.is_empty() && !options.force {
+        let cluster_version = if options.release_accepted && cv.is_some() && !options.apply.dry_run
+        {
+            let accepted = conditions::release_accepted(&status_version, &refused, false);
+            let written = clusterversion::write_update(
+                cluster,
+                &options.apply.retry,
+                clusterversion::Update::Conditions(std::slice::from_ref(&accepted)),
+            )
+            .await;
+            Some(written.map_err(|e| e.to_string()))
+        } else {
+            None
+        };
         let mut conds: Vec<Condition> = previous_upgradeable.into_iter().collect();
         conds.extend(refused.iter().map(|f| {
             Condition::new(
@@ -190,10 +209,18 @@ where
             rounds: 0,
             conditions: conds,
             warnings,
-            cluster_version: None,
+            cluster_version,
             retries: Retries::default(),
         });
     }
+    // A forced update records what it overrode in its history entry, as the CVO does.
+    let accepted_risks = (!refused.is_empty()).then(|| {
+        refused
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    });
     if !refused.is_empty() {
         warnings.extend(
             refused
@@ -208,7 +235,9 @@ where
             clusterversion::NAME
         ));
     }
-    let status_version = conditions::version_text(release);
+    let accepted = options
+        .release_accepted
+        .then(|| conditions::release_accepted(&status_version, &refused, true));
     let now = jiff::Timestamp::now();
     let update_started = cv
         .as_ref()
@@ -229,15 +258,14 @@ where
             "",
             conditions::progress_message(&status_version, 0, release.manifests.len()),
         ));
-        if let Err(e) = clusterversion::write(
-            cluster,
-            &options.apply.retry,
-            &status_version,
-            &starting,
-            false,
-        )
-        .await
-        {
+        starting.extend(accepted.clone());
+        let update = clusterversion::Update::Pass {
+            version: &status_version,
+            conditions: &starting,
+            complete: false,
+            accepted_risks: accepted_risks.as_deref(),
+        };
+        if let Err(e) = clusterversion::write_update(cluster, &options.apply.retry, update).await {
             warnings.push(format!("could not record the start of the update: {e}"));
         }
     }
@@ -345,19 +373,23 @@ where
             .unsigned_abs(),
         period: options.failing_after,
     };
-    let conds = conditions::after_pass(release, &report.results, upgradeable, ever, grace);
+    let mut conds = conditions::after_pass(release, &report.results, upgradeable, ever, grace);
+    conds.extend(accepted);
     let cluster_version = if options.apply.dry_run {
         None
     } else {
         let summary = report.summary();
         let complete = summary.failed == 0 && summary.skipped == 0;
         Some(
-            clusterversion::write(
+            clusterversion::write_update(
                 cluster,
                 &options.apply.retry,
-                &status_version,
-                &conds,
-                complete,
+                clusterversion::Update::Pass {
+                    version: &status_version,
+                    conditions: &conds,
+                    complete,
+                    accepted_risks: accepted_risks.as_deref(),
+                },
             )
             .await
             .map_err(|e| e.to_string()),

@@ -336,6 +336,16 @@ const BUILTINS: &[B] = &[
         &[],
     ),
     b(
+        "apiregistration.k8s.io",
+        "v1",
+        "APIService",
+        "apiservices",
+        false,
+        true,
+        false,
+        &[],
+    ),
+    b(
         "apiextensions.k8s.io",
         "v1",
         "CustomResourceDefinition",

@@ -98,6 +98,52 @@ fn json_response(code: u16, v: &Value) -> Response<RespBody> {
         .expect("valid response")
 }
 
+/// True when the client asked for metadata only, as kube-apiserver understands `Accept:
+/// application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1` (kube-rs
+/// `PartialObjectMeta`, client-go's metadata client).
+fn wants_metadata(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|media| {
+            let params: Vec<&str> = media.split(';').map(str::trim).collect();
+            params
+                .iter()
+                .any(|p| p.starts_with("as=PartialObjectMetadata"))
+                && params.contains(&"g=meta.k8s.io")
+                && params.contains(&"v=v1")
+        })
+}
+
+/// An object as a `meta.k8s.io/v1` `PartialObjectMetadata`: its metadata only.
+pub(crate) fn partial_object(obj: &Value) -> Value {
+    serde_json::json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| serde_json::json!({})),
+    })
+}
+
+/// A list as a `PartialObjectMetadataList` (the list's metadata kept: resourceVersion,
+/// continue).
+fn partial_list(list: &Value) -> Value {
+    let items: Vec<Value> = list
+        .get("items")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(partial_object)
+        .collect();
+    serde_json::json!({
+        "kind": "PartialObjectMetadataList",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": list.get("metadata").cloned().unwrap_or_else(|| serde_json::json!({})),
+        "items": items,
+    })
+}
+
 /// Render an error as kube-apiserver does.
 pub fn error_response(e: &ApiError) -> Response<RespBody> {
     let mut r = json_response(e.code, &e.to_status());
@@ -333,10 +379,16 @@ async fn handle_inner(
             strict: q.get("fieldValidation") == Some("Strict"),
         })
     };
+    let meta_only = t.subresource.is_none() && wants_metadata(&parts.headers);
     let (code, v) = match verb {
         "watch" => {
             let lo = list_opts(&q, &t.info.kind)?;
-            return watch::start(shared.clone(), t, lo, &q);
+            return watch::start(shared.clone(), t, lo, &q, meta_only);
+        }
+        "get" if meta_only => (200, partial_object(&shared.lock().get(&t)?)),
+        "list" if meta_only => {
+            let list = shared.lock().list(&t, &list_opts(&q, &t.info.kind)?)?;
+            (200, partial_list(&list))
         }
         "get" if t.subresource.as_deref() == Some("scale") => (200, shared.lock().scale_get(&t)?),
         "update" if t.subresource.as_deref() == Some("scale") => {

@@ -31,6 +31,8 @@ fn line(kind: &str, object: &Value) -> Bytes {
 struct Filter {
     t: Target,
     opts: ListOpts,
+    /// `as=PartialObjectMetadata`: events carry only the objects' metadata.
+    meta_only: bool,
 }
 
 impl Filter {
@@ -71,6 +73,9 @@ impl Filter {
     /// The watch line for an event, reusing the event's one-time encoding when the watcher
     /// asked for the version the object is stored in (the common case).
     fn event_line(&self, kind: &str, ev: &Event) -> Bytes {
+        if self.meta_only {
+            return line(kind, &super::router::partial_object(&ev.object));
+        }
         let api_version = self.t.info.api_version(&self.t.version);
         if ev.object.get("apiVersion").and_then(Value::as_str) == Some(api_version.as_str())
             && ev.object.get("kind").and_then(Value::as_str) == Some(self.t.info.kind.as_str())
@@ -100,6 +105,9 @@ impl Filter {
         if initial_end {
             md["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
+        if self.meta_only {
+            return super::router::partial_object(&json!({"metadata": md}));
+        }
         json!({"kind": self.t.info.kind, "apiVersion": self.t.info.api_version(&self.t.version), "metadata": md})
     }
 }
@@ -110,6 +118,7 @@ pub(crate) fn start(
     t: Target,
     opts: ListOpts,
     q: &Query,
+    meta_only: bool,
 ) -> Result<Response<RespBody>, ApiError> {
     let bookmarks = q.flag("allowWatchBookmarks");
     let send_initial = q.flag("sendInitialEvents");
@@ -125,6 +134,7 @@ pub(crate) fn start(
             continue_token: None,
             ..opts
         },
+        meta_only,
     };
     let mut initial: Vec<Bytes> = Vec::new();
     let (rx, start_rv) = {
@@ -134,7 +144,11 @@ pub(crate) fn start(
         if rv_param.is_empty() || rv_param == "0" || send_initial {
             let list = st.list(&f.t, &f.opts)?;
             for item in list["items"].as_array().into_iter().flatten() {
-                initial.push(line("ADDED", item));
+                if f.meta_only {
+                    initial.push(line("ADDED", &super::router::partial_object(item)));
+                } else {
+                    initial.push(line("ADDED", item));
+                }
             }
             if send_initial && bookmarks {
                 initial.push(line("BOOKMARK", &f.bookmark(cur, true)));

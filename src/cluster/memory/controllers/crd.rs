@@ -12,7 +12,7 @@ use crate::cluster::memory::handler::{self, CRD_FINALIZER, Policy, State, now};
 use crate::cluster::memory::resources::ResKey;
 use crate::cluster::memory::store::ObjKey;
 
-fn set_condition(obj: &mut Value, ty: &str, status: &str, reason: &str, message: &str) {
+pub(super) fn set_condition(obj: &mut Value, ty: &str, status: &str, reason: &str, message: &str) {
     if !obj.get("status").is_some_and(Value::is_object) {
         obj["status"] = json!({});
     }

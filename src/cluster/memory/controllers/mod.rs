@@ -2,7 +2,8 @@
 //! server do on a real cluster: [`crd`] (Established after a delay, cleanup of custom resources
 //! on CRD deletion), [`namespace`] (namespace lifecycle), [`gc`] (ownerReference garbage
 //! collection, background and foreground), [`workloads`] (the status kube-controller-manager
-//! writes on Deployments, StatefulSets, DaemonSets and Jobs of a cluster without nodes) and
+//! writes on Deployments, StatefulSets, DaemonSets and Jobs of a cluster without nodes),
+//! [`apiservice`] (APIService availability, as kube-aggregator reports it there) and
 //! [`operator`] (the fake operator that removes finalizers configured through
 //! [`Faults`](super::Faults)).
 //!
@@ -10,6 +11,7 @@
 //! when a timer is due, takes the state lock, and reconciles. Controllers write through the same
 //! handler entry points as clients, so every rule and event applies to them too.
 
+pub mod apiservice;
 pub mod crd;
 pub mod gc;
 pub mod namespace;
@@ -75,6 +77,7 @@ pub(crate) fn spawn(shared: Weak<Shared>, changed: Arc<Notify>) {
 fn reconcile(shared: &Shared, timers: &mut Timers, workloads: &mut workloads::Workloads) {
     let mut st = shared.lock();
     crd::reconcile(&mut st, timers, shared.config.establish_delay);
+    apiservice::reconcile(&mut st);
     namespace::reconcile(&mut st);
     gc::reconcile(&mut st);
     workloads::reconcile(&mut st, timers, workloads);

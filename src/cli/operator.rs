@@ -1,0 +1,245 @@
+//! `cvo operator`: run the in-cluster release operator until SIGINT/SIGTERM.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::apply::parse_duration;
+use super::{GlobalArgs, ReleaseArgs};
+use crate::apply::{Options, Strategy};
+use crate::health::WaitMode;
+use crate::operator::leader::{LeaseConfig, default_identity};
+use crate::operator::metrics::{self, Metrics};
+use crate::sync::SyncOptions;
+
+#[derive(Debug, Args)]
+pub struct OperatorArgs {
+    #[command(flatten)]
+    pub release: ReleaseArgs,
+    /// Run against a fresh embedded in-memory API server instead of a cluster (for trying
+    /// the operator out; it starts empty).
+    #[arg(long)]
+    pub in_memory: bool,
+    /// The operator's namespace, where its leader Lease lives (default: the kubeconfig
+    /// context's namespace, in a pod its own).
+    #[arg(long, short = 'n', value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Serve /metrics, /healthz and /readyz here.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:9099")]
+    pub metrics_addr: SocketAddr,
+    /// Between two full passes (jittered by ±25 %); drift is repaired from watches meanwhile.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "3m")]
+    pub resync_interval: Duration,
+    /// Nodes of the task graph applied at once (1 to 256).
+    #[arg(long, default_value_t = crate::graph::DEFAULT_PARALLELISM, value_parser = super::values::parse_parallelism, allow_hyphen_values = true)]
+    pub parallelism: usize,
+    /// Name of the leader-election Lease.
+    #[arg(long, value_name = "NAME", default_value = "cvo-operator")]
+    pub lease_name: String,
+    /// A Lease not renewed for this long may be taken over by a standby.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "15s")]
+    pub lease_duration: Duration,
+    /// The leader stops writing when it could not renew its Lease for this long.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10s")]
+    pub lease_renew_deadline: Duration,
+    /// How often candidates try to take the Lease, and the leader renews it.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "2s")]
+    pub lease_retry: Duration,
+    /// How long a pass in flight at SIGTERM may take to finish before the Lease is released.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "20s")]
+    pub shutdown_grace: Duration,
+    /// How delete manifests wait for finalizers (per manifest: annotation
+    /// cvo.io/deletion-strategy).
+    #[arg(long, value_enum, default_value_t = Strategy::NonBlocking)]
+    pub deletion_strategy: Strategy,
+    /// How long a synchronous deletion may take.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10m")]
+    pub deletion_timeout: Duration,
+    /// A deletion pending longer than this (from its deletionTimestamp) is stuck.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10m")]
+    pub stuck_after: Duration,
+    /// An install retries failed manifests in further rounds for this long.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10m")]
+    pub install_timeout: Duration,
+    /// What a node of the graph waits for after its writes (as for `cvo apply`).
+    #[arg(long, value_enum, default_value_t = WaitMode::Failures)]
+    pub wait: WaitMode,
+    /// How long one node may wait for its objects to become healthy.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10m")]
+    pub health_timeout: Duration,
+    /// How long ClusterOperators may stay degraded or updating before Failing turns True.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30m")]
+    pub failing_after: Duration,
+}
+
+pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
+    if args.resync_interval.is_zero() {
+        stderr_line!("error: --resync-interval must be longer than 0");
+        return ExitCode::from(super::EXIT_INPUT);
+    }
+    // The namespace is known only once connected; the timings can be checked now.
+    let timings = LeaseConfig {
+        lease_duration: args.lease_duration,
+        renew_deadline: args.lease_renew_deadline,
+        retry_period: args.lease_retry,
+        ..LeaseConfig::new("", &args.lease_name, "")
+    };
+    if let Err(e) = timings.check() {
+        stderr_line!("error: {e}");
+        return ExitCode::from(super::EXIT_INPUT);
+    }
+    // A release that cannot be used does not stop the operator: it reports why in
+    // ClusterVersion (ReleaseAccepted=False) and applies nothing.
+    let release = match args.release.load() {
+        Ok(release) => {
+            for d in &release.diagnostics {
+                stderr_line!("{d}");
+            }
+            if release.has_errors() {
+                Err(invalid_release(&release))
+            } else {
+                Ok(release)
+            }
+        }
+        Err(_) => Err(unreadable_release(&args.release)),
+    };
+    let runtime = match super::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    runtime.block_on(async {
+        let client = if args.in_memory {
+            let server = crate::cluster::memory::MemoryServer::start(
+                crate::cluster::memory::Config::default(),
+            );
+            server.client()
+        } else {
+            match super::kube_client(global).await {
+                Ok(c) => c,
+                Err(e) => return e.report(),
+            }
+        };
+        let namespace = args
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned());
+        let lease = LeaseConfig {
+            namespace,
+            identity: default_identity(),
+            ..timings.clone()
+        };
+        let options = crate::operator::Options {
+            sync: SyncOptions {
+                apply: Options {
+                    strategy: args.deletion_strategy,
+                    deletion_timeout: args.deletion_timeout,
+                    health: crate::health::Options {
+                        wait: args.wait,
+                        timeout: args.health_timeout,
+                        ..Default::default()
+                    },
+                    ..Options::default()
+                },
+                parallelism: args.parallelism,
+                stuck_after: args.stuck_after,
+                force: false,
+                install_timeout: args.install_timeout,
+                mode: None,
+                heartbeat: None,
+                failing_after: args.failing_after,
+                release_accepted: true,
+            },
+            resync_interval: args.resync_interval,
+            lease,
+            shutdown_grace: args.shutdown_grace,
+        };
+        let metrics = Arc::new(Metrics::new());
+        let listener = match metrics::bind(args.metrics_addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                stderr_line!("error: {e}");
+                return ExitCode::from(super::EXIT_INPUT);
+            }
+        };
+        let addr = listener.local_addr().unwrap_or(args.metrics_addr);
+        tokio::spawn(metrics::serve(metrics.clone(), listener));
+        tracing::info!(
+            release = %release
+                .as_ref()
+                .map_or_else(|_| "invalid".to_owned(), crate::status::conditions::version_text),
+            manifests = release.as_ref().map_or(0, |r| r.manifests.len()),
+            namespace = %options.lease.namespace,
+            lease = %options.lease.name,
+            identity = %options.lease.identity,
+            metrics = %addr,
+            "operator starting"
+        );
+        match &release {
+            Ok(release) => {
+                crate::operator::run(
+                    client.clone(),
+                    client,
+                    release,
+                    &options,
+                    metrics,
+                    super::shutdown_signal(),
+                )
+                .await
+            }
+            Err(why) => {
+                crate::operator::run_invalid(
+                    client.clone(),
+                    client,
+                    why,
+                    &options,
+                    metrics,
+                    super::shutdown_signal(),
+                )
+                .await
+            }
+        }
+        ExitCode::SUCCESS
+    })
+}
+
+/// How many errors of an invalid release `ReleaseAccepted` names before counting the rest.
+const ERRORS_SHOWN: usize = 10;
+
+/// The `ReleaseAccepted` message of a release with errors: each as `file:line: message`.
+fn invalid_release(release: &crate::release::Release) -> String {
+    let errors: Vec<String> = release
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == crate::diagnostic::Severity::Error)
+        .map(|d| format!("{}: {}", d.location, d.message))
+        .collect();
+    let mut message = format!(
+        "The release has {} errors (see `cvo validate`): {}",
+        errors.len(),
+        errors
+            .iter()
+            .take(ERRORS_SHOWN)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    if errors.len() > ERRORS_SHOWN {
+        message.push_str(&format!("; and {} more", errors.len() - ERRORS_SHOWN));
+    }
+    message
+}
+
+/// The `ReleaseAccepted` message of a release that cannot be read (the loader's error).
+fn unreadable_release(args: &ReleaseArgs) -> String {
+    let options = args.options_in(args.profile.as_deref());
+    match crate::release::load(&args.release, &options) {
+        Err(e) => format!("The release {} cannot be read: {e}", args.release.display()),
+        Ok(_) => format!(
+            "The release {} cannot be used with these flags (see the operator's log)",
+            args.release.display()
+        ),
+    }
+}

@@ -1,0 +1,307 @@
+//! Drift detection: metadata-only watches (kube-runtime `metadata_watcher`), one per kind of
+//! the release's objects, filtered by the ownership label `cvo.io/managed=true` that every
+//! apply puts on its objects, and one on `ClusterVersion version` itself.
+//!
+//! The operator remembers the resourceVersion each manifest's object had when it last wrote
+//! it or found it up to date ([`Known`]). A watch event whose resourceVersion differs —
+//! someone else changed the object, unless only its status moved (same generation, labels and
+//! annotations as at the previous event, for kinds with a generation) — or a deletion (also: the label removed, so the object
+//! left the selector), or an object missing when a watch (re)lists, sends that manifest's
+//! index to the repair queue. Events for the operator's own writes carry the version it
+//! recorded and are dropped; one that overtakes the recording costs a read, not a write (the
+//! repair finds the object up to date). Delete manifests are not watched: their deletions are
+//! tracked by the passes.
+//!
+//! Nothing here writes; nothing here is kept across restarts (a new watch lists first, and a
+//! new process starts with a full pass).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::core::PartialObjectMeta;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::apply::MANAGED_LABEL;
+use crate::cluster::Cluster;
+use crate::release::Release;
+use crate::status::clusterversion;
+
+/// What makes an object one of the release's: (namespace, name) within its kind.
+type ObjectKey = (Option<String>, String);
+
+/// The resourceVersion of each manifest's object as the operator last wrote or read it, by
+/// manifest index (shared by the passes, the repairs and the watches).
+#[derive(Clone, Default)]
+pub struct Known(Arc<Mutex<HashMap<usize, String>>>);
+
+impl Known {
+    pub fn set(&self, index: usize, resource_version: Option<String>) {
+        let mut known = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match resource_version {
+            Some(rv) => known.insert(index, rv),
+            None => known.remove(&index),
+        };
+    }
+
+    fn get(&self, index: usize) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&index)
+            .cloned()
+    }
+}
+
+/// The release's applied manifests grouped by kind: what to watch.
+#[derive(Debug)]
+pub struct Kinds {
+    /// (apiVersion, kind) → objects of that kind → manifest index.
+    by_kind: Vec<((String, String), HashMap<ObjectKey, usize>)>,
+}
+
+impl Kinds {
+    pub fn of(release: &Release) -> Self {
+        let mut by_kind: Vec<((String, String), HashMap<ObjectKey, usize>)> = Vec::new();
+        for (index, m) in release.manifests.iter().enumerate() {
+            if m.is_delete() || m.create_only {
+                continue;
+            }
+            let key = (m.api_version.clone(), m.id.kind.clone());
+            let objects = match by_kind.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, objects)) => objects,
+                None => {
+                    by_kind.push((key, HashMap::new()));
+                    &mut by_kind.last_mut().expect("just pushed").1
+                }
+            };
+            objects.insert((m.id.namespace.clone(), m.id.name.clone()), index);
+        }
+        Kinds { by_kind }
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_kind.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_kind.is_empty()
+    }
+
+    /// Watches every kind until dropped, sending the index of each manifest whose object
+    /// drifted to `drifted`.
+    pub async fn watch(&self, cluster: &Cluster, known: &Known, drifted: &UnboundedSender<usize>) {
+        let watches = self.by_kind.iter().map(|((api_version, kind), objects)| {
+            watch_kind(cluster, api_version, kind, objects, known, drifted)
+        });
+        futures::future::join_all(watches).await;
+    }
+}
+
+/// The parts of an object's metadata that tell a spec or metadata change from a status-only
+/// one: `metadata.generation` (moved by spec changes, not by status writes, for kinds that
+/// have it), labels and annotations.
+#[derive(Clone, Debug, PartialEq)]
+struct Shape {
+    generation: Option<i64>,
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl Shape {
+    fn of(meta: &kube::api::ObjectMeta) -> Self {
+        Shape {
+            generation: meta.generation,
+            labels: meta.labels.clone(),
+            annotations: meta.annotations.clone(),
+        }
+    }
+
+    /// True when `now` can differ from `self` only in its status: the kind has a generation
+    /// and it did not move, and labels and annotations are the same. Kinds without a
+    /// generation (ConfigMaps, Secrets, …) never qualify: every change is looked at.
+    fn same_spec_and_metadata(&self, now: &Shape) -> bool {
+        self.generation.is_some() && self == now
+    }
+}
+
+/// How long to wait before resolving a kind again that is not served.
+const RESOLVE_AGAIN: Duration = Duration::from_secs(5);
+
+async fn watch_kind(
+    cluster: &Cluster,
+    api_version: &str,
+    kind: &str,
+    objects: &HashMap<ObjectKey, usize>,
+    known: &Known,
+    drifted: &UnboundedSender<usize>,
+) {
+    let mut wait = RESOLVE_AGAIN;
+    let resolved = loop {
+        match cluster.discovery().resolve(api_version, kind).await {
+            Ok(r) => break r,
+            Err(e) => {
+                tracing::debug!(%kind, error = %e, "cannot watch this kind yet; trying again");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RESOLVE_AGAIN * 12);
+            }
+        }
+    };
+    // `PartialObjectMeta`: metadata-only LIST and WATCH requests.
+    let api: Api<PartialObjectMeta<DynamicObject>> =
+        Api::all_with(cluster.client().clone(), &resolved.resource);
+    let selector = format!("{MANAGED_LABEL}=true");
+    let stream =
+        watcher::watcher(api, watcher::Config::default().labels(&selector)).default_backoff();
+    futures::pin_mut!(stream);
+    let index_of = |meta: &kube::api::ObjectMeta| {
+        let namespace = meta.namespace.clone().filter(|_| resolved.namespaced);
+        let name = meta.name.clone().unwrap_or_default();
+        objects.get(&(namespace, name)).copied()
+    };
+    let mut listed: HashSet<usize> = HashSet::new();
+    // What each object looked like at its previous event.
+    let mut last: HashMap<usize, Shape> = HashMap::new();
+    tracing::debug!(%kind, objects = objects.len(), "watching for drift");
+    while let Some(event) = stream.next().await {
+        let event = match event {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::debug!(%kind, error = %e, "drift watch broke; it resumes with backoff");
+                continue;
+            }
+        };
+        match event {
+            Event::Init => listed.clear(),
+            Event::InitApply(obj) | Event::Apply(obj) => {
+                let Some(index) = index_of(&obj.metadata) else {
+                    continue;
+                };
+                listed.insert(index);
+                if obj.metadata.deletion_timestamp.is_some() {
+                    // Being deleted by someone: repaired once it is gone (its Delete event).
+                    continue;
+                }
+                let seen = obj.metadata.resource_version.clone();
+                let shape = Shape::of(&obj.metadata);
+                let before = last.insert(index, shape.clone());
+                if seen.is_none() || seen == known.get(index) {
+                    continue;
+                }
+                if before.is_some_and(|b| b.same_spec_and_metadata(&shape)) {
+                    // Only the status moved (its controller at work): not drift.
+                    continue;
+                }
+                tracing::debug!(%kind, name = ?obj.metadata.name, ?seen, "changed by someone else");
+                let _ = drifted.send(index);
+            }
+            Event::Delete(obj) => {
+                if let Some(index) = index_of(&obj.metadata) {
+                    last.remove(&index);
+                    tracing::debug!(%kind, name = ?obj.metadata.name, "deleted, or no longer labelled {MANAGED_LABEL}");
+                    let _ = drifted.send(index);
+                }
+            }
+            Event::InitDone => {
+                // Objects of the release this listing did not show are gone (or lost their
+                // label) while nobody watched.
+                for (_, &index) in objects.iter().filter(|(_, i)| !listed.contains(i)) {
+                    let _ = drifted.send(index);
+                }
+            }
+        }
+    }
+}
+
+/// Watches `ClusterVersion version` and sends `()` whenever its `metadata.generation` moves
+/// away from `generation` (the one the last pass read) or from the last one seen — its spec
+/// changed: a new `desiredUpdate`, say; the operator then runs a full pass. Status writes do
+/// not move the generation. Waits while the kind is not served.
+pub async fn watch_cluster_version(
+    cluster: &Cluster,
+    mut generation: Option<i64>,
+    changed: &UnboundedSender<()>,
+) {
+    let resolved = loop {
+        match cluster
+            .discovery()
+            .resolve(clusterversion::API_VERSION, clusterversion::KIND)
+            .await
+        {
+            Ok(r) => break r,
+            Err(_) => tokio::time::sleep(RESOLVE_AGAIN * 6).await,
+        }
+    };
+    let api: Api<PartialObjectMeta<DynamicObject>> =
+        Api::all_with(cluster.client().clone(), &resolved.resource);
+    let selector = format!("metadata.name={}", clusterversion::NAME);
+    let stream =
+        watcher::watcher(api, watcher::Config::default().fields(&selector)).default_backoff();
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        if let Ok(Event::Apply(obj) | Event::InitApply(obj)) = event {
+            let now = obj.metadata.generation;
+            if generation.is_some() && now != generation {
+                let _ = changed.send(());
+            }
+            generation = now;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::release::LoadOptions;
+
+    #[test]
+    fn kinds_group_applied_manifests_and_skip_deletes() {
+        let dir = tempfile::tempdir().unwrap();
+        let cm = |name: &str, extra: &str| {
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns\n{extra}"
+            )
+        };
+        std::fs::write(dir.path().join("0000_10_a_00_a.yaml"), cm("a", "")).unwrap();
+        std::fs::write(dir.path().join("0000_10_a_01_b.yaml"), cm("b", "")).unwrap();
+        std::fs::write(
+            dir.path().join("0000_10_a_02_gone.yaml"),
+            cm(
+                "gone",
+                "  annotations:\n    release.openshift.io/delete: \"true\"\n",
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("0000_10_a_03_ns.yaml"),
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns\n",
+        )
+        .unwrap();
+        let release = crate::release::load(dir.path(), &LoadOptions::default()).unwrap();
+        let kinds = Kinds::of(&release);
+        assert_eq!(kinds.len(), 2);
+        let (_, cms) = &kinds.by_kind[0];
+        assert_eq!(cms.len(), 2);
+        assert!(!cms.contains_key(&(Some("ns".into()), "gone".into())));
+        let meta = |generation: Option<i64>, label: &str| kube::api::ObjectMeta {
+            generation,
+            labels: Some([("l".to_owned(), label.to_owned())].into()),
+            ..Default::default()
+        };
+        let before = Shape::of(&meta(Some(3), "a"));
+        assert!(before.same_spec_and_metadata(&Shape::of(&meta(Some(3), "a"))));
+        assert!(!before.same_spec_and_metadata(&Shape::of(&meta(Some(4), "a"))));
+        assert!(!before.same_spec_and_metadata(&Shape::of(&meta(Some(3), "b"))));
+        let no_generation = Shape::of(&meta(None, "a"));
+        assert!(!no_generation.same_spec_and_metadata(&no_generation.clone()));
+        let known = Known::default();
+        known.set(0, Some("5".into()));
+        assert_eq!(known.get(0).as_deref(), Some("5"));
+        known.set(0, None);
+        assert_eq!(known.get(0), None);
+    }
+}

@@ -1,0 +1,378 @@
+//! What the operator tells Prometheus and the kubelet: the metrics (prometheus-client, text
+//! exposition), the request counter wrapped around the operator's client, and the HTTP
+//! endpoints `/metrics`, `/healthz` and `/readyz` (hyper).
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `cvo_sync_pass_duration_seconds` | histogram | `trigger` (initial, resync, clusterversion) |
+//! | `cvo_sync_passes_total` | counter | `trigger`, `result` (applied, failed, refused, error) |
+//! | `cvo_sync_pass_writes` | gauge | — writes the last full pass sent (0 in steady state) |
+//! | `cvo_manifests_total` | counter | `action` (created, updated, unchanged, …), of passes and repairs |
+//! | `cvo_drift_repairs_total` | counter | `action`: one manifest re-applied after a watch event |
+//! | `cvo_api_requests_total` | counter | `verb` (GET, LIST, WATCH, PATCH, PUT, POST, DELETE) |
+//! | `cvo_deletions_in_progress` | gauge | — deletions requested and not finished |
+//! | `cvo_cluster_version` | gauge (1) | `type` (current, desired), `version` |
+//! | `cvo_upgradeable` | gauge | — 1 only when Upgradeable=True (Unknown is 0: fail closed) |
+//! | `cvo_leader` | gauge | — 1 while this process holds the Lease |
+//!
+//! The Lease traffic goes through its own client and is not counted: requests here are the
+//! release's.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Request, Response, StatusCode};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::apply::Action;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Pass durations: 50 ms to about 27 minutes.
+fn pass_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.05, 2.0, 16))
+}
+
+/// Every metric of the operator, and the readiness the endpoints report.
+pub struct Metrics {
+    registry: Registry,
+    pub pass_duration: Family<Labels, Histogram>,
+    pub passes: Family<Labels, Counter>,
+    pub pass_writes: Gauge,
+    pub manifests: Family<Labels, Counter>,
+    pub repairs: Family<Labels, Counter>,
+    pub requests: Family<Labels, Counter>,
+    pub deletions_in_progress: Gauge,
+    pub cluster_version: Family<Labels, Gauge>,
+    pub upgradeable: Gauge,
+    pub leader: Gauge,
+    /// Writes sent so far (every verb but GET, LIST and WATCH), for per-pass deltas.
+    writes: AtomicU64,
+    ready: AtomicBool,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("cvo");
+        let m = Metrics {
+            registry: Registry::default(),
+            pass_duration: Family::new_with_constructor(pass_histogram as fn() -> Histogram),
+            passes: Family::default(),
+            pass_writes: Gauge::default(),
+            manifests: Family::default(),
+            repairs: Family::default(),
+            requests: Family::default(),
+            deletions_in_progress: Gauge::default(),
+            cluster_version: Family::default(),
+            upgradeable: Gauge::default(),
+            leader: Gauge::default(),
+            writes: AtomicU64::new(0),
+            ready: AtomicBool::new(false),
+        };
+        registry.register(
+            "sync_pass_duration_seconds",
+            "Duration of full sync passes",
+            m.pass_duration.clone(),
+        );
+        registry.register("sync_passes", "Full sync passes", m.passes.clone());
+        registry.register(
+            "sync_pass_writes",
+            "Write requests sent by the last full sync pass (0 when nothing drifted)",
+            m.pass_writes.clone(),
+        );
+        registry.register(
+            "manifests",
+            "Manifests handled, by action",
+            m.manifests.clone(),
+        );
+        registry.register(
+            "drift_repairs",
+            "Single manifests re-applied after a watch saw a change the operator did not make",
+            m.repairs.clone(),
+        );
+        registry.register(
+            "api_requests",
+            "Requests sent to the API server for the release, by verb",
+            m.requests.clone(),
+        );
+        registry.register(
+            "deletions_in_progress",
+            "Deletions requested by the release and not finished",
+            m.deletions_in_progress.clone(),
+        );
+        registry.register(
+            "cluster_version",
+            "The release versions of ClusterVersion (1 per type and version)",
+            m.cluster_version.clone(),
+        );
+        registry.register(
+            "upgradeable",
+            "1 when Upgradeable=True, else 0 (False or Unknown)",
+            m.upgradeable.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this process holds the leader Lease",
+            m.leader.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// The text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// Write requests sent so far.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+
+    pub fn count_action(&self, family: &Family<Labels, Counter>, action: Action) {
+        family
+            .get_or_create(&vec![("action", action.as_str().to_owned())])
+            .inc();
+    }
+
+    /// Records a full pass.
+    pub fn pass(&self, trigger: &str, result: &str, seconds: f64) {
+        self.pass_duration
+            .get_or_create(&vec![("trigger", trigger.to_owned())])
+            .observe(seconds);
+        self.passes
+            .get_or_create(&vec![
+                ("trigger", trigger.to_owned()),
+                ("result", result.to_owned()),
+            ])
+            .inc();
+    }
+
+    /// Sets `cvo_cluster_version` to exactly these (type, version) pairs.
+    pub fn set_cluster_version(&self, versions: &[(&'static str, String)]) {
+        self.cluster_version.clear();
+        for (type_, version) in versions {
+            self.cluster_version
+                .get_or_create(&vec![
+                    ("type", (*type_).to_owned()),
+                    ("version", version.clone()),
+                ])
+                .set(1);
+        }
+    }
+
+    fn request(&self, verb: &'static str) {
+        self.requests
+            .get_or_create(&vec![("verb", verb.to_owned())])
+            .inc();
+        if !matches!(verb, "GET" | "LIST" | "WATCH") {
+            self.writes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The verb of a request as the API server counts it: GET of a collection is LIST, with
+/// `watch=true` WATCH.
+fn verb(req: &http::Request<kube::client::Body>) -> &'static str {
+    let query = req.uri().query().unwrap_or("");
+    let watch = query
+        .split('&')
+        .any(|kv| kv == "watch=true" || kv == "watch=1");
+    match *req.method() {
+        http::Method::GET if watch => "WATCH",
+        http::Method::GET => {
+            // /api/v1/… or /apis/group/v1/…, then [namespaces/NS/]plural[/name[/sub]]: a
+            // plural alone is a LIST.
+            let path = req.uri().path().trim_matches('/');
+            let segments: Vec<&str> = path.split('/').collect();
+            let prefix = if segments.first() == Some(&"api") {
+                2
+            } else {
+                3
+            };
+            let mut rest = segments.get(prefix..).unwrap_or_default();
+            if rest.len() >= 3 && rest[0] == "namespaces" {
+                rest = &rest[2..];
+            }
+            if rest.len() == 1 { "LIST" } else { "GET" }
+        }
+        http::Method::PATCH => "PATCH",
+        http::Method::PUT => "PUT",
+        http::Method::POST => "POST",
+        http::Method::DELETE => "DELETE",
+        _ => "OTHER",
+    }
+}
+
+/// `client`, counting every request it sends in `metrics`.
+pub fn instrument(client: kube::Client, metrics: Arc<Metrics>) -> kube::Client {
+    let namespace = client.default_namespace().to_owned();
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let verb = verb(&req);
+        metrics.request(verb);
+        if !matches!(verb, "GET" | "LIST" | "WATCH") {
+            tracing::debug!(verb, path = %req.uri().path(), "write request");
+        }
+        let client = client.clone();
+        async move { client.send(req).await }
+    });
+    kube::Client::new(service, namespace)
+}
+
+/// Serves `/metrics`, `/healthz` (the process answers) and `/readyz` (the operator is
+/// running: connected, release loaded, not shutting down) on `addr` until the process ends.
+pub async fn serve(metrics: Arc<Metrics>, listener: tokio::net::TcpListener) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            // Out of file descriptors, say: do not spin.
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            continue;
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let metrics = metrics.clone();
+                async move { Ok::<_, std::convert::Infallible>(respond(&metrics, req.uri().path())) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
+        });
+    }
+}
+
+/// Binds the metrics address (an error names it).
+pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, String> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr} for /metrics: {e}"))
+}
+
+fn respond(metrics: &Metrics, path: &str) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match path {
+        "/metrics" => (
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            metrics.render(),
+        ),
+        "/healthz" | "/livez" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+        "/readyz" if metrics.is_ready() => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+        "/readyz" => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "not ready\n".to_owned(),
+        ),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found\n".to_owned(),
+        ),
+    };
+    Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(Full::new(Bytes::from(body)))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(method: http::Method, uri: &str) -> http::Request<kube::client::Body> {
+        http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(kube::client::Body::empty())
+            .unwrap()
+    }
+
+    #[test]
+    fn verbs_tell_get_list_and_watch_apart() {
+        use http::Method;
+        for (method, uri, want) in [
+            (Method::GET, "/api/v1/namespaces/ns/configmaps", "LIST"),
+            (Method::GET, "/api/v1/namespaces/ns/configmaps/a", "GET"),
+            (Method::GET, "/api/v1/namespaces", "LIST"),
+            (Method::GET, "/api/v1/namespaces/ns", "GET"),
+            (Method::GET, "/apis/apps/v1/deployments?watch=true", "WATCH"),
+            (
+                Method::GET,
+                "/apis/apps/v1/namespaces/n/deployments",
+                "LIST",
+            ),
+            (
+                Method::GET,
+                "/apis/apps/v1/namespaces/n/deployments/d",
+                "GET",
+            ),
+            (
+                Method::GET,
+                "/apis/config.openshift.io/v1/clusterversions/version",
+                "GET",
+            ),
+            (Method::PATCH, "/api/v1/namespaces/ns/configmaps/a", "PATCH"),
+        ] {
+            assert_eq!(verb(&request(method, uri)), want, "{uri}");
+        }
+    }
+
+    #[test]
+    fn the_exposition_has_every_family_and_counts_writes() {
+        let m = Metrics::new();
+        m.request("GET");
+        m.request("PATCH");
+        assert_eq!(m.writes(), 1);
+        m.pass("initial", "applied", 0.2);
+        m.count_action(&m.manifests, Action::Created);
+        m.set_cluster_version(&[("current", "1.0.0".into())]);
+        m.set_cluster_version(&[("current", "1.1.0".into())]);
+        m.upgradeable.set(1);
+        let text = m.render();
+        for line in [
+            "cvo_api_requests_total{verb=\"PATCH\"} 1",
+            "cvo_manifests_total{action=\"created\"} 1",
+            "cvo_sync_passes_total{trigger=\"initial\",result=\"applied\"} 1",
+            "cvo_cluster_version{type=\"current\",version=\"1.1.0\"} 1",
+            "cvo_upgradeable 1",
+            "cvo_leader 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        assert!(!text.contains("1.0.0"), "old versions are cleared: {text}");
+        assert!(text.contains("cvo_sync_pass_duration_seconds_bucket"));
+        assert_eq!(
+            respond(&m, "/readyz").status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        m.set_ready(true);
+        assert_eq!(respond(&m, "/readyz").status(), StatusCode::OK);
+        assert_eq!(respond(&m, "/nope").status(), StatusCode::NOT_FOUND);
+    }
+}

@@ -1,0 +1,549 @@
+//! `cvo operator`: the in-cluster loop that keeps a cluster at its release, beside
+//! [`crate::sync`] (which it runs, never forks).
+//!
+//! - [`leader`]: leader election on a `coordination.k8s.io/v1` Lease; only the leader writes;
+//! - [`drift`]: metadata-only watches on the release's managed objects (label
+//!   `cvo.io/managed=true`) and on `ClusterVersion version`;
+//! - [`resync`]: the jittered full-pass timer;
+//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`.
+//!
+//! As leader, the operator runs a full pass ([`crate::sync::sync`]: install or update per the
+//! ClusterVersion history, preconditions, status), then waits: a watch event for a managed
+//! object changed by someone else, or deleted, re-applies **that one manifest** (the same
+//! [`Applier`] the passes use); a change to ClusterVersion's spec, or the resync timer
+//! (`--resync-interval`, jittered ±25 %), runs a full pass. A pass with nothing drifted sends
+//! no write (the engine skips up-to-date objects; statuses are written only when they change).
+//!
+//! A release the preconditions refuse is reported as `ReleaseAccepted=False` (reason: the
+//! precondition) and nothing is applied; `spec.desiredUpdate {version: <this release>, force:
+//! true}` forces it, and the history entry records the overridden preconditions
+//! (`acceptedRisks`).
+//!
+//! Nothing that must survive a restart is kept here: a new leader starts with a full pass,
+//! which reads everything back from the cluster.
+//!
+//! Shutdown (SIGTERM/SIGINT): no new work starts; a pass or repair in flight may finish within
+//! the shutdown grace period (its status written as usual), then the Lease is released.
+
+pub mod drift;
+pub mod leader;
+pub mod metrics;
+pub mod resync;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::apply::{Action, Applier};
+use crate::cluster::Cluster;
+use crate::health::WaitMode;
+use crate::release::Release;
+use crate::status::clusterversion;
+use crate::status::conditions::{RELEASE_ACCEPTED, release_accepted};
+use crate::status::{Condition, ConditionStatus};
+use crate::sync::{SyncOptions, SyncOutcome, sync};
+use drift::{Kinds, Known};
+use leader::{Elector, LeaseConfig};
+use metrics::Metrics;
+
+/// Everything the operator is told.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The options of each full pass (`force` also comes from `spec.desiredUpdate`).
+    pub sync: SyncOptions,
+    /// Between two full passes (jittered).
+    pub resync_interval: Duration,
+    pub lease: LeaseConfig,
+    /// How long a pass in flight at shutdown may take to finish.
+    pub shutdown_grace: Duration,
+}
+
+/// Runs the operator until `shutdown` resolves: elects, leads while elected, stops gracefully.
+/// `client` is for the release's requests (counted in `metrics` by
+/// [`metrics::instrument`]); `lease_client` for the Lease.
+pub async fn run(
+    client: kube::Client,
+    lease_client: kube::Client,
+    release: &Release,
+    options: &Options,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let (leader_tx, mut leader_rx) = watch::channel(false);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (lease_stop_tx, lease_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let elector = Elector::new(lease_client, options.lease.clone());
+    let election = tokio::spawn(elector.run(leader_tx, async move {
+        let _ = lease_stop_rx.await;
+    }));
+    let cluster = Cluster::new(metrics::instrument(client, metrics.clone()));
+    metrics.set_ready(true);
+    tokio::pin!(shutdown);
+    let leading = async {
+        loop {
+            // Standing by until elected (or stopping).
+            let mut stop = stop_rx.clone();
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => return,
+                r = leader_rx.wait_for(|l| *l) => if r.is_err() { return },
+            }
+            metrics.leader.set(1);
+            let mut stop = stop_rx.clone();
+            let mut lost = leader_rx.clone();
+            tokio::select! {
+                () = lead(&cluster, release, options, &metrics, &mut stop) => {}
+                _ = lost.wait_for(|l| !*l) => {
+                    tracing::warn!("leadership lost: work in flight abandoned, standing by");
+                }
+            }
+            metrics.leader.set(0);
+            if *stop_rx.borrow() {
+                return;
+            }
+        }
+    };
+    tokio::pin!(leading);
+    tokio::select! {
+        () = &mut leading => {}
+        () = &mut shutdown => {
+            tracing::info!("stopping: finishing the work in flight");
+            metrics.set_ready(false);
+            let _ = stop_tx.send(true);
+            // `lead` returns once its work in flight is done (or its grace period is over).
+            leading.await;
+        }
+    }
+    metrics.leader.set(0);
+    let _ = lease_stop_tx.send(());
+    let _ = election.await;
+    tracing::info!("stopped");
+}
+
+/// Runs the operator for a release that cannot be used (unreadable, or with errors): elects
+/// as [`run`] does, and as leader reports `ReleaseAccepted=False` (reason
+/// [`INVALID_RELEASE`], `why` as the message) every resync interval, applying nothing, until
+/// `shutdown` resolves. A fixed release is picked up by restarting the operator.
+pub async fn run_invalid(
+    client: kube::Client,
+    lease_client: kube::Client,
+    why: &str,
+    options: &Options,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let (leader_tx, mut leader_rx) = watch::channel(false);
+    let (lease_stop_tx, lease_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let elector = Elector::new(lease_client, options.lease.clone());
+    let election = tokio::spawn(elector.run(leader_tx, async move {
+        let _ = lease_stop_rx.await;
+    }));
+    let cluster = Cluster::new(metrics::instrument(client, metrics.clone()));
+    let retry = &options.sync.apply.retry;
+    let refused = Condition::new(
+        RELEASE_ACCEPTED,
+        ConditionStatus::False,
+        INVALID_RELEASE,
+        why,
+    );
+    metrics.set_ready(true);
+    let reporting = async {
+        loop {
+            if leader_rx.wait_for(|l| *l).await.is_err() {
+                return;
+            }
+            metrics.leader.set(1);
+            let started = Instant::now();
+            let written = clusterversion::write_update(
+                &cluster,
+                retry,
+                clusterversion::Update::Conditions(std::slice::from_ref(&refused)),
+            )
+            .await;
+            if let Err(e) = written {
+                tracing::warn!(error = %e, "could not record {RELEASE_ACCEPTED}=False in ClusterVersion");
+            }
+            metrics.pass("initial", "refused", started.elapsed().as_secs_f64());
+            tracing::error!(
+                reason = INVALID_RELEASE,
+                "the release cannot be used: nothing is applied"
+            );
+            let mut lost = leader_rx.clone();
+            tokio::select! {
+                _ = lost.wait_for(|l| !*l) => { metrics.leader.set(0); }
+                () = tokio::time::sleep(resync::next_delay(options.resync_interval)) => {}
+            }
+        }
+    };
+    tokio::select! {
+        () = reporting => {}
+        () = shutdown => tracing::info!("stopping"),
+    }
+    metrics.set_ready(false);
+    metrics.leader.set(0);
+    let _ = lease_stop_tx.send(());
+    let _ = election.await;
+    tracing::info!("stopped");
+}
+
+/// `ReleaseAccepted` reason for a release that cannot be read or has errors.
+pub const INVALID_RELEASE: &str = "InvalidRelease";
+
+/// What the leader does until told to stop (or dropped when leadership is lost).
+async fn lead(
+    cluster: &Cluster,
+    release: &Release,
+    options: &Options,
+    metrics: &Metrics,
+    stop: &mut watch::Receiver<bool>,
+) {
+    let known = Known::default();
+    let grace = options.shutdown_grace;
+    let pass =
+        |trigger: &'static str| full_pass(cluster, release, options, metrics, &known, trigger);
+    let Some((accepted, cv_generation)) = until_stopped(pass("initial"), stop, grace).await else {
+        return;
+    };
+    let mut watching = accepted;
+    let kinds = Kinds::of(release);
+    let (drift_tx, mut drift_rx) = mpsc::unbounded_channel();
+    let (cv_tx, mut cv_rx) = mpsc::unbounded_channel();
+    // Drift watches are polled only once the release was accepted (nothing is managed
+    // before); the ClusterVersion watch always (a forced desiredUpdate must start a pass).
+    let watches = kinds.watch(cluster, &known, &drift_tx);
+    tokio::pin!(watches);
+    // Compared with the generation the pass read: a spec change made since is not missed.
+    let cv_watch = drift::watch_cluster_version(cluster, cv_generation, &cv_tx);
+    tokio::pin!(cv_watch);
+    let mut repair_options = options.sync.apply.clone();
+    // A repair re-applies what drifted; health is judged by the passes.
+    repair_options.health.wait = WaitMode::None;
+    repair_options.health.observer = None;
+    // One object: a GET, not a LIST of its kind in its namespace.
+    repair_options.list_objects = false;
+    let repairer = Applier::new(cluster.clone(), release, repair_options);
+    let mut cv_watching = true;
+    // Failed repairs are tried again with backoff (a namespace being recreated, say), not
+    // only at the next full pass.
+    let mut retries: std::collections::HashMap<usize, Duration> = Default::default();
+    let mut delayed = futures::stream::FuturesUnordered::new();
+    let mut next_pass = Instant::now() + resync::next_delay(options.resync_interval);
+    tracing::info!(kinds = kinds.len(), next_pass_in = ?next_pass.saturating_duration_since(Instant::now()), "steady state: watching managed objects for drift");
+    loop {
+        let next = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            () = &mut watches, if watching => Next::WatchesEnded,
+            () = &mut cv_watch, if cv_watching => { cv_watching = false; continue }
+            () = tokio::time::sleep_until(next_pass) => Next::Pass("resync"),
+            Some(()) = cv_rx.recv() => Next::Pass("clusterversion"),
+            Some(index) = futures::StreamExt::next(&mut delayed), if !delayed.is_empty() => {
+                Next::Repair(BTreeSet::from([index]))
+            }
+            Some(first) = drift_rx.recv(), if watching => {
+                let mut queue = BTreeSet::from([first]);
+                while let Ok(more) = drift_rx.try_recv() {
+                    queue.insert(more);
+                }
+                Next::Repair(queue)
+            }
+        };
+        let trigger = match next {
+            Next::WatchesEnded => {
+                watching = false;
+                continue;
+            }
+            Next::Repair(queue) => {
+                for index in queue {
+                    let repair = repair_one(&repairer, &known, metrics, index);
+                    let Some(repaired) = until_stopped(repair, stop, grace).await else {
+                        return;
+                    };
+                    if repaired {
+                        retries.remove(&index);
+                    } else {
+                        let wait = retries
+                            .get(&index)
+                            .map_or(REPAIR_RETRY, |w| (*w * 2).min(REPAIR_RETRY_MAX));
+                        retries.insert(index, wait);
+                        delayed.push(async move {
+                            tokio::time::sleep(wait).await;
+                            index
+                        });
+                    }
+                }
+                continue;
+            }
+            Next::Pass(trigger) => trigger,
+        };
+        while cv_rx.try_recv().is_ok() {}
+        let Some((accepted, _)) = until_stopped(pass(trigger), stop, grace).await else {
+            return;
+        };
+        watching |= accepted;
+        next_pass = Instant::now() + resync::next_delay(options.resync_interval);
+    }
+}
+
+/// What the leader does next.
+enum Next {
+    WatchesEnded,
+    Pass(&'static str),
+    Repair(BTreeSet<usize>),
+}
+
+/// Awaits `work`; when `stop` turns true meanwhile, gives it `grace` more and returns `None`.
+async fn until_stopped<T>(
+    work: impl std::future::Future<Output = T>,
+    stop: &mut watch::Receiver<bool>,
+    grace: Duration,
+) -> Option<T> {
+    tokio::pin!(work);
+    if *stop.borrow() {
+        return None;
+    }
+    tokio::select! {
+        out = &mut work => Some(out),
+        _ = stop.wait_for(|s| *s) => {
+            match tokio::time::timeout(grace, work).await {
+                Ok(_) => tracing::info!("the work in flight finished"),
+                Err(_) => tracing::warn!(?grace, "the work in flight did not finish within the shutdown grace period; abandoned"),
+            }
+            None
+        }
+    }
+}
+
+/// First wait before a failed repair is tried again; it doubles up to [`REPAIR_RETRY_MAX`].
+const REPAIR_RETRY: Duration = Duration::from_secs(2);
+const REPAIR_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// Re-applies manifest `index` after drift (one GET, at most one write); false when it failed.
+async fn repair_one(
+    repairer: &Applier<'_>,
+    known: &Known,
+    metrics: &Metrics,
+    index: usize,
+) -> bool {
+    repairer.new_pass();
+    let result = repairer.run(index).await;
+    let manifest = &repairer.release().manifests[index];
+    metrics.count_action(&metrics.repairs, result.action);
+    metrics.count_action(&metrics.manifests, result.action);
+    known.set(index, result.resource_version.clone());
+    match result.action {
+        Action::Created | Action::Updated => {
+            tracing::info!(manifest = %manifest.id, action = %result.action, "repaired drift")
+        }
+        Action::Failed => {
+            tracing::warn!(manifest = %manifest.id, error = ?result.error, "could not repair drift; trying again")
+        }
+        _ => tracing::debug!(manifest = %manifest.id, action = %result.action, "no drift"),
+    }
+    result.action != Action::Failed
+}
+
+/// One full pass: whether the release was accepted (the pass ran), and the
+/// `metadata.generation` of the ClusterVersion it read.
+async fn full_pass(
+    cluster: &Cluster,
+    release: &Release,
+    options: &Options,
+    metrics: &Metrics,
+    known: &Known,
+    trigger: &'static str,
+) -> (bool, Option<i64>) {
+    let retry = &options.sync.apply.retry;
+    let started = Instant::now();
+    let writes_before = metrics.writes();
+    let version = crate::status::conditions::version_text(release);
+    let mut sync_options = options.sync.clone();
+    let (forced, generation) = match clusterversion::read(cluster, retry).await {
+        Ok(cv) => (
+            cv.as_ref().is_some_and(|cv| forced_by_spec(cv, &version)),
+            cv.as_ref().and_then(|cv| cv.metadata.generation),
+        ),
+        Err(e) => {
+            tracing::error!(error = %e, "full pass not started");
+            metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
+            return (false, None);
+        }
+    };
+    if forced {
+        tracing::warn!(%version, "spec.desiredUpdate forces this release: preconditions are overridden");
+        sync_options.force = true;
+    }
+    let outcome = sync(cluster, release, &sync_options, |r| {
+        metrics.count_action(&metrics.manifests, r.action);
+        if r.action == Action::Failed {
+            let m = &release.manifests[r.index];
+            tracing::warn!(manifest = %m.id, location = %m.location, error = ?r.error, "manifest failed");
+        }
+    })
+    .await;
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::error!(error = %e, "full pass failed");
+            metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
+            return (false, generation);
+        }
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let Some(report) = &outcome.report else {
+        let refusal = release_accepted(&version, &outcome.refused, false);
+        tracing::error!(reason = %refusal.reason, message = %refusal.message, "release refused: nothing applied");
+        if let Some(Err(e)) = &outcome.cluster_version {
+            tracing::warn!(error = %e, "could not record {RELEASE_ACCEPTED}=False in ClusterVersion");
+        }
+        metrics.pass(trigger, "refused", seconds);
+        record_status(cluster, retry, metrics, &outcome).await;
+        return (false, generation);
+    };
+    for r in &report.results {
+        if !release.manifests[r.index].is_delete() {
+            known.set(r.index, r.resource_version.clone());
+        }
+    }
+    let summary = report.summary();
+    let writes = metrics.writes().saturating_sub(writes_before);
+    metrics
+        .pass_writes
+        .set(i64::try_from(writes).unwrap_or(i64::MAX));
+    metrics
+        .deletions_in_progress
+        .set(i64::try_from(report.pending_deletions().len()).unwrap_or(i64::MAX));
+    let result = if summary.failed + summary.skipped > 0 {
+        "failed"
+    } else {
+        "applied"
+    };
+    metrics.pass(trigger, result, seconds);
+    record_status(cluster, retry, metrics, &outcome).await;
+    // Warnings repeat every pass: said once at warn level, then at debug.
+    for w in &outcome.warnings {
+        if trigger == "initial" {
+            tracing::warn!("{w}");
+        } else {
+            tracing::debug!("{w}");
+        }
+    }
+    if let Some(Err(e)) = &outcome.cluster_version {
+        tracing::warn!(error = %e, "ClusterVersion status not written");
+    }
+    tracing::info!(
+        trigger,
+        mode = ?outcome.mode,
+        created = summary.created,
+        updated = summary.updated,
+        unchanged = summary.unchanged,
+        deleted = summary.deleted,
+        failed = summary.failed,
+        skipped = summary.skipped,
+        writes,
+        seconds,
+        "full pass done"
+    );
+    (true, generation)
+}
+
+/// Metrics from the pass's conditions and the ClusterVersion history.
+async fn record_status(
+    cluster: &Cluster,
+    retry: &crate::apply::RetryPolicy,
+    metrics: &Metrics,
+    outcome: &SyncOutcome,
+) {
+    let upgradeable = outcome
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Upgradeable")
+        .is_some_and(|c| c.status == ConditionStatus::True);
+    metrics.upgradeable.set(i64::from(upgradeable));
+    if let Ok(Some(cv)) = clusterversion::read(cluster, retry).await {
+        let mut versions = Vec::new();
+        if let Some(current) = clusterversion::current_version(&cv) {
+            versions.push(("current", current.to_string()));
+        }
+        if let Some(desired) = cv
+            .data
+            .pointer("/status/desired/version")
+            .and_then(Value::as_str)
+        {
+            versions.push(("desired", desired.to_owned()));
+        }
+        metrics.set_cluster_version(&versions);
+    }
+}
+
+/// `spec.desiredUpdate` names this release's version with `force: true`.
+pub fn forced_by_spec(cv: &kube::api::DynamicObject, version: &str) -> bool {
+    let Some(desired) = cv.data.pointer("/spec/desiredUpdate") else {
+        return false;
+    };
+    desired.get("version").and_then(Value::as_str) == Some(version)
+        && desired.get("force").and_then(Value::as_bool) == Some(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_a_forced_desired_update_for_this_version_forces() {
+        let cv = |spec: Value| -> kube::api::DynamicObject {
+            serde_json::from_value(
+                json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+                "metadata": {"name": "version"}, "spec": spec}),
+            )
+            .unwrap()
+        };
+        assert!(forced_by_spec(
+            &cv(json!({"desiredUpdate": {"version": "1.1.0", "force": true}})),
+            "1.1.0"
+        ));
+        assert!(!forced_by_spec(
+            &cv(json!({"desiredUpdate": {"version": "1.2.0", "force": true}})),
+            "1.1.0"
+        ));
+        assert!(!forced_by_spec(
+            &cv(json!({"desiredUpdate": {"version": "1.1.0"}})),
+            "1.1.0"
+        ));
+        assert!(!forced_by_spec(&cv(json!({})), "1.1.0"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_in_flight_gets_the_grace_period_and_no_more() {
+        let (tx, mut rx) = watch::channel(false);
+        let finished = std::sync::atomic::AtomicBool::new(false);
+        let work = async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            finished.store(true, std::sync::atomic::Ordering::Relaxed);
+        };
+        let stopper = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let _ = tx.send(true);
+        };
+        let (out, ()) = tokio::join!(
+            until_stopped(work, &mut rx, Duration::from_secs(10)),
+            stopper
+        );
+        assert!(out.is_none());
+        assert!(finished.load(std::sync::atomic::Ordering::Relaxed));
+        let slow = tokio::time::sleep(Duration::from_secs(100));
+        let started = Instant::now();
+        assert!(
+            until_stopped(slow, &mut rx, Duration::from_secs(10))
+                .await
+                .is_none()
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "already stopped: nothing starts"
+        );
+    }
+}

@@ -1,0 +1,786 @@
+//! `cvo operator`, the real binary as a subprocess against the test cluster (`tests/common`:
+//! the in-memory server served on loopback, or the real one named by `CVO_TEST_KUBECONFIG`):
+//! install → ClusterVersion history Completed; drift (an edit, a deletion) repaired from
+//! watches within 5 s without a full pass; passes with nothing drifted write nothing; a refused
+//! minor update applies nothing until `spec.desiredUpdate` forces it; metrics scraped and
+//! parsed; SIGTERM exits 0 and releases the Lease; leader failover after kill -9.
+//!
+//! Every test holds the ClusterVersion lock (`common::cluster_version`) and deletes
+//! `version` when done.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{TestCluster, configmaps, poll_until};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+
+/// A running `cvo operator`; killed (SIGKILL) when dropped, its log printed when the test
+/// failed.
+struct Operator {
+    child: Option<std::process::Child>,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            eprintln!("--- operator log (port {}) ---\n{log}", self.port);
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+impl Operator {
+    /// `cvo operator` with `--wait none` and `extra`.
+    fn start(
+        kubeconfig: &Path,
+        dir: &Path,
+        release: &Path,
+        namespace: &str,
+        extra: &[&str],
+    ) -> Self {
+        let mut args = vec!["--wait", "none"];
+        args.extend_from_slice(extra);
+        Self::start_with_wait(kubeconfig, dir, release, namespace, &args)
+    }
+
+    /// `cvo operator` with `extra`, which names its own `--wait`.
+    fn start_with_wait(
+        kubeconfig: &Path,
+        dir: &Path,
+        release: &Path,
+        namespace: &str,
+        extra: &[&str],
+    ) -> Self {
+        let port = free_port();
+        let log = dir.join(format!("operator-{port}.log"));
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cvo"))
+            .env_remove("KUBECONFIG")
+            .env("CVO_LOG", "info,cvo::operator=debug")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["operator", "--release"])
+            .arg(release)
+            .args(["--namespace", namespace])
+            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start cvo operator");
+        Operator {
+            child: Some(child),
+            port,
+            log,
+        }
+    }
+
+    fn pid(&self) -> String {
+        self.child.as_ref().expect("running").id().to_string()
+    }
+
+    /// The text of `/metrics`, or why not.
+    async fn scrape(&self) -> Result<String, String> {
+        http_get(self.port, "/metrics").await.map(|(_, body)| body)
+    }
+
+    /// Waits until `/metrics` shows `name{labels}` at `value` or more.
+    async fn metric_at_least(&self, name: &str, labels: &[(&str, &str)], value: f64) -> String {
+        poll_until(
+            &format!("{name}{labels:?} >= {value}"),
+            Duration::from_secs(60),
+            || async {
+                let text = self.scrape().await?;
+                let v = metric(&text, name, labels);
+                if v >= value {
+                    Ok(text)
+                } else {
+                    Err(format!("{name} = {v}"))
+                }
+            },
+        )
+        .await
+    }
+
+    /// SIGTERM, then the process must exit 0 within 30 s.
+    async fn terminate(mut self) {
+        let mut child = self.child.take().expect("running");
+        let pid = child.id().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        let started = Instant::now();
+        let status = tokio::task::spawn_blocking(move || {
+            loop {
+                if let Some(status) = child.try_wait().expect("wait") {
+                    return Some(status);
+                }
+                if started.elapsed() > Duration::from_secs(30) {
+                    let _ = child.kill();
+                    return None;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+        .await
+        .expect("join");
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        match status {
+            Some(s) => assert!(s.success(), "exit status {s} after SIGTERM; log:\n{log}"),
+            None => panic!("still running 30 s after SIGTERM; log:\n{log}"),
+        }
+    }
+}
+
+/// GET `path` on loopback `port` (HTTP/1.0, so the server closes): status code and body.
+async fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))
+            .map_err(|e| format!("connect: {e}"))?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|e| e.to_string())?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+            .map_err(|e| format!("send: {e}"))?;
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .map_err(|e| format!("read: {e}"))?;
+        let code = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| format!("no status line: {response:?}"))?;
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        Ok((code, body))
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+/// The sum of the samples of `name` whose labels include `labels` (Prometheus text format).
+fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (metric_name, label_text) = match series.split_once('{') {
+                Some((n, rest)) => (n, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            if metric_name != name {
+                return None;
+            }
+            let all = labels
+                .iter()
+                .all(|(k, v)| label_text.split(',').any(|kv| kv == format!("{k}=\"{v}\"")));
+            all.then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
+}
+
+fn write_release(dir: &Path, version: &str, files: &[(&str, String)]) {
+    std::fs::create_dir_all(dir).expect("dir");
+    std::fs::write(
+        dir.join("release-metadata"),
+        common::release_metadata(version),
+    )
+    .expect("write");
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).expect("write");
+    }
+}
+
+fn configmap(ns: &str, name: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  a: \"{value}\"\n"
+    )
+}
+
+async fn cm_value(tc: &TestCluster, ns: &str, name: &str) -> Option<String> {
+    tc.dynamic(&configmaps(), Some(ns))
+        .get_opt(name)
+        .await
+        .expect("get configmap")
+        .map(|cm| cm.data["data"]["a"].as_str().unwrap_or_default().to_owned())
+}
+
+fn condition<'a>(cv: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
+    cv.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+/// Waits until ClusterVersion's newest history entry is `version` in `state`.
+async fn history(cvs: &Api<DynamicObject>, version: &str, state: &str) -> DynamicObject {
+    poll_until(
+        &format!("ClusterVersion history {version} {state}"),
+        Duration::from_secs(60),
+        || async {
+            let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+            let newest = &cv.data["status"]["history"][0];
+            if newest["version"] == version && newest["state"] == state {
+                Ok(cv)
+            } else {
+                Err(format!("status: {}", cv.data["status"]))
+            }
+        },
+    )
+    .await
+}
+
+async fn lease_holder(tc: &TestCluster, ns: &str, name: &str) -> Option<String> {
+    Api::<Lease>::namespaced(tc.client.clone(), ns)
+        .get_opt(name)
+        .await
+        .expect("get lease")
+        .and_then(|l| l.spec?.holder_identity)
+        .filter(|h| !h.is_empty())
+}
+
+async fn delete_cluster_version(tc: &TestCluster, cv: &ApiResource) {
+    let _ = tc
+        .dynamic(cv, None)
+        .delete("version", &DeleteParams::default())
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn installs_repairs_drift_from_watches_and_stops_on_sigterm() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    let ns = tc.namespace("operator").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    write_release(
+        &release,
+        "1.0.0",
+        &[
+            (
+                "0000_10_a_00_settings.yaml",
+                configmap(&ns, "settings", "one"),
+            ),
+            ("0000_20_b_00_other.yaml", configmap(&ns, "other", "two")),
+        ],
+    );
+    let lease = common::unique("lease");
+    // A long resync: only the watches can explain a repair.
+    let op = Operator::start(
+        &kubeconfig,
+        dir.path(),
+        &release,
+        &ns,
+        &["--resync-interval", "1h", "--lease-name", &lease],
+    );
+
+    let installed = history(&cvs, "1.0.0", "Completed").await;
+    let accepted = condition(&installed, "ReleaseAccepted").expect("ReleaseAccepted");
+    assert_eq!(accepted["status"], "True", "{accepted}");
+    assert_eq!(cm_value(&tc, &ns, "settings").await.as_deref(), Some("one"));
+    let text = op
+        .metric_at_least("cvo_sync_passes_total", &[("trigger", "initial")], 1.0)
+        .await;
+    assert_eq!(metric(&text, "cvo_leader", &[]), 1.0, "{text}");
+    assert_eq!(
+        metric(
+            &text,
+            "cvo_cluster_version",
+            &[("type", "current"), ("version", "1.0.0")]
+        ),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(metric(&text, "cvo_upgradeable", &[]), 1.0, "{text}");
+    assert!(
+        metric(&text, "cvo_api_requests_total", &[("verb", "PATCH")]) >= 2.0,
+        "{text}"
+    );
+    assert!(
+        text.contains("cvo_sync_pass_duration_seconds_bucket"),
+        "{text}"
+    );
+    assert_eq!(
+        http_get(op.port, "/healthz").await,
+        Ok((200, "ok\n".into()))
+    );
+    assert_eq!(http_get(op.port, "/readyz").await.map(|r| r.0), Ok(200));
+    assert!(
+        lease_holder(&tc, &ns, &lease).await.is_some(),
+        "the leader holds the Lease"
+    );
+
+    // Someone edits a managed object: put back within 5 s, by a repair, not a pass.
+    let cms = tc.dynamic(&configmaps(), Some(&ns));
+    cms.patch(
+        "settings",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"a": "drifted"}})),
+    )
+    .await
+    .expect("edit");
+    poll_until("the edit repaired", Duration::from_secs(5), || async {
+        match cm_value(&tc, &ns, "settings").await.as_deref() {
+            Some("one") => Ok(()),
+            other => Err(format!("a = {other:?}")),
+        }
+    })
+    .await;
+    // Someone deletes one: recreated within 5 s.
+    cms.delete("other", &DeleteParams::default())
+        .await
+        .expect("delete");
+    poll_until("the deletion repaired", Duration::from_secs(5), || async {
+        match cm_value(&tc, &ns, "other").await.as_deref() {
+            Some("two") => Ok(()),
+            other => Err(format!("a = {other:?}")),
+        }
+    })
+    .await;
+    let text = op.scrape().await.expect("metrics");
+    assert!(
+        metric(&text, "cvo_drift_repairs_total", &[("action", "updated")]) >= 1.0,
+        "{text}"
+    );
+    assert!(
+        metric(&text, "cvo_drift_repairs_total", &[("action", "created")]) >= 1.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "cvo_sync_passes_total", &[]),
+        1.0,
+        "only the initial pass ran: {text}"
+    );
+
+    op.terminate().await;
+    assert_eq!(
+        lease_holder(&tc, &ns, &lease).await,
+        None,
+        "the Lease is released on SIGTERM"
+    );
+    delete_cluster_version(&tc, &cv).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passes_with_nothing_drifted_write_nothing() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    let ns = tc.namespace("operator-steady").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    write_release(
+        &release,
+        "1.0.0",
+        &[
+            (
+                "0000_10_a_00_settings.yaml",
+                configmap(&ns, "settings", "one"),
+            ),
+            (
+                "0000_10_a_01_sa.yaml",
+                format!(
+                    "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: worker\n  namespace: {ns}\n"
+                ),
+            ),
+        ],
+    );
+    let lease = common::unique("lease");
+    let op = Operator::start(
+        &kubeconfig,
+        dir.path(),
+        &release,
+        &ns,
+        &["--resync-interval", "1s", "--lease-name", &lease],
+    );
+    history(&cvs, "1.0.0", "Completed").await;
+    let text = op
+        .metric_at_least("cvo_sync_passes_total", &[("trigger", "resync")], 1.0)
+        .await;
+    let versions = |cm: DynamicObject, cv: DynamicObject| {
+        (cm.metadata.resource_version, cv.metadata.resource_version)
+    };
+    let before = versions(
+        tc.dynamic(&configmaps(), Some(&ns))
+            .get("settings")
+            .await
+            .expect("cm"),
+        cvs.get("version").await.expect("cv"),
+    );
+    let passes = metric(&text, "cvo_sync_passes_total", &[("trigger", "resync")]);
+    let text = op
+        .metric_at_least(
+            "cvo_sync_passes_total",
+            &[("trigger", "resync")],
+            passes + 2.0,
+        )
+        .await;
+    assert_eq!(metric(&text, "cvo_sync_pass_writes", &[]), 0.0, "{text}");
+    assert_eq!(
+        metric(&text, "cvo_sync_passes_total", &[("result", "applied")]),
+        metric(&text, "cvo_sync_passes_total", &[]),
+        "{text}"
+    );
+    let after = versions(
+        tc.dynamic(&configmaps(), Some(&ns))
+            .get("settings")
+            .await
+            .expect("cm"),
+        cvs.get("version").await.expect("cv"),
+    );
+    assert_eq!(before, after, "nothing was written by the later passes");
+    op.terminate().await;
+    delete_cluster_version(&tc, &cv).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_minor_update_applies_nothing_until_forced() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    // The cluster runs 1.0.0 and says it must not take a minor update.
+    cvs.patch_status(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "desired": {"version": "1.0.0"},
+            "history": [{"state": "Completed", "version": "1.0.0", "startedTime": "2026-01-01T00:00:00Z",
+                         "completionTime": "2026-01-01T00:01:00Z", "verified": false}],
+            "conditions": [{"type": "Upgradeable", "status": "False", "reason": "AdminAckRequired",
+                            "message": "not yet", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        }})),
+    )
+    .await
+    .expect("status");
+    let ns = tc.namespace("operator-refused").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    write_release(
+        &release,
+        "1.1.0",
+        &[("0000_10_a_00_new.yaml", configmap(&ns, "new", "x"))],
+    );
+    let lease = common::unique("lease");
+    let op = Operator::start(
+        &kubeconfig,
+        dir.path(),
+        &release,
+        &ns,
+        &["--resync-interval", "1h", "--lease-name", &lease],
+    );
+    let refused = poll_until("ReleaseAccepted=False", Duration::from_secs(60), || async {
+        let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+        match condition(&cv, "ReleaseAccepted") {
+            Some(c) if c["status"] == "False" => Ok(c.clone()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(refused["reason"], "UpgradeableFalse", "{refused}");
+    let text = op
+        .metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
+        .await;
+    assert_eq!(metric(&text, "cvo_upgradeable", &[]), 0.0, "{text}");
+    assert_eq!(cm_value(&tc, &ns, "new").await, None, "nothing applied");
+    let stored = cvs.get("version").await.expect("cv");
+    assert_eq!(stored.data["status"]["history"][0]["version"], "1.0.0");
+    assert_eq!(
+        condition(&stored, "Upgradeable").expect("kept")["reason"],
+        "AdminAckRequired",
+        "foreign conditions are kept"
+    );
+
+    // The administrator forces this version: the spec change starts a pass at once.
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"desiredUpdate": {"version": "1.1.0", "force": true}}})),
+    )
+    .await
+    .expect("force");
+    let forced = history(&cvs, "1.1.0", "Completed").await;
+    let risks = forced.data["status"]["history"][0]["acceptedRisks"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        risks.contains("UpgradeableFalse"),
+        "{}",
+        forced.data["status"]
+    );
+    assert_eq!(
+        condition(&forced, "ReleaseAccepted").expect("accepted")["status"],
+        "True"
+    );
+    assert_eq!(cm_value(&tc, &ns, "new").await.as_deref(), Some("x"));
+    op.terminate().await;
+    delete_cluster_version(&tc, &cv).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_when_the_leader_is_killed() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    let ns = tc.namespace("operator-ha").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    write_release(
+        &release,
+        "1.0.0",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(&ns, "settings", "one"),
+        )],
+    );
+    let lease = common::unique("lease");
+    let args = [
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        &lease,
+        "--lease-duration",
+        "3s",
+        "--lease-renew-deadline",
+        "2s",
+        "--lease-retry",
+        "500ms",
+    ];
+    let a = Operator::start(&kubeconfig, dir.path(), &release, &ns, &args);
+    let b = Operator::start(&kubeconfig, dir.path(), &release, &ns, &args);
+    history(&cvs, "1.0.0", "Completed").await;
+    // Exactly one leads.
+    let (leader, standby) = poll_until("one leader", Duration::from_secs(30), || async {
+        let la = metric(&a.scrape().await?, "cvo_leader", &[]);
+        let lb = metric(&b.scrape().await?, "cvo_leader", &[]);
+        match (la, lb) {
+            (1.0, 0.0) => Ok((&a, &b)),
+            (0.0, 1.0) => Ok((&b, &a)),
+            other => Err(format!("leader gauges {other:?}")),
+        }
+    })
+    .await;
+    let holder = lease_holder(&tc, &ns, &lease).await.expect("held");
+    assert!(
+        !standby
+            .scrape()
+            .await
+            .expect("metrics")
+            .contains("cvo_sync_passes_total{"),
+        "the standby ran no pass"
+    );
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &leader.pid()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let started = Instant::now();
+    standby
+        .metric_at_least("cvo_sync_passes_total", &[("trigger", "initial")], 1.0)
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took over after {:?}",
+        started.elapsed()
+    );
+    assert_ne!(lease_holder(&tc, &ns, &lease).await, Some(holder));
+    // The new leader repairs drift too.
+    tc.dynamic(&configmaps(), Some(&ns))
+        .delete("settings", &DeleteParams::default())
+        .await
+        .expect("delete");
+    poll_until("the new leader repairs", Duration::from_secs(5), || async {
+        cm_value(&tc, &ns, "settings")
+            .await
+            .ok_or_else(|| "absent".to_owned())
+    })
+    .await;
+    drop(a);
+    drop(b);
+    delete_cluster_version(&tc, &cv).await;
+}
+
+#[test]
+fn flags_that_cannot_work_are_refused_before_connecting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_release(
+        dir.path(),
+        "1.0.0",
+        &[("0000_10_a_00_cm.yaml", configmap("ns", "a", "b"))],
+    );
+    for (args, expected) in [
+        (
+            vec!["--lease-duration", "5s", "--lease-renew-deadline", "10s"],
+            "--lease-duration",
+        ),
+        (vec!["--lease-retry", "10s"], "--lease-retry"),
+        (vec!["--resync-interval", "0s"], "--resync-interval"),
+        (vec!["--resync-interval", "soon"], "not a duration"),
+    ] {
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("cvo"))
+            .env_remove("KUBECONFIG")
+            // No cluster at all: the flags are refused first.
+            .args([
+                "--kubeconfig",
+                "/nonexistent/kubeconfig",
+                "operator",
+                "--release",
+            ])
+            .arg(dir.path())
+            .args(&args)
+            .output()
+            .expect("run cvo");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_stuck_on_health_does_not_hold_up_shutdown() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    common::create_cluster_version(&tc, &cv).await;
+    let ns = tc.namespace("operator-stuck").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    // No kubelet runs pods: with --wait ready the pass waits for a rollout that never ends.
+    let deployment = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: c\n        image: registry.example/app:1\n"
+    );
+    write_release(
+        &release,
+        "1.0.0",
+        &[("0000_10_web_00_deployment.yaml", deployment)],
+    );
+    let lease = common::unique("lease");
+    let op = Operator::start_with_wait(
+        &kubeconfig,
+        dir.path(),
+        &release,
+        &ns,
+        &[
+            "--resync-interval",
+            "1h",
+            "--lease-name",
+            &lease,
+            "--wait",
+            "ready",
+            "--health-timeout",
+            "10m",
+            "--shutdown-grace",
+            "2s",
+        ],
+    );
+    let deployments = tc.dynamic(
+        &common::builtin("apps", "v1", "Deployment", "deployments"),
+        Some(&ns),
+    );
+    poll_until(
+        "the pass created the Deployment",
+        Duration::from_secs(60),
+        || async {
+            deployments
+                .get_opt("web")
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| "absent".to_owned())
+        },
+    )
+    .await;
+    let text = op.scrape().await.expect("metrics");
+    assert_eq!(
+        metric(&text, "cvo_sync_passes_total", &[]),
+        0.0,
+        "still in its first pass: {text}"
+    );
+    let started = Instant::now();
+    op.terminate().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "stopped after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(lease_holder(&tc, &ns, &lease).await, None, "released");
+    delete_cluster_version(&tc, &cv).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_release_is_reported_and_nothing_applied() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    let ns = tc.namespace("operator-invalid").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    write_release(
+        &release,
+        "1.0.0",
+        &[
+            ("0000_10_a_00_good.yaml", configmap(&ns, "good", "x")),
+            (
+                "0000_10_a_01_broken.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: [unclosed\n".to_owned(),
+            ),
+        ],
+    );
+    let lease = common::unique("lease");
+    let op = Operator::start(
+        &kubeconfig,
+        dir.path(),
+        &release,
+        &ns,
+        &["--resync-interval", "1h", "--lease-name", &lease],
+    );
+    let refused = poll_until("ReleaseAccepted=False", Duration::from_secs(60), || async {
+        let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+        match condition(&cv, "ReleaseAccepted") {
+            Some(c) if c["status"] == "False" => Ok(c.clone()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(refused["reason"], "InvalidRelease", "{refused}");
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(message.contains("0000_10_a_01_broken.yaml:"), "{message}");
+    assert_eq!(cm_value(&tc, &ns, "good").await, None, "nothing applied");
+    let text = op
+        .metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
+        .await;
+    assert_eq!(metric(&text, "cvo_leader", &[]), 1.0, "{text}");
+    op.terminate().await;
+    assert_eq!(lease_holder(&tc, &ns, &lease).await, None, "released");
+    delete_cluster_version(&tc, &cv).await;
+}
