@@ -3854,6 +3854,41 @@ async fn json_patch_test_failure_is_invalid_and_merge_patch_null_deletes() {
 }
 
 #[tokio::test]
+async fn json_patch_test_of_an_absent_path_against_null_passes() {
+    // kube-runtime's finalizer helper adds the first finalizer with exactly this patch.
+    let tc = cluster().await;
+    let ns = tc.namespace("patch-null").await;
+    let api = cms(&tc, &ns);
+    create_cm(&tc, &ns, "cm", &[], json!({"data": {"a": "1"}})).await;
+    let first: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": null},
+        {"op": "add", "path": "/metadata/finalizers", "value": [TEST_FINALIZER]},
+    ]))
+    .unwrap();
+    tc.hold(&configmaps(), Some(&ns), "cm");
+    let obj = api
+        .patch(
+            "cm",
+            &PatchParams::default(),
+            &Patch::<Value>::Json(first.clone()),
+        )
+        .await
+        .expect("a test of an absent path against null passes");
+    assert_eq!(
+        obj.metadata.finalizers,
+        Some(vec![TEST_FINALIZER.to_owned()])
+    );
+    // Present now: the same test fails.
+    expect_status(
+        api.patch("cm", &PatchParams::default(), &Patch::<Value>::Json(first))
+            .await,
+        422,
+        "Invalid",
+        "a test against null of a present path",
+    );
+}
+
+#[tokio::test]
 async fn deletecollection_honours_the_label_selector() {
     let tc = cluster().await;
     let ns = tc.namespace("delcol").await;

@@ -33,11 +33,12 @@ fn json_has_the_run_level_shape_of_the_example() {
         .iter()
         .map(|n| n["title"].as_str().unwrap())
         .collect();
-    // 00, 10 and 20 hold one component each and merge; 50 has two parallel components; 90 waits.
+    // 00, 05, 10 and 20 hold one component each and merge; 50 has two parallel components; 90
+    // waits.
     assert_eq!(
         titles,
         [
-            "00 cluster-version-operator, 10 cluster-config, 20 widget-operator",
+            "00 cluster-version-operator, 05 cluster-lifecycle, 10 cluster-config, … +1",
             "50 widget-dashboards",
             "50 widget-operator",
             "90 cluster-config",
@@ -50,7 +51,9 @@ fn json_has_the_run_level_shape_of_the_example() {
         .map(|e| (e["from"].as_u64().unwrap(), e["to"].as_u64().unwrap()))
         .collect();
     assert_eq!(edges, [(0, 1), (0, 2), (1, 3), (2, 3)]);
-    assert_eq!(v["tasks"], 22);
+    // 22, and the 5 documents of the cluster-lifecycle component (namespace, Alive CRD,
+    // admission policy and binding, Alive).
+    assert_eq!(v["tasks"], 27);
     let deletes = v["nodes"]
         .as_array()
         .unwrap()

@@ -14,6 +14,7 @@ macro_rules! stderr_line {
 }
 
 mod apply;
+mod cluster_deletion;
 mod dev_apiserver;
 mod graph;
 mod operand_cleanup;
@@ -22,6 +23,7 @@ mod operators;
 mod plan;
 use crate::cluster::request_error;
 mod seed;
+mod uninstall;
 mod validate;
 mod values;
 
@@ -83,6 +85,10 @@ pub enum Command {
     Operator(Box<operator::OperatorArgs>),
     /// Run the OLM CSV operand-cleanup reconciler until SIGINT/SIGTERM.
     OperandCleanup(operand_cleanup::OperandCleanupArgs),
+    /// Remove an OLM-installed operator safely: Subscription, CSV, and what you ask for.
+    Uninstall(uninstall::UninstallArgs),
+    /// The cluster-deletion signal: delete the Alive object and wait for its finalizers.
+    ClusterDeletion(cluster_deletion::ClusterDeletionArgs),
     /// Serve the embedded in-memory API server on loopback (for kubectl and tests).
     DevApiserver(dev_apiserver::DevApiserverArgs),
 }
@@ -254,6 +260,8 @@ pub fn main() -> ExitCode {
         Command::Plan(args) => plan::run(&cli.global, &args),
         Command::Operator(args) => operator::run(&cli.global, &args),
         Command::OperandCleanup(args) => operand_cleanup::run(&cli.global, &args),
+        Command::Uninstall(args) => uninstall::run(&cli.global, &args),
+        Command::ClusterDeletion(args) => cluster_deletion::run(&cli.global, &args),
         Command::DevApiserver(args) => dev_apiserver::run(&args),
     }
 }

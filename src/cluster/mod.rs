@@ -5,6 +5,7 @@
 //! - [`discovery`]: the GVK → resource cache, refreshed when a kind is missing;
 //! - [`crd`]: waiting for a CustomResourceDefinition to be `Established`;
 //! - [`wait`]: waiting for one object to reach a state, with watches;
+//! - [`list`]: every object of a kind, page by page, under the retry policy;
 //! - [`request_error`]: what failed, in words (connection refused, unknown authority, 401);
 //! - [`retry`]: the one retry policy of every request `cvo` sends (kube-client's own retry
 //!   layer is switched off by [`client`]);
@@ -17,6 +18,7 @@
 
 pub mod crd;
 pub mod discovery;
+pub mod list;
 pub mod memory;
 pub mod objects;
 pub mod request_error;

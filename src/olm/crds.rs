@@ -35,14 +35,32 @@ pub enum InstallError {
     NotEstablished(#[from] CrdWaitError),
 }
 
-/// (kind, plural, singular, short names, version).
-const KINDS: [(&str, &str, &str, &[&str], &str); 3] = [
+/// The kind of OLM's `Operator` (`operators.coreos.com/v1`, cluster-scoped): the per-package view
+/// OLM keeps of everything labelled `operators.coreos.com/<name>`.
+pub const OPERATOR_KIND: &str = "Operator";
+/// Plural of [`OPERATOR_KIND`].
+pub const OPERATOR_PLURAL: &str = "operators";
+/// Version of [`OPERATOR_KIND`].
+pub const OPERATOR_VERSION: &str = "v1";
+
+/// (kind, plural, singular, short names, version, scope).
+type Kind = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+    &'static str,
+    &'static str,
+);
+
+const KINDS: [Kind; 4] = [
     (
         "ClusterServiceVersion",
         "clusterserviceversions",
         "clusterserviceversion",
         &["csv", "csvs"],
         "v1alpha1",
+        "Namespaced",
     ),
     (
         "OperatorGroup",
@@ -50,6 +68,7 @@ const KINDS: [(&str, &str, &str, &[&str], &str); 3] = [
         "operatorgroup",
         &["og"],
         "v1",
+        "Namespaced",
     ),
     (
         "Subscription",
@@ -57,21 +76,30 @@ const KINDS: [(&str, &str, &str, &[&str], &str); 3] = [
         "subscription",
         &["sub", "subs"],
         "v1alpha1",
+        "Namespaced",
+    ),
+    (
+        OPERATOR_KIND,
+        OPERATOR_PLURAL,
+        "operator",
+        &[],
+        OPERATOR_VERSION,
+        "Cluster",
     ),
 ];
 
-/// The three CRDs as JSON objects (`apiextensions.k8s.io/v1`).
+/// The four CRDs (CSV, OperatorGroup, Subscription, Operator) as JSON objects (`apiextensions.k8s.io/v1`).
 pub fn minimal_crds() -> Vec<Value> {
     KINDS
         .iter()
-        .map(|(kind, plural, singular, short, version)| {
+        .map(|(kind, plural, singular, short, version, scope)| {
             json!({
                 "apiVersion": "apiextensions.k8s.io/v1",
                 "kind": "CustomResourceDefinition",
                 "metadata": {"name": format!("{plural}.{GROUP}")},
                 "spec": {
                     "group": GROUP,
-                    "scope": "Namespaced",
+                    "scope": scope,
                     "names": {
                         "kind": kind,
                         "listKind": format!("{kind}List"),
@@ -140,6 +168,7 @@ mod tests {
                 format!("{}.{GROUP}", ClusterServiceVersion::plural(&())),
                 format!("{}.{GROUP}", OperatorGroup::plural(&())),
                 format!("{}.{GROUP}", Subscription::plural(&())),
+                format!("{OPERATOR_PLURAL}.{GROUP}"),
             ]
         );
         let versions: Vec<String> = crds
@@ -157,6 +186,7 @@ mod tests {
                 ClusterServiceVersion::api_version(&()).to_string(),
                 OperatorGroup::api_version(&()).to_string(),
                 Subscription::api_version(&()).to_string(),
+                format!("{GROUP}/{OPERATOR_VERSION}"),
             ]
         );
     }

@@ -305,6 +305,11 @@ fn cleanup_enabled(csv: &ClusterServiceVersion) -> bool {
     csv.spec.cleanup.as_ref().is_some_and(|c| c.enabled)
 }
 
+/// Whether the CSV opted in to operand cleanup: the [`FINALIZER`] and `spec.cleanup.enabled`.
+pub fn opted_in(csv: &ClusterServiceVersion) -> bool {
+    has_finalizer(&csv.metadata) && cleanup_enabled(csv)
+}
+
 /// Whether this CSV's status shows a cleanup that has begun (for telling an abort apart).
 pub fn cleanup_started(csv: &ClusterServiceVersion) -> bool {
     csv.status.as_ref().is_some_and(|s| {

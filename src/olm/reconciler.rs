@@ -498,7 +498,9 @@ async fn remove_finalizer(ctx: &Ctx, csv: &ClusterServiceVersion) -> Result<bool
     }
 }
 
-fn api_resource(crd: &CrdInfo) -> Option<ApiResource> {
+/// How to address the CRs of `crd` (its [`CrdInfo::served_version`]); `None` when no
+/// version is served.
+pub fn api_resource(crd: &CrdInfo) -> Option<ApiResource> {
     let version = crd.served_version.clone()?;
     Some(ApiResource {
         api_version: if crd.group.is_empty() {

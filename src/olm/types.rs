@@ -142,6 +142,9 @@ impl ClusterServiceVersion {
 pub struct CsvSpec {
     #[serde(default, skip_serializing_if = "CustomResourceDefinitions::is_empty")]
     pub customresourcedefinitions: CustomResourceDefinitions,
+    /// An `Option`, so that a CSV's `apiservicedefinitions: {}` survives a round trip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apiservicedefinitions: Option<ApiServiceDefinitions>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub install_modes: Vec<InstallMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -193,6 +196,76 @@ impl CrdDescription {
             kind: kind.to_string(),
             extra: Extra::new(),
         }
+    }
+}
+
+impl CsvSpec {
+    /// `apiservicedefinitions.owned` (empty when absent).
+    pub fn owned_apiservices(&self) -> &[ApiServiceDescription] {
+        self.apiservicedefinitions
+            .as_ref()
+            .map_or(&[], |d| d.owned.as_slice())
+    }
+
+    /// `apiservicedefinitions.required` (empty when absent).
+    pub fn required_apiservices(&self) -> &[ApiServiceDescription] {
+        self.apiservicedefinitions
+            .as_ref()
+            .map_or(&[], |d| d.required.as_slice())
+    }
+}
+
+/// `spec.apiservicedefinitions`: the aggregated APIs an operator owns and the ones it requires.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiServiceDefinitions {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owned: Vec<ApiServiceDescription>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required: Vec<ApiServiceDescription>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+impl ApiServiceDefinitions {
+    /// No owned, no required, nothing else.
+    pub fn is_empty(&self) -> bool {
+        self.owned.is_empty() && self.required.is_empty() && self.extra.is_empty()
+    }
+}
+
+/// One entry of `apiservicedefinitions.owned` / `required`: `name` is the resource's plural;
+/// the APIService object is named `<version>.<group>`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiServiceDescription {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+impl ApiServiceDescription {
+    /// A description of `kind` (plural `name`) in `group`/`version`.
+    pub fn new(group: &str, version: &str, kind: &str, name: &str) -> Self {
+        ApiServiceDescription {
+            group: group.to_string(),
+            version: version.to_string(),
+            kind: kind.to_string(),
+            name: name.to_string(),
+            extra: Extra::new(),
+        }
+    }
+
+    /// The name of the APIService object: `<version>.<group>`.
+    pub fn apiservice_name(&self) -> String {
+        format!("{}.{}", self.version, self.group)
     }
 }
 

@@ -323,6 +323,18 @@ const BUILTINS: &[B] = &[
         true,
         &[],
     ),
+    // Aggregated APIs are registered here; this server proxies to none of them (a group an
+    // APIService names is served only when something else serves it, e.g. a CRD).
+    b(
+        "apiregistration.k8s.io",
+        "v1",
+        "APIService",
+        "apiservices",
+        false,
+        true,
+        true,
+        &[],
+    ),
     b(
         "apiregistration.k8s.io",
         "v1",

@@ -1,0 +1,67 @@
+//! Listing every object of a kind, page by page (`limit`/`continue`), each page sent under
+//! the one retry policy ([`super::retry`]).
+
+use std::fmt::Debug;
+
+use kube::api::{Api, ListParams, ObjectList};
+use kube::core::PartialObjectMeta;
+use serde::de::DeserializeOwned;
+
+use super::retry::{RequestError, RetryPolicy};
+
+/// Objects per page.
+pub const PAGE_SIZE: u32 = 500;
+
+async fn pages<T, F, Fut>(
+    lp: &ListParams,
+    retry: &RetryPolicy,
+    mut page: F,
+) -> Result<Vec<T>, RequestError>
+where
+    T: Clone,
+    F: FnMut(ListParams) -> Fut,
+    Fut: std::future::Future<Output = kube::Result<ObjectList<T>>>,
+{
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut params = lp.clone().limit(lp.limit.unwrap_or(PAGE_SIZE));
+        if let Some(t) = &token {
+            params = params.continue_token(t);
+        }
+        let list = retry
+            .run(|| page(params.clone()))
+            .await
+            .map_err(|(e, _)| e)?;
+        out.extend(list.items);
+        match list.metadata.continue_ {
+            Some(t) if !t.is_empty() => token = Some(t),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// Every object `api` lists with `lp` (its label and field selectors).
+pub async fn all<K>(
+    api: &Api<K>,
+    lp: &ListParams,
+    retry: &RetryPolicy,
+) -> Result<Vec<K>, RequestError>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    pages(lp, retry, |p| async move { api.list(&p).await }).await
+}
+
+/// The metadata of every object `api` lists with `lp`: no object bodies (a Secret's data is
+/// never fetched).
+pub async fn all_metadata<K>(
+    api: &Api<K>,
+    lp: &ListParams,
+    retry: &RetryPolicy,
+) -> Result<Vec<PartialObjectMeta<K>>, RequestError>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    pages(lp, retry, |p| async move { api.list_metadata(&p).await }).await
+}
