@@ -43,10 +43,16 @@ async fn manifests_example_second_apply_writes_nothing() {
     let rel = load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests-example"));
     // Leave nothing behind: on a real cluster its Deployment never runs (no kubelet) and is past
     // its progress deadline ten minutes later — unhealthy for whoever applies it next.
-    for ns in ["cluster-version", "cluster-config", "widget-operator"] {
+    for ns in [
+        "cluster-version",
+        "cluster-config",
+        "widget-operator",
+        "cluster-lifecycle",
+    ] {
         tc.track_namespace(ns);
     }
     tc.track_crd("widgets.example.com");
+    tc.track_crd("alives.lifecycle.cvo.io");
     let rbac =
         |kind: &str, plural: &str| common::builtin("rbac.authorization.k8s.io", "v1", kind, plural);
     tc.track_cluster_object(&rbac("ClusterRole", "clusterroles"), "widget-operator");
@@ -81,6 +87,23 @@ async fn manifests_example_second_apply_writes_nothing() {
         .delete("version", &Default::default())
         .await
         .expect("delete cv");
+    // The example's guard denies deleting its Alive object, which would hold the namespace
+    // cleanup: the guard goes first (docs/cluster-deletion.md).
+    for (kind, plural) in [
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
+        ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+    ] {
+        let api = tc.dynamic(
+            &common::builtin("admissionregistration.k8s.io", "v1", kind, plural),
+            None,
+        );
+        api.delete("alive-deletion-guard.lifecycle.cvo.io", &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("delete the example's {kind}: {e}"));
+    }
 }
 
 #[tokio::test]
