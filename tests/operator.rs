@@ -271,6 +271,18 @@ async fn delete_cluster_version(tc: &TestCluster, cv: &ApiResource) {
         .await;
 }
 
+/// Waits for `ReleaseAccepted=False` on ClusterVersion and returns that condition.
+async fn release_refused(cvs: &Api<DynamicObject>) -> Value {
+    poll_until("ReleaseAccepted=False", Duration::from_secs(60), || async {
+        let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+        match condition(&cv, "ReleaseAccepted") {
+            Some(c) if c["status"] == "False" => Ok(c.clone()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn installs_repairs_drift_from_watches_and_stops_on_sigterm() {
     let tc = common::cluster().await;
@@ -497,14 +509,7 @@ async fn a_refused_minor_update_applies_nothing_until_forced() {
         &ns,
         &["--resync-interval", "1h", "--lease-name", &lease],
     );
-    let refused = poll_until("ReleaseAccepted=False", Duration::from_secs(60), || async {
-        let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
-        match condition(&cv, "ReleaseAccepted") {
-            Some(c) if c["status"] == "False" => Ok(c.clone()),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await;
+    let refused = release_refused(&cvs).await;
     assert_eq!(refused["reason"], "UpgradeableFalse", "{refused}");
     let text = op
         .metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
@@ -764,14 +769,7 @@ async fn an_invalid_release_is_reported_and_nothing_applied() {
         &ns,
         &["--resync-interval", "1h", "--lease-name", &lease],
     );
-    let refused = poll_until("ReleaseAccepted=False", Duration::from_secs(60), || async {
-        let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
-        match condition(&cv, "ReleaseAccepted") {
-            Some(c) if c["status"] == "False" => Ok(c.clone()),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await;
+    let refused = release_refused(&cvs).await;
     assert_eq!(refused["reason"], "InvalidRelease", "{refused}");
     let message = refused["message"].as_str().unwrap_or_default();
     assert!(message.contains("0000_10_a_01_broken.yaml:"), "{message}");
