@@ -243,21 +243,21 @@ where
         .as_ref()
         .and_then(|cv| clusterversion::started(cv, &status_version))
         .unwrap_or(now);
-    if let Some(cv) = cv
-        .as_ref()
-        .filter(|cv| !clusterversion::completed(cv, &status_version))
-        && !options.apply.dry_run
-    {
-        // An update (or an unfinished install) is visible before its first manifest: desired,
-        // a Partial history entry with the real start time, Progressing=True.
-        let mut starting = clusterversion::conditions(cv);
-        starting.retain(|c| c.type_ != "Progressing");
-        starting.push(Condition::new(
+    // An update (or an unfinished install) in a cluster with a ClusterVersion is visible before
+    // its first manifest — desired, a Partial history entry with the real start time,
+    // Progressing=True — and its Progressing message is kept current while it runs.
+    let in_progress = !options.apply.dry_run
+        && cv
+            .as_ref()
+            .is_some_and(|cv| !clusterversion::completed(cv, &status_version));
+    if in_progress {
+        // The other conditions stay as they are: the write merges these into them.
+        let mut starting = vec![Condition::new(
             "Progressing",
             ConditionStatus::True,
             "",
             conditions::progress_message(&status_version, 0, release.manifests.len()),
-        ));
+        )];
         starting.extend(accepted.clone());
         let update = clusterversion::Update::Pass {
             version: &status_version,
@@ -297,10 +297,6 @@ where
     };
     // While the pass runs: say what it waits for (heartbeat), and keep ClusterVersion's
     // Progressing message current.
-    let record_progress = !options.apply.dry_run
-        && cv
-            .as_ref()
-            .is_some_and(|cv| !clusterversion::completed(cv, &status_version));
     let tick = || {
         let waiting = applier.waiting();
         let done = done.load(std::sync::atomic::Ordering::Relaxed);
@@ -330,10 +326,9 @@ where
         }
         let message =
             conditions::waiting_message(&status_version, done, release.manifests.len(), &waiting);
-        let status_version = &status_version;
         async move {
-            if record_progress {
-                progressing(cluster, &options.apply.retry, status_version, message).await;
+            if in_progress {
+                progressing(cluster, &options.apply.retry, message).await;
             }
         }
     };
@@ -435,33 +430,17 @@ where
     }
 }
 
-/// Writes Progressing=True with `message` to ClusterVersion, keeping the other conditions
-/// (only when it changed; a failure is logged, the pass goes on).
-async fn progressing(
-    cluster: &Cluster,
-    retry: &crate::apply::RetryPolicy,
-    version: &str,
-    message: String,
-) {
-    let current = match clusterversion::read(cluster, retry).await {
-        Ok(Some(cv)) => clusterversion::conditions(&cv),
-        Ok(None) => return,
-        Err(e) => {
-            tracing::debug!(error = %e, "could not refresh the progress in ClusterVersion");
-            return;
-        }
-    };
-    let mut conds: Vec<Condition> = current
-        .into_iter()
-        .filter(|c| c.type_ != "Progressing")
-        .collect();
-    conds.push(Condition::new(
+/// Writes Progressing=True with `message` to ClusterVersion; the write merges it into the
+/// other conditions and skips an unchanged status. A failure is logged, the pass goes on.
+async fn progressing(cluster: &Cluster, retry: &crate::apply::RetryPolicy, message: String) {
+    let progressing = [Condition::new(
         "Progressing",
         ConditionStatus::True,
         "",
         message,
-    ));
-    if let Err(e) = clusterversion::write(cluster, retry, version, &conds, false).await {
+    )];
+    let update = clusterversion::Update::Conditions(&progressing);
+    if let Err(e) = clusterversion::write_update(cluster, retry, update).await {
         tracing::debug!(error = %e, "could not refresh the progress in ClusterVersion");
     }
 }
