@@ -33,8 +33,22 @@ async fn faultable() -> Option<TestCluster> {
     Some(tc)
 }
 
-/// Runs `fault.sh ACTION COMPONENT` on the test cluster (`start`/`restart` wait until ready).
+/// Runs `fault.sh ACTION COMPONENT` on the test cluster (`start` waits until ready).
+///
+/// A SIGKILLed kube-apiserver is reported dead (its main thread a zombie) while its other
+/// threads still tear down a large heap and hold the listening socket; a `start` in that window
+/// fails with "address already in use". So after `kill kube-apiserver` this waits until its
+/// port can be bound again, and a restart is a kill and a start.
 async fn fault(action: &'static str, component: &'static str) {
+    if action == "restart" {
+        fault_sh("kill", component).await;
+        fault_sh("start", component).await;
+    } else {
+        fault_sh(action, component).await;
+    }
+}
+
+async fn fault_sh(action: &'static str, component: &'static str) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realk8s/fault.sh");
     let status = tokio::task::spawn_blocking(move || {
         std::process::Command::new("bash")
@@ -46,6 +60,39 @@ async fn fault(action: &'static str, component: &'static str) {
     .expect("join")
     .expect("run fault.sh");
     assert!(status.success(), "fault.sh {action} {component}: {status}");
+    if (action, component) == ("kill", "kube-apiserver") {
+        let addr = apiserver_addr();
+        common::poll_until(
+            "the killed apiserver's port released",
+            Duration::from_secs(60),
+            || async {
+                // std binds with SO_REUSEADDR, as the apiserver does.
+                std::net::TcpListener::bind(&addr)
+                    .map(drop)
+                    .map_err(|e| format!("{addr}: {e}"))
+            },
+        )
+        .await;
+    }
+}
+
+/// `host:port` of the real control plane's API server (from its admin kubeconfig).
+fn apiserver_addr() -> String {
+    let dir = std::env::var_os("REALK8S_RUN_DIR").expect("REALK8S_RUN_DIR");
+    let config = kube::config::Kubeconfig::read_from(Path::new(&dir).join("admin.kubeconfig"))
+        .expect("read the admin kubeconfig");
+    let server = config.clusters[0]
+        .cluster
+        .as_ref()
+        .and_then(|c| c.server.clone())
+        .expect("server");
+    let uri: http::Uri = server.parse().expect("server URL");
+    let authority = uri.authority().expect("host:port");
+    format!(
+        "{}:{}",
+        authority.host(),
+        authority.port_u16().unwrap_or(443)
+    )
 }
 
 /// A namespace and `n` ConfigMaps in it, over several run levels.
