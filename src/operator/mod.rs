@@ -5,7 +5,8 @@
 //! - [`drift`]: metadata-only watches on the release's managed objects (label
 //!   `cvo.io/managed=true`) and on `ClusterVersion version`;
 //! - [`resync`]: the jittered full-pass timer;
-//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`.
+//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`;
+//! - [`events`]: Kubernetes Events (a deleted object that came back).
 //!
 //! As leader, the operator runs a full pass ([`crate::sync::sync`]: install or update per the
 //! ClusterVersion history, preconditions, status), then waits: a watch event for a managed
@@ -20,12 +21,14 @@
 //! (`acceptedRisks`).
 //!
 //! Nothing that must survive a restart is kept here: a new leader starts with a full pass,
-//! which reads everything back from the cluster.
+//! which reads everything back from the cluster — the objects, ClusterVersion, and the
+//! deletion record ([`crate::status::record`]) that tells "deleted by us" from "never existed".
 //!
 //! Shutdown (SIGTERM/SIGINT): no new work starts; a pass or repair in flight may finish within
 //! the shutdown grace period (its status written as usual), then the Lease is released.
 
 pub mod drift;
+pub mod events;
 pub mod leader;
 pub mod metrics;
 pub mod resync;
@@ -413,9 +416,16 @@ async fn full_pass(
     metrics
         .pass_writes
         .set(i64::try_from(writes).unwrap_or(i64::MAX));
-    metrics
-        .deletions_in_progress
-        .set(i64::try_from(report.pending_deletions().len()).unwrap_or(i64::MAX));
+    deletion_metrics(metrics, &outcome, options.sync.stuck_after);
+    for id in &outcome.reappeared {
+        if let Some(m) = release
+            .manifests
+            .iter()
+            .find(|m| m.is_delete() && &m.id == id)
+        {
+            events::reappeared(cluster, m).await;
+        }
+    }
     let result = if summary.failed + summary.skipped > 0 {
         "failed"
     } else {
@@ -448,6 +458,28 @@ async fn full_pass(
         "full pass done"
     );
     (true, generation)
+}
+
+/// Deletions in progress and stuck, deletion durations and objects that came back.
+fn deletion_metrics(metrics: &Metrics, outcome: &SyncOutcome, stuck_after: Duration) {
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    let now = jiff::Timestamp::now();
+    let stuck = outcome
+        .deletions
+        .iter()
+        .filter_map(|d| d.since)
+        .filter(|since| now.duration_since(*since).unsigned_abs() > stuck_after)
+        .count();
+    metrics
+        .deletions_in_progress
+        .set(count(outcome.deletions.len()));
+    metrics.deletions_stuck.set(count(stuck));
+    metrics
+        .deletions_reappeared
+        .inc_by(outcome.reappeared.len() as u64);
+    for (_, took) in &outcome.deletions_completed {
+        metrics.deletion_duration.observe(took.as_secs_f64());
+    }
 }
 
 /// Metrics from the pass's conditions and the ClusterVersion history.
