@@ -207,7 +207,12 @@ async fn lead(
     let grace = options.shutdown_grace;
     let pass =
         |trigger: &'static str| full_pass(cluster, release, options, metrics, &known, trigger);
-    let Some((accepted, cv_generation)) = until_stopped(pass("initial"), stop, grace).await else {
+    let Some(PassEnd {
+        accepted,
+        generation: cv_generation,
+        mut unmanaged,
+    }) = until_stopped(pass("initial"), stop, grace).await
+    else {
         return;
     };
     let mut watching = accepted;
@@ -259,7 +264,8 @@ async fn lead(
                 continue;
             }
             Next::Repair(queue) => {
-                for index in queue {
+                // Objects overridden as unmanaged are not put back.
+                for index in queue.into_iter().filter(|i| !unmanaged.contains(i)) {
                     let repair = repair_one(&repairer, &known, metrics, index);
                     let Some(repaired) = until_stopped(repair, stop, grace).await else {
                         return;
@@ -282,10 +288,11 @@ async fn lead(
             Next::Pass(trigger) => trigger,
         };
         while cv_rx.try_recv().is_ok() {}
-        let Some((accepted, _)) = until_stopped(pass(trigger), stop, grace).await else {
+        let Some(end) = until_stopped(pass(trigger), stop, grace).await else {
             return;
         };
-        watching |= accepted;
+        watching |= end.accepted;
+        unmanaged = end.unmanaged;
         next_pass = Instant::now() + resync::next_delay(options.resync_interval);
     }
 }
@@ -357,7 +364,7 @@ async fn full_pass(
     metrics: &Metrics,
     known: &Known,
     trigger: &'static str,
-) -> (bool, Option<i64>) {
+) -> PassEnd {
     let retry = &options.sync.apply.retry;
     let started = Instant::now();
     let writes_before = metrics.writes();
@@ -371,7 +378,7 @@ async fn full_pass(
         Err(e) => {
             tracing::error!(error = %e, "full pass not started");
             metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
-            return (false, None);
+            return PassEnd::default();
         }
     };
     if forced {
@@ -391,7 +398,10 @@ async fn full_pass(
         Err(e) => {
             tracing::error!(error = %e, "full pass failed");
             metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
-            return (false, generation);
+            return PassEnd {
+                generation,
+                ..PassEnd::default()
+            };
         }
     };
     let seconds = started.elapsed().as_secs_f64();
@@ -404,7 +414,10 @@ async fn full_pass(
         // Status metrics first: a scrape that sees the pass counted sees its status too.
         record_status(cluster, retry, metrics, &outcome).await;
         metrics.pass(trigger, "refused", seconds);
-        return (false, generation);
+        return PassEnd {
+            generation,
+            ..PassEnd::default()
+        };
     };
     for r in &report.results {
         if !release.manifests[r.index].is_delete() {
@@ -457,7 +470,27 @@ async fn full_pass(
         seconds,
         "full pass done"
     );
-    (true, generation)
+    PassEnd {
+        accepted: true,
+        generation,
+        unmanaged: report
+            .results
+            .iter()
+            .filter(|r| r.action == Action::Unmanaged)
+            .map(|r| r.index)
+            .collect(),
+    }
+}
+
+/// How a full pass ended.
+#[derive(Debug, Default)]
+struct PassEnd {
+    /// The release was accepted (applied, even with failures).
+    accepted: bool,
+    /// ClusterVersion's `metadata.generation` the pass read.
+    generation: Option<i64>,
+    /// Manifests whose objects ClusterVersion overrides mark unmanaged.
+    unmanaged: BTreeSet<usize>,
 }
 
 /// Deletions in progress and stuck, deletion durations and objects that came back.

@@ -31,6 +31,7 @@ use crate::release::{ObjectId, Release};
 use crate::status::clusterversion::{self, ClusterVersionError, WriteOutcome};
 use crate::status::conditions::{self, Grace, UnknownDeletion};
 use crate::status::record::{self, Record, Seen};
+use crate::status::spec::{Spec, upgradeable_with_overrides};
 use crate::status::update::{Versions, name_list, update_type};
 use crate::status::{Condition, ConditionStatus, Precondition, PreconditionFailure, UpdateType};
 
@@ -129,7 +130,10 @@ impl SyncOutcome {
         let upgradeable = self.conditions.iter().find(|c| c.type_ == "Upgradeable");
         if summary.failed > 0 || summary.skipped > 0 {
             1
-        } else if upgradeable.is_some_and(|c| c.status != ConditionStatus::True) {
+        } else if upgradeable.is_some_and(|c| {
+            // Overrides alone are the administrator's choice, not unfinished work.
+            c.status != ConditionStatus::True && c.reason != crate::status::spec::OVERRIDES_REASON
+        }) {
             3
         } else {
             0
@@ -158,9 +162,16 @@ where
     let cv = clusterversion::read(cluster, &options.apply.retry).await?;
     let current = cv.as_ref().and_then(clusterversion::current_version);
     let update = update_type(current.as_ref(), release.version());
+    let spec = cv.as_ref().map(Spec::of).unwrap_or_default();
+    // Overrides make the cluster not upgradeable from the pass that sees them on.
     let previous_upgradeable = cv
         .as_ref()
-        .and_then(|cv| clusterversion::condition(cv, "Upgradeable"));
+        .and_then(|cv| clusterversion::condition(cv, "Upgradeable"))
+        .or_else(|| {
+            (!spec.unmanaged.is_empty())
+                .then(|| Condition::new("Upgradeable", ConditionStatus::True, "", ""))
+        })
+        .map(|c| upgradeable_with_overrides(c, &spec));
     let mode = match options.mode {
         Some(mode) => mode,
         None if update == UpdateType::Install && !options.apply.dry_run => Mode::Initializing,
@@ -168,6 +179,7 @@ where
     };
     let mut apply_options = options.apply.clone();
     apply_options.health.initializing = mode == Mode::Initializing;
+    apply_options.unmanaged = spec.unmanaged.clone();
     let applier = Applier::new(cluster.clone(), release, apply_options);
 
     let deletes = release.manifests.iter().any(|m| m.is_delete());
@@ -409,6 +421,22 @@ where
             }
         }
     }
+    let unmanaged: Vec<String> = report
+        .results
+        .iter()
+        .filter(|r| r.action == Action::Unmanaged)
+        .map(|r| release.manifests[r.index].id.to_string())
+        .collect();
+    if !unmanaged.is_empty() {
+        warnings.push(format!(
+            "{} objects left alone because ClusterVersion spec.overrides marks them unmanaged: {}",
+            unmanaged.len(),
+            name_list(&unmanaged)
+        ));
+    }
+    for invalid in &spec.invalid {
+        warnings.push(format!("ClusterVersion {invalid} (ignored)"));
+    }
     if !already_absent.is_empty() {
         let why = if matches!(record, Some(Ok(_))) {
             "absent and never deleted by cvo on this cluster (per the deletion record)"
@@ -453,11 +481,14 @@ where
         }
     }
     let pending_refs: Vec<&PendingDeletion> = pending.iter().collect();
-    let upgradeable = conditions::upgradeable(
-        &pending_refs,
-        &unknown,
-        options.stuck_after,
-        jiff::Timestamp::now(),
+    let upgradeable = upgradeable_with_overrides(
+        conditions::upgradeable(
+            &pending_refs,
+            &unknown,
+            options.stuck_after,
+            jiff::Timestamp::now(),
+        ),
+        &spec,
     );
     let ever = cv.as_ref().is_some_and(clusterversion::ever_completed);
     let grace = Grace {
@@ -468,6 +499,23 @@ where
     };
     let mut conds = conditions::after_pass(release, &report.results, upgradeable, ever, grace);
     conds.extend(accepted);
+    match spec.invalid_condition() {
+        Some(invalid) => conds.push(invalid),
+        // Valid again: say so where Invalid=True was.
+        None if cv
+            .as_ref()
+            .and_then(|cv| clusterversion::condition(cv, "Invalid"))
+            .is_some() =>
+        {
+            conds.push(Condition::new(
+                "Invalid",
+                ConditionStatus::False,
+                "AsExpected",
+                "",
+            ));
+        }
+        None => {}
+    }
     let cluster_version = if options.apply.dry_run {
         None
     } else {
@@ -618,7 +666,12 @@ async fn unfinished_deletions(
         .results
         .iter()
         .filter(|r| release.manifests[r.index].is_delete() && r.pending.is_none())
-        .filter(|r| !matches!(r.action, Action::Deleted | Action::AlreadyAbsent))
+        .filter(|r| {
+            !matches!(
+                r.action,
+                Action::Deleted | Action::AlreadyAbsent | Action::Unmanaged
+            )
+        })
         .map(|r| r.index)
         .collect();
     let (mut unknown, mut gone) = (Vec::new(), Vec::new());
@@ -726,8 +779,10 @@ fn remember(
 /// read (for the minor-update preconditions).
 async fn delete_targets(applier: &Applier<'_>) -> (Vec<ObjectId>, Vec<ObjectId>) {
     let release = applier.release();
+    let unmanaged = &applier.options().unmanaged;
     let deletes: Vec<usize> = (0..release.manifests.len())
         .filter(|&i| release.manifests[i].is_delete())
+        .filter(|&i| !unmanaged.contains(&release.manifests[i].id))
         .collect();
     let (mut absent, mut unknown) = (Vec::new(), Vec::new());
     for (index, observed) in observe_all(applier, &deletes).await {
