@@ -210,10 +210,10 @@ mod tests {
             .map(|(i, a)| ManifestResult::new(i, *a))
             .collect();
         let s = Summary::of(&results);
-        assert_eq!(s.total, 8);
+        assert_eq!(s.total, 9);
         for a in Action::ALL {
             assert_eq!(s.count(a), 1, "{a}");
         }
-        assert_eq!(s.done(), 6);
+        assert_eq!(s.done(), 7);
     }
 }

@@ -119,12 +119,12 @@ fn check_desired_update(du: &Value) -> Vec<String> {
         )),
     }
     for (field, want) in [("image", "a string"), ("force", "true or false")] {
-        let ok = match (o.get(field), field) {
-            (None | Some(Value::Null), _) => true,
-            (Some(Value::String(_)), "image") => true,
-            (Some(Value::Bool(_)), "force") => true,
-            _ => false,
-        };
+        let ok = matches!(
+            (o.get(field), field),
+            (None | Some(Value::Null), _)
+                | (Some(Value::String(_)), "image")
+                | (Some(Value::Bool(_)), "force")
+        );
         if !ok {
             wrong.push(format!("spec.desiredUpdate.{field}: must be {want}"));
         }
