@@ -189,13 +189,11 @@ async fn client(kubeconfig: &Path) -> kube::Client {
     cvo::cluster::client(config).expect("client")
 }
 
+/// The namespace and name of a managed ConfigMap to drift.
+type Drift<'a> = (&'a str, &'a str);
+
 /// One measured release.
-async fn measure(
-    name: &str,
-    release: &Path,
-    kubeconfig: &Path,
-    drift_target: Option<(&str, &str)>,
-) {
+async fn measure(name: &str, release: &Path, kubeconfig: &Path, drift_target: Option<Drift<'_>>) {
     let client = client(kubeconfig).await;
     let nss: Api<Namespace> = Api::all(client.clone());
     let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
@@ -324,7 +322,7 @@ async fn main() {
     let generated = common::generated(5_000);
     with_cluster_version(generated.path());
     let example: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests-example");
-    let sets: [(&str, &Path, Option<(&str, &str)>); 2] = [
+    let sets: [(&str, &Path, Option<Drift>); 2] = [
         (
             "generated, 5,000 manifests",
             generated.path(),
