@@ -47,6 +47,7 @@ pub struct Metrics {
     pub pass_duration: Family<Labels, Histogram>,
     pub passes: Family<Labels, Counter>,
     pub pass_writes: Gauge,
+    pub pass_requests: Gauge,
     pub manifests: Family<Labels, Counter>,
     pub repairs: Family<Labels, Counter>,
     pub requests: Family<Labels, Counter>,
@@ -59,6 +60,8 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Writes sent so far (every verb but GET, LIST and WATCH), for per-pass deltas.
     writes: AtomicU64,
+    /// Requests sent so far, for per-pass deltas.
+    sent: AtomicU64,
     ready: AtomicBool,
 }
 
@@ -76,6 +79,7 @@ impl Metrics {
             pass_duration: Family::new_with_constructor(pass_histogram as fn() -> Histogram),
             passes: Family::default(),
             pass_writes: Gauge::default(),
+            pass_requests: Gauge::default(),
             manifests: Family::default(),
             repairs: Family::default(),
             requests: Family::default(),
@@ -87,6 +91,7 @@ impl Metrics {
             upgradeable: Gauge::default(),
             leader: Gauge::default(),
             writes: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
             ready: AtomicBool::new(false),
         };
         registry.register(
@@ -99,6 +104,11 @@ impl Metrics {
             "sync_pass_writes",
             "Write requests sent by the last full sync pass (0 when nothing drifted)",
             m.pass_writes.clone(),
+        );
+        registry.register(
+            "sync_pass_requests",
+            "Requests sent by the last full sync pass (watches and repairs meanwhile included)",
+            m.pass_requests.clone(),
         );
         registry.register(
             "manifests",
@@ -175,6 +185,11 @@ impl Metrics {
         self.writes.load(Ordering::Relaxed)
     }
 
+    /// Requests sent so far.
+    pub fn sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+
     pub fn count_action(&self, family: &Family<Labels, Counter>, action: Action) {
         family
             .get_or_create(&vec![("action", action.as_str().to_owned())])
@@ -211,6 +226,7 @@ impl Metrics {
         self.requests
             .get_or_create(&vec![("verb", verb.to_owned())])
             .inc();
+        self.sent.fetch_add(1, Ordering::Relaxed);
         if !matches!(verb, "GET" | "LIST" | "WATCH") {
             self.writes.fetch_add(1, Ordering::Relaxed);
         }

@@ -367,7 +367,7 @@ async fn full_pass(
 ) -> PassEnd {
     let retry = &options.sync.apply.retry;
     let started = Instant::now();
-    let writes_before = metrics.writes();
+    let (writes_before, sent_before) = (metrics.writes(), metrics.sent());
     let version = crate::status::conditions::version_text(release);
     let mut sync_options = options.sync.clone();
     let (forced, generation) = match clusterversion::read(cluster, retry).await {
@@ -429,6 +429,10 @@ async fn full_pass(
     metrics
         .pass_writes
         .set(i64::try_from(writes).unwrap_or(i64::MAX));
+    let sent = metrics.sent().saturating_sub(sent_before);
+    metrics
+        .pass_requests
+        .set(i64::try_from(sent).unwrap_or(i64::MAX));
     deletion_metrics(metrics, &outcome, options.sync.stuck_after);
     for id in &outcome.reappeared {
         if let Some(m) = release
