@@ -4,7 +4,8 @@
 //! hold `Alive` with `cvo::lifecycle::finalizer`.
 //!
 //! Each test uses its own namespace for its `Alive` object; the CRD and the admission policy
-//! are the shipped ones (manifests-example), shared.
+//! are the shipped ones (manifests-example), shared. A signal first takes `Alive` out of cvo's
+//! management (a ClusterVersion override), so that the operator does not create it again.
 
 mod common;
 mod lifecycle_common;
@@ -181,6 +182,8 @@ async fn admission_policy_denies_an_unannotated_delete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signal_completes_when_two_operators_release_their_finalizers() {
     let tc = common::cluster().await;
+    // A signal writes ClusterVersion's overrides: one test at a time owns `version`.
+    let _turn = common::sync_turn(&tc).await;
     install_alive_component(&tc).await;
     let ns = alive_in(&tc, "alive-signal").await;
     let (stop_a, runs_a) = operator(&tc, &ns, "a.cvo-test.example.com/cloud");
@@ -242,6 +245,8 @@ async fn signal_completes_when_two_operators_release_their_finalizers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signal_times_out_naming_the_stuck_finalizer() {
     let tc = common::cluster().await;
+    // A signal writes ClusterVersion's overrides: one test at a time owns `version`.
+    let _turn = common::sync_turn(&tc).await;
     install_alive_component(&tc).await;
     let ns = alive_in(&tc, "alive-stuck").await;
     // An operator that never releases its finalizer, added with its own field manager …
@@ -338,4 +343,64 @@ async fn signal_fails_plainly_when_the_kind_is_not_served() {
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.contains("Alive kind"), "{err}");
     assert!(err.contains("not served"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signal_takes_alive_out_of_cvo_management_first() {
+    let tc = common::cluster().await;
+    install_alive_component(&tc).await;
+    let (_turn, cv_resource) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv_resource).await;
+    let ns = alive_in(&tc, "alive-unmanaged").await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let signal = ["cluster-deletion", "signal", "-n", &ns, "--timeout", "60s"];
+    let (code, out, err) = run_cvo(&kubeconfig, &signal).await;
+    assert_eq!(code, 0, "signal: {out}{err}");
+    let cv = cvs.get("version").await.expect("cv");
+    let want = json!({"kind": "Alive", "group": "lifecycle.cvo.io", "namespace": ns,
+        "name": NAME, "unmanaged": true});
+    assert_eq!(cv.data["spec"]["overrides"], json!([want]), "{}", cv.data);
+
+    // The release's Alive manifest (as the operator's next pass would apply it) is left alone:
+    // the cluster stays signalled.
+    let mut doc =
+        lifecycle_common::example_documents("0000_05_cluster-lifecycle_03_cluster.alive.yaml")
+            .remove(0);
+    doc["metadata"]["namespace"] = json!(ns);
+    std::fs::write(
+        dir.path().join("0000_05_x_cluster.alive.yaml"),
+        doc.to_string(),
+    )
+    .unwrap();
+    let release = cvo::release::load(dir.path(), &Default::default()).expect("load");
+    let out = cvo::sync::sync(
+        &cvo::cluster::Cluster::new(tc.client.clone()),
+        &release,
+        &common::sync_options(std::time::Duration::from_millis(10)),
+        |_| {},
+    )
+    .await
+    .expect("sync");
+    let actions: Vec<_> = out
+        .report
+        .unwrap()
+        .results
+        .iter()
+        .map(|r| r.action)
+        .collect();
+    assert_eq!(actions, [cvo::apply::Action::Unmanaged]);
+    assert!(alives(&tc, &ns).get_opt(NAME).await.unwrap().is_none());
+
+    // Signalling again adds no second override.
+    let (code, out, err) = run_cvo(&kubeconfig, &signal).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let cv = cvs.get("version").await.expect("cv");
+    assert_eq!(
+        cv.data["spec"]["overrides"].as_array().map(Vec::len),
+        Some(1)
+    );
+    cvs.delete("version", &DeleteParams::default())
+        .await
+        .expect("delete cv");
 }

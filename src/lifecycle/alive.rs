@@ -25,6 +25,7 @@ use serde_json::{Map, Value, json};
 use super::scan::{self, Found};
 use crate::cluster::retry::{RequestError, RetryPolicy};
 use crate::cluster::wait;
+use crate::status::clusterversion;
 
 /// API group of `Alive`.
 pub const GROUP: &str = "lifecycle.cvo.io";
@@ -126,6 +127,10 @@ pub enum Error {
         "Alive {namespace}/{NAME} was denied deletion: {message} (does an admission policy require the {CONFIRM_ANNOTATION} annotation, and could it not be set?)"
     )]
     Denied { namespace: String, message: String },
+    #[error(
+        "could not take Alive {namespace}/{NAME} out of cvo's management (a ClusterVersion override), so the cvo operator would create it again after its deletion: {message}; nothing was deleted"
+    )]
+    Unmanage { namespace: String, message: String },
 }
 
 /// One finalizer and who set it.
@@ -352,6 +357,16 @@ pub async fn signal(
     };
     let uid = alive.uid();
     if alive.metadata.deletion_timestamp.is_none() {
+        // The release ships Alive: without an override, the cvo operator's next pass would
+        // create it again, as if the cluster were not being deleted.
+        let id = crate::release::ObjectId::new(GROUP, KIND, Some(namespace), NAME);
+        let cluster = crate::cluster::Cluster::new(client.clone());
+        if let Err(e) = clusterversion::ensure_unmanaged(&cluster, retry, &id).await {
+            return Err(Error::Unmanage {
+                namespace: namespace.to_owned(),
+                message: e.to_string(),
+            });
+        }
         let confirm = Patch::Merge(json!({"metadata": {
             "annotations": {CONFIRM_ANNOTATION: "true"},
         }}));

@@ -31,6 +31,8 @@ pub enum ClusterVersionError {
     Discovery(#[source] DiscoveryError),
     #[error("writing ClusterVersion {NAME} status: {0}")]
     Write(#[source] RequestError),
+    #[error("writing ClusterVersion {NAME} spec: {0}")]
+    WriteSpec(#[source] RequestError),
     #[error("writing ClusterVersion {NAME} status: still conflicting after {0} attempts")]
     Conflict(u32),
 }
@@ -302,6 +304,55 @@ pub async fn write_update(
                 let e = RequestError::Kube(e);
                 if classify(&e) == Verdict::Fail || attempt == retry.attempts {
                     return Err(ClusterVersionError::Write(e));
+                }
+                tokio::time::sleep(retry.delay(attempt)).await;
+            }
+        }
+    }
+    Err(ClusterVersionError::Conflict(retry.attempts))
+}
+
+/// Adds `spec.overrides` entry `{kind, group, namespace, name, unmanaged: true}` for `id`
+/// unless one for that object is there already, so that `cvo` (the operator's passes and
+/// repairs, `cvo apply`) leaves the object alone. A read-modify-write of the whole object,
+/// retried on conflict. `Written` when the entry was added, `Unchanged` when it was there,
+/// `Absent` without a ClusterVersion.
+pub async fn ensure_unmanaged(
+    cluster: &Cluster,
+    retry: &RetryPolicy,
+    id: &crate::release::ObjectId,
+) -> Result<WriteOutcome, ClusterVersionError> {
+    let Some(api) = api(cluster).await? else {
+        return Ok(WriteOutcome::Absent);
+    };
+    let entry = json!({"kind": id.kind, "group": id.group,
+        "namespace": id.namespace.clone().unwrap_or_default(), "name": id.name, "unmanaged": true});
+    for attempt in 1..=retry.attempts {
+        let Some(mut cv) = retry
+            .run(|| api.get_opt(NAME))
+            .await
+            .map_err(|(e, _)| ClusterVersionError::Read(e))?
+        else {
+            return Ok(WriteOutcome::Absent);
+        };
+        if super::spec::Spec::of(&cv).unmanaged.contains(id) {
+            return Ok(WriteOutcome::Unchanged);
+        }
+        if !cv.data["spec"].is_object() {
+            cv.data["spec"] = json!({});
+        }
+        match cv.data["spec"]["overrides"].as_array_mut() {
+            Some(list) => list.push(entry.clone()),
+            None => cv.data["spec"]["overrides"] = json!([entry]),
+        }
+        match api.replace(NAME, &PostParams::default(), &cv).await {
+            Ok(_) => return Ok(WriteOutcome::Written),
+            // Changed since it was read: start over.
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => {
+                let e = RequestError::Kube(e);
+                if classify(&e) == Verdict::Fail || attempt == retry.attempts {
+                    return Err(ClusterVersionError::WriteSpec(e));
                 }
                 tokio::time::sleep(retry.delay(attempt)).await;
             }
