@@ -17,6 +17,7 @@ pub mod health;
 pub mod lifecycle;
 pub mod olm;
 pub mod operator;
+pub mod rbac;
 pub mod release;
 pub mod status;
 pub mod sync;
