@@ -256,6 +256,32 @@ fn an_unknown_kind_fails_closed_naming_file_line_and_what_to_do() {
 }
 
 #[test]
+fn secrets_listed_everywhere_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("0000_10_a_01_secret.yaml"),
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\n  namespace: app\n",
+    )
+    .unwrap();
+    let out = cvo()
+        .args(["rbac", "--release"])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains(
+            "warning: list/watch of secrets in every namespace also reads every Secret's data"
+        ),
+        "{stderr}"
+    );
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    assert!(yaml.contains("# NOTE: list/watch of secrets"), "{yaml}");
+}
+
+#[test]
 fn a_bad_service_account_is_a_usage_error() {
     let out = cvo()
         .args([

@@ -112,6 +112,9 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    for note in rbac.cluster_rules.iter().filter_map(|r| r.note.as_deref()) {
+        stderr_line!("warning: {note}");
+    }
     let text = match args.output {
         Format::Yaml => render::yaml(&rbac),
         Format::Json => render::json(&rbac),
