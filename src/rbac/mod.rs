@@ -28,6 +28,11 @@
 //! manifests' verbs are granted for every name (a shorter role that need not change when a
 //! release adds objects); `escalate`, `bind` and the operator's own rules stay by name.
 //! [`render`] prints the result as commented YAML or as a JSON `List`.
+//!
+//! Where it sits: it reads a release like `graph` and `validate`, and it takes the names of
+//! what the operator touches (`ClusterVersion version`) from the modules that send those
+//! requests, so in the module order it comes right below `cli`. It never talks to a cluster
+//! except through [`Resources::discover`], when asked to.
 
 pub mod render;
 pub mod resources;
