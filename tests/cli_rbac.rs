@@ -340,6 +340,11 @@ async fn discover_asks_the_cluster_for_kinds_the_release_does_not_define() {
     )
     .await;
     assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("note: kind Gizmo of group")
+            && stderr.contains("resource gizmos, from the cluster's discovery"),
+        "{stderr}"
+    );
     let list: Value = serde_json::from_str(&stdout).unwrap();
     let cluster = rules(item(list["items"].as_array().unwrap(), "ClusterRole"));
     has(

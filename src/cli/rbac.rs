@@ -92,6 +92,12 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> ExitCode {
             }
             Ok(_) => {}
         }
+        for (group, kind, plural) in resources.discovered() {
+            stderr_line!(
+                "note: kind {kind} of group {:?}: resource {plural}, from the cluster's discovery",
+                group
+            );
+        }
     }
     let options = Options {
         name: args.name.clone(),

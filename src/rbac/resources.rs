@@ -21,7 +21,7 @@ use crate::release::{Manifest, Release};
 /// (API group, kind): the plural does not depend on the version.
 pub type GroupKind = (String, String);
 
-/// Where the plural of a kind came from (said in the output's comments).
+/// Where the plural of a kind came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
     /// A CustomResourceDefinition in the release.
@@ -179,6 +179,14 @@ impl Resources {
         self.plurals
             .get(&(group.to_owned(), kind.to_owned()))
             .map(|(p, s)| (p.as_str(), *s))
+    }
+
+    /// The kinds whose plural came from the cluster's discovery: (group, kind, plural).
+    pub fn discovered(&self) -> impl Iterator<Item = (&str, &str, &str)> {
+        self.plurals
+            .iter()
+            .filter(|(_, (_, source))| *source == Source::Discovery)
+            .map(|((group, kind), (plural, _))| (group.as_str(), kind.as_str(), plural.as_str()))
     }
 
     /// Every manifest of `release` whose kind this table does not know, in release order.
