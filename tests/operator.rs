@@ -3,7 +3,9 @@
 //! install → ClusterVersion history Completed; drift (an edit, a deletion) repaired from
 //! watches within 5 s without a full pass; passes with nothing drifted write nothing; a refused
 //! minor update applies nothing until `spec.desiredUpdate` forces it; metrics scraped and
-//! parsed; SIGTERM exits 0 and releases the Lease; leader failover after kill -9.
+//! parsed; SIGTERM exits 0 and releases the Lease; leader failover after kill -9; an override
+//! stops management and makes the cluster not upgradeable; a deletion held by a finalizer
+//! across a kill -9 is still reported by the next process, then recorded when it completes.
 //!
 //! Every test holds the ClusterVersion lock (`common::cluster_version`) and deletes
 //! `version` when done.
@@ -780,5 +782,179 @@ async fn an_invalid_release_is_reported_and_nothing_applied() {
     assert_eq!(metric(&text, "cvo_leader", &[]), 1.0, "{text}");
     op.terminate().await;
     assert_eq!(lease_holder(&tc, &ns, &lease).await, None, "released");
+    delete_cluster_version(&tc, &cv).await;
+}
+
+/// Waits until ClusterVersion's Upgradeable condition has `status` and `reason`.
+async fn upgradeable(cvs: &Api<DynamicObject>, status: &str, reason: &str) -> Value {
+    poll_until(
+        &format!("Upgradeable={status} {reason}"),
+        Duration::from_secs(60),
+        || async {
+            let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+            match condition(&cv, "Upgradeable") {
+                Some(c) if c["status"] == status && c["reason"] == reason => Ok(c.clone()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_override_stops_management_and_blocks_updates() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    let ns = tc.namespace("operator-override").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    write_release(
+        &release,
+        "1.0.0",
+        &[
+            ("0000_10_a_00_mine.yaml", configmap(&ns, "mine", "1")),
+            ("0000_10_a_01_kept.yaml", configmap(&ns, "kept", "1")),
+        ],
+    );
+    let lease = common::unique("lease");
+    let op = Operator::start(
+        &kubeconfig,
+        dir.path(),
+        &release,
+        &ns,
+        &["--resync-interval", "1h", "--lease-name", &lease],
+    );
+    history(&cvs, "1.0.0", "Completed").await;
+
+    // The administrator takes `mine` over: the spec change starts a pass, which says so.
+    let spec = json!({"spec": {"overrides": [
+        {"kind": "ConfigMap", "group": "", "namespace": ns, "name": "mine", "unmanaged": true}]}});
+    cvs.patch("version", &PatchParams::default(), &Patch::Merge(&spec))
+        .await
+        .expect("override");
+    let c = upgradeable(&cvs, "False", "ClusterVersionOverrides").await;
+    assert!(
+        c["message"].as_str().unwrap_or_default().contains("mine"),
+        "{c}"
+    );
+    // Both are edited, `mine` first: `kept` is put back, `mine` is not (its event came first
+    // on the same watch, so it was handled before `kept` was repaired).
+    let cms = tc.dynamic(&configmaps(), Some(&ns));
+    for name in ["mine", "kept"] {
+        cms.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "edited"}})),
+        )
+        .await
+        .expect("edit");
+    }
+    poll_until("kept repaired", Duration::from_secs(5), || async {
+        match cm_value(&tc, &ns, "kept").await.as_deref() {
+            Some("1") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(cm_value(&tc, &ns, "mine").await.as_deref(), Some("edited"));
+    op.terminate().await;
+    delete_cluster_version(&tc, &cv).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    let ns = tc.namespace("operator-crash").await;
+    // A ConfigMap a finalizer holds: its deletion cannot finish until the test says so.
+    let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "held", "namespace": ns, "finalizers": [common::TEST_FINALIZER]}});
+    tc.dynamic(&configmaps(), Some(&ns))
+        .patch("held", &PatchParams::apply("test"), &Patch::Apply(&obj))
+        .await
+        .expect("create held");
+    tc.hold(&configmaps(), Some(&ns), "held");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    let delete = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: {ns}\n  annotations:\n    release.openshift.io/delete: \"true\"\n"
+    );
+    write_release(
+        &release,
+        "1.0.0",
+        &[
+            ("0000_10_a_00_x.yaml", configmap(&ns, "x", "1")),
+            ("0000_10_a_01_held.yaml", delete),
+        ],
+    );
+    let lease = common::unique("lease");
+    let fast_lease = [
+        "--lease-name",
+        &lease,
+        "--lease-duration",
+        "3s",
+        "--lease-renew-deadline",
+        "2s",
+        "--lease-retry",
+        "1s",
+    ];
+    let mut args = vec!["--resync-interval", "1h"];
+    args.extend_from_slice(&fast_lease);
+    let op = Operator::start(&kubeconfig, dir.path(), &release, &ns, &args);
+    upgradeable(&cvs, "False", "ResourceDeletionInProgress").await;
+    // The deletion record (in the operator's namespace) has it requested, not completed.
+    let entry = || async {
+        let cm = tc
+            .dynamic(&configmaps(), Some(&ns))
+            .get_opt("cvo-deletion-record")
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("no deletion record yet")?;
+        let text = cm.data["data"]["deletions.json"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let record: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        record["entries"]
+            .as_array()
+            .and_then(|e| e.iter().find(|e| e["name"] == "held").cloned())
+            .ok_or_else(|| format!("held not in {record}"))
+    };
+    let requested = poll_until("held recorded", Duration::from_secs(30), entry).await;
+    assert!(requested["completed"].is_null(), "{requested}");
+
+    // kill -9, then a new process: nothing was kept in memory, and it still says so.
+    drop(op);
+    let mut args = vec!["--resync-interval", "2s"];
+    args.extend_from_slice(&fast_lease);
+    let op = Operator::start(&kubeconfig, dir.path(), &release, &ns, &args);
+    op.metric_at_least("cvo_deletions_in_progress", &[], 1.0)
+        .await;
+    upgradeable(&cvs, "False", "ResourceDeletionInProgress").await;
+
+    // The finalizer goes: the next pass sees the object gone, records the deletion as
+    // completed, and the cluster is upgradeable again.
+    common::strip_finalizers(&tc, &ns, "held").await;
+    let completed = poll_until("held completed", Duration::from_secs(30), || async {
+        let e = entry().await?;
+        if e["completed"].is_string() {
+            Ok(e)
+        } else {
+            Err(format!("{e}"))
+        }
+    })
+    .await;
+    assert_eq!(completed["release"], "1.0.0", "{completed}");
+    assert_eq!(completed["requested"], requested["requested"]);
+    upgradeable(&cvs, "True", "AsExpected").await;
+    let text = op
+        .metric_at_least("cvo_deletion_duration_seconds_count", &[], 1.0)
+        .await;
+    assert_eq!(metric(&text, "cvo_deletions_in_progress", &[]), 0.0);
+    op.terminate().await;
     delete_cluster_version(&tc, &cv).await;
 }

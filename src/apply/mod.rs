@@ -84,6 +84,9 @@ pub struct Options {
     /// ([`snapshot`]); off, each manifest GETs its own object — cheaper for a task run on its
     /// own (the operator's drift repairs).
     pub list_objects: bool,
+    /// Objects left alone entirely — no apply, no delete, no health check — because
+    /// ClusterVersion `spec.overrides` marks them `unmanaged` ([`Action::Unmanaged`]).
+    pub unmanaged: std::collections::BTreeSet<ObjectId>,
 }
 
 impl Default for Options {
@@ -96,6 +99,7 @@ impl Default for Options {
             dry_run: false,
             health: crate::health::Options::default(),
             list_objects: true,
+            unmanaged: Default::default(),
         }
     }
 }
@@ -110,18 +114,21 @@ pub enum Action {
     Deleted,
     DeletionInProgress,
     AlreadyAbsent,
+    /// Left alone: a ClusterVersion override marks the object unmanaged.
+    Unmanaged,
     Skipped,
     Failed,
 }
 
 impl Action {
-    pub const ALL: [Action; 8] = [
+    pub const ALL: [Action; 9] = [
         Action::Created,
         Action::Updated,
         Action::Unchanged,
         Action::Deleted,
         Action::DeletionInProgress,
         Action::AlreadyAbsent,
+        Action::Unmanaged,
         Action::Skipped,
         Action::Failed,
     ];
@@ -134,6 +141,7 @@ impl Action {
             Action::Deleted => "deleted",
             Action::DeletionInProgress => "deletion-in-progress",
             Action::AlreadyAbsent => "already-absent",
+            Action::Unmanaged => "unmanaged",
             Action::Skipped => "skipped",
             Action::Failed => "failed",
         }

@@ -21,6 +21,7 @@ pub struct Summary {
     pub deleted: usize,
     pub deletion_in_progress: usize,
     pub already_absent: usize,
+    pub unmanaged: usize,
     pub skipped: usize,
     pub failed: usize,
 }
@@ -45,6 +46,7 @@ impl Summary {
             Action::Deleted => &mut self.deleted,
             Action::DeletionInProgress => &mut self.deletion_in_progress,
             Action::AlreadyAbsent => &mut self.already_absent,
+            Action::Unmanaged => &mut self.unmanaged,
             Action::Skipped => &mut self.skipped,
             Action::Failed => &mut self.failed,
         }
@@ -208,10 +210,10 @@ mod tests {
             .map(|(i, a)| ManifestResult::new(i, *a))
             .collect();
         let s = Summary::of(&results);
-        assert_eq!(s.total, 8);
+        assert_eq!(s.total, 9);
         for a in Action::ALL {
             assert_eq!(s.count(a), 1, "{a}");
         }
-        assert_eq!(s.done(), 6);
+        assert_eq!(s.done(), 7);
     }
 }

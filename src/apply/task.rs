@@ -149,6 +149,9 @@ impl<'r> Applier<'r> {
 
     async fn run_one(&self, index: usize, deadline: tokio::time::Instant) -> ManifestResult {
         let manifest = &self.release.manifests[index];
+        if self.options.unmanaged.contains(&manifest.id) {
+            return ManifestResult::new(index, Action::Unmanaged);
+        }
         let started = tokio::time::Instant::now();
         let mut result = ManifestResult::new(index, Action::Failed);
         let outcome = match &manifest.intent {
@@ -285,7 +288,8 @@ impl<'r> Applier<'r> {
         for (index, manifest) in self.release.manifests.iter().enumerate() {
             let is_operator = manifest.id.group == "config.openshift.io"
                 && manifest.id.kind == "ClusterOperator"
-                && manifest.intent == DeleteIntent::Apply;
+                && manifest.intent == DeleteIntent::Apply
+                && !self.options.unmanaged.contains(&manifest.id);
             if !is_operator {
                 continue;
             }

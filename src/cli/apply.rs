@@ -64,6 +64,10 @@ pub struct TargetArgs {
     /// deletion paths — in progress, stuck — are visible.
     #[arg(long)]
     pub in_memory: bool,
+    /// Namespace of the deletion record (ConfigMap cvo-deletion-record): which deletions cvo
+    /// completed, under which release. Only used when the release has delete manifests.
+    #[arg(long, value_name = "NS", default_value = "cluster-version")]
+    pub state_namespace: String,
 }
 
 /// The largest duration a flag accepts (`100y`, humantime's years of 365.25 days): far
@@ -114,6 +118,7 @@ pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> ExitCode {
         heartbeat: (!std::io::stderr().is_terminal()).then_some(Duration::from_secs(10)),
         failing_after: args.failing_after,
         release_accepted: false,
+        record: None,
     };
     execute(global, &args.release, &args.target, options, args.output)
 }
@@ -141,6 +146,9 @@ pub(super) fn execute(
         Ok(rt) => rt,
         Err(code) => return code,
     };
+    options.record = Some(crate::status::record::Location {
+        namespace: target.state_namespace.clone(),
+    });
     runtime.block_on(async {
         let client = match connect(global, target, &release).await {
             Ok(c) => c,

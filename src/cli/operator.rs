@@ -27,6 +27,10 @@ pub struct OperatorArgs {
     /// context's namespace, in a pod its own).
     #[arg(long, short = 'n', value_name = "NS")]
     pub namespace: Option<String>,
+    /// Namespace of the deletion record (ConfigMap cvo-deletion-record) [default: the
+    /// operator's namespace].
+    #[arg(long, value_name = "NS")]
+    pub state_namespace: Option<String>,
     /// Serve /metrics, /healthz and /readyz here.
     #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:9099")]
     pub metrics_addr: SocketAddr,
@@ -151,6 +155,12 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
                 heartbeat: None,
                 failing_after: args.failing_after,
                 release_accepted: true,
+                record: Some(crate::status::record::Location {
+                    namespace: args
+                        .state_namespace
+                        .clone()
+                        .unwrap_or_else(|| lease.namespace.clone()),
+                }),
             },
             resync_interval: args.resync_interval,
             lease,

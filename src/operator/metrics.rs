@@ -51,6 +51,9 @@ pub struct Metrics {
     pub repairs: Family<Labels, Counter>,
     pub requests: Family<Labels, Counter>,
     pub deletions_in_progress: Gauge,
+    pub deletions_stuck: Gauge,
+    pub deletions_reappeared: Counter,
+    pub deletion_duration: Histogram,
     pub cluster_version: Family<Labels, Gauge>,
     pub upgradeable: Gauge,
     pub leader: Gauge,
@@ -77,6 +80,9 @@ impl Metrics {
             repairs: Family::default(),
             requests: Family::default(),
             deletions_in_progress: Gauge::default(),
+            deletions_stuck: Gauge::default(),
+            deletions_reappeared: Counter::default(),
+            deletion_duration: pass_histogram(),
             cluster_version: Family::default(),
             upgradeable: Gauge::default(),
             leader: Gauge::default(),
@@ -113,6 +119,21 @@ impl Metrics {
             "deletions_in_progress",
             "Deletions requested by the release and not finished",
             m.deletions_in_progress.clone(),
+        );
+        registry.register(
+            "deletions_stuck",
+            "Deletions pending for longer than --stuck-after",
+            m.deletions_stuck.clone(),
+        );
+        registry.register(
+            "deletions_reappeared",
+            "Objects of delete manifests found again after their deletion had completed (deleted again)",
+            m.deletions_reappeared.clone(),
+        );
+        registry.register(
+            "deletion_duration_seconds",
+            "From the request of a deletion to the pass that saw the object gone",
+            m.deletion_duration.clone(),
         );
         registry.register(
             "cluster_version",

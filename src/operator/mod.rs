@@ -5,7 +5,8 @@
 //! - [`drift`]: metadata-only watches on the release's managed objects (label
 //!   `cvo.io/managed=true`) and on `ClusterVersion version`;
 //! - [`resync`]: the jittered full-pass timer;
-//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`.
+//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`;
+//! - [`events`]: Kubernetes Events (a deleted object that came back).
 //!
 //! As leader, the operator runs a full pass ([`crate::sync::sync`]: install or update per the
 //! ClusterVersion history, preconditions, status), then waits: a watch event for a managed
@@ -20,12 +21,14 @@
 //! (`acceptedRisks`).
 //!
 //! Nothing that must survive a restart is kept here: a new leader starts with a full pass,
-//! which reads everything back from the cluster.
+//! which reads everything back from the cluster — the objects, ClusterVersion, and the
+//! deletion record ([`crate::status::record`]) that tells "deleted by us" from "never existed".
 //!
 //! Shutdown (SIGTERM/SIGINT): no new work starts; a pass or repair in flight may finish within
 //! the shutdown grace period (its status written as usual), then the Lease is released.
 
 pub mod drift;
+pub mod events;
 pub mod leader;
 pub mod metrics;
 pub mod resync;
@@ -204,7 +207,12 @@ async fn lead(
     let grace = options.shutdown_grace;
     let pass =
         |trigger: &'static str| full_pass(cluster, release, options, metrics, &known, trigger);
-    let Some((accepted, cv_generation)) = until_stopped(pass("initial"), stop, grace).await else {
+    let Some(PassEnd {
+        accepted,
+        generation: cv_generation,
+        mut unmanaged,
+    }) = until_stopped(pass("initial"), stop, grace).await
+    else {
         return;
     };
     let mut watching = accepted;
@@ -256,7 +264,8 @@ async fn lead(
                 continue;
             }
             Next::Repair(queue) => {
-                for index in queue {
+                // Objects overridden as unmanaged are not put back.
+                for index in queue.into_iter().filter(|i| !unmanaged.contains(i)) {
                     let repair = repair_one(&repairer, &known, metrics, index);
                     let Some(repaired) = until_stopped(repair, stop, grace).await else {
                         return;
@@ -279,10 +288,11 @@ async fn lead(
             Next::Pass(trigger) => trigger,
         };
         while cv_rx.try_recv().is_ok() {}
-        let Some((accepted, _)) = until_stopped(pass(trigger), stop, grace).await else {
+        let Some(end) = until_stopped(pass(trigger), stop, grace).await else {
             return;
         };
-        watching |= accepted;
+        watching |= end.accepted;
+        unmanaged = end.unmanaged;
         next_pass = Instant::now() + resync::next_delay(options.resync_interval);
     }
 }
@@ -354,7 +364,7 @@ async fn full_pass(
     metrics: &Metrics,
     known: &Known,
     trigger: &'static str,
-) -> (bool, Option<i64>) {
+) -> PassEnd {
     let retry = &options.sync.apply.retry;
     let started = Instant::now();
     let writes_before = metrics.writes();
@@ -368,7 +378,7 @@ async fn full_pass(
         Err(e) => {
             tracing::error!(error = %e, "full pass not started");
             metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
-            return (false, None);
+            return PassEnd::default();
         }
     };
     if forced {
@@ -388,7 +398,10 @@ async fn full_pass(
         Err(e) => {
             tracing::error!(error = %e, "full pass failed");
             metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
-            return (false, generation);
+            return PassEnd {
+                generation,
+                ..PassEnd::default()
+            };
         }
     };
     let seconds = started.elapsed().as_secs_f64();
@@ -401,7 +414,10 @@ async fn full_pass(
         // Status metrics first: a scrape that sees the pass counted sees its status too.
         record_status(cluster, retry, metrics, &outcome).await;
         metrics.pass(trigger, "refused", seconds);
-        return (false, generation);
+        return PassEnd {
+            generation,
+            ..PassEnd::default()
+        };
     };
     for r in &report.results {
         if !release.manifests[r.index].is_delete() {
@@ -413,9 +429,16 @@ async fn full_pass(
     metrics
         .pass_writes
         .set(i64::try_from(writes).unwrap_or(i64::MAX));
-    metrics
-        .deletions_in_progress
-        .set(i64::try_from(report.pending_deletions().len()).unwrap_or(i64::MAX));
+    deletion_metrics(metrics, &outcome, options.sync.stuck_after);
+    for id in &outcome.reappeared {
+        if let Some(m) = release
+            .manifests
+            .iter()
+            .find(|m| m.is_delete() && &m.id == id)
+        {
+            events::reappeared(cluster, m).await;
+        }
+    }
     let result = if summary.failed + summary.skipped > 0 {
         "failed"
     } else {
@@ -447,7 +470,49 @@ async fn full_pass(
         seconds,
         "full pass done"
     );
-    (true, generation)
+    PassEnd {
+        accepted: true,
+        generation,
+        unmanaged: report
+            .results
+            .iter()
+            .filter(|r| r.action == Action::Unmanaged)
+            .map(|r| r.index)
+            .collect(),
+    }
+}
+
+/// How a full pass ended.
+#[derive(Debug, Default)]
+struct PassEnd {
+    /// The release was accepted (applied, even with failures).
+    accepted: bool,
+    /// ClusterVersion's `metadata.generation` the pass read.
+    generation: Option<i64>,
+    /// Manifests whose objects ClusterVersion overrides mark unmanaged.
+    unmanaged: BTreeSet<usize>,
+}
+
+/// Deletions in progress and stuck, deletion durations and objects that came back.
+fn deletion_metrics(metrics: &Metrics, outcome: &SyncOutcome, stuck_after: Duration) {
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    let now = jiff::Timestamp::now();
+    let stuck = outcome
+        .deletions
+        .iter()
+        .filter_map(|d| d.since)
+        .filter(|since| now.duration_since(*since).unsigned_abs() > stuck_after)
+        .count();
+    metrics
+        .deletions_in_progress
+        .set(count(outcome.deletions.len()));
+    metrics.deletions_stuck.set(count(stuck));
+    metrics
+        .deletions_reappeared
+        .inc_by(outcome.reappeared.len() as u64);
+    for (_, took) in &outcome.deletions_completed {
+        metrics.deletion_duration.observe(took.as_secs_f64());
+    }
 }
 
 /// Metrics from the pass's conditions and the ClusterVersion history.

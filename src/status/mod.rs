@@ -5,10 +5,15 @@
 //! - [`conditions`]: building the four conditions from a pass (pure);
 //! - [`update`]: install / patch / minor-or-major and the preconditions that refuse an update
 //!   (pure);
-//! - [`clusterversion`]: reading and writing `ClusterVersion/version` status.
+//! - [`clusterversion`]: reading and writing `ClusterVersion/version` status;
+//! - [`spec`]: ClusterVersion spec — overrides that take objects out of management, and
+//!   what in it is invalid (pure);
+//! - [`record`]: the deletion record (which deletions `cvo` completed, under which release).
 
 pub mod clusterversion;
 pub mod conditions;
+pub mod record;
+pub mod spec;
 pub mod update;
 
 pub use conditions::{Condition, ConditionStatus};

@@ -159,8 +159,11 @@ pub struct Precondition<'a> {
     pub update: UpdateType,
     /// The cluster's Upgradeable condition before this pass, when known.
     pub upgradeable: Option<&'a Condition>,
-    /// Delete manifests of this release whose objects are already absent.
-    pub absent_deletes: &'a [ObjectId],
+    /// Delete manifests of this release whose objects are absent and were deleted under an
+    /// earlier minor release (per the deletion record; all absent ones without a record).
+    pub stale_deletes: &'a [ObjectId],
+    /// Why the deletion record could not be read, when it could not.
+    pub record_error: Option<&'a str>,
     /// Delete manifests whose objects could not be read (so neither absent nor present).
     pub unknown_deletes: &'a [ObjectId],
     /// Current, previous and target versions (rollbacks, giant hops).
@@ -168,10 +171,9 @@ pub struct Precondition<'a> {
 }
 
 impl Precondition<'_> {
-    /// Failures that refuse the update, and warnings that do not.
-    pub fn check(&self) -> (Vec<PreconditionFailure>, Vec<String>) {
+    /// The failures that refuse the update.
+    pub fn check(&self) -> Vec<PreconditionFailure> {
         let mut failures: Vec<PreconditionFailure> = self.versions.check().into_iter().collect();
-        let mut warnings = Vec::new();
         // Fail closed: Unknown refuses exactly as False does.
         if self.update == UpdateType::MinorOrMajor
             && let Some(c) = self
@@ -206,30 +208,24 @@ impl Precondition<'_> {
                 objects: names,
             });
         }
-        if !self.absent_deletes.is_empty() {
-            let names: Vec<String> = self
-                .absent_deletes
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            if self.update == UpdateType::MinorOrMajor {
-                failures.push(PreconditionFailure {
-                    reason: "StaleDeleteManifest",
-                    message: format!(
-                        "delete manifests for objects that are already absent must not ship in a minor/major update: {}",
-                        name_list(&names)
-                    ),
-                    objects: names,
-                });
-            } else {
-                warnings.push(format!(
-                    "{} delete manifests whose objects are already absent: {}",
-                    names.len(),
+        if self.update == UpdateType::MinorOrMajor && !self.stale_deletes.is_empty() {
+            let names: Vec<String> = self.stale_deletes.iter().map(ToString::to_string).collect();
+            let unsure = match self.record_error {
+                Some(_) => {
+                    " (the deletion record could not be read, so every absent object counts as deleted earlier)"
+                }
+                None => "",
+            };
+            failures.push(PreconditionFailure {
+                reason: "StaleDeleteManifest",
+                message: format!(
+                    "delete manifests for objects already deleted under an earlier minor release must not ship in a minor/major update{unsure}: {}",
                     name_list(&names)
-                ));
-            }
+                ),
+                objects: names,
+            });
         }
-        (failures, warnings)
+        failures
     }
 }
 
@@ -275,27 +271,29 @@ mod tests {
         let p = Precondition {
             update: UpdateType::MinorOrMajor,
             upgradeable: Some(&blocked),
-            absent_deletes: &absent,
+            stale_deletes: &absent,
+            record_error: None,
             unknown_deletes: &[],
             versions: Versions::default(),
         };
-        let (failures, warnings) = p.check();
+        let failures = p.check();
         let reasons: Vec<_> = failures.iter().map(|f| f.reason).collect();
         assert_eq!(reasons, ["UpgradeableFalse", "StaleDeleteManifest"]);
-        assert!(warnings.is_empty());
+        assert!(!failures[1].message.contains("could not be read"));
+        let unsure = Precondition {
+            record_error: Some("forbidden"),
+            ..p
+        };
+        assert!(unsure.check()[1].message.contains("could not be read"));
         let p = Precondition {
             update: UpdateType::Patch,
             upgradeable: Some(&blocked),
-            absent_deletes: &absent,
+            stale_deletes: &absent,
+            record_error: None,
             unknown_deletes: &absent,
             versions: Versions::default(),
         };
-        let (failures, warnings) = p.check();
-        assert!(failures.is_empty());
-        assert_eq!(
-            warnings,
-            ["1 delete manifests whose objects are already absent: ConfigMap ns/old"]
-        );
+        assert!(p.check().is_empty());
     }
 
     #[test]
@@ -310,21 +308,23 @@ mod tests {
         let p = Precondition {
             update: UpdateType::MinorOrMajor,
             upgradeable: Some(&unknown),
-            absent_deletes: &[],
+            stale_deletes: &[],
+            record_error: None,
             unknown_deletes: &unread,
             versions: Versions::default(),
         };
-        let reasons: Vec<_> = p.check().0.iter().map(|f| f.reason).collect();
+        let reasons: Vec<_> = p.check().iter().map(|f| f.reason).collect();
         assert_eq!(reasons, ["UpgradeableUnknown", "DeletionStatusUnknown"]);
         let upgradeable = Condition::new("Upgradeable", ConditionStatus::True, "AsExpected", "");
         let p = Precondition {
             update: UpdateType::MinorOrMajor,
             upgradeable: Some(&upgradeable),
-            absent_deletes: &[],
+            stale_deletes: &[],
+            record_error: None,
             unknown_deletes: &[],
             versions: Versions::default(),
         };
-        assert!(p.check().0.is_empty());
+        assert!(p.check().is_empty());
     }
 
     fn refusal(current: &str, previous: Option<&str>, target: &str) -> Option<&'static str> {
@@ -367,11 +367,12 @@ mod tests {
         let p = Precondition {
             update: UpdateType::MinorOrMajor,
             upgradeable: None,
-            absent_deletes: &many,
+            stale_deletes: &many,
+            record_error: None,
             unknown_deletes: &[],
             versions: Versions::default(),
         };
-        let failure = &p.check().0[0];
+        let failure = &p.check()[0];
         assert!(
             failure.message.ends_with("ConfigMap ns/cm-9 and 230 more"),
             "{}",

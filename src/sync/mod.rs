@@ -30,6 +30,8 @@ use crate::health::WaitMode;
 use crate::release::{ObjectId, Release};
 use crate::status::clusterversion::{self, ClusterVersionError, WriteOutcome};
 use crate::status::conditions::{self, Grace, UnknownDeletion};
+use crate::status::record::{self, Record, Seen};
+use crate::status::spec::{Spec, upgradeable_with_overrides};
 use crate::status::update::{Versions, name_list, update_type};
 use crate::status::{Condition, ConditionStatus, Precondition, PreconditionFailure, UpdateType};
 
@@ -57,6 +59,10 @@ pub struct SyncOptions {
     /// the pass, or False with the precondition's reason when refused (then only that
     /// condition is written).
     pub release_accepted: bool,
+    /// Where the deletion record lives (`status::record`); `None` keeps none, and then every
+    /// absent delete target counts as deleted earlier (a minor update shipping its manifest is
+    /// refused).
+    pub record: Option<record::Location>,
 }
 
 /// How a sync walks the task graph (OpenShift CVO's names).
@@ -81,6 +87,7 @@ impl Default for SyncOptions {
             heartbeat: None,
             failing_after: Duration::from_secs(30 * 60),
             release_accepted: false,
+            record: None,
         }
     }
 }
@@ -102,6 +109,14 @@ pub struct SyncOutcome {
     pub cluster_version: Option<Result<WriteOutcome, String>>,
     /// Requests retried by the retry policy during the sync (discovery included).
     pub retries: Retries,
+    /// Objects of delete manifests that exist again after the deletion record saw them
+    /// deleted (deleted again by this pass).
+    pub reappeared: Vec<ObjectId>,
+    /// Deletions the release asked for that are not finished (read back after the pass).
+    pub deletions: Vec<PendingDeletion>,
+    /// Deletions the record saw complete in this pass, and how long each took from its
+    /// request.
+    pub deletions_completed: Vec<(ObjectId, Duration)>,
 }
 
 impl SyncOutcome {
@@ -115,7 +130,10 @@ impl SyncOutcome {
         let upgradeable = self.conditions.iter().find(|c| c.type_ == "Upgradeable");
         if summary.failed > 0 || summary.skipped > 0 {
             1
-        } else if upgradeable.is_some_and(|c| c.status != ConditionStatus::True) {
+        } else if upgradeable.is_some_and(|c| {
+            // Overrides alone are the administrator's choice, not unfinished work.
+            c.status != ConditionStatus::True && c.reason != crate::status::spec::OVERRIDES_REASON
+        }) {
             3
         } else {
             0
@@ -144,9 +162,16 @@ where
     let cv = clusterversion::read(cluster, &options.apply.retry).await?;
     let current = cv.as_ref().and_then(clusterversion::current_version);
     let update = update_type(current.as_ref(), release.version());
+    let spec = cv.as_ref().map(Spec::of).unwrap_or_default();
+    // Overrides make the cluster not upgradeable from the pass that sees them on.
     let previous_upgradeable = cv
         .as_ref()
-        .and_then(|cv| clusterversion::condition(cv, "Upgradeable"));
+        .and_then(|cv| clusterversion::condition(cv, "Upgradeable"))
+        .or_else(|| {
+            (!spec.unmanaged.is_empty())
+                .then(|| Condition::new("Upgradeable", ConditionStatus::True, "", ""))
+        })
+        .map(|c| upgradeable_with_overrides(c, &spec));
     let mode = match options.mode {
         Some(mode) => mode,
         None if update == UpdateType::Install && !options.apply.dry_run => Mode::Initializing,
@@ -154,21 +179,44 @@ where
     };
     let mut apply_options = options.apply.clone();
     apply_options.health.initializing = mode == Mode::Initializing;
+    apply_options.unmanaged = spec.unmanaged.clone();
     let applier = Applier::new(cluster.clone(), release, apply_options);
 
+    let deletes = release.manifests.iter().any(|m| m.is_delete());
+    let record = match &options.record {
+        Some(at) if deletes => Some(
+            record::read(cluster, &options.apply.retry, at)
+                .await
+                .map_err(|e| e.to_string()),
+        ),
+        _ => None,
+    };
     // Stale delete manifests only refuse minor/major updates: look them up only then.
-    let (mut absent, mut unreadable) = (Vec::new(), Vec::new());
+    let (mut stale, mut unreadable) = (Vec::new(), Vec::new());
+    let mut never_deleted = Vec::new();
     if update == UpdateType::MinorOrMajor {
+        let absent;
         (absent, unreadable) = delete_targets(&applier).await;
+        (stale, never_deleted) = match (&record, release.version()) {
+            (Some(Ok(r)), Some(target)) => absent
+                .into_iter()
+                .partition(|id| r.completed_before_minor(id, target)),
+            // No record, or one that cannot be read: each could have been deleted earlier.
+            _ => (absent, Vec::new()),
+        };
     }
     let (current_target, previous) = cv
         .as_ref()
         .map(clusterversion::current_and_previous)
         .unwrap_or_default();
-    let (refused, mut warnings) = Precondition {
+    let refused = Precondition {
         update: update.clone(),
         upgradeable: previous_upgradeable.as_ref(),
-        absent_deletes: &absent,
+        stale_deletes: &stale,
+        record_error: record
+            .as_ref()
+            .and_then(|r| r.as_ref().err())
+            .map(String::as_str),
         unknown_deletes: &unreadable,
         versions: Versions {
             current: current_target.as_ref(),
@@ -177,6 +225,18 @@ where
         },
     }
     .check();
+    let mut warnings = Vec::new();
+    if let Some(Err(e)) = &record {
+        warnings.push(e.clone());
+    }
+    if !never_deleted.is_empty() {
+        let names: Vec<String> = never_deleted.iter().map(ToString::to_string).collect();
+        warnings.push(format!(
+            "{} delete manifests whose objects are absent and were never deleted by cvo on this cluster (per the deletion record; not stale): {}",
+            names.len(),
+            name_list(&names)
+        ));
+    }
     let status_version = conditions::version_text(release);
     if !refused.is_empty() && !options.force {
         let cluster_version = if options.release_accepted && cv.is_some() && !options.apply.dry_run
@@ -211,6 +271,9 @@ where
             warnings,
             cluster_version,
             retries: Retries::default(),
+            reappeared: Vec::new(),
+            deletions: Vec::new(),
+            deletions_completed: Vec::new(),
         });
     }
     // A forced update records what it overrode in its history entry, as the CVO does.
@@ -341,25 +404,91 @@ where
             warnings.push(format!("{} ({}): {w}", m.id, m.location));
         }
         if r.action == Action::AlreadyAbsent && update != UpdateType::MinorOrMajor {
-            tracing::info!(manifest = %m.id, location = %m.location, "delete manifest, but the object is already absent");
-            already_absent.push(m.id.to_string());
+            let earlier = record
+                .as_ref()
+                .and_then(|r| r.as_ref().ok())
+                .and_then(|r| r.get(&m.id))
+                .and_then(|e| e.completed.map(|t| (t, e.release.clone())));
+            match earlier {
+                // Deleted by an earlier pass: what a delete manifest is for.
+                Some((at, under)) => {
+                    tracing::debug!(manifest = %m.id, %at, release = %under, "delete manifest: deleted earlier");
+                }
+                None => {
+                    tracing::info!(manifest = %m.id, location = %m.location, "delete manifest, but the object is already absent");
+                    already_absent.push(m.id.to_string());
+                }
+            }
         }
     }
+    let unmanaged: Vec<String> = report
+        .results
+        .iter()
+        .filter(|r| r.action == Action::Unmanaged)
+        .map(|r| release.manifests[r.index].id.to_string())
+        .collect();
+    if !unmanaged.is_empty() {
+        warnings.push(format!(
+            "{} objects left alone because ClusterVersion spec.overrides marks them unmanaged: {}",
+            unmanaged.len(),
+            name_list(&unmanaged)
+        ));
+    }
+    for invalid in &spec.invalid {
+        warnings.push(format!("ClusterVersion {invalid} (ignored)"));
+    }
     if !already_absent.is_empty() {
+        let why = if matches!(record, Some(Ok(_))) {
+            "absent and never deleted by cvo on this cluster (per the deletion record)"
+        } else {
+            "already absent"
+        };
         // One line, however many: each is logged with -v.
         warnings.push(format!(
-            "{} delete manifests whose objects are already absent (each is logged with -v): {}",
+            "{} delete manifests whose objects are {why} (each is logged with -v): {}",
             already_absent.len(),
             name_list(&already_absent)
         ));
     }
-    let (pending, unknown) = unfinished_deletions(&applier, &report).await;
+    let (pending, unknown, gone) = unfinished_deletions(&applier, &report).await;
+    let (mut reappeared, mut deletions_completed) = (Vec::new(), Vec::new());
+    if let Some(at) = options
+        .record
+        .as_ref()
+        .filter(|_| deletes && !options.apply.dry_run)
+    {
+        let seen = deletions_seen(release, &report, &pending, &gone);
+        let now = jiff::Timestamp::now();
+        let updated = record::update(cluster, &options.apply.retry, at, |r| {
+            remember(r, &seen, now, &status_version)
+        })
+        .await;
+        match updated {
+            Ok(Remembered { back, completed }) => {
+                deletions_completed = completed;
+                for (id, entry) in back {
+                    warnings.push(format!(
+                        "{id} exists again although cvo saw it deleted on {} (under release {}); it was deleted again",
+                        entry.completed.map(|t| t.to_string()).unwrap_or_default(),
+                        entry.release
+                    ));
+                    reappeared.push(id);
+                }
+            }
+            Err(e) => warnings.push(format!(
+                "{e}; after a restart cvo will not know which of these deletions it did"
+            )),
+        }
+    }
     let pending_refs: Vec<&PendingDeletion> = pending.iter().collect();
-    let upgradeable = conditions::upgradeable(
-        &pending_refs,
-        &unknown,
-        options.stuck_after,
-        jiff::Timestamp::now(),
+    let upgradeable = upgradeable_with_overrides(
+        conditions::upgradeable(
+            &pending_refs,
+            &unknown,
+            options.stuck_after,
+            jiff::Timestamp::now(),
+        ),
+        &spec,
     );
     let ever = cv.as_ref().is_some_and(clusterversion::ever_completed);
     let grace = Grace {
@@ -370,6 +499,23 @@ where
     };
     let mut conds = conditions::after_pass(release, &report.results, upgradeable, ever, grace);
     conds.extend(accepted);
+    match spec.invalid_condition() {
+        Some(invalid) => conds.push(invalid),
+        // Valid again: say so where Invalid=True was.
+        None if cv
+            .as_ref()
+            .and_then(|cv| clusterversion::condition(cv, "Invalid"))
+            .is_some() =>
+        {
+            conds.push(Condition::new(
+                "Invalid",
+                ConditionStatus::False,
+                "AsExpected",
+                "",
+            ));
+        }
+        None => {}
+    }
     let cluster_version = if options.apply.dry_run {
         None
     } else {
@@ -400,6 +546,9 @@ where
         warnings,
         cluster_version,
         retries: options.apply.retry.retries() + cluster.discovery().retries() - retries_before,
+        reappeared,
+        deletions: pending,
+        deletions_completed,
     })
 }
 
@@ -509,7 +658,7 @@ where
 async fn unfinished_deletions(
     applier: &Applier<'_>,
     report: &PassReport,
-) -> (Vec<PendingDeletion>, Vec<UnknownDeletion>) {
+) -> (Vec<PendingDeletion>, Vec<UnknownDeletion>, Vec<ObjectId>) {
     let release = applier.release();
     let mut pending: Vec<PendingDeletion> =
         report.pending_deletions().into_iter().cloned().collect();
@@ -517,13 +666,18 @@ async fn unfinished_deletions(
         .results
         .iter()
         .filter(|r| release.manifests[r.index].is_delete() && r.pending.is_none())
-        .filter(|r| !matches!(r.action, Action::Deleted | Action::AlreadyAbsent))
+        .filter(|r| {
+            !matches!(
+                r.action,
+                Action::Deleted | Action::AlreadyAbsent | Action::Unmanaged
+            )
+        })
         .map(|r| r.index)
         .collect();
-    let mut unknown = Vec::new();
+    let (mut unknown, mut gone) = (Vec::new(), Vec::new());
     for (index, observed) in observe_all(applier, &unread).await {
         match observed {
-            Observed::Gone => {}
+            Observed::Gone => gone.push(release.manifests[index].id.clone()),
             Observed::Present(p) => pending.push(p),
             Observed::Unknown(error) => unknown.push(UnknownDeletion {
                 id: release.manifests[index].id.clone(),
@@ -531,15 +685,104 @@ async fn unfinished_deletions(
             }),
         }
     }
-    (pending, unknown)
+    (pending, unknown, gone)
+}
+
+/// What this pass saw of each delete manifest's object, for the deletion record.
+#[derive(Debug)]
+enum Saw {
+    /// Deleted by this pass, and gone.
+    Deleted,
+    /// Being deleted (a deletionTimestamp), by this pass or an earlier one.
+    Deleting(Option<jiff::Timestamp>),
+    /// Absent.
+    Gone,
+}
+
+fn deletions_seen(
+    release: &Release,
+    report: &PassReport,
+    pending: &[PendingDeletion],
+    gone: &[ObjectId],
+) -> Vec<(ObjectId, Saw)> {
+    let mut seen: Vec<(ObjectId, Saw)> = report
+        .results
+        .iter()
+        .filter(|r| release.manifests[r.index].is_delete())
+        .filter_map(|r| {
+            let saw = match r.action {
+                Action::Deleted => Saw::Deleted,
+                Action::AlreadyAbsent => Saw::Gone,
+                _ => return None,
+            };
+            Some((release.manifests[r.index].id.clone(), saw))
+        })
+        .collect();
+    // Present without a deletionTimestamp means no deletion was requested (it failed first).
+    seen.extend(
+        pending
+            .iter()
+            .filter(|p| p.since.is_some())
+            .map(|p| (p.id.clone(), Saw::Deleting(p.since))),
+    );
+    seen.extend(gone.iter().map(|id| (id.clone(), Saw::Gone)));
+    seen
+}
+
+/// What [`remember`] learned.
+#[derive(Debug, Default)]
+struct Remembered {
+    /// Objects that came back after a completed deletion, with the entry that recorded it.
+    back: Vec<(ObjectId, record::Entry)>,
+    /// Deletions completed now, and how long they took from the request.
+    completed: Vec<(ObjectId, Duration)>,
+}
+
+/// Writes what was seen into the record.
+fn remember(
+    record: &mut Record,
+    seen: &[(ObjectId, Saw)],
+    now: jiff::Timestamp,
+    release: &str,
+) -> Remembered {
+    let mut out = Remembered::default();
+    for (id, saw) in seen {
+        let open = record
+            .get(id)
+            .filter(|e| e.completed.is_none())
+            .map(|e| e.requested);
+        let noticed = match saw {
+            Saw::Deleted => record.saw_deleted(id, now, release),
+            Saw::Deleting(since) => record.saw_deleting(id, since.unwrap_or(now), release),
+            Saw::Gone => {
+                record.saw_gone(id, now, release);
+                Seen::Noted
+            }
+        };
+        if let Seen::Reappeared(entry) = noticed {
+            out.back.push((id.clone(), entry));
+        }
+        let requested = match saw {
+            Saw::Deleted => Some(open.unwrap_or(now)),
+            Saw::Gone => open,
+            Saw::Deleting(_) => None,
+        };
+        if let Some(requested) = requested {
+            let took = now.duration_since(requested).unsigned_abs();
+            out.completed.push((id.clone(), took));
+        }
+    }
+    out
 }
 
 /// Delete manifests of the release whose objects are absent, and those that could not be
 /// read (for the minor-update preconditions).
 async fn delete_targets(applier: &Applier<'_>) -> (Vec<ObjectId>, Vec<ObjectId>) {
     let release = applier.release();
+    let unmanaged = &applier.options().unmanaged;
     let deletes: Vec<usize> = (0..release.manifests.len())
         .filter(|&i| release.manifests[i].is_delete())
+        .filter(|&i| !unmanaged.contains(&release.manifests[i].id))
         .collect();
     let (mut absent, mut unknown) = (Vec::new(), Vec::new());
     for (index, observed) in observe_all(applier, &deletes).await {
