@@ -121,9 +121,11 @@ fn the_example_gets_rules_by_name_and_the_operator_its_own() {
     ] {
         has(&cluster, want);
     }
-    // Nothing for every name beyond list and watch.
+    // The release has delete manifests: Events when one of their objects reappears.
+    has(&cluster, "events.k8s.io/events [] create,patch");
+    // Nothing else for every name beyond list and watch.
     for rule in &cluster {
-        if rule.contains(" [] ") {
+        if rule.contains(" [] ") && !rule.starts_with("events.k8s.io/") {
             assert!(rule.ends_with(" [] list,watch"), "{rule}");
         }
     }
@@ -170,6 +172,45 @@ fn flags_name_the_subject_the_namespace_and_the_lease() {
     has(
         &rules(role),
         "coordination.k8s.io/leases [leader] get,update",
+    );
+    has(
+        &rules(role),
+        "/configmaps [cvo-deletion-record] get,update,patch",
+    );
+    // A state namespace of its own: a second Role, bound too.
+    let items = rbac_items(&[
+        "--release",
+        "manifests-example",
+        "--state-namespace",
+        "cvo-state",
+    ]);
+    let placed: Vec<String> = items
+        .iter()
+        .map(|i| {
+            format!(
+                "{} {}",
+                i["kind"].as_str().unwrap(),
+                i["metadata"]["namespace"].as_str().unwrap_or("-")
+            )
+        })
+        .collect();
+    assert_eq!(
+        placed,
+        [
+            "ClusterRole -",
+            "ClusterRoleBinding -",
+            "Role cluster-version",
+            "RoleBinding cluster-version",
+            "Role cvo-state",
+            "RoleBinding cvo-state",
+        ]
+    );
+    assert_eq!(
+        rules(&items[4]),
+        [
+            "/configmaps [] create",
+            "/configmaps [cvo-deletion-record] get,update,patch"
+        ]
     );
 }
 
@@ -682,6 +723,7 @@ async fn the_printed_rbac_is_sufficient_and_each_rule_counts() {
     let apply = |install_timeout: &'static str| {
         let as_sa = as_sa.clone();
         let path = release.path().to_owned();
+        let ns = ns.clone();
         async move {
             run_cvo(
                 &as_sa,
@@ -695,6 +737,8 @@ async fn the_printed_rbac_is_sufficient_and_each_rule_counts() {
                     install_timeout,
                     "--health-timeout",
                     "60s",
+                    "--state-namespace",
+                    &ns,
                 ],
             )
             .await
@@ -740,8 +784,18 @@ async fn the_printed_rbac_is_sufficient_and_each_rule_counts() {
     assert_eq!(failed[0]["name"], "settings");
     let error = failed[0]["error"].as_str().unwrap();
     assert!(error.contains("403 Forbidden"), "{error}");
-    // Everything else was allowed: the delete manifest's object is gone.
+    // Everything else was allowed: the delete manifest's object is gone, and the deletion
+    // record (in the operator's namespace) says so.
     assert_eq!(action(&report, "old"), "deleted");
+    let record = Api::<ConfigMap>::namespaced(tc.client.clone(), &ns)
+        .get("cvo-deletion-record")
+        .await
+        .expect("the deletion record, written by the ServiceAccount");
+    let entries = record.data.unwrap_or_default();
+    assert!(
+        entries.values().any(|v| v.contains("\"old\"")),
+        "{entries:?}"
+    );
 
     // With every rule printed: everything applied, deleted, and ClusterVersion written.
     put(&tc, cluster_role).await;

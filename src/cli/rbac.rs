@@ -18,10 +18,14 @@ pub struct RbacArgs {
         default_value = "cluster-version/cvo-operator"
     )]
     pub service_account: ServiceAccount,
-    /// The operator's namespace (`cvo operator --namespace`), where its Lease and deletion
-    /// record live [default: the ServiceAccount's namespace].
+    /// The operator's namespace (`cvo operator --namespace`), where its Lease lives
+    /// [default: the ServiceAccount's namespace].
     #[arg(long, short = 'n', value_name = "NS")]
     pub namespace: Option<String>,
+    /// Where its deletion record lives (`cvo operator --state-namespace`) [default: the
+    /// operator's namespace].
+    #[arg(long, value_name = "NS")]
+    pub state_namespace: Option<String>,
     /// Name of the ClusterRole, the Role and their bindings.
     #[arg(long, value_name = "NAME", default_value = "cvo-operator")]
     pub name: String,
@@ -99,12 +103,17 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> ExitCode {
             );
         }
     }
+    let namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| args.service_account.namespace.clone());
     let options = Options {
         name: args.name.clone(),
-        namespace: args
-            .namespace
+        state_namespace: args
+            .state_namespace
             .clone()
-            .unwrap_or_else(|| args.service_account.namespace.clone()),
+            .unwrap_or_else(|| namespace.clone()),
+        namespace,
         service_account: args.service_account.clone(),
         lease_name: args.lease_name.clone(),
         by_name: !args.no_by_name,

@@ -20,8 +20,9 @@
 //!   holds itself, unless it may escalate (roles) or bind (bindings) that role by name.
 //!
 //! And the operator's own requests: `ClusterVersion version` (read, watched by name, status
-//! written with PUT), its leader-election Lease and its deletion-record ConfigMap in its
-//! namespace (a Role there).
+//! written with PUT), Events when an object the release deletes reappears (only for a release
+//! with delete manifests), its leader-election Lease in its namespace and its deletion-record
+//! ConfigMap in its state namespace (a Role in each; one when they are the same).
 //!
 //! Verbs on the same (group, resource) are merged: one rule for the verbs every name needs,
 //! one per set of by-name verbs listing the names. With [`Options::by_name`] false, the
@@ -41,10 +42,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::release::{DeleteIntent, Manifest, Release};
 pub use resources::{Resources, Source, UnknownKind};
-
-/// The ConfigMap in the operator's namespace in which the sync keeps its deletion record
-/// (what `cvo` deleted, across restarts).
-pub const DELETION_RECORD: &str = "cvo-deletion-record";
 
 /// A verb of an RBAC rule, in the order rules list them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -99,6 +96,8 @@ pub enum Why {
     Lease,
     /// The deletion-record ConfigMap.
     DeletionRecord,
+    /// Events about reappearing objects.
+    Events,
     /// A create that RBAC cannot restrict to one name (a POST).
     CreateUnnamed,
 }
@@ -132,6 +131,9 @@ impl Why {
             Why::Lease => "get, update: leader election reads and renews the operator's Lease",
             Why::DeletionRecord => {
                 "get, update, patch: the deletion record, ConfigMap cvo-deletion-record (what cvo deleted, kept across restarts)"
+            }
+            Why::Events => {
+                "create, patch: an Event when an object the release deletes reappears, in its namespace (default for cluster-scoped ones): a POST, then PATCHes of its series under a generated name, neither restrictable by name"
             }
             Why::CreateUnnamed => {
                 "create: made once when missing, with a POST, which names no object: RBAC cannot restrict it by name"
@@ -172,8 +174,10 @@ pub struct Options {
     pub name: String,
     /// The operator's ServiceAccount, the subject of the bindings.
     pub service_account: ServiceAccount,
-    /// The operator's namespace: its Lease and deletion record live there (the Role's).
+    /// The operator's namespace, where its Lease lives (`cvo operator --namespace`).
     pub namespace: String,
+    /// Where its deletion record lives (`cvo operator --state-namespace`).
+    pub state_namespace: String,
     /// Name of the operator's leader-election Lease (`cvo operator --lease-name`).
     pub lease_name: String,
     /// Restrict the manifests' get/list/watch/create/patch/delete to the objects' names.
@@ -205,8 +209,8 @@ pub struct Rbac {
     pub version: String,
     /// The ClusterRole's rules.
     pub cluster_rules: Vec<Rule>,
-    /// The Role's rules (in the operator's namespace).
-    pub namespace_rules: Vec<Rule>,
+    /// The rules of a Role per namespace (the operator's and its state namespace), sorted.
+    pub namespace_rules: BTreeMap<String, Vec<Rule>>,
     /// True when the release ships Roles, ClusterRoles or bindings (escalate/bind granted).
     pub ships_rbac: bool,
 }
@@ -239,20 +243,25 @@ pub fn derive(
     }
     let mut cluster = Vec::new();
     let mut ships_rbac = false;
+    let mut deletes = false;
     for manifest in &release.manifests {
         let Some((plural, _)) = resources.plural(&manifest.id.group, &manifest.id.kind) else {
             continue;
         };
         ships_rbac |= manifest.id.group == RBAC_GROUP && manifest.intent == DeleteIntent::Apply;
+        deletes |= manifest.is_delete();
         manifest_grants(manifest, plural, options.by_name, &mut cluster);
     }
-    operator_cluster_grants(&mut cluster);
-    let namespace = operator_namespace_grants(options);
+    operator_cluster_grants(deletes, &mut cluster);
+    let namespace_rules = operator_namespace_grants(options)
+        .into_iter()
+        .map(|(ns, grants)| (ns, merge(grants)))
+        .collect();
     Ok(Rbac {
         options: options.clone(),
         version: crate::status::conditions::version_text(release),
         cluster_rules: merge(cluster),
-        namespace_rules: merge(namespace),
+        namespace_rules,
         ships_rbac,
     })
 }
@@ -347,8 +356,21 @@ fn rbac_grants(manifest: &Manifest, object: &str, out: &mut Vec<Grant>) {
     }
 }
 
-/// The operator's own cluster-scoped requests: `ClusterVersion version`.
-fn operator_cluster_grants(out: &mut Vec<Grant>) {
+/// The operator's own requests outside its namespaces: `ClusterVersion version`, and Events
+/// about reappearing objects when the release has delete manifests.
+fn operator_cluster_grants(deletes: bool, out: &mut Vec<Grant>) {
+    if deletes {
+        for verb in [Verb::Create, Verb::Patch] {
+            out.push(Grant {
+                group: "events.k8s.io".to_owned(),
+                resource: "events".to_owned(),
+                verb,
+                name: None,
+                why: Why::Events,
+                object: None,
+            });
+        }
+    }
     use crate::status::clusterversion::{API_VERSION, NAME};
     let (group, _) = crate::cluster::discovery::split_api_version(API_VERSION);
     let mut grant = |resource: &str, verb: Verb, why: Why| {
@@ -371,11 +393,16 @@ fn operator_cluster_grants(out: &mut Vec<Grant>) {
     );
 }
 
-/// The operator's requests in its own namespace: the Lease and the deletion record.
-fn operator_namespace_grants(options: &Options) -> Vec<Grant> {
-    let mut out = Vec::new();
-    let mut grant = |group: &str, resource: &str, verb: Verb, name: Option<&str>, why: Why| {
-        out.push(Grant {
+/// The operator's requests in its namespaces: the Lease in its namespace, the deletion record
+/// in its state namespace.
+fn operator_namespace_grants(options: &Options) -> BTreeMap<String, Vec<Grant>> {
+    let mut out: BTreeMap<String, Vec<Grant>> = BTreeMap::new();
+    let mut grant = |namespace: &str,
+                     (group, resource): (&str, &str),
+                     verb: Verb,
+                     name: Option<&str>,
+                     why: Why| {
+        out.entry(namespace.to_owned()).or_default().push(Grant {
             group: group.to_owned(),
             resource: resource.to_owned(),
             verb,
@@ -384,33 +411,17 @@ fn operator_namespace_grants(options: &Options) -> Vec<Grant> {
             object: None,
         });
     };
-    let lease = Some(options.lease_name.as_str());
-    grant(
-        "coordination.k8s.io",
-        "leases",
-        Verb::Get,
-        lease,
-        Why::Lease,
-    );
-    grant(
-        "coordination.k8s.io",
-        "leases",
-        Verb::Update,
-        lease,
-        Why::Lease,
-    );
-    grant(
-        "coordination.k8s.io",
-        "leases",
-        Verb::Create,
-        None,
-        Why::CreateUnnamed,
-    );
-    let record = Some(DELETION_RECORD);
+    let (ns, lease) = (&options.namespace, Some(options.lease_name.as_str()));
+    let leases = ("coordination.k8s.io", "leases");
+    grant(ns, leases, Verb::Get, lease, Why::Lease);
+    grant(ns, leases, Verb::Update, lease, Why::Lease);
+    grant(ns, leases, Verb::Create, None, Why::CreateUnnamed);
+    let (ns, record) = (&options.state_namespace, Some(crate::status::record::NAME));
+    let configmaps = ("", "configmaps");
     for verb in [Verb::Get, Verb::Update, Verb::Patch] {
-        grant("", "configmaps", verb, record, Why::DeletionRecord);
+        grant(ns, configmaps, verb, record, Why::DeletionRecord);
     }
-    grant("", "configmaps", Verb::Create, None, Why::CreateUnnamed);
+    grant(ns, configmaps, Verb::Create, None, Why::CreateUnnamed);
     out
 }
 
@@ -512,6 +523,7 @@ mod tests {
             name: "cvo-operator".into(),
             service_account: "cluster-version/cvo-operator".parse().unwrap(),
             namespace: "cluster-version".into(),
+            state_namespace: "cluster-version".into(),
             lease_name: "cvo-operator".into(),
             by_name,
         }
@@ -587,12 +599,17 @@ mod tests {
                     "/configmaps [] list,watch",
                     "/configmaps [settings] get,create,patch",
                     "/configmaps [old] get,delete",
+                    // Events about an object that reappears after its deletion.
+                    "events.k8s.io/events [] create,patch",
                 ],
             ),
             // Deleted alone: list/watch only by name, for the synchronous wait.
             (
                 vec![("0000_10_a_02_old.yaml", DELETED)],
-                vec!["/configmaps [old] get,list,watch,delete"],
+                vec![
+                    "/configmaps [old] get,list,watch,delete",
+                    "events.k8s.io/events [] create,patch",
+                ],
             ),
             // Create-only: not watched for drift.
             (
@@ -647,7 +664,7 @@ mod tests {
     fn the_operator_namespace_holds_its_lease_and_deletion_record() {
         let rbac = derive_for(&[("0000_10_a_01_cm.yaml", CONFIGMAP)], true);
         assert_eq!(
-            lines(&rbac.namespace_rules),
+            lines(&rbac.namespace_rules["cluster-version"]),
             [
                 "/configmaps [] create",
                 "/configmaps [cvo-deletion-record] get,update,patch",
@@ -655,8 +672,61 @@ mod tests {
                 "coordination.k8s.io/leases [cvo-operator] get,update",
             ]
         );
-        assert_eq!(rbac.namespace_rules[1].why, [Why::DeletionRecord]);
-        assert_eq!(rbac.namespace_rules[0].why, [Why::CreateUnnamed]);
+        let rules = &rbac.namespace_rules["cluster-version"];
+        assert_eq!(rules[1].why, [Why::DeletionRecord]);
+        assert_eq!(rules[0].why, [Why::CreateUnnamed]);
+        assert_eq!(rbac.namespace_rules.len(), 1);
+    }
+
+    #[test]
+    fn a_state_namespace_of_its_own_gets_a_role_of_its_own() {
+        let release = release(&[("0000_10_a_01_cm.yaml", CONFIGMAP)]);
+        let options = Options {
+            state_namespace: "cvo-state".into(),
+            ..options(true)
+        };
+        let rbac = derive(&release, &Resources::of(&release), &options).unwrap();
+        let namespaces: Vec<&str> = rbac.namespace_rules.keys().map(String::as_str).collect();
+        assert_eq!(namespaces, ["cluster-version", "cvo-state"]);
+        assert_eq!(
+            lines(&rbac.namespace_rules["cvo-state"]),
+            [
+                "/configmaps [] create",
+                "/configmaps [cvo-deletion-record] get,update,patch"
+            ]
+        );
+        assert_eq!(
+            lines(&rbac.namespace_rules["cluster-version"]),
+            [
+                "coordination.k8s.io/leases [] create",
+                "coordination.k8s.io/leases [cvo-operator] get,update"
+            ]
+        );
+        let objects = render::objects(&rbac);
+        let kinds: Vec<String> = objects
+            .iter()
+            .map(|o| {
+                format!(
+                    "{} {}",
+                    o["kind"].as_str().unwrap(),
+                    o["metadata"]["namespace"].as_str().unwrap_or("-")
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "ClusterRole -",
+                "ClusterRoleBinding -",
+                "Role cluster-version",
+                "RoleBinding cluster-version",
+                "Role cvo-state",
+                "RoleBinding cvo-state"
+            ]
+        );
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(&render::yaml(&rbac)).unwrap();
+        assert_eq!(docs, objects);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! needed, or the same objects as a JSON `List` (`kubectl apply -f` takes either).
 //!
 //! The objects: ClusterRole and ClusterRoleBinding `<name>`, Role and RoleBinding `<name>` in
-//! the operator's namespace, both bindings to the operator's ServiceAccount. Both renderings
+//! the operator's namespace (and in its state namespace when that is another), every binding
+//! to the operator's ServiceAccount. Both renderings
 //! come from [`objects`]; the YAML is written by hand (no YAML serializer writes comments),
 //! quoting every scalar that is not plainly a name. The output depends only on the input.
 
@@ -12,7 +13,8 @@ use super::{Rbac, Rule};
 
 const API_VERSION: &str = "rbac.authorization.k8s.io/v1";
 
-/// The objects to apply, in order: ClusterRole, ClusterRoleBinding, Role, RoleBinding.
+/// The objects to apply, in order: ClusterRole, ClusterRoleBinding, then Role and RoleBinding
+/// per namespace.
 pub fn objects(rbac: &Rbac) -> Vec<Value> {
     let o = &rbac.options;
     let subjects = json!([{
@@ -22,7 +24,7 @@ pub fn objects(rbac: &Rbac) -> Vec<Value> {
     }]);
     let role_ref =
         |kind: &str| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": o.name});
-    vec![
+    let mut objects = vec![
         json!({
             "apiVersion": API_VERSION, "kind": "ClusterRole",
             "metadata": {"name": o.name},
@@ -34,18 +36,21 @@ pub fn objects(rbac: &Rbac) -> Vec<Value> {
             "roleRef": role_ref("ClusterRole"),
             "subjects": subjects,
         }),
-        json!({
+    ];
+    for (namespace, rules) in &rbac.namespace_rules {
+        objects.push(json!({
             "apiVersion": API_VERSION, "kind": "Role",
-            "metadata": {"name": o.name, "namespace": o.namespace},
-            "rules": rbac.namespace_rules.iter().map(rule_value).collect::<Vec<_>>(),
-        }),
-        json!({
+            "metadata": {"name": o.name, "namespace": namespace},
+            "rules": rules.iter().map(rule_value).collect::<Vec<_>>(),
+        }));
+        objects.push(json!({
             "apiVersion": API_VERSION, "kind": "RoleBinding",
-            "metadata": {"name": o.name, "namespace": o.namespace},
+            "metadata": {"name": o.name, "namespace": namespace},
             "roleRef": role_ref("Role"),
             "subjects": subjects,
-        }),
-    ]
+        }));
+    }
+    objects
 }
 
 fn rule_value(rule: &Rule) -> Value {
@@ -116,19 +121,22 @@ pub fn yaml(rbac: &Rbac) -> String {
     line(w, "---");
     header(w, "ClusterRoleBinding", &o.name, None);
     role_ref_and_subjects(w, "ClusterRole", rbac);
-    line(w, "---");
-    line(
-        w,
-        &format!(
-            "# In the operator's namespace {}: its leader-election Lease and deletion record.",
-            comment(&o.namespace)
-        ),
-    );
-    header(w, "Role", &o.name, Some(&o.namespace));
-    rules(w, &rbac.namespace_rules);
-    line(w, "---");
-    header(w, "RoleBinding", &o.name, Some(&o.namespace));
-    role_ref_and_subjects(w, "Role", rbac);
+    for (namespace, namespace_rules) in &rbac.namespace_rules {
+        let what = match (*namespace == o.namespace, *namespace == o.state_namespace) {
+            (true, true) => {
+                "the operator's namespace: its leader-election Lease and deletion record"
+            }
+            (true, false) => "the operator's namespace: its leader-election Lease",
+            _ => "the operator's state namespace: its deletion record",
+        };
+        line(w, "---");
+        line(w, &format!("# In {what} ({}).", comment(namespace)));
+        header(w, "Role", &o.name, Some(namespace));
+        rules(w, namespace_rules);
+        line(w, "---");
+        header(w, "RoleBinding", &o.name, Some(namespace));
+        role_ref_and_subjects(w, "Role", rbac);
+    }
     out
 }
 
