@@ -19,6 +19,7 @@ use k8s_openapi::api::authorization::v1::{
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
@@ -867,8 +868,49 @@ async fn the_printed_rbac_is_sufficient_and_each_rule_counts() {
             .ok_or_else(|| format!("a = {a:?}; log:\n{}", operator.log()))
     })
     .await;
+    // The object of the delete manifest, deleted by cvo, comes back: a spec change starts a
+    // full pass, which deletes it again and says so in an Event.
+    configmaps
+        .create(&PostParams::default(), &old)
+        .await
+        .expect("recreate old");
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"channel": "rbac-test"}})),
+    )
+    .await
+    .expect("change the ClusterVersion spec");
+    let events = Api::<Event>::namespaced(tc.client.clone(), &ns);
+    common::poll_until(
+        "the reappearance reported in an Event",
+        Duration::from_secs(60),
+        || async {
+            let list = events
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let reported = list.items.iter().any(|e| {
+                e.reason.as_deref() == Some("DeletedObjectReappeared")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("old")
+            });
+            let gone = configmaps
+                .get_opt("old")
+                .await
+                .map_err(|e| e.to_string())?
+                .is_none();
+            (reported && gone).then_some(()).ok_or_else(|| {
+                format!(
+                    "event: {reported}, deleted again: {gone}; log:\n{}",
+                    operator.log()
+                )
+            })
+        },
+    )
+    .await;
     let log = operator.log();
     assert!(!log.to_lowercase().contains("forbidden"), "{log}");
+    assert!(!log.contains("could not publish"), "{log}");
     drop(operator);
     cvs.delete("version", &Default::default())
         .await
