@@ -1,7 +1,8 @@
 //! `cvo rbac`: the printed rules for manifests-example, the errors, and — the real judge — that
 //! the printed RBAC is sufficient: `cvo apply` run as a ServiceAccount holding only it applies a
 //! release (creates, updates, deletes, a CRD and its resource, RBAC objects, ClusterVersion
-//! status), and fails with 403 once one rule is taken away.
+//! status, deletion record), and fails with 403 once one rule is taken away; and `cvo operator`
+//! as that account takes its Lease, repairs drift from its watches and publishes an Event.
 //!
 //! The embedded in-memory API server does not authorize requests at all (every client may do
 //! everything), so there the sufficiency test can only show that the printed objects are
