@@ -4,8 +4,9 @@
 //! run-level task graph, [`validate`] checks it for CI, [`cluster`] talks to API servers (and
 //! holds the embedded in-memory one), [`apply`] writes each manifest and [`health`] judges what
 //! it wrote, [`status`] derives ClusterVersion status, [`sync`] orchestrates one sync (both for
-//! `cvo apply` and the [`operator`], which keeps running it in the cluster), [`olm`] cleans up OLM
-//! operands, [`lifecycle`] uninstalls operators and signals cluster deletion, and [`cli`] is the thin
+//! `cvo apply` and the [`operator`], which keeps running it in the cluster), [`rbac`] derives the
+//! least-privilege RBAC the operator needs for a release, [`olm`] cleans up OLM operands,
+//! [`lifecycle`] uninstalls operators and signals cluster deletion, and [`cli`] is the thin
 //! command-line shell on top.
 
 pub mod apply;
@@ -17,6 +18,7 @@ pub mod health;
 pub mod lifecycle;
 pub mod olm;
 pub mod operator;
+pub mod rbac;
 pub mod release;
 pub mod status;
 pub mod sync;

@@ -21,6 +21,7 @@ mod operand_cleanup;
 mod operator;
 mod operators;
 mod plan;
+mod rbac;
 use crate::cluster::request_error;
 mod seed;
 mod uninstall;
@@ -83,6 +84,9 @@ pub enum Command {
     /// Run the in-cluster release operator: keep the cluster at the release, repair drift
     /// from watches, leader-elected, with metrics; until SIGINT/SIGTERM.
     Operator(Box<operator::OperatorArgs>),
+    /// Print the least-privilege RBAC (ClusterRole, Role, bindings) `cvo operator` needs for
+    /// a release.
+    Rbac(rbac::RbacArgs),
     /// Run the OLM CSV operand-cleanup reconciler until SIGINT/SIGTERM.
     OperandCleanup(operand_cleanup::OperandCleanupArgs),
     /// Remove an OLM-installed operator safely: Subscription, CSV, and what you ask for.
@@ -259,6 +263,7 @@ pub fn main() -> ExitCode {
         Command::Apply(args) => apply::run(&cli.global, &args),
         Command::Plan(args) => plan::run(&cli.global, &args),
         Command::Operator(args) => operator::run(&cli.global, &args),
+        Command::Rbac(args) => rbac::run(&cli.global, &args),
         Command::OperandCleanup(args) => operand_cleanup::run(&cli.global, &args),
         Command::Uninstall(args) => uninstall::run(&cli.global, &args),
         Command::ClusterDeletion(args) => cluster_deletion::run(&cli.global, &args),
