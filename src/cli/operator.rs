@@ -73,6 +73,11 @@ pub struct OperatorArgs {
     /// How long ClusterOperators may stay degraded or updating before Failing turns True.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30m")]
     pub failing_after: Duration,
+    /// The operator's own Deployment: moved to ClusterVersion spec.desiredUpdate.image when
+    /// that names another image than the one the operator runs (its Pod's, from POD_NAME and
+    /// POD_NAMESPACE, else --release-image). Without it the operator never moves itself.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub self_deployment: Option<crate::operator::self_update::ObjectName>,
 }
 
 pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
@@ -155,6 +160,11 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
             resync_interval: args.resync_interval,
             lease,
             shutdown_grace: args.shutdown_grace,
+            self_update: crate::operator::self_update::Config {
+                deployment: args.self_deployment.clone(),
+                pod: crate::operator::self_update::Config::pod_from_env(),
+                release_image: args.release.release_image.clone(),
+            },
         };
         let metrics = Arc::new(Metrics::new());
         let listener = match metrics::bind(args.metrics_addr).await {

@@ -5,7 +5,8 @@
 //! - [`drift`]: metadata-only watches on the release's managed objects (label
 //!   `cvo.io/managed=true`) and on `ClusterVersion version`;
 //! - [`resync`]: the jittered full-pass timer;
-//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`.
+//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`;
+//! - [`self_update`]: moving the operator's own Deployment to `spec.desiredUpdate.image`.
 //!
 //! As leader, the operator runs a full pass ([`crate::sync::sync`]: install or update per the
 //! ClusterVersion history, preconditions, status), then waits: a watch event for a managed
@@ -17,7 +18,9 @@
 //! A release the preconditions refuse is reported as `ReleaseAccepted=False` (reason: the
 //! precondition) and nothing is applied; `spec.desiredUpdate {version: <this release>, force:
 //! true}` forces it, and the history entry records the overridden preconditions
-//! (`acceptedRisks`).
+//! (`acceptedRisks`). `spec.desiredUpdate.image` naming another image than the operator's
+//! moves its Deployment there, and the operator hands over: it applies nothing more (see
+//! [`self_update`]).
 //!
 //! Nothing that must survive a restart is kept here: a new leader starts with a full pass,
 //! which reads everything back from the cluster.
@@ -29,6 +32,7 @@ pub mod drift;
 pub mod leader;
 pub mod metrics;
 pub mod resync;
+pub mod self_update;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -49,6 +53,7 @@ use crate::sync::{SyncOptions, SyncOutcome, sync};
 use drift::{Kinds, Known};
 use leader::{Elector, LeaseConfig};
 use metrics::Metrics;
+use self_update::{Decision, SelfUpdate};
 
 /// Everything the operator is told.
 #[derive(Clone, Debug)]
@@ -60,6 +65,8 @@ pub struct Options {
     pub lease: LeaseConfig,
     /// How long a pass in flight at shutdown may take to finish.
     pub shutdown_grace: Duration,
+    /// The operator's own Deployment and image, to follow `spec.desiredUpdate.image`.
+    pub self_update: self_update::Config,
 }
 
 /// Runs the operator until `shutdown` resolves: elects, leads while elected, stops gracefully.
@@ -202,12 +209,15 @@ async fn lead(
 ) {
     let known = Known::default();
     let grace = options.shutdown_grace;
-    let pass =
-        |trigger: &'static str| full_pass(cluster, release, options, metrics, &known, trigger);
-    let Some((accepted, cv_generation)) = until_stopped(pass("initial"), stop, grace).await else {
+    let mover = SelfUpdate::new(options.self_update.clone());
+    let pass = |trigger: &'static str| {
+        full_pass(cluster, release, options, metrics, &known, &mover, trigger)
+    };
+    let Some(first) = until_stopped(pass("initial"), stop, grace).await else {
         return;
     };
-    let mut watching = accepted;
+    let cv_generation = first.generation;
+    let mut watching = first.accepted && !first.handed_over;
     let kinds = Kinds::of(release);
     let (drift_tx, mut drift_rx) = mpsc::unbounded_channel();
     let (cv_tx, mut cv_rx) = mpsc::unbounded_channel();
@@ -279,10 +289,17 @@ async fn lead(
             Next::Pass(trigger) => trigger,
         };
         while cv_rx.try_recv().is_ok() {}
-        let Some((accepted, _)) = until_stopped(pass(trigger), stop, grace).await else {
+        let Some(end) = until_stopped(pass(trigger), stop, grace).await else {
             return;
         };
-        watching |= accepted;
+        if end.handed_over {
+            // The Deployment runs another image now: repairing would undo that.
+            watching = false;
+            retries.clear();
+            delayed = futures::stream::FuturesUnordered::new();
+        } else {
+            watching |= end.accepted;
+        }
         next_pass = Instant::now() + resync::next_delay(options.resync_interval);
     }
 }
@@ -345,32 +362,74 @@ async fn repair_one(
     result.action != Action::Failed
 }
 
-/// One full pass: whether the release was accepted (the pass ran), and the
-/// `metadata.generation` of the ClusterVersion it read.
+/// How a full pass ended.
+struct PassEnd {
+    /// The release was accepted (the pass ran).
+    accepted: bool,
+    /// The `metadata.generation` of the ClusterVersion it read.
+    generation: Option<i64>,
+    /// The operator's Deployment runs another image: nothing was applied, nothing is repaired.
+    handed_over: bool,
+}
+
+/// One full pass: first what `spec.desiredUpdate.image` asks of the operator itself, then the
+/// sync (unless the operator handed over to another image).
 async fn full_pass(
     cluster: &Cluster,
     release: &Release,
     options: &Options,
     metrics: &Metrics,
     known: &Known,
+    mover: &SelfUpdate,
     trigger: &'static str,
-) -> (bool, Option<i64>) {
+) -> PassEnd {
+    let end = |accepted: bool, generation: Option<i64>| PassEnd {
+        accepted,
+        generation,
+        handed_over: false,
+    };
     let retry = &options.sync.apply.retry;
     let started = Instant::now();
     let writes_before = metrics.writes();
     let version = crate::status::conditions::version_text(release);
     let mut sync_options = options.sync.clone();
-    let (forced, generation) = match clusterversion::read(cluster, retry).await {
+    let (forced, generation, decision) = match clusterversion::read(cluster, retry).await {
         Ok(cv) => (
             cv.as_ref().is_some_and(|cv| forced_by_spec(cv, &version)),
             cv.as_ref().and_then(|cv| cv.metadata.generation),
+            mover
+                .decide(cluster, cv.as_ref().and_then(self_update::desired_image))
+                .await,
         ),
         Err(e) => {
             tracing::error!(error = %e, "full pass not started");
             metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
-            return (false, None);
+            return end(false, None);
         }
     };
+    let move_conditions = decision.conditions(mover.deployment(), &version);
+    match &decision {
+        Decision::Stay => {}
+        Decision::HandedOver { to, from, written } => {
+            if *written {
+                tracing::warn!(%to, %from, deployment = ?mover.deployment().map(ToString::to_string), "moved the operator's Deployment to the image spec.desiredUpdate names: handing over to its new pod, applying nothing more");
+            } else {
+                tracing::info!(%to, "the operator's Deployment already runs the image spec.desiredUpdate names: handed over, applying nothing");
+            }
+            write_move_conditions(cluster, retry, &move_conditions).await;
+            metrics.pass(trigger, "handed-over", started.elapsed().as_secs_f64());
+            return PassEnd {
+                accepted: false,
+                generation,
+                handed_over: true,
+            };
+        }
+        Decision::CannotMove { to, why } => {
+            tracing::error!(%to, %why, "cannot move the operator to the image spec.desiredUpdate names; this release stays applied");
+            // The pass must not overwrite the report with ReleaseAccepted=True.
+            sync_options.release_accepted = false;
+        }
+    }
     if forced {
         tracing::warn!(%version, "spec.desiredUpdate forces this release: preconditions are overridden");
         sync_options.force = true;
@@ -383,12 +442,13 @@ async fn full_pass(
         }
     })
     .await;
+    write_move_conditions(cluster, retry, &move_conditions).await;
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
             tracing::error!(error = %e, "full pass failed");
             metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
-            return (false, generation);
+            return end(false, generation);
         }
     };
     let seconds = started.elapsed().as_secs_f64();
@@ -401,7 +461,7 @@ async fn full_pass(
         // Status metrics first: a scrape that sees the pass counted sees its status too.
         record_status(cluster, retry, metrics, &outcome).await;
         metrics.pass(trigger, "refused", seconds);
-        return (false, generation);
+        return end(false, generation);
     };
     for r in &report.results {
         if !release.manifests[r.index].is_delete() {
@@ -447,7 +507,25 @@ async fn full_pass(
         seconds,
         "full pass done"
     );
-    (true, generation)
+    end(true, generation)
+}
+
+/// Records what [`SelfUpdate`] decided in ClusterVersion (nothing when there is nothing to say,
+/// no write when it is already recorded); a failure is logged, not fatal.
+async fn write_move_conditions(
+    cluster: &Cluster,
+    retry: &crate::apply::RetryPolicy,
+    conditions: &[Condition],
+) {
+    if conditions.is_empty() {
+        return;
+    }
+    let written =
+        clusterversion::write_update(cluster, retry, clusterversion::Update::Conditions(conditions))
+            .await;
+    if let Err(e) = written {
+        tracing::warn!(error = %e, "could not record the operator's move in ClusterVersion");
+    }
 }
 
 /// Metrics from the pass's conditions and the ClusterVersion history.
