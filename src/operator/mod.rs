@@ -520,9 +520,12 @@ async fn write_move_conditions(
     if conditions.is_empty() {
         return;
     }
-    let written =
-        clusterversion::write_update(cluster, retry, clusterversion::Update::Conditions(conditions))
-            .await;
+    let written = clusterversion::write_update(
+        cluster,
+        retry,
+        clusterversion::Update::Conditions(conditions),
+    )
+    .await;
     if let Err(e) = written {
         tracing::warn!(error = %e, "could not record the operator's move in ClusterVersion");
     }

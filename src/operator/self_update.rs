@@ -55,9 +55,7 @@ impl std::str::FromStr for ObjectName {
 
     fn from_str(s: &str) -> Result<Self, String> {
         match s.split_once('/') {
-            Some((ns, name))
-                if !ns.is_empty() && !name.is_empty() && !name.contains('/') =>
-            {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
                 Ok(ObjectName {
                     namespace: ns.to_owned(),
                     name: name.to_owned(),
@@ -192,7 +190,9 @@ impl SelfUpdate {
             return Decision::Stay;
         }
         let Some(deployment) = &self.config.deployment else {
-            return cannot("the operator does not know its Deployment (no --self-deployment)".into());
+            return cannot(
+                "the operator does not know its Deployment (no --self-deployment)".into(),
+            );
         };
         match move_deployment(cluster, deployment, to).await {
             Ok(written) => Decision::HandedOver {
