@@ -6,7 +6,9 @@
 //!   `cvo.io/managed=true`) and on `ClusterVersion version`;
 //! - [`resync`]: the jittered full-pass timer;
 //! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`;
-//! - [`self_update`]: moving the operator's own Deployment to `spec.desiredUpdate.image`.
+//! - [`self_update`]: moving the operator's own Deployment to `spec.desiredUpdate.image`;
+//! - [`cleanup`]: the OLM operand-cleanup reconciler, run while leading
+//!   (`--components operand-cleanup`).
 //!
 //! As leader, the operator runs a full pass ([`crate::sync::sync`]: install or update per the
 //! ClusterVersion history, preconditions, status), then waits: a watch event for a managed
@@ -28,6 +30,7 @@
 //! Shutdown (SIGTERM/SIGINT): no new work starts; a pass or repair in flight may finish within
 //! the shutdown grace period (its status written as usual), then the Lease is released.
 
+pub mod cleanup;
 pub mod drift;
 pub mod leader;
 pub mod metrics;
@@ -67,6 +70,8 @@ pub struct Options {
     pub shutdown_grace: Duration,
     /// The operator's own Deployment and image, to follow `spec.desiredUpdate.image`.
     pub self_update: self_update::Config,
+    /// Also run the OLM operand-cleanup reconciler while leading (`None`: do not).
+    pub operand_cleanup: Option<crate::olm::Config>,
 }
 
 /// Runs the operator until `shutdown` resolves: elects, leads while elected, stops gracefully.
@@ -87,6 +92,8 @@ pub async fn run(
     let election = tokio::spawn(elector.run(leader_tx, async move {
         let _ = lease_stop_rx.await;
     }));
+    // The reconciler's requests are not the release's: not counted in the metrics.
+    let cleanup_client = client.clone();
     let cluster = Cluster::new(metrics::instrument(client, metrics.clone()));
     metrics.set_ready(true);
     tokio::pin!(shutdown);
@@ -101,8 +108,25 @@ pub async fn run(
             metrics.leader.set(1);
             let mut stop = stop_rx.clone();
             let mut lost = leader_rx.clone();
+            let cleanup = async {
+                if let Some(config) = &options.operand_cleanup {
+                    cleanup::run_while_leading(
+                        cleanup_client.clone(),
+                        config.clone(),
+                        stop_rx.clone(),
+                        options.shutdown_grace,
+                    )
+                    .await;
+                }
+            };
+            let work = async {
+                tokio::join!(
+                    lead(&cluster, release, options, &metrics, &mut stop),
+                    cleanup
+                )
+            };
             tokio::select! {
-                () = lead(&cluster, release, options, &metrics, &mut stop) => {}
+                _ = work => {}
                 _ = lost.wait_for(|l| !*l) => {
                     tracing::warn!("leadership lost: work in flight abandoned, standing by");
                 }
