@@ -748,11 +748,13 @@ async fn a_pass_stuck_on_health_does_not_hold_up_shutdown() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_invalid_release_is_reported_and_nothing_applied() {
+async fn an_invalid_release_is_reported_and_a_desired_image_moves_the_operator_away() {
     let tc = common::cluster().await;
     let (_guard, cv) = common::cluster_version(&tc).await;
     let cvs = common::create_cluster_version(&tc, &cv).await;
     let ns = tc.namespace("operator-invalid").await;
+    let deployments = own_deployment(&tc, &ns, "cvo", "example.com/cvo:1.0.0").await;
+    let self_deployment = format!("{ns}/cvo");
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = tc.kubeconfig_file(dir.path()).await;
     let release = dir.path().join("release");
@@ -773,7 +775,16 @@ async fn an_invalid_release_is_reported_and_nothing_applied() {
         dir.path(),
         &release,
         &ns,
-        &["--resync-interval", "1h", "--lease-name", &lease],
+        &[
+            "--resync-interval",
+            "1h",
+            "--lease-name",
+            &lease,
+            "--release-image",
+            "example.com/cvo:1.0.0",
+            "--self-deployment",
+            &self_deployment,
+        ],
     );
     let refused = release_refused(&cvs).await;
     assert_eq!(refused["reason"], "InvalidRelease", "{refused}");
@@ -784,6 +795,34 @@ async fn an_invalid_release_is_reported_and_nothing_applied() {
         .metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
         .await;
     assert_eq!(metric(&text, "cvo_leader", &[]), 1.0, "{text}");
+    // The way out without a restart: an image with a fixed release. The spec change is acted
+    // on at once (the resync interval is an hour).
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"desiredUpdate": {"image": "example.com/cvo:1.0.1"}}})),
+    )
+    .await
+    .expect("desired image");
+    poll_until(
+        "the operator container moved",
+        Duration::from_secs(30),
+        || async {
+            let (images, _) = images(&deployments, "cvo").await;
+            if images.contains(&("operator".to_owned(), "example.com/cvo:1.0.1".to_owned())) {
+                Ok(())
+            } else {
+                Err(format!("{images:?}"))
+            }
+        },
+    )
+    .await;
+    condition_is(&cvs, "ReleaseAccepted", "Unknown", "OperatorImageUpdating").await;
+    assert_eq!(
+        cm_value(&tc, &ns, "good").await,
+        None,
+        "still nothing applied"
+    );
     op.terminate().await;
     assert_eq!(lease_holder(&tc, &ns, &lease).await, None, "released");
     delete_cluster_version(&tc, &cv).await;
