@@ -17,19 +17,25 @@ pub const RETRY_FIRST: Duration = Duration::from_secs(10);
 pub const RETRY_MAX: Duration = Duration::from_secs(300);
 
 /// Runs the reconciler with `config` until `stop` turns true (in-flight reconciles get
-/// `grace` to finish), starting it again after errors.
+/// `grace` to finish), starting it again after errors. `leading` turning false (the Lease
+/// lost) also ends it; the caller drops this future at once then, and the reconciler's
+/// shutdown signal must not outlive it.
 pub async fn run_while_leading(
     client: kube::Client,
     config: crate::olm::Config,
     stop: watch::Receiver<bool>,
+    leading: watch::Receiver<bool>,
     grace: Duration,
 ) {
     let mut delay = RETRY_FIRST;
     let mut stopped = stop.clone();
     loop {
-        let mut signal = stop.clone();
+        let (mut signal, mut lost) = (stop.clone(), leading.clone());
         let shutdown = async move {
-            let _ = signal.wait_for(|s| *s).await;
+            tokio::select! {
+                _ = signal.wait_for(|s| *s) => {}
+                _ = lost.wait_for(|l| !*l) => {}
+            }
         };
         let reconciler = crate::olm::run_with_config(client.clone(), config.clone(), shutdown);
         match super::until_stopped(reconciler, &mut stopped, grace).await {

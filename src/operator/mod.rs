@@ -114,6 +114,7 @@ pub async fn run(
                         cleanup_client.clone(),
                         config.clone(),
                         stop_rx.clone(),
+                        leader_rx.clone(),
                         options.shutdown_grace,
                     )
                     .await;
