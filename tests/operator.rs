@@ -5,7 +5,7 @@
 //! minor update applies nothing until `spec.desiredUpdate` forces it; metrics scraped and
 //! parsed; SIGTERM exits 0 and releases the Lease; leader failover after kill -9;
 //! `spec.desiredUpdate.image` moves the operator's own Deployment (and naming the image it
-//! runs writes nothing to it).
+//! runs writes nothing to it); only the leader runs the operand-cleanup component.
 //!
 //! Every test holds the ClusterVersion lock (`common::cluster_version`) and deletes
 //! `version` when done.
@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use common::{TestCluster, configmaps, poll_until};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -1043,5 +1044,103 @@ async fn a_desired_image_the_operator_already_runs_writes_nothing_to_its_deploym
     })
     .await;
     op.terminate().await;
+    delete_cluster_version(&tc, &cv).await;
+}
+
+/// `--components release,operand-cleanup`: only the Lease holder runs the OLM reconciler; the
+/// standby starts it when it takes over. (What the reconciler does is tested in
+/// `tests/cli_operand_cleanup.rs`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_runs_the_operand_cleanup_component() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    // OLM's CRDs are cluster-wide: installed only where missing (a real cluster may have them).
+    let crds = Api::<CustomResourceDefinition>::all(tc.client.clone());
+    if crds
+        .get_opt("clusterserviceversions.operators.coreos.com")
+        .await
+        .expect("get crd")
+        .is_none()
+    {
+        cvo::olm::crds::install(&tc.client).await.expect("OLM CRDs");
+    }
+    let ns = tc.namespace("operator-olm").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    write_release(
+        &release,
+        "1.0.0",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(&ns, "settings", "one"),
+        )],
+    );
+    let lease = common::unique("lease");
+    let args = [
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        &lease,
+        "--lease-duration",
+        "3s",
+        "--lease-renew-deadline",
+        "2s",
+        "--lease-retry",
+        "500ms",
+        "--components",
+        "release,operand-cleanup",
+        "--operand-cleanup-namespace",
+        &ns,
+    ];
+    let a = Operator::start(&kubeconfig, dir.path(), &release, &ns, &args);
+    let b = Operator::start(&kubeconfig, dir.path(), &release, &ns, &args);
+    let started = |op: &Operator| {
+        std::fs::read_to_string(&op.log)
+            .unwrap_or_default()
+            .contains("operand-cleanup reconciler starting")
+    };
+    let (leader, standby) = poll_until(
+        "one leader running the reconciler",
+        Duration::from_secs(30),
+        || async {
+            let la = metric(&a.scrape().await?, "cvo_leader", &[]);
+            let lb = metric(&b.scrape().await?, "cvo_leader", &[]);
+            let (leader, standby) = match (la, lb) {
+                (1.0, 0.0) => (&a, &b),
+                (0.0, 1.0) => (&b, &a),
+                other => return Err(format!("leader gauges {other:?}")),
+            };
+            if started(leader) {
+                Ok((leader, standby))
+            } else {
+                Err("the leader has not started the reconciler yet".into())
+            }
+        },
+    )
+    .await;
+    // The leader's initial pass is done, so the standby has been standing by all along.
+    history(&cvs, "1.0.0", "Completed").await;
+    assert!(!started(standby), "the standby runs no reconciler");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &leader.pid()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    poll_until(
+        "the new leader starts the reconciler",
+        Duration::from_secs(15),
+        || async {
+            if started(standby) {
+                Ok(())
+            } else {
+                Err("not yet".to_owned())
+            }
+        },
+    )
+    .await;
+    drop(a);
+    drop(b);
     delete_cluster_version(&tc, &cv).await;
 }
