@@ -240,7 +240,11 @@ async fn report_invalid(
     };
     let generation = cv.as_ref().and_then(|cv| cv.metadata.generation);
     let decision = mover
-        .decide(cluster, cv.as_ref().and_then(self_update::desired_image))
+        .decide(
+            cluster,
+            cv.as_ref().and_then(self_update::desired_image),
+            None,
+        )
         .await;
     let (conditions, result) = match &decision {
         Decision::HandedOver { to, .. } => {
@@ -250,7 +254,7 @@ async fn report_invalid(
                 "handed-over",
             )
         }
-        Decision::Stay | Decision::CannotMove { .. } => {
+        Decision::Stay | Decision::CannotMove { .. } | Decision::Conflict { .. } => {
             let mut message = why.to_owned();
             if let Decision::CannotMove { to, why: cannot } = &decision {
                 message.push_str(&format!(
@@ -301,7 +305,7 @@ async fn lead(
         return;
     };
     let cv_generation = first.generation;
-    let mut watching = first.accepted && !first.handed_over;
+    let mut watching = first.accepted && !first.paused;
     let kinds = Kinds::of(release);
     let (drift_tx, mut drift_rx) = mpsc::unbounded_channel();
     let (cv_tx, mut cv_rx) = mpsc::unbounded_channel();
@@ -376,8 +380,9 @@ async fn lead(
         let Some(end) = until_stopped(pass(trigger), stop, grace).await else {
             return;
         };
-        if end.handed_over {
-            // The Deployment runs another image now: repairing would undo that.
+        if end.paused {
+            // Handed over to another image (repairing would undo that), or the release would
+            // move the operator away from it.
             watching = false;
             retries.clear();
             delayed = futures::stream::FuturesUnordered::new();
@@ -452,8 +457,10 @@ struct PassEnd {
     accepted: bool,
     /// The `metadata.generation` of the ClusterVersion it read.
     generation: Option<i64>,
-    /// The operator's Deployment runs another image: nothing was applied, nothing is repaired.
-    handed_over: bool,
+    /// Nothing was applied, and nothing is to be repaired until a pass says otherwise: the
+    /// operator handed over to another image, or its release would move it away from the one
+    /// asked for.
+    paused: bool,
 }
 
 /// One full pass: first what `spec.desiredUpdate.image` asks of the operator itself, then the
@@ -470,7 +477,7 @@ async fn full_pass(
     let end = |accepted: bool, generation: Option<i64>| PassEnd {
         accepted,
         generation,
-        handed_over: false,
+        paused: false,
     };
     let retry = &options.sync.apply.retry;
     let started = Instant::now();
@@ -482,7 +489,11 @@ async fn full_pass(
             cv.as_ref().is_some_and(|cv| forced_by_spec(cv, &version)),
             cv.as_ref().and_then(|cv| cv.metadata.generation),
             mover
-                .decide(cluster, cv.as_ref().and_then(self_update::desired_image))
+                .decide(
+                    cluster,
+                    cv.as_ref().and_then(self_update::desired_image),
+                    Some(release),
+                )
                 .await,
         ),
         Err(e) => {
@@ -505,7 +516,20 @@ async fn full_pass(
             return PassEnd {
                 accepted: false,
                 generation,
-                handed_over: true,
+                paused: true,
+            };
+        }
+        Decision::Conflict {
+            image,
+            release_image,
+        } => {
+            tracing::error!(%image, %release_image, "the release sets the operator's Deployment to another image than the one spec.desiredUpdate names and the operator runs: nothing applied");
+            write_move_conditions(cluster, retry, &move_conditions).await;
+            metrics.pass(trigger, "refused", started.elapsed().as_secs_f64());
+            return PassEnd {
+                accepted: false,
+                generation,
+                paused: true,
             };
         }
         Decision::CannotMove { to, why } => {

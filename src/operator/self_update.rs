@@ -19,12 +19,18 @@
 //! old one stops. The Deployment is written only when its image differs from the one asked for.
 //! A move that cannot be made is reported (`ReleaseAccepted=False`, reason
 //! [`MOVE_FAILED`]) and the current release stays enforced; the next full pass tries again.
+//!
+//! An operator that runs the image asked for, but whose release sets its own Deployment to
+//! another pullspec (a tag where a digest was asked for, say), would be moved there by its own
+//! pass, then back by the next pod, for ever: it applies nothing and says so
+//! (`ReleaseAccepted=False`, reason [`IMAGE_CONFLICT`]).
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use crate::cluster::Cluster;
+use crate::release::Release;
 use crate::status::conditions::RELEASE_ACCEPTED;
 use crate::status::{Condition, ConditionStatus};
 
@@ -32,6 +38,9 @@ use crate::status::{Condition, ConditionStatus};
 pub const MOVING: &str = "OperatorImageUpdating";
 /// `ReleaseAccepted` reason when it cannot move.
 pub const MOVE_FAILED: &str = "OperatorImageUpdateFailed";
+/// `ReleaseAccepted` reason when the release would move the operator away from the image
+/// asked for.
+pub const IMAGE_CONFLICT: &str = "OperatorImageConflict";
 /// The name of the operator's container, when its Deployment has more than one.
 pub const CONTAINER: &str = "operator";
 /// Field manager of the write that moves the Deployment.
@@ -102,6 +111,12 @@ pub enum Decision {
     },
     /// Asked to move but it could not: apply the release, and report why.
     CannotMove { to: String, why: String },
+    /// Runs the image asked for, but the release sets the Deployment to `release_image`:
+    /// apply nothing (it would move the operator away, and the next pod back).
+    Conflict {
+        image: String,
+        release_image: String,
+    },
 }
 
 impl Decision {
@@ -128,6 +143,17 @@ impl Decision {
                     ),
                 ),
             ],
+            Decision::Conflict {
+                image,
+                release_image,
+            } => vec![Condition::new(
+                RELEASE_ACCEPTED,
+                ConditionStatus::False,
+                IMAGE_CONFLICT,
+                format!(
+                    "spec.desiredUpdate.image is {image}, the image the operator runs, but release {version} sets Deployment {deployment} to {release_image}: applying it would move the operator away and back for ever; nothing is applied (name {release_image} in spec.desiredUpdate.image)"
+                ),
+            )],
             Decision::CannotMove { to, why } => vec![Condition::new(
                 RELEASE_ACCEPTED,
                 ConditionStatus::False,
@@ -168,8 +194,14 @@ impl SelfUpdate {
     }
 
     /// What to do about `desired` (`spec.desiredUpdate.image`), moving the Deployment to it
-    /// when this process runs another image.
-    pub async fn decide(&self, cluster: &Cluster, desired: Option<&str>) -> Decision {
+    /// when this process runs another image. `release`: the release this process applies
+    /// (`None` when it cannot be used), checked against the image asked for.
+    pub async fn decide(
+        &self,
+        cluster: &Cluster,
+        desired: Option<&str>,
+        release: Option<&Release>,
+    ) -> Decision {
         let Some(to) = desired else {
             return Decision::Stay;
         };
@@ -187,7 +219,19 @@ impl SelfUpdate {
             Err(e) => return cannot(e),
         };
         if from == to {
-            return Decision::Stay;
+            let in_release = self
+                .config
+                .deployment
+                .as_ref()
+                .zip(release)
+                .and_then(|(d, r)| image_in_release(r, d));
+            return match in_release {
+                Some(other) if other != to => Decision::Conflict {
+                    image: to.to_owned(),
+                    release_image: other,
+                },
+                _ => Decision::Stay,
+            };
         }
         let Some(deployment) = &self.config.deployment else {
             return cannot(
@@ -237,6 +281,27 @@ impl SelfUpdate {
             .await
             .map(|image| Some(image.clone()))
     }
+}
+
+/// The image `release` sets the operator container of `deployment` to, if it holds that
+/// Deployment (not as a delete manifest).
+pub fn image_in_release(release: &Release, deployment: &ObjectName) -> Option<String> {
+    let manifest = release.manifests.iter().find(|m| {
+        !m.is_delete()
+            && m.id.group == "apps"
+            && m.id.kind == "Deployment"
+            && m.id.namespace.as_deref() == Some(deployment.namespace.as_str())
+            && m.id.name == deployment.name
+    })?;
+    let containers = manifest
+        .object
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)?;
+    let i = operator_container(containers).ok()?;
+    containers[i]
+        .get("image")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 /// Index of the operator's container in `containers`: the one named [`CONTAINER`], else the
@@ -339,19 +404,70 @@ mod tests {
             pod: None,
             release_image: Some("img:1".into()),
         });
-        assert_eq!(known.decide(&cluster, None).await, Decision::Stay);
-        assert_eq!(known.decide(&cluster, Some("img:1")).await, Decision::Stay);
+        assert_eq!(known.decide(&cluster, None, None).await, Decision::Stay);
+        assert_eq!(
+            known.decide(&cluster, Some("img:1"), None).await,
+            Decision::Stay
+        );
         // Another image, but the Deployment does not exist: reported, not fatal.
-        match known.decide(&cluster, Some("img:2")).await {
+        match known.decide(&cluster, Some("img:2"), None).await {
             Decision::CannotMove { why, .. } => assert!(why.contains("does not exist"), "{why}"),
             other => panic!("{other:?}"),
         }
         let blind = SelfUpdate::new(Config::default());
-        match blind.decide(&cluster, Some("img:2")).await {
+        match blind.decide(&cluster, Some("img:2"), None).await {
             Decision::CannotMove { why, .. } => {
                 assert!(why.contains("cannot tell which image"), "{why}")
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_release_that_would_move_the_operator_away_is_a_conflict() {
+        let dir = tempfile::tempdir().unwrap();
+        let deployment = |image: &str| {
+            format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: op\n  namespace: ns\nspec:\n  template:\n    spec:\n      containers:\n      - name: sidecar\n        image: side:1\n      - name: operator\n        image: {image}\n"
+            )
+        };
+        let load = |image: &str| {
+            std::fs::write(dir.path().join("0000_00_a_00_op.yaml"), deployment(image)).unwrap();
+            crate::release::load(dir.path(), &Default::default()).unwrap()
+        };
+        let server =
+            crate::cluster::memory::MemoryServer::start(crate::cluster::memory::Config::default());
+        let cluster = Cluster::new(server.client());
+        let mover = SelfUpdate::new(Config {
+            deployment: Some("ns/op".parse().unwrap()),
+            pod: None,
+            release_image: Some("img@sha256:1".into()),
+        });
+        let same = load("img@sha256:1");
+        assert_eq!(
+            image_in_release(&same, &"ns/op".parse().unwrap()).as_deref(),
+            Some("img@sha256:1")
+        );
+        assert_eq!(
+            mover
+                .decide(&cluster, Some("img@sha256:1"), Some(&same))
+                .await,
+            Decision::Stay
+        );
+        let tagged = load("img:1.5.0");
+        assert_eq!(
+            mover
+                .decide(&cluster, Some("img@sha256:1"), Some(&tagged))
+                .await,
+            Decision::Conflict {
+                image: "img@sha256:1".into(),
+                release_image: "img:1.5.0".into()
+            }
+        );
+        // Without an image asked for, the release's own Deployment is simply applied.
+        assert_eq!(
+            mover.decide(&cluster, None, Some(&tagged)).await,
+            Decision::Stay
+        );
     }
 }
