@@ -1144,3 +1144,83 @@ async fn only_the_leader_runs_the_operand_cleanup_component() {
     drop(b);
     delete_cluster_version(&tc, &cv).await;
 }
+
+/// The operator runs the image asked for, but its release sets its own Deployment to another
+/// pullspec: applying it would move the operator away and the next pod back, so nothing is
+/// applied and the conflict is reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_would_move_the_operator_away_from_the_desired_image_is_refused() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    let ns = tc.namespace("operator-conflict").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    let deployment = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: cvo\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels:\n      app: cvo\n  template:\n    metadata:\n      labels:\n        app: cvo\n    spec:\n      containers:\n      - name: operator\n        image: example.com/cvo:1.0.0\n"
+    );
+    write_release(
+        &release,
+        "1.0.0",
+        &[
+            ("0000_10_a_00_deployment.yaml", deployment),
+            (
+                "0000_10_a_01_settings.yaml",
+                configmap(&ns, "settings", "one"),
+            ),
+        ],
+    );
+    // Asked for by digest before the operator starts; the release names the tag.
+    let digest =
+        "example.com/cvo@sha256:0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"desiredUpdate": {"image": digest}}})),
+    )
+    .await
+    .expect("desired image");
+    let lease = common::unique("lease");
+    let self_deployment = format!("{ns}/cvo");
+    let op = Operator::start(
+        &kubeconfig,
+        dir.path(),
+        &release,
+        &ns,
+        &[
+            "--resync-interval",
+            "1h",
+            "--lease-name",
+            &lease,
+            "--release-image",
+            digest,
+            "--self-deployment",
+            &self_deployment,
+        ],
+    );
+    let refused = condition_is(&cvs, "ReleaseAccepted", "False", "OperatorImageConflict").await;
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("example.com/cvo:1.0.0") && m.contains(digest)),
+        "{refused}"
+    );
+    op.metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
+        .await;
+    assert_eq!(
+        cm_value(&tc, &ns, "settings").await,
+        None,
+        "nothing applied"
+    );
+    assert!(
+        Api::<Deployment>::namespaced(tc.client.clone(), &ns)
+            .get_opt("cvo")
+            .await
+            .expect("get")
+            .is_none(),
+        "the operator's Deployment was not applied"
+    );
+    op.terminate().await;
+    delete_cluster_version(&tc, &cv).await;
+}
