@@ -1,6 +1,10 @@
 # syntax=docker/dockerfile:1
-# Build:  docker build -t cvo .
-# Run:    docker run --rm -v "$PWD/manifests-example:/release:ro" cvo validate --release /release
+# Build:  docker build -t ghcr.io/cvo-project/cvo:1.4.0 .
+# The image carries the release it is built from (manifests-example) at /release, and by
+# default runs the operator that enforces it (docs/operator.md, "Install"). Every other
+# command works as before:
+#   docker run --rm ghcr.io/cvo-project/cvo:1.4.0 validate --release /release
+#   docker run --rm -v "$PWD/other:/other:ro" ghcr.io/cvo-project/cvo:1.4.0 validate --release /other
 
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
@@ -17,5 +21,9 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 # TLS is rustls (no OpenSSL); the cc image brings libgcc and glibc.
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/cvo /usr/local/bin/cvo
-USER nonroot:nonroot
+# The release this image enforces; its version is release-metadata's.
+COPY manifests-example /release
+# Numeric (distroless's nonroot): a pod's runAsNonRoot can only be checked against a number.
+USER 65532:65532
 ENTRYPOINT ["cvo"]
+CMD ["operator", "--release", "/release"]

@@ -41,8 +41,9 @@ async fn manifests_example_second_apply_writes_nothing() {
     // The example ships ClusterVersion version: hold the cluster-wide ClusterVersion.
     let (_guard, cv_resource) = common::cluster_version(&tc).await;
     let rel = load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests-example"));
-    // Leave nothing behind: on a real cluster its Deployment never runs (no kubelet) and is past
-    // its progress deadline ten minutes later — unhealthy for whoever applies it next.
+    // Leave nothing behind: on a real cluster its Deployments (widget-operator, and the
+    // operator's own cvo-operator) never run (no kubelet) and are past their progress deadline
+    // ten minutes later — unhealthy for whoever applies it next.
     for ns in [
         "cluster-version",
         "cluster-config",
@@ -56,10 +57,9 @@ async fn manifests_example_second_apply_writes_nothing() {
     let rbac =
         |kind: &str, plural: &str| common::builtin("rbac.authorization.k8s.io", "v1", kind, plural);
     tc.track_cluster_object(&rbac("ClusterRole", "clusterroles"), "widget-operator");
-    tc.track_cluster_object(
-        &rbac("ClusterRoleBinding", "clusterrolebindings"),
-        "widget-operator",
-    );
+    for binding in ["widget-operator", "cvo-operator"] {
+        tc.track_cluster_object(&rbac("ClusterRoleBinding", "clusterrolebindings"), binding);
+    }
     let options = SyncOptions {
         mode: None,
         ..common::sync_options(Duration::from_millis(20))

@@ -259,3 +259,98 @@ async fn kubeconfig_cluster_cleans_up_and_stops_on_sigterm() {
     cleanup_removes_the_widgets(&tc.client, &ns, &crd.name, &widgets, tc.deadline()).await;
     child.terminate().await;
 }
+
+/// `cvo operator --components release,operand-cleanup`: the leader applies its release and
+/// runs the same reconciler, which cleans up an opted-in CSV as `cvo operand-cleanup` does;
+/// SIGTERM stops both and exits 0.
+#[tokio::test]
+async fn the_operator_runs_the_reconciler_as_a_component() {
+    let tc = common::cluster().await;
+    // The operator's passes write ClusterVersion status: hold the cluster-wide object.
+    let (_guard, _cv) = common::cluster_version(&tc).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig: PathBuf = tc.kubeconfig_file(dir.path()).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(tc.client.clone());
+    if crds
+        .get_opt("clusterserviceversions.operators.coreos.com")
+        .await
+        .unwrap()
+        .is_none()
+    {
+        cvo::olm::crds::install(&tc.client).await.unwrap();
+    }
+    let ns = tc.namespace("olm-operator").await;
+    let crd = TestCrd::new("Widget", true, false);
+    let widgets = crd.install(&tc).await;
+    let release = dir.path().join("release");
+    std::fs::create_dir_all(&release).unwrap();
+    std::fs::write(
+        release.join("release-metadata"),
+        common::release_metadata("1.0.0"),
+    )
+    .unwrap();
+    std::fs::write(
+        release.join("0000_10_a_00_marker.yaml"),
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: marker\n  namespace: {ns}\n"),
+    )
+    .unwrap();
+    let metrics = free_loopback_addr().to_string();
+    let lease = common::unique("lease");
+    let child = Child::spawn(&[
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "operator",
+        "--release",
+        release.to_str().unwrap(),
+        "--namespace",
+        &ns,
+        "--lease-name",
+        &lease,
+        "--metrics-addr",
+        &metrics,
+        "--wait",
+        "none",
+        "--components",
+        "release,operand-cleanup",
+        "--operand-cleanup-namespace",
+        &ns,
+    ]);
+    // Leading: the release is applied.
+    let configmaps = api(&tc.client, ("", "v1", "ConfigMap"), "configmaps", Some(&ns));
+    poll_until(
+        "the release applied by the leader",
+        tc.deadline(),
+        || async {
+            match configmaps.get_opt("marker").await {
+                Ok(Some(_)) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    cleanup_removes_the_widgets(&tc.client, &ns, &crd.name, &widgets, tc.deadline()).await;
+    child.terminate().await;
+}
+
+#[test]
+fn the_operator_needs_the_release_component() {
+    for (components, extra) in [
+        ("operand-cleanup", None),
+        ("release", Some("--operand-cleanup-namespace=x")),
+    ] {
+        let mut cmd = assert_cmd::Command::cargo_bin("cvo").unwrap();
+        cmd.args([
+            "operator",
+            "--release",
+            "manifests-example",
+            "--components",
+            components,
+        ]);
+        if let Some(e) = extra {
+            cmd.arg(e);
+        }
+        cmd.assert()
+            .code(2)
+            .stderr(predicates::str::contains("--components"));
+    }
+}

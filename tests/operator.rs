@@ -3,9 +3,12 @@
 //! install → ClusterVersion history Completed; drift (an edit, a deletion) repaired from
 //! watches within 5 s without a full pass; passes with nothing drifted write nothing; a refused
 //! minor update applies nothing until `spec.desiredUpdate` forces it; metrics scraped and
-//! parsed; SIGTERM exits 0 and releases the Lease; leader failover after kill -9; an override
-//! stops management and makes the cluster not upgradeable; a deletion held by a finalizer
-//! across a kill -9 is still reported by the next process, then recorded when it completes.
+//! parsed; SIGTERM exits 0 and releases the Lease; leader failover after kill -9;
+//! `spec.desiredUpdate.image` moves the operator's own Deployment (and naming the image it
+//! runs writes nothing to it); only the leader runs the operand-cleanup component; an
+//! override stops management and makes the cluster not upgradeable; a deletion held by a
+//! finalizer across a kill -9 is still reported by the next process, then recorded when it
+//! completes.
 //!
 //! Every test holds the ClusterVersion lock (`common::cluster_version`) and deletes
 //! `version` when done.
@@ -16,7 +19,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{TestCluster, configmaps, poll_until};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -75,6 +80,9 @@ impl Operator {
         let file = std::fs::File::create(&log).expect("log file");
         let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cvo"))
             .env_remove("KUBECONFIG")
+            // Not in a pod: the image the operator runs is --release-image's.
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
             .env("CVO_LOG", "info,cvo::operator=debug")
             .arg("--kubeconfig")
             .arg(kubeconfig)
@@ -460,10 +468,7 @@ async fn passes_with_nothing_drifted_write_nothing() {
     assert_eq!(metric(&text, "cvo_sync_pass_writes", &[]), 0.0, "{text}");
     // Reads only: discovery is cached, one LIST per (kind, namespace), ClusterVersion.
     let requests = metric(&text, "cvo_sync_pass_requests", &[]);
-    assert!(
-        (1.0..=20.0).contains(&requests),
-        "{requests} requests\n{text}"
-    );
+    assert!((1.0..=20.0).contains(&requests), "{requests} requests\n{text}");
     assert_eq!(
         metric(&text, "cvo_sync_passes_total", &[("result", "applied")]),
         metric(&text, "cvo_sync_passes_total", &[]),
@@ -750,11 +755,13 @@ async fn a_pass_stuck_on_health_does_not_hold_up_shutdown() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_invalid_release_is_reported_and_nothing_applied() {
+async fn an_invalid_release_is_reported_and_a_desired_image_moves_the_operator_away() {
     let tc = common::cluster().await;
     let (_guard, cv) = common::cluster_version(&tc).await;
     let cvs = common::create_cluster_version(&tc, &cv).await;
     let ns = tc.namespace("operator-invalid").await;
+    let deployments = own_deployment(&tc, &ns, "cvo", "example.com/cvo:1.0.0").await;
+    let self_deployment = format!("{ns}/cvo");
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = tc.kubeconfig_file(dir.path()).await;
     let release = dir.path().join("release");
@@ -775,7 +782,16 @@ async fn an_invalid_release_is_reported_and_nothing_applied() {
         dir.path(),
         &release,
         &ns,
-        &["--resync-interval", "1h", "--lease-name", &lease],
+        &[
+            "--resync-interval",
+            "1h",
+            "--lease-name",
+            &lease,
+            "--release-image",
+            "example.com/cvo:1.0.0",
+            "--self-deployment",
+            &self_deployment,
+        ],
     );
     let refused = release_refused(&cvs).await;
     assert_eq!(refused["reason"], "InvalidRelease", "{refused}");
@@ -786,8 +802,432 @@ async fn an_invalid_release_is_reported_and_nothing_applied() {
         .metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
         .await;
     assert_eq!(metric(&text, "cvo_leader", &[]), 1.0, "{text}");
+    // The way out without a restart: an image with a fixed release. The spec change is acted
+    // on at once (the resync interval is an hour).
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"desiredUpdate": {"image": "example.com/cvo:1.0.1"}}})),
+    )
+    .await
+    .expect("desired image");
+    poll_until(
+        "the operator container moved",
+        Duration::from_secs(30),
+        || async {
+            let (images, _) = images(&deployments, "cvo").await;
+            if images.contains(&("operator".to_owned(), "example.com/cvo:1.0.1".to_owned())) {
+                Ok(())
+            } else {
+                Err(format!("{images:?}"))
+            }
+        },
+    )
+    .await;
+    condition_is(&cvs, "ReleaseAccepted", "Unknown", "OperatorImageUpdating").await;
+    assert_eq!(
+        cm_value(&tc, &ns, "good").await,
+        None,
+        "still nothing applied"
+    );
     op.terminate().await;
     assert_eq!(lease_holder(&tc, &ns, &lease).await, None, "released");
+    delete_cluster_version(&tc, &cv).await;
+}
+
+/// A Deployment standing for the operator's own: its `operator` container runs `image`.
+async fn own_deployment(tc: &TestCluster, ns: &str, name: &str, image: &str) -> Api<Deployment> {
+    let deployments = Api::<Deployment>::namespaced(tc.client.clone(), ns);
+    let d: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [
+                    {"name": "sidecar", "image": "example.com/sidecar:1"},
+                    {"name": "operator", "image": image, "args": ["operator", "--release", "/release"]},
+                ]},
+            },
+        },
+    }))
+    .expect("deployment");
+    deployments
+        .create(&Default::default(), &d)
+        .await
+        .expect("create the operator's Deployment");
+    deployments
+}
+
+/// The images of `name`'s containers, by container name, and its `metadata.generation`.
+async fn images(deployments: &Api<Deployment>, name: &str) -> (Vec<(String, String)>, i64) {
+    let d = deployments.get(name).await.expect("get deployment");
+    let images = d
+        .spec
+        .and_then(|s| s.template.spec)
+        .map(|s| s.containers)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (c.name, c.image.unwrap_or_default()))
+        .collect();
+    (images, d.metadata.generation.unwrap_or_default())
+}
+
+/// Waits until ClusterVersion's condition `type_` has `status` and `reason`.
+async fn condition_is(cvs: &Api<DynamicObject>, type_: &str, status: &str, reason: &str) -> Value {
+    poll_until(
+        &format!("{type_}={status} ({reason})"),
+        Duration::from_secs(60),
+        || async {
+            let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+            match condition(&cv, type_) {
+                Some(c) if c["status"] == status && c["reason"] == reason => Ok(c.clone()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+}
+
+/// An operator for a one-ConfigMap release 1.0.0 that runs `example.com/cvo:1.0.0` and whose
+/// Deployment is `ns/cvo`.
+fn start_self_updating(tc_kubeconfig: &Path, dir: &Path, ns: &str) -> Operator {
+    let release = dir.join("release");
+    write_release(
+        &release,
+        "1.0.0",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", "one"),
+        )],
+    );
+    let lease = common::unique("lease");
+    let self_deployment = format!("{ns}/cvo");
+    Operator::start(
+        tc_kubeconfig,
+        dir,
+        &release,
+        ns,
+        &[
+            "--resync-interval",
+            "1h",
+            "--lease-name",
+            &lease,
+            "--release-image",
+            "example.com/cvo:1.0.0",
+            "--self-deployment",
+            &self_deployment,
+        ],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    let ns = tc.namespace("operator-move").await;
+    let deployments = own_deployment(&tc, &ns, "cvo", "example.com/cvo:1.0.0").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let op = start_self_updating(&kubeconfig, dir.path(), &ns);
+    history(&cvs, "1.0.0", "Completed").await;
+
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"desiredUpdate": {"image": "example.com/cvo:1.1.0"}}})),
+    )
+    .await
+    .expect("desired image");
+    poll_until(
+        "the operator container moved",
+        Duration::from_secs(30),
+        || async {
+            let (images, _) = images(&deployments, "cvo").await;
+            let want = [
+                ("sidecar".to_owned(), "example.com/sidecar:1".to_owned()),
+                ("operator".to_owned(), "example.com/cvo:1.1.0".to_owned()),
+            ];
+            if images == want {
+                Ok(())
+            } else {
+                Err(format!("{images:?}"))
+            }
+        },
+    )
+    .await;
+    let progressing = condition_is(&cvs, "Progressing", "True", "OperatorImageUpdating").await;
+    let message = progressing["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("example.com/cvo:1.1.0")
+            && message.contains(&format!("{ns}/cvo"))
+            && message.contains("was example.com/cvo:1.0.0"),
+        "{progressing}"
+    );
+    let accepted = condition_is(&cvs, "ReleaseAccepted", "Unknown", "OperatorImageUpdating").await;
+    assert!(
+        accepted["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("applies nothing more")),
+        "{accepted}"
+    );
+    let text = op
+        .metric_at_least(
+            "cvo_sync_passes_total",
+            &[("trigger", "clusterversion"), ("result", "handed-over")],
+            1.0,
+        )
+        .await;
+    assert_eq!(metric(&text, "cvo_leader", &[]), 1.0, "{text}");
+    op.terminate().await;
+    delete_cluster_version(&tc, &cv).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_desired_image_the_operator_already_runs_writes_nothing_to_its_deployment() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    let ns = tc.namespace("operator-same").await;
+    let deployments = own_deployment(&tc, &ns, "cvo", "example.com/cvo:1.0.0").await;
+    let before = images(&deployments, "cvo").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let op = start_self_updating(&kubeconfig, dir.path(), &ns);
+    history(&cvs, "1.0.0", "Completed").await;
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"desiredUpdate": {"image": "example.com/cvo:1.0.0"}}})),
+    )
+    .await
+    .expect("desired image");
+    // The spec change ran a full pass, which applied the release as usual.
+    op.metric_at_least(
+        "cvo_sync_passes_total",
+        &[("trigger", "clusterversion"), ("result", "applied")],
+        1.0,
+    )
+    .await;
+    assert_eq!(
+        images(&deployments, "cvo").await,
+        before,
+        "the Deployment's spec was not written"
+    );
+    let managers: Vec<String> = deployments
+        .get("cvo")
+        .await
+        .expect("get")
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(
+        !managers.iter().any(|m| m.contains("self-update")),
+        "{managers:?}"
+    );
+    let stored = cvs.get("version").await.expect("cv");
+    assert_eq!(
+        condition(&stored, "ReleaseAccepted").expect("accepted")["status"],
+        "True",
+        "{}",
+        stored.data["status"]
+    );
+    // Drift is still repaired: the operator did not hand over.
+    tc.dynamic(&configmaps(), Some(&ns))
+        .delete("settings", &DeleteParams::default())
+        .await
+        .expect("delete");
+    poll_until("the deletion repaired", Duration::from_secs(5), || async {
+        cm_value(&tc, &ns, "settings")
+            .await
+            .ok_or_else(|| "absent".to_owned())
+    })
+    .await;
+    op.terminate().await;
+    delete_cluster_version(&tc, &cv).await;
+}
+
+/// `--components release,operand-cleanup`: only the Lease holder runs the OLM reconciler; the
+/// standby starts it when it takes over. (What the reconciler does is tested in
+/// `tests/cli_operand_cleanup.rs`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_runs_the_operand_cleanup_component() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    // OLM's CRDs are cluster-wide: installed only where missing (a real cluster may have them).
+    let crds = Api::<CustomResourceDefinition>::all(tc.client.clone());
+    if crds
+        .get_opt("clusterserviceversions.operators.coreos.com")
+        .await
+        .expect("get crd")
+        .is_none()
+    {
+        cvo::olm::crds::install(&tc.client).await.expect("OLM CRDs");
+    }
+    let ns = tc.namespace("operator-olm").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    write_release(
+        &release,
+        "1.0.0",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(&ns, "settings", "one"),
+        )],
+    );
+    let lease = common::unique("lease");
+    let args = [
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        &lease,
+        "--lease-duration",
+        "3s",
+        "--lease-renew-deadline",
+        "2s",
+        "--lease-retry",
+        "500ms",
+        "--components",
+        "release,operand-cleanup",
+        "--operand-cleanup-namespace",
+        &ns,
+    ];
+    let a = Operator::start(&kubeconfig, dir.path(), &release, &ns, &args);
+    let b = Operator::start(&kubeconfig, dir.path(), &release, &ns, &args);
+    let started = |op: &Operator| {
+        std::fs::read_to_string(&op.log)
+            .unwrap_or_default()
+            .contains("operand-cleanup reconciler starting")
+    };
+    let (leader, standby) = poll_until(
+        "one leader running the reconciler",
+        Duration::from_secs(30),
+        || async {
+            let la = metric(&a.scrape().await?, "cvo_leader", &[]);
+            let lb = metric(&b.scrape().await?, "cvo_leader", &[]);
+            let (leader, standby) = match (la, lb) {
+                (1.0, 0.0) => (&a, &b),
+                (0.0, 1.0) => (&b, &a),
+                other => return Err(format!("leader gauges {other:?}")),
+            };
+            if started(leader) {
+                Ok((leader, standby))
+            } else {
+                Err("the leader has not started the reconciler yet".into())
+            }
+        },
+    )
+    .await;
+    // The leader's initial pass is done, so the standby has been standing by all along.
+    history(&cvs, "1.0.0", "Completed").await;
+    assert!(!started(standby), "the standby runs no reconciler");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &leader.pid()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    poll_until(
+        "the new leader starts the reconciler",
+        Duration::from_secs(15),
+        || async {
+            if started(standby) {
+                Ok(())
+            } else {
+                Err("not yet".to_owned())
+            }
+        },
+    )
+    .await;
+    drop(a);
+    drop(b);
+    delete_cluster_version(&tc, &cv).await;
+}
+
+/// The operator runs the image asked for, but its release sets its own Deployment to another
+/// pullspec: applying it would move the operator away and the next pod back, so nothing is
+/// applied and the conflict is reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_would_move_the_operator_away_from_the_desired_image_is_refused() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    let ns = tc.namespace("operator-conflict").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    let deployment = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: cvo\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels:\n      app: cvo\n  template:\n    metadata:\n      labels:\n        app: cvo\n    spec:\n      containers:\n      - name: operator\n        image: example.com/cvo:1.0.0\n"
+    );
+    write_release(
+        &release,
+        "1.0.0",
+        &[
+            ("0000_10_a_00_deployment.yaml", deployment),
+            (
+                "0000_10_a_01_settings.yaml",
+                configmap(&ns, "settings", "one"),
+            ),
+        ],
+    );
+    // Asked for by digest before the operator starts; the release names the tag.
+    let digest =
+        "example.com/cvo@sha256:0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"desiredUpdate": {"image": digest}}})),
+    )
+    .await
+    .expect("desired image");
+    let lease = common::unique("lease");
+    let self_deployment = format!("{ns}/cvo");
+    let op = Operator::start(
+        &kubeconfig,
+        dir.path(),
+        &release,
+        &ns,
+        &[
+            "--resync-interval",
+            "1h",
+            "--lease-name",
+            &lease,
+            "--release-image",
+            digest,
+            "--self-deployment",
+            &self_deployment,
+        ],
+    );
+    let refused = condition_is(&cvs, "ReleaseAccepted", "False", "OperatorImageConflict").await;
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("example.com/cvo:1.0.0") && m.contains(digest)),
+        "{refused}"
+    );
+    op.metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
+        .await;
+    assert_eq!(
+        cm_value(&tc, &ns, "settings").await,
+        None,
+        "nothing applied"
+    );
+    assert!(
+        Api::<Deployment>::namespaced(tc.client.clone(), &ns)
+            .get_opt("cvo")
+            .await
+            .expect("get")
+            .is_none(),
+        "the operator's Deployment was not applied"
+    );
+    op.terminate().await;
     delete_cluster_version(&tc, &cv).await;
 }
 

@@ -77,9 +77,44 @@ pub struct OperatorArgs {
     /// How long ClusterOperators may stay degraded or updating before Failing turns True.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30m")]
     pub failing_after: Duration,
+    /// The operator's own Deployment: moved to ClusterVersion spec.desiredUpdate.image when
+    /// that names another image than the one the operator runs (its Pod's, from POD_NAME and
+    /// POD_NAMESPACE, else --release-image). Without it the operator never moves itself.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub self_deployment: Option<crate::cluster::NamespacedName>,
+    /// What the leader runs: the release (always), and with operand-cleanup also the OLM
+    /// operand-cleanup reconciler of `cvo operand-cleanup` (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "release")]
+    pub components: Vec<Component>,
+    /// With --components operand-cleanup: watch ClusterServiceVersions of this namespace only
+    /// (its safety checks still look at the whole cluster).
+    #[arg(long, value_name = "NS")]
+    pub operand_cleanup_namespace: Option<String>,
+}
+
+/// A part of the operator's work, run by the leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Component {
+    /// Keep the cluster at the release.
+    Release,
+    /// The OLM operand-cleanup reconciler (docs/operand-cleanup.md).
+    OperandCleanup,
 }
 
 pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
+    if !args.components.contains(&Component::Release) {
+        stderr_line!(
+            "error: --components must include release (to run the operand-cleanup reconciler alone, use `cvo operand-cleanup`)"
+        );
+        return ExitCode::from(super::EXIT_INPUT);
+    }
+    let operand_cleanup = args.components.contains(&Component::OperandCleanup);
+    if args.operand_cleanup_namespace.is_some() && !operand_cleanup {
+        stderr_line!(
+            "error: --operand-cleanup-namespace needs --components release,operand-cleanup"
+        );
+        return ExitCode::from(super::EXIT_INPUT);
+    }
     if args.resync_interval.is_zero() {
         stderr_line!("error: --resync-interval must be longer than 0");
         return ExitCode::from(super::EXIT_INPUT);
@@ -165,6 +200,15 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
             resync_interval: args.resync_interval,
             lease,
             shutdown_grace: args.shutdown_grace,
+            self_update: crate::operator::self_update::Config {
+                deployment: args.self_deployment.clone(),
+                pod: crate::operator::self_update::Config::pod_from_env(),
+                release_image: args.release.release_image.clone(),
+            },
+            operand_cleanup: operand_cleanup.then(|| crate::olm::Config {
+                namespace: args.operand_cleanup_namespace.clone(),
+                ..Default::default()
+            }),
         };
         let metrics = Arc::new(Metrics::new());
         let listener = match metrics::bind(args.metrics_addr).await {

@@ -32,6 +32,10 @@ pub struct RbacArgs {
     /// Name of the operator's leader-election Lease (`cvo operator --lease-name`).
     #[arg(long, value_name = "NAME", default_value = "cvo-operator")]
     pub lease_name: String,
+    /// The operator's own Deployment (`cvo operator --self-deployment`): also grant reading
+    /// its Pod and moving that Deployment to `spec.desiredUpdate.image`.
+    #[arg(long, value_name = "NS/NAME")]
+    pub self_deployment: Option<crate::cluster::NamespacedName>,
     /// Grant the release's kinds for every name instead of the release's objects by name (a
     /// shorter role that need not change with each release; escalate, bind and the
     /// operator's own objects stay restricted by name).
@@ -117,6 +121,7 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> ExitCode {
         service_account: args.service_account.clone(),
         lease_name: args.lease_name.clone(),
         by_name: !args.no_by_name,
+        self_deployment: args.self_deployment.clone(),
     };
     let rbac = match crate::rbac::derive(&release, &resources, &options) {
         Ok(rbac) => rbac,

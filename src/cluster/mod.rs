@@ -6,6 +6,7 @@
 //! - [`crd`]: waiting for a CustomResourceDefinition to be `Established`;
 //! - [`wait`]: waiting for one object to reach a state, with watches;
 //! - [`list`]: every object of a kind, page by page, under the retry policy;
+//! - [`name`]: `NAMESPACE/NAME` of a namespaced object, as command lines take it;
 //! - [`request_error`]: what failed, in words (connection refused, unknown authority, 401);
 //! - [`retry`]: the one retry policy of every request `cvo` sends (kube-client's own retry
 //!   layer is switched off by [`client`]);
@@ -20,12 +21,14 @@ pub mod crd;
 pub mod discovery;
 pub mod list;
 pub mod memory;
+pub mod name;
 pub mod objects;
 pub mod request_error;
 pub mod retry;
 pub mod wait;
 
 pub use discovery::{Discovery, Resolved};
+pub use name::NamespacedName;
 pub use objects::{Cluster, DeleteOutcome, FIELD_MANAGER};
 
 /// A client for `config` with kube-client's built-in retry layer switched off, so that

@@ -7,6 +7,9 @@
 //! - [`resync`]: the jittered full-pass timer;
 //! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`;
 //! - [`events`]: Kubernetes Events (a deleted object that came back).
+//! - [`self_update`]: moving the operator's own Deployment to `spec.desiredUpdate.image`;
+//! - [`cleanup`]: the OLM operand-cleanup reconciler, run while leading
+//!   (`--components operand-cleanup`).
 //!
 //! As leader, the operator runs a full pass ([`crate::sync::sync`]: install or update per the
 //! ClusterVersion history, preconditions, status), then waits: a watch event for a managed
@@ -18,7 +21,9 @@
 //! A release the preconditions refuse is reported as `ReleaseAccepted=False` (reason: the
 //! precondition) and nothing is applied; `spec.desiredUpdate {version: <this release>, force:
 //! true}` forces it, and the history entry records the overridden preconditions
-//! (`acceptedRisks`).
+//! (`acceptedRisks`). `spec.desiredUpdate.image` naming another image than the operator's
+//! moves its Deployment there, and the operator hands over: it applies nothing more (see
+//! [`self_update`]).
 //!
 //! Nothing that must survive a restart is kept here: a new leader starts with a full pass,
 //! which reads everything back from the cluster — the objects, ClusterVersion, and the
@@ -27,11 +32,13 @@
 //! Shutdown (SIGTERM/SIGINT): no new work starts; a pass or repair in flight may finish within
 //! the shutdown grace period (its status written as usual), then the Lease is released.
 
+pub mod cleanup;
 pub mod drift;
 pub mod events;
 pub mod leader;
 pub mod metrics;
 pub mod resync;
+pub mod self_update;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -52,6 +59,7 @@ use crate::sync::{SyncOptions, SyncOutcome, sync};
 use drift::{Kinds, Known};
 use leader::{Elector, LeaseConfig};
 use metrics::Metrics;
+use self_update::{Decision, SelfUpdate};
 
 /// Everything the operator is told.
 #[derive(Clone, Debug)]
@@ -63,6 +71,10 @@ pub struct Options {
     pub lease: LeaseConfig,
     /// How long a pass in flight at shutdown may take to finish.
     pub shutdown_grace: Duration,
+    /// The operator's own Deployment and image, to follow `spec.desiredUpdate.image`.
+    pub self_update: self_update::Config,
+    /// Also run the OLM operand-cleanup reconciler while leading (`None`: do not).
+    pub operand_cleanup: Option<crate::olm::Config>,
 }
 
 /// Runs the operator until `shutdown` resolves: elects, leads while elected, stops gracefully.
@@ -83,6 +95,8 @@ pub async fn run(
     let election = tokio::spawn(elector.run(leader_tx, async move {
         let _ = lease_stop_rx.await;
     }));
+    // The reconciler's requests are not the release's: not counted in the metrics.
+    let cleanup_client = client.clone();
     let cluster = Cluster::new(metrics::instrument(client, metrics.clone()));
     metrics.set_ready(true);
     tokio::pin!(shutdown);
@@ -97,8 +111,26 @@ pub async fn run(
             metrics.leader.set(1);
             let mut stop = stop_rx.clone();
             let mut lost = leader_rx.clone();
+            let cleanup = async {
+                if let Some(config) = &options.operand_cleanup {
+                    cleanup::run_while_leading(
+                        cleanup_client.clone(),
+                        config.clone(),
+                        stop_rx.clone(),
+                        leader_rx.clone(),
+                        options.shutdown_grace,
+                    )
+                    .await;
+                }
+            };
+            let work = async {
+                tokio::join!(
+                    lead(&cluster, release, options, &metrics, &mut stop),
+                    cleanup
+                )
+            };
             tokio::select! {
-                () = lead(&cluster, release, options, &metrics, &mut stop) => {}
+                _ = work => {}
                 _ = lost.wait_for(|l| !*l) => {
                     tracing::warn!("leadership lost: work in flight abandoned, standing by");
                 }
@@ -129,7 +161,8 @@ pub async fn run(
 /// Runs the operator for a release that cannot be used (unreadable, or with errors): elects
 /// as [`run`] does, and as leader reports `ReleaseAccepted=False` (reason
 /// [`INVALID_RELEASE`], `why` as the message) every resync interval, applying nothing, until
-/// `shutdown` resolves. A fixed release is picked up by restarting the operator.
+/// `shutdown` resolves. A fixed release is picked up by restarting the operator, or by moving
+/// it to an image with one (`spec.desiredUpdate.image`, acted on at the spec change).
 pub async fn run_invalid(
     client: kube::Client,
     lease_client: kube::Client,
@@ -145,13 +178,7 @@ pub async fn run_invalid(
         let _ = lease_stop_rx.await;
     }));
     let cluster = Cluster::new(metrics::instrument(client, metrics.clone()));
-    let retry = &options.sync.apply.retry;
-    let refused = Condition::new(
-        RELEASE_ACCEPTED,
-        ConditionStatus::False,
-        INVALID_RELEASE,
-        why,
-    );
+    let mover = SelfUpdate::new(options.self_update.clone());
     metrics.set_ready(true);
     let reporting = async {
         loop {
@@ -159,26 +186,25 @@ pub async fn run_invalid(
                 return;
             }
             metrics.leader.set(1);
-            let started = Instant::now();
-            let written = clusterversion::write_update(
-                &cluster,
-                retry,
-                clusterversion::Update::Conditions(std::slice::from_ref(&refused)),
-            )
-            .await;
-            if let Err(e) = written {
-                tracing::warn!(error = %e, "could not record {RELEASE_ACCEPTED}=False in ClusterVersion");
-            }
-            metrics.pass("initial", "refused", started.elapsed().as_secs_f64());
-            tracing::error!(
-                reason = INVALID_RELEASE,
-                "the release cannot be used: nothing is applied"
-            );
+            let generation =
+                report_invalid(&cluster, options, why, &mover, &metrics, "initial").await;
+            // A spec change (a desiredUpdate.image naming a fixed release, say) is acted on at
+            // once, not at the next resync.
+            let (cv_tx, mut cv_rx) = mpsc::unbounded_channel();
+            let cv_watch = drift::watch_cluster_version(&cluster, generation, &cv_tx);
+            tokio::pin!(cv_watch);
+            let mut cv_watching = true;
             let mut lost = leader_rx.clone();
-            tokio::select! {
-                _ = lost.wait_for(|l| !*l) => { metrics.leader.set(0); }
-                () = tokio::time::sleep(resync::next_delay(options.resync_interval)) => {}
+            loop {
+                let trigger = tokio::select! {
+                    _ = lost.wait_for(|l| !*l) => break,
+                    () = &mut cv_watch, if cv_watching => { cv_watching = false; continue }
+                    Some(()) = cv_rx.recv() => "clusterversion",
+                    () = tokio::time::sleep(resync::next_delay(options.resync_interval)) => "resync",
+                };
+                report_invalid(&cluster, options, why, &mover, &metrics, trigger).await;
             }
+            metrics.leader.set(0);
         }
     };
     tokio::select! {
@@ -195,6 +221,75 @@ pub async fn run_invalid(
 /// `ReleaseAccepted` reason for a release that cannot be read or has errors.
 pub const INVALID_RELEASE: &str = "InvalidRelease";
 
+/// One report of a release that cannot be used: `ReleaseAccepted=False` ([`INVALID_RELEASE`],
+/// `why`) — unless `spec.desiredUpdate.image` moved the operator to another image (a fixed
+/// release, say), which is reported instead. Returns the ClusterVersion's generation.
+async fn report_invalid(
+    cluster: &Cluster,
+    options: &Options,
+    why: &str,
+    mover: &SelfUpdate,
+    metrics: &Metrics,
+    trigger: &'static str,
+) -> Option<i64> {
+    let retry = &options.sync.apply.retry;
+    let started = Instant::now();
+    let cv = match clusterversion::read(cluster, retry).await {
+        Ok(cv) => cv,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read ClusterVersion");
+            None
+        }
+    };
+    let generation = cv.as_ref().and_then(|cv| cv.metadata.generation);
+    let decision = mover
+        .decide(
+            cluster,
+            cv.as_ref().and_then(self_update::desired_image),
+            None,
+        )
+        .await;
+    let (conditions, result) = match &decision {
+        Decision::HandedOver { to, .. } => {
+            tracing::warn!(%to, "the release cannot be used; the operator's Deployment runs the image spec.desiredUpdate names: handed over");
+            (
+                decision.conditions(mover.deployment(), "invalid"),
+                "handed-over",
+            )
+        }
+        Decision::Stay | Decision::CannotMove { .. } | Decision::Conflict { .. } => {
+            let mut message = why.to_owned();
+            if let Decision::CannotMove { to, why: cannot } = &decision {
+                message.push_str(&format!(
+                    "; cannot move the operator to image {to}: {cannot}"
+                ));
+            }
+            tracing::error!(
+                reason = INVALID_RELEASE,
+                "the release cannot be used: nothing is applied"
+            );
+            let refused = Condition::new(
+                RELEASE_ACCEPTED,
+                ConditionStatus::False,
+                INVALID_RELEASE,
+                message,
+            );
+            (vec![refused], "refused")
+        }
+    };
+    let written = clusterversion::write_update(
+        cluster,
+        retry,
+        clusterversion::Update::Conditions(&conditions),
+    )
+    .await;
+    if let Err(e) = written {
+        tracing::warn!(error = %e, "could not record {RELEASE_ACCEPTED} in ClusterVersion");
+    }
+    metrics.pass(trigger, result, started.elapsed().as_secs_f64());
+    generation
+}
+
 /// What the leader does until told to stop (or dropped when leadership is lost).
 async fn lead(
     cluster: &Cluster,
@@ -205,17 +300,16 @@ async fn lead(
 ) {
     let known = Known::default();
     let grace = options.shutdown_grace;
-    let pass =
-        |trigger: &'static str| full_pass(cluster, release, options, metrics, &known, trigger);
-    let Some(PassEnd {
-        accepted,
-        generation: cv_generation,
-        mut unmanaged,
-    }) = until_stopped(pass("initial"), stop, grace).await
-    else {
+    let mover = SelfUpdate::new(options.self_update.clone());
+    let pass = |trigger: &'static str| {
+        full_pass(cluster, release, options, metrics, &known, &mover, trigger)
+    };
+    let Some(first) = until_stopped(pass("initial"), stop, grace).await else {
         return;
     };
-    let mut watching = accepted;
+    let cv_generation = first.generation;
+    let mut watching = first.accepted && !first.paused;
+    let mut unmanaged = first.unmanaged;
     let kinds = Kinds::of(release);
     let (drift_tx, mut drift_rx) = mpsc::unbounded_channel();
     let (cv_tx, mut cv_rx) = mpsc::unbounded_channel();
@@ -291,8 +385,16 @@ async fn lead(
         let Some(end) = until_stopped(pass(trigger), stop, grace).await else {
             return;
         };
-        watching |= end.accepted;
         unmanaged = end.unmanaged;
+        if end.paused {
+            // Handed over to another image (repairing would undo that), or the release would
+            // move the operator away from it.
+            watching = false;
+            retries.clear();
+            delayed = futures::stream::FuturesUnordered::new();
+        } else {
+            watching |= end.accepted;
+        }
         next_pass = Instant::now() + resync::next_delay(options.resync_interval);
     }
 }
@@ -355,32 +457,96 @@ async fn repair_one(
     result.action != Action::Failed
 }
 
-/// One full pass: whether the release was accepted (the pass ran), and the
-/// `metadata.generation` of the ClusterVersion it read.
+/// How a full pass ended.
+#[derive(Debug, Default)]
+struct PassEnd {
+    /// The release was accepted (the pass ran).
+    accepted: bool,
+    /// The `metadata.generation` of the ClusterVersion it read.
+    generation: Option<i64>,
+    /// Nothing was applied, and nothing is to be repaired until a pass says otherwise: the
+    /// operator handed over to another image, or its release would move it away from the one
+    /// asked for.
+    paused: bool,
+    /// Manifests whose objects ClusterVersion overrides mark unmanaged.
+    unmanaged: BTreeSet<usize>,
+}
+
+/// One full pass: first what `spec.desiredUpdate.image` asks of the operator itself, then the
+/// sync (unless the operator handed over to another image).
 async fn full_pass(
     cluster: &Cluster,
     release: &Release,
     options: &Options,
     metrics: &Metrics,
     known: &Known,
+    mover: &SelfUpdate,
     trigger: &'static str,
 ) -> PassEnd {
+    let end = |accepted: bool, generation: Option<i64>| PassEnd {
+        accepted,
+        generation,
+        ..PassEnd::default()
+    };
     let retry = &options.sync.apply.retry;
     let started = Instant::now();
     let (writes_before, sent_before) = (metrics.writes(), metrics.sent());
     let version = crate::status::conditions::version_text(release);
     let mut sync_options = options.sync.clone();
-    let (forced, generation) = match clusterversion::read(cluster, retry).await {
+    let (forced, generation, decision) = match clusterversion::read(cluster, retry).await {
         Ok(cv) => (
             cv.as_ref().is_some_and(|cv| forced_by_spec(cv, &version)),
             cv.as_ref().and_then(|cv| cv.metadata.generation),
+            mover
+                .decide(
+                    cluster,
+                    cv.as_ref().and_then(self_update::desired_image),
+                    Some(release),
+                )
+                .await,
         ),
         Err(e) => {
             tracing::error!(error = %e, "full pass not started");
             metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
-            return PassEnd::default();
+            return end(false, None);
         }
     };
+    let move_conditions = decision.conditions(mover.deployment(), &version);
+    match &decision {
+        Decision::Stay => {}
+        Decision::HandedOver { to, from, written } => {
+            if *written {
+                tracing::warn!(%to, %from, deployment = ?mover.deployment().map(ToString::to_string), "moved the operator's Deployment to the image spec.desiredUpdate names: handing over to its new pod, applying nothing more");
+            } else {
+                tracing::info!(%to, "the operator's Deployment already runs the image spec.desiredUpdate names: handed over, applying nothing");
+            }
+            write_move_conditions(cluster, retry, &move_conditions).await;
+            metrics.pass(trigger, "handed-over", started.elapsed().as_secs_f64());
+            return PassEnd {
+                generation,
+                paused: true,
+                ..PassEnd::default()
+            };
+        }
+        Decision::Conflict {
+            image,
+            release_image,
+        } => {
+            tracing::error!(%image, %release_image, "the release sets the operator's Deployment to another image than the one spec.desiredUpdate names and the operator runs: nothing applied");
+            write_move_conditions(cluster, retry, &move_conditions).await;
+            metrics.pass(trigger, "refused", started.elapsed().as_secs_f64());
+            return PassEnd {
+                generation,
+                paused: true,
+                ..PassEnd::default()
+            };
+        }
+        Decision::CannotMove { to, why } => {
+            tracing::error!(%to, %why, "cannot move the operator to the image spec.desiredUpdate names; this release stays applied");
+            // The pass must not overwrite the report with ReleaseAccepted=True.
+            sync_options.release_accepted = false;
+        }
+    }
     if forced {
         tracing::warn!(%version, "spec.desiredUpdate forces this release: preconditions are overridden");
         sync_options.force = true;
@@ -393,15 +559,13 @@ async fn full_pass(
         }
     })
     .await;
+    write_move_conditions(cluster, retry, &move_conditions).await;
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
             tracing::error!(error = %e, "full pass failed");
             metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
-            return PassEnd {
-                generation,
-                ..PassEnd::default()
-            };
+            return end(false, generation);
         }
     };
     let seconds = started.elapsed().as_secs_f64();
@@ -414,10 +578,7 @@ async fn full_pass(
         // Status metrics first: a scrape that sees the pass counted sees its status too.
         record_status(cluster, retry, metrics, &outcome).await;
         metrics.pass(trigger, "refused", seconds);
-        return PassEnd {
-            generation,
-            ..PassEnd::default()
-        };
+        return end(false, generation);
     };
     for r in &report.results {
         if !release.manifests[r.index].is_delete() {
@@ -475,26 +636,14 @@ async fn full_pass(
         "full pass done"
     );
     PassEnd {
-        accepted: true,
-        generation,
         unmanaged: report
             .results
             .iter()
             .filter(|r| r.action == Action::Unmanaged)
             .map(|r| r.index)
             .collect(),
+        ..end(true, generation)
     }
-}
-
-/// How a full pass ended.
-#[derive(Debug, Default)]
-struct PassEnd {
-    /// The release was accepted (applied, even with failures).
-    accepted: bool,
-    /// ClusterVersion's `metadata.generation` the pass read.
-    generation: Option<i64>,
-    /// Manifests whose objects ClusterVersion overrides mark unmanaged.
-    unmanaged: BTreeSet<usize>,
 }
 
 /// Deletions in progress and stuck, deletion durations and objects that came back.
@@ -516,6 +665,27 @@ fn deletion_metrics(metrics: &Metrics, outcome: &SyncOutcome, stuck_after: Durat
         .inc_by(outcome.reappeared.len() as u64);
     for (_, took) in &outcome.deletions_completed {
         metrics.deletion_duration.observe(took.as_secs_f64());
+    }
+}
+
+/// Records what [`SelfUpdate`] decided in ClusterVersion (nothing when there is nothing to say,
+/// no write when it is already recorded); a failure is logged, not fatal.
+async fn write_move_conditions(
+    cluster: &Cluster,
+    retry: &crate::apply::RetryPolicy,
+    conditions: &[Condition],
+) {
+    if conditions.is_empty() {
+        return;
+    }
+    let written = clusterversion::write_update(
+        cluster,
+        retry,
+        clusterversion::Update::Conditions(conditions),
+    )
+    .await;
+    if let Err(e) = written {
+        tracing::warn!(error = %e, "could not record the operator's move in ClusterVersion");
     }
 }
 

@@ -100,6 +100,8 @@ pub enum Why {
     Events,
     /// A create that RBAC cannot restrict to one name (a POST).
     CreateUnnamed,
+    /// The operator reads its Pod and moves its Deployment (`--self-deployment`).
+    SelfImage,
 }
 
 impl Why {
@@ -135,6 +137,9 @@ impl Why {
             Why::Events => {
                 "create, patch: an Event when an object the release deletes reappears, in its namespace (default for cluster-scoped ones): a POST, then PATCHes of its series under a generated name, neither restrictable by name"
             }
+            Why::SelfImage => {
+                "get pods, get/patch the Deployment: with --self-deployment the operator reads its own Pod (a generated name) for the image it runs and moves its Deployment to spec.desiredUpdate.image"
+            }
             Why::CreateUnnamed => {
                 "create: made once when missing, with a POST, which names no object: RBAC cannot restrict it by name"
             }
@@ -143,29 +148,7 @@ impl Why {
 }
 
 /// A ServiceAccount: `namespace/name`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServiceAccount {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl std::str::FromStr for ServiceAccount {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.split_once('/') {
-            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
-                Ok(ServiceAccount {
-                    namespace: ns.to_owned(),
-                    name: name.to_owned(),
-                })
-            }
-            _ => Err(format!(
-                "{s:?} is not NAMESPACE/NAME (for example cluster-version/cvo-operator)"
-            )),
-        }
-    }
-}
+pub type ServiceAccount = crate::cluster::NamespacedName;
 
 /// What to print RBAC for.
 #[derive(Clone, Debug)]
@@ -182,6 +165,9 @@ pub struct Options {
     pub lease_name: String,
     /// Restrict the manifests' get/list/watch/create/patch/delete to the objects' names.
     pub by_name: bool,
+    /// The operator's own Deployment (`cvo operator --self-deployment`), which it moves to
+    /// `spec.desiredUpdate.image`.
+    pub self_deployment: Option<crate::cluster::NamespacedName>,
 }
 
 /// One rule of a role, with the reasons for it.
@@ -422,6 +408,13 @@ fn operator_namespace_grants(options: &Options) -> BTreeMap<String, Vec<Grant>> 
         grant(ns, configmaps, verb, record, Why::DeletionRecord);
     }
     grant(ns, configmaps, Verb::Create, None, Why::CreateUnnamed);
+    if let Some(own) = &options.self_deployment {
+        grant(&own.namespace, ("", "pods"), Verb::Get, None, Why::SelfImage);
+        let deployments = ("apps", "deployments");
+        for verb in [Verb::Get, Verb::Patch] {
+            grant(&own.namespace, deployments, verb, Some(&own.name), Why::SelfImage);
+        }
+    }
     out
 }
 
@@ -526,6 +519,7 @@ mod tests {
             state_namespace: "cluster-version".into(),
             lease_name: "cvo-operator".into(),
             by_name,
+            self_deployment: None,
         }
     }
 
@@ -676,6 +670,22 @@ mod tests {
         assert_eq!(rules[1].why, [Why::DeletionRecord]);
         assert_eq!(rules[0].why, [Why::CreateUnnamed]);
         assert_eq!(rbac.namespace_rules.len(), 1);
+    }
+
+    #[test]
+    fn moving_its_own_deployment_needs_its_pod_and_that_deployment() {
+        let release = release(&[("0000_10_a_01_cm.yaml", CONFIGMAP)]);
+        let options = Options {
+            self_deployment: Some("cluster-version/cvo-operator".parse().unwrap()),
+            ..options(true)
+        };
+        let rbac = derive(&release, &Resources::of(&release), &options).unwrap();
+        let rules = lines(&rbac.namespace_rules["cluster-version"]);
+        assert!(rules.contains(&"/pods [] get".to_owned()), "{rules:?}");
+        assert!(
+            rules.contains(&"apps/deployments [cvo-operator] get,patch".to_owned()),
+            "{rules:?}"
+        );
     }
 
     #[test]

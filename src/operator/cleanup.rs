@@ -1,0 +1,53 @@
+//! `--components operand-cleanup`: the OLM operand-cleanup reconciler ([`crate::olm`], the one
+//! `cvo operand-cleanup` runs) in the operator's process, under its leadership: it runs only
+//! while this instance holds the Lease, stops at once when the Lease is lost (the caller drops
+//! it), and on shutdown gets the same grace period as a pass in flight.
+//!
+//! The reconciler fails fast when OLM's ClusterServiceVersion type is not served (OLM not
+//! installed yet; a release may install it): it is started again after [`RETRY_FIRST`],
+//! doubling up to [`RETRY_MAX`], for as long as the operator leads.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+/// First wait before the reconciler is started again after it ended with an error.
+pub const RETRY_FIRST: Duration = Duration::from_secs(10);
+/// Longest wait between two starts.
+pub const RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// Runs the reconciler with `config` until `stop` turns true (in-flight reconciles get
+/// `grace` to finish), starting it again after errors. `leading` turning false (the Lease
+/// lost) also ends it; the caller drops this future at once then, and the reconciler's
+/// shutdown signal must not outlive it.
+pub async fn run_while_leading(
+    client: kube::Client,
+    config: crate::olm::Config,
+    stop: watch::Receiver<bool>,
+    leading: watch::Receiver<bool>,
+    grace: Duration,
+) {
+    let mut delay = RETRY_FIRST;
+    let mut stopped = stop.clone();
+    loop {
+        let (mut signal, mut lost) = (stop.clone(), leading.clone());
+        let shutdown = async move {
+            tokio::select! {
+                _ = signal.wait_for(|s| *s) => {}
+                _ = lost.wait_for(|l| !*l) => {}
+            }
+        };
+        let reconciler = crate::olm::run_with_config(client.clone(), config.clone(), shutdown);
+        match super::until_stopped(reconciler, &mut stopped, grace).await {
+            None | Some(Ok(())) => return,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, retry_in = ?delay, "operand-cleanup reconciler not running; starting it again later");
+            }
+        }
+        tokio::select! {
+            _ = stopped.wait_for(|s| *s) => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(RETRY_MAX);
+    }
+}
