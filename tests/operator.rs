@@ -468,7 +468,10 @@ async fn passes_with_nothing_drifted_write_nothing() {
     assert_eq!(metric(&text, "cvo_sync_pass_writes", &[]), 0.0, "{text}");
     // Reads only: discovery is cached, one LIST per (kind, namespace), ClusterVersion.
     let requests = metric(&text, "cvo_sync_pass_requests", &[]);
-    assert!((1.0..=20.0).contains(&requests), "{requests} requests\n{text}");
+    assert!(
+        (1.0..=20.0).contains(&requests),
+        "{requests} requests\n{text}"
+    );
     assert_eq!(
         metric(&text, "cvo_sync_passes_total", &[("result", "applied")]),
         metric(&text, "cvo_sync_passes_total", &[]),

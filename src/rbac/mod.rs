@@ -409,10 +409,22 @@ fn operator_namespace_grants(options: &Options) -> BTreeMap<String, Vec<Grant>> 
     }
     grant(ns, configmaps, Verb::Create, None, Why::CreateUnnamed);
     if let Some(own) = &options.self_deployment {
-        grant(&own.namespace, ("", "pods"), Verb::Get, None, Why::SelfImage);
+        grant(
+            &own.namespace,
+            ("", "pods"),
+            Verb::Get,
+            None,
+            Why::SelfImage,
+        );
         let deployments = ("apps", "deployments");
         for verb in [Verb::Get, Verb::Patch] {
-            grant(&own.namespace, deployments, verb, Some(&own.name), Why::SelfImage);
+            grant(
+                &own.namespace,
+                deployments,
+                verb,
+                Some(&own.name),
+                Why::SelfImage,
+            );
         }
     }
     out
