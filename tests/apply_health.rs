@@ -14,24 +14,9 @@ use common::TestCluster;
 use cvo::apply::{Action, ManifestResult};
 use cvo::cluster::Cluster;
 use cvo::health::{Observer, Reason, WaitMode};
-use cvo::release::{LoadOptions, Release};
+use cvo::release::Release;
 use cvo::status::ConditionStatus;
 use cvo::sync::{Mode, SyncOptions, SyncOutcome, sync};
-
-fn release(files: &[(&str, String)]) -> (tempfile::TempDir, Release) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(
-        dir.path().join("release-metadata"),
-        common::release_metadata("1.0.0"),
-    )
-    .expect("metadata");
-    for (name, text) in files {
-        std::fs::write(dir.path().join(name), text).expect("write");
-    }
-    let rel = cvo::release::load(dir.path(), &LoadOptions::default()).expect("load");
-    assert!(!rel.has_errors(), "{:?}", rel.diagnostics);
-    (dir, rel)
-}
 
 /// The ClusterOperator kind (served) and a unique operator name, deleted at the end.
 async fn operator_name(tc: &TestCluster, prefix: &str) -> (ApiResource, String) {
@@ -146,10 +131,13 @@ async fn a_run_level_waits_until_its_cluster_operator_reports_the_release() {
     let _turn = common::sync_turn(&tc).await;
     let (co, op) = operator_name(&tc, "op").await;
     let ns = tc.namespace("health-co").await;
-    let (_dir, rel) = release(&[
-        ("0000_10_op_00_operator.yaml", cluster_operator(&op)),
-        ("0000_20_next_00_cm.yaml", configmap(&ns, "after-operator")),
-    ]);
+    let (_dir, rel) = common::release(
+        Some("1.0.0"),
+        &[
+            ("0000_10_op_00_operator.yaml", cluster_operator(&op)),
+            ("0000_20_next_00_cm.yaml", configmap(&ns, "after-operator")),
+        ],
+    );
     let (options, seen) = health_options(WaitMode::Failures, Duration::from_secs(120));
     let pass = run(&tc, &rel, &options);
     waiting_on(&seen, &format!("cluster operator {op}")).await;
@@ -181,12 +169,15 @@ async fn a_degraded_operator_fails_its_node_and_blocks_only_its_descendants() {
     let co = common::openshift_kind(&tc, "ClusterOperator").await;
     let ns = tc.namespace("health-degraded").await;
     let (a, b) = (common::unique("op-a"), common::unique("op-b"));
-    let (_dir, rel) = release(&[
-        ("0000_10_a_00_operator.yaml", cluster_operator(&a)),
-        ("0000_10_b_00_operator.yaml", cluster_operator(&b)),
-        ("0000_10_c_00_cm.yaml", configmap(&ns, "sibling")),
-        ("0000_20_d_00_cm.yaml", configmap(&ns, "descendant")),
-    ]);
+    let (_dir, rel) = common::release(
+        Some("1.0.0"),
+        &[
+            ("0000_10_a_00_operator.yaml", cluster_operator(&a)),
+            ("0000_10_b_00_operator.yaml", cluster_operator(&b)),
+            ("0000_10_c_00_cm.yaml", configmap(&ns, "sibling")),
+            ("0000_20_d_00_cm.yaml", configmap(&ns, "descendant")),
+        ],
+    );
     for name in [&a, &b] {
         tc.track_cluster_object(&co, name);
         let obj = json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator", "metadata": {"name": name}});
@@ -273,10 +264,13 @@ async fn wait_ready_waits_for_a_rollout_and_names_what_it_lacks() {
             "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels:\n      app: {name}\n  template:\n    metadata:\n      labels:\n        app: {name}\n    spec:\n      containers:\n      - name: c\n        image: registry.example/app:1\n"
         )
     };
-    let (_dir, rel) = release(&[
-        ("0000_10_web_00_deployment.yaml", deployment("web", 1)),
-        ("0000_20_next_00_cm.yaml", configmap(&ns, "after-web")),
-    ]);
+    let (_dir, rel) = common::release(
+        Some("1.0.0"),
+        &[
+            ("0000_10_web_00_deployment.yaml", deployment("web", 1)),
+            ("0000_20_next_00_cm.yaml", configmap(&ns, "after-web")),
+        ],
+    );
     // No kubelet runs pods: the rollout never completes.
     let (options, _) = health_options(WaitMode::Ready, Duration::from_secs(3));
     let out = run(&tc, &rel, &options).await.expect("join");
@@ -300,7 +294,10 @@ async fn wait_ready_waits_for_a_rollout_and_names_what_it_lacks() {
     assert_eq!(out.exit_code(), 0, "{:?}", out.report);
 
     // A deployment scaled to zero has rolled out once its controller has seen it.
-    let (_dir, zero) = release(&[("0000_10_idle_00_deployment.yaml", deployment("idle", 0))]);
+    let (_dir, zero) = common::release(
+        Some("1.0.0"),
+        &[("0000_10_idle_00_deployment.yaml", deployment("idle", 0))],
+    );
     let (options, _) = health_options(WaitMode::Ready, Duration::from_secs(60));
     let out = run(&tc, &zero, &options).await.expect("join");
     assert_eq!(out.exit_code(), 0, "{:?}", out.report);
@@ -315,11 +312,14 @@ async fn a_failed_job_blocks_its_chain() {
     let job = format!(
         "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  namespace: {ns}\nspec:\n  managedBy: example.com/test-controller\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: c\n        image: registry.example/migrate:1\n"
     );
-    let (_dir, rel) = release(&[
-        ("0000_10_db_00_job.yaml", job),
-        ("0000_10_db_01_cm.yaml", configmap(&ns, "after-job")),
-        ("0000_10_other_00_cm.yaml", configmap(&ns, "elsewhere")),
-    ]);
+    let (_dir, rel) = common::release(
+        Some("1.0.0"),
+        &[
+            ("0000_10_db_00_job.yaml", job),
+            ("0000_10_db_01_cm.yaml", configmap(&ns, "after-job")),
+            ("0000_10_other_00_cm.yaml", configmap(&ns, "elsewhere")),
+        ],
+    );
     let (options, seen) = health_options(WaitMode::Failures, Duration::from_secs(120));
     let pass = run(&tc, &rel, &options);
     waiting_on(&seen, &format!("Job {ns}/migrate")).await;
@@ -372,13 +372,16 @@ async fn an_api_service_that_is_not_available_fails() {
     let api_service = format!(
         "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: {name}\nspec:\n  group: {group}\n  version: v1\n  groupPriorityMinimum: 1000\n  versionPriority: 15\n  insecureSkipTLSVerify: true\n  service:\n    name: missing\n    namespace: {ns}\n    port: 443\n"
     );
-    let (_dir, rel) = release(&[
-        ("0000_10_agg_00_apiservice.yaml", api_service),
-        (
-            "0000_20_next_00_cm.yaml",
-            configmap(&ns, "after-apiservice"),
-        ),
-    ]);
+    let (_dir, rel) = common::release(
+        Some("1.0.0"),
+        &[
+            ("0000_10_agg_00_apiservice.yaml", api_service),
+            (
+                "0000_20_next_00_cm.yaml",
+                configmap(&ns, "after-apiservice"),
+            ),
+        ],
+    );
     let (options, _) = health_options(WaitMode::Failures, Duration::from_secs(5));
     let out = run(&tc, &rel, &options).await.expect("join");
     let svc = result(&out, &rel, &name);
@@ -406,7 +409,10 @@ async fn wait_none_does_not_look_at_health() {
     let tc = common::cluster().await;
     let _turn = common::sync_turn(&tc).await;
     let (_, op) = operator_name(&tc, "op-none").await;
-    let (_dir, rel) = release(&[("0000_10_op_00_operator.yaml", cluster_operator(&op))]);
+    let (_dir, rel) = common::release(
+        Some("1.0.0"),
+        &[("0000_10_op_00_operator.yaml", cluster_operator(&op))],
+    );
     let (options, seen) = health_options(WaitMode::None, Duration::from_secs(60));
     let out = run(&tc, &rel, &options).await.expect("join");
     assert_eq!(out.exit_code(), 0, "{:?}", out.report);
@@ -420,12 +426,15 @@ async fn the_cli_reports_what_a_timed_out_node_lacks() {
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = tc.kubeconfig_file(dir.path()).await;
     let ns = tc.namespace("health-cli").await;
-    let (release_dir, _) = release(&[(
-        "0000_10_web_00_deployment.yaml",
-        format!(
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: c\n        image: registry.example/app:1\n"
-        ),
-    )]);
+    let (release_dir, _) = common::release(
+        Some("1.0.0"),
+        &[(
+            "0000_10_web_00_deployment.yaml",
+            format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: c\n        image: registry.example/app:1\n"
+            ),
+        )],
+    );
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cvo"));
     cmd.arg("--kubeconfig")
         .arg(&kubeconfig)
@@ -469,13 +478,16 @@ async fn cluster_operators_are_created_before_the_pass_reaches_them() {
     let _turn = common::sync_turn(&tc).await;
     let (co, op) = operator_name(&tc, "op-early").await;
     // Run level 10 fails (its namespace does not exist), so the pass never reaches 50.
-    let (_dir, rel) = release(&[
-        (
-            "0000_10_a_00_cm.yaml",
-            configmap(&common::unique("absent"), "cm"),
-        ),
-        ("0000_50_op_00_operator.yaml", cluster_operator(&op)),
-    ]);
+    let (_dir, rel) = common::release(
+        Some("1.0.0"),
+        &[
+            (
+                "0000_10_a_00_cm.yaml",
+                configmap(&common::unique("absent"), "cm"),
+            ),
+            ("0000_50_op_00_operator.yaml", cluster_operator(&op)),
+        ],
+    );
     let (options, _) = health_options(WaitMode::Failures, Duration::from_secs(60));
     let out = run(&tc, &rel, &options).await.expect("join");
     assert_eq!(result(&out, &rel, &op).action, Action::Skipped);

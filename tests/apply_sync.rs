@@ -10,31 +10,11 @@ use std::time::Duration;
 use common::{Fault, TEST_FINALIZER, TestCluster, configmaps, unique};
 use cvo::apply::{Action, Strategy};
 use cvo::cluster::Cluster;
-use cvo::release::{LoadOptions, Release};
+use cvo::release::Release;
 use cvo::status::ConditionStatus;
 use cvo::sync::{Mode, SyncOptions, SyncOutcome, sync};
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-
-/// A release directory; `version: None` leaves out release-metadata, so that the sync is a
-/// patch (or an install) whatever version the cluster-wide ClusterVersion carries while
-/// another test of this binary holds it.
-fn release(version: Option<&str>, files: &[(&str, String)]) -> (tempfile::TempDir, Release) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    if let Some(version) = version {
-        std::fs::write(
-            dir.path().join("release-metadata"),
-            common::release_metadata(version),
-        )
-        .expect("write");
-    }
-    for (name, text) in files {
-        std::fs::write(dir.path().join(name), text).expect("write manifest");
-    }
-    let rel = cvo::release::load(dir.path(), &LoadOptions::default()).expect("load");
-    assert!(!rel.has_errors(), "{:?}", rel.diagnostics);
-    (dir, rel)
-}
 
 fn namespace(ns: &str) -> String {
     format!(
@@ -87,7 +67,7 @@ async fn an_install_retries_in_rounds_until_everything_is_applied() {
     tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &ns);
     // The ConfigMap's namespace comes two run levels later: an update would fail it and
     // block everything after it; an install gets there in a later round.
-    let (_dir, rel) = release(
+    let (_dir, rel) = common::release(
         None,
         &[
             ("0000_05_a_cm.yaml", configmap(&ns, "early", "")),
@@ -117,7 +97,7 @@ async fn an_install_does_not_retry_a_broken_manifest() {
     let _turn = common::sync_turn(&tc).await;
     let ns = tc.namespace("install-bad").await;
     let bad = "  annotations:\n    release.openshift.io/delete: \"yes\"\n";
-    let (_dir, rel) = release(
+    let (_dir, rel) = common::release(
         None,
         &[
             ("0000_10_a_cm.yaml", configmap(&ns, "bad", bad)),
@@ -142,7 +122,7 @@ async fn a_timed_out_synchronous_deletion_is_not_upgradeable() {
     let _turn = common::sync_turn(&tc).await;
     let ns = tc.namespace("sync-timeout").await;
     held_configmap(&tc, &ns, "held").await;
-    let (_dir, rel) = release(
+    let (_dir, rel) = common::release(
         None,
         &[("0000_10_a_cm.yaml", configmap(&ns, "held", DELETE))],
     );
@@ -168,7 +148,7 @@ async fn a_deletion_that_cannot_be_read_back_is_upgradeable_unknown() {
     let _turn = common::sync_turn(&tc).await;
     let ns = tc.namespace("unreadable").await;
     held_configmap(&tc, &ns, "held").await;
-    let (_dir, rel) = release(
+    let (_dir, rel) = common::release(
         None,
         &[("0000_10_a_cm.yaml", configmap(&ns, "held", DELETE))],
     );
@@ -201,7 +181,7 @@ async fn a_minor_update_is_refused_when_the_engine_cannot_tell() {
     let cluster = || Cluster::new(tc.client.clone());
 
     // 1.0.0 installed: history Completed, Upgradeable True.
-    let (_d1, v100) = release(
+    let (_d1, v100) = common::release(
         Some("1.0.0"),
         &[("0000_10_a_cm.yaml", configmap(&ns, "keep", ""))],
     );
@@ -213,7 +193,7 @@ async fn a_minor_update_is_refused_when_the_engine_cannot_tell() {
     // A minor update whose delete manifest's object cannot be read: refused (4), nothing
     // written; --force goes through.
     held_configmap(&tc, &ns, "held").await;
-    let (_d2, v110) = release(
+    let (_d2, v110) = common::release(
         Some("1.1.0"),
         &[
             ("0000_10_a_cm.yaml", configmap(&ns, "keep", "")),
@@ -274,7 +254,7 @@ async fn a_server_failing_its_first_requests_is_waited_for() {
     let tc = common::cluster().await;
     let _turn = common::sync_turn(&tc).await;
     let ns = tc.namespace("outage").await;
-    let (_dir, rel) = release(None, &[("0000_10_a_cm.yaml", configmap(&ns, "early", ""))]);
+    let (_dir, rel) = common::release(None, &[("0000_10_a_cm.yaml", configmap(&ns, "early", ""))]);
     // The first requests of the run — discovery included — answer 503, as a server that is
     // not up yet: the run waits under the retry policy instead of failing everything.
     let client = common::faulty_client(
@@ -300,14 +280,14 @@ async fn an_update_is_visible_before_its_first_manifest() {
     let (_guard, cv_resource) = common::cluster_version(&tc).await;
     let cvs = common::create_cluster_version(&tc, &cv_resource).await;
     let ns = tc.namespace("cv-progress").await;
-    let (_d1, v100) = release(
+    let (_d1, v100) = common::release(
         Some("1.0.0"),
         &[("0000_10_a_cm.yaml", configmap(&ns, "a", ""))],
     );
     let out = run(tc.client.clone(), &v100, &options()).await;
     assert_eq!(out.exit_code(), 0, "{:?}", out.report);
 
-    let (_d2, v101) = release(
+    let (_d2, v101) = common::release(
         Some("1.0.1"),
         &[(
             "0000_10_a_cm.yaml",

@@ -11,26 +11,11 @@ use std::time::Duration;
 use common::configmaps;
 use cvo::apply::Action;
 use cvo::cluster::Cluster;
-use cvo::release::{LoadOptions, Release};
+use cvo::release::Release;
 use cvo::status::ConditionStatus;
 use cvo::sync::{SyncOutcome, sync};
 use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
-
-fn release(version: &str, files: &[(&str, String)]) -> (tempfile::TempDir, Release) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(
-        dir.path().join("release-metadata"),
-        common::release_metadata(version),
-    )
-    .expect("write");
-    for (name, text) in files {
-        std::fs::write(dir.path().join(name), text).expect("write manifest");
-    }
-    let rel = cvo::release::load(dir.path(), &LoadOptions::default()).expect("load");
-    assert!(!rel.has_errors(), "{:?}", rel.diagnostics);
-    (dir, rel)
-}
 
 fn configmap(ns: &str, name: &str, value: &str, delete: bool) -> String {
     let annotations = if delete {
@@ -78,8 +63,8 @@ async fn an_unmanaged_override_leaves_its_object_alone_and_blocks_minor_updates(
         }
     };
 
-    let (_d0, v100) = release(
-        "1.0.0",
+    let (_d0, v100) = common::release(
+        Some("1.0.0"),
         &[
             ("0000_10_a_kept.yaml", configmap(&ns, "kept", "1", false)),
             ("0000_10_b_mine.yaml", configmap(&ns, "mine", "1", false)),
@@ -101,8 +86,8 @@ async fn an_unmanaged_override_leaves_its_object_alone_and_blocks_minor_updates(
         .await
         .expect("set overrides");
     // 1.0.1 changes both and deletes `old`: neither is touched.
-    let (_d1, v101) = release(
-        "1.0.1",
+    let (_d1, v101) = common::release(
+        Some("1.0.1"),
         &[
             ("0000_10_a_kept.yaml", configmap(&ns, "kept", "2", false)),
             ("0000_10_b_mine.yaml", configmap(&ns, "mine", "2", false)),
@@ -146,8 +131,8 @@ async fn an_unmanaged_override_leaves_its_object_alone_and_blocks_minor_updates(
     );
 
     // A minor update is refused while the overrides stand.
-    let (_d2, v110) = release(
-        "1.1.0",
+    let (_d2, v110) = common::release(
+        Some("1.1.0"),
         &[("0000_10_a_kept.yaml", configmap(&ns, "kept", "3", false))],
     );
     let out = run(&tc.client, &v110).await;
@@ -194,8 +179,8 @@ async fn an_invalid_spec_field_is_reported_and_ignored() {
     cvs.patch("version", &PatchParams::default(), &Patch::Merge(&spec))
         .await
         .expect("set spec");
-    let (_d, rel) = release(
-        "1.0.0",
+    let (_d, rel) = common::release(
+        Some("1.0.0"),
         &[("0000_10_a.yaml", configmap(&ns, "a", "1", false))],
     );
     let out = run(&tc.client, &rel).await;

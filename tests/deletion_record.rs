@@ -11,26 +11,11 @@ use std::time::Duration;
 use common::{TestCluster, configmaps};
 use cvo::apply::Action;
 use cvo::cluster::Cluster;
-use cvo::release::{LoadOptions, Release};
+use cvo::release::Release;
 use cvo::status::record::{self, Location};
 use cvo::sync::{SyncOptions, SyncOutcome, sync};
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
-
-fn release(version: &str, files: &[(&str, String)]) -> (tempfile::TempDir, Release) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(
-        dir.path().join("release-metadata"),
-        common::release_metadata(version),
-    )
-    .expect("write");
-    for (name, text) in files {
-        std::fs::write(dir.path().join(name), text).expect("write manifest");
-    }
-    let rel = cvo::release::load(dir.path(), &LoadOptions::default()).expect("load");
-    assert!(!rel.has_errors(), "{:?}", rel.diagnostics);
-    (dir, rel)
-}
 
 fn configmap(ns: &str, name: &str, delete: bool) -> String {
     let annotations = if delete {
@@ -93,8 +78,8 @@ async fn only_deletions_completed_under_an_earlier_minor_make_a_delete_manifest_
 
     // 1.0.0 ships ConfigMap old; 1.0.1 deletes it and ships a delete manifest for an object
     // this cluster never had.
-    let (_d0, v100) = release(
-        "1.0.0",
+    let (_d0, v100) = common::release(
+        Some("1.0.0"),
         &[("0000_10_a_old.yaml", configmap(&ns, "old", false))],
     );
     assert_eq!(run(&tc, &v100, &ns).await.exit_code(), 0);
@@ -102,7 +87,7 @@ async fn only_deletions_completed_under_an_earlier_minor_make_a_delete_manifest_
         ("0000_10_a_old.yaml", configmap(&ns, "old", true)),
         ("0000_10_b_never.yaml", configmap(&ns, "never", true)),
     ];
-    let (_d1, v101) = release("1.0.1", &deletes);
+    let (_d1, v101) = common::release(Some("1.0.1"), &deletes);
     let out = run(&tc, &v101, &ns).await;
     assert_eq!(out.exit_code(), 0, "{:?}", out.report);
     let actions: Vec<Action> = out
@@ -154,13 +139,13 @@ async fn only_deletions_completed_under_an_earlier_minor_make_a_delete_manifest_
     );
 
     // 1.1.0 still ships both: refused for `old` only.
-    let (_d2, v110) = release("1.1.0", &deletes);
+    let (_d2, v110) = common::release(Some("1.1.0"), &deletes);
     let out = run(&tc, &v110, &ns).await;
     assert_eq!(reasons(&out), ["StaleDeleteManifest"]);
     assert_eq!(out.refused[0].objects, [format!("ConfigMap {ns}/old")]);
     assert_eq!(out.exit_code(), 4);
     // Without `old`, the delete manifest for an object never seen here does not refuse.
-    let (_d3, v110) = release("1.1.0", &deletes[1..]);
+    let (_d3, v110) = common::release(Some("1.1.0"), &deletes[1..]);
     let out = run(&tc, &v110, &ns).await;
     assert!(out.refused.is_empty(), "{:?}", out.refused);
     assert_eq!(out.exit_code(), 0);
@@ -176,7 +161,7 @@ async fn only_deletions_completed_under_an_earlier_minor_make_a_delete_manifest_
         )
         .await
         .expect("break the record");
-    let (_d4, v120) = release("1.2.0", &deletes[1..]);
+    let (_d4, v120) = common::release(Some("1.2.0"), &deletes[1..]);
     let out = run(&tc, &v120, &ns).await;
     assert_eq!(reasons(&out), ["StaleDeleteManifest"]);
     assert!(
@@ -201,8 +186,8 @@ async fn an_object_that_comes_back_after_its_deletion_is_reported_and_deleted_ag
     let tc = common::cluster().await;
     let _turn = common::sync_turn(&tc).await;
     let ns = tc.namespace("record-back").await;
-    let (_d, rel) = release(
-        "2.0.0",
+    let (_d, rel) = common::release(
+        Some("2.0.0"),
         &[("0000_10_a_gone.yaml", configmap(&ns, "gone", true))],
     );
     let cms = tc.dynamic(&configmaps(), Some(&ns));

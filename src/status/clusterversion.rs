@@ -280,63 +280,30 @@ pub async fn write_update(
     retry: &RetryPolicy,
     update: Update<'_>,
 ) -> Result<WriteOutcome, ClusterVersionError> {
-    let Some(api) = api(cluster).await? else {
-        return Ok(WriteOutcome::Absent);
-    };
-    for attempt in 1..=retry.attempts {
-        let Some(mut cv) = retry
-            .run(|| api.get_opt(NAME))
-            .await
-            .map_err(|(e, _)| ClusterVersionError::Read(e))?
-        else {
-            return Ok(WriteOutcome::Absent);
-        };
-        let old = status(&cv).clone();
+    read_modify_write(cluster, retry, Part::Status, |cv| {
+        let old = status(cv).clone();
         let new = update.next(&old, jiff::Timestamp::now());
-        if new == old {
-            return Ok(WriteOutcome::Unchanged);
-        }
+        let changed = new != old;
         cv.data["status"] = new;
-        match api.replace_status(NAME, &PostParams::default(), &cv).await {
-            Ok(_) => return Ok(WriteOutcome::Written),
-            Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => {
-                let e = RequestError::Kube(e);
-                if classify(&e) == Verdict::Fail || attempt == retry.attempts {
-                    return Err(ClusterVersionError::Write(e));
-                }
-                tokio::time::sleep(retry.delay(attempt)).await;
-            }
-        }
-    }
-    Err(ClusterVersionError::Conflict(retry.attempts))
+        changed
+    })
+    .await
 }
 
 /// Adds `spec.overrides` entry `{kind, group, namespace, name, unmanaged: true}` for `id`
 /// unless one for that object is there already, so that `cvo` (the operator's passes and
-/// repairs, `cvo apply`) leaves the object alone. A read-modify-write of the whole object,
-/// retried on conflict. `Written` when the entry was added, `Unchanged` when it was there,
-/// `Absent` without a ClusterVersion.
+/// repairs, `cvo apply`) leaves the object alone. `Written` when the entry was added,
+/// `Unchanged` when it was there, `Absent` without a ClusterVersion.
 pub async fn ensure_unmanaged(
     cluster: &Cluster,
     retry: &RetryPolicy,
     id: &crate::release::ObjectId,
 ) -> Result<WriteOutcome, ClusterVersionError> {
-    let Some(api) = api(cluster).await? else {
-        return Ok(WriteOutcome::Absent);
-    };
     let entry = json!({"kind": id.kind, "group": id.group,
         "namespace": id.namespace.clone().unwrap_or_default(), "name": id.name, "unmanaged": true});
-    for attempt in 1..=retry.attempts {
-        let Some(mut cv) = retry
-            .run(|| api.get_opt(NAME))
-            .await
-            .map_err(|(e, _)| ClusterVersionError::Read(e))?
-        else {
-            return Ok(WriteOutcome::Absent);
-        };
-        if super::spec::Spec::of(&cv).unmanaged.contains(id) {
-            return Ok(WriteOutcome::Unchanged);
+    read_modify_write(cluster, retry, Part::Spec, |cv| {
+        if super::spec::Spec::of(cv).unmanaged.contains(id) {
+            return false;
         }
         if !cv.data["spec"].is_object() {
             cv.data["spec"] = json!({});
@@ -345,14 +312,55 @@ pub async fn ensure_unmanaged(
             Some(list) => list.push(entry.clone()),
             None => cv.data["spec"]["overrides"] = json!([entry]),
         }
-        match api.replace(NAME, &PostParams::default(), &cv).await {
+        true
+    })
+    .await
+}
+
+/// Which part of ClusterVersion a write replaces.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Spec,
+    Status,
+}
+
+/// GET, `change` (false: nothing to write), PUT with the resourceVersion read as precondition;
+/// a conflict starts over from a fresh read, other failures follow the retry policy.
+async fn read_modify_write(
+    cluster: &Cluster,
+    retry: &RetryPolicy,
+    part: Part,
+    change: impl Fn(&mut DynamicObject) -> bool,
+) -> Result<WriteOutcome, ClusterVersionError> {
+    let Some(api) = api(cluster).await? else {
+        return Ok(WriteOutcome::Absent);
+    };
+    for attempt in 1..=retry.attempts {
+        let Some(mut cv) = retry
+            .run(|| api.get_opt(NAME))
+            .await
+            .map_err(|(e, _)| ClusterVersionError::Read(e))?
+        else {
+            return Ok(WriteOutcome::Absent);
+        };
+        if !change(&mut cv) {
+            return Ok(WriteOutcome::Unchanged);
+        }
+        let params = PostParams::default();
+        let written = match part {
+            Part::Status => api.replace_status(NAME, &params, &cv).await,
+            Part::Spec => api.replace(NAME, &params, &cv).await,
+        };
+        match written {
             Ok(_) => return Ok(WriteOutcome::Written),
-            // Changed since it was read: start over.
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
             Err(e) => {
                 let e = RequestError::Kube(e);
                 if classify(&e) == Verdict::Fail || attempt == retry.attempts {
-                    return Err(ClusterVersionError::WriteSpec(e));
+                    return Err(match part {
+                        Part::Status => ClusterVersionError::Write(e),
+                        Part::Spec => ClusterVersionError::WriteSpec(e),
+                    });
                 }
                 tokio::time::sleep(retry.delay(attempt)).await;
             }

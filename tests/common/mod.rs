@@ -289,6 +289,28 @@ pub fn sync_options(initial: Duration) -> cvo::sync::SyncOptions {
     }
 }
 
+/// A release directory of `files` (name, text), with `release-metadata` for `version` when
+/// given, loaded; a release with errors fails the test.
+pub fn release(
+    version: Option<&str>,
+    files: &[(&str, String)],
+) -> (tempfile::TempDir, cvo::release::Release) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    if let Some(version) = version {
+        std::fs::write(
+            dir.path().join("release-metadata"),
+            release_metadata(version),
+        )
+        .expect("write release-metadata");
+    }
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).expect("write manifest");
+    }
+    let rel = cvo::release::load(dir.path(), &Default::default()).expect("load");
+    assert!(!rel.has_errors(), "{:?}", rel.diagnostics);
+    (dir, rel)
+}
+
 /// The text of a `release-metadata` file for `version`.
 pub fn release_metadata(version: &str) -> String {
     format!(r#"{{"kind": "cincinnati-metadata-v0", "version": "{version}"}}"#)
