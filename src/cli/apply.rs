@@ -19,38 +19,11 @@ pub struct ApplyArgs {
     pub release: ReleaseArgs,
     #[command(flatten)]
     pub target: TargetArgs,
-    /// How delete manifests wait for finalizers (per manifest: annotation
-    /// cvo.io/deletion-strategy).
-    #[arg(long, value_enum, default_value_t = Strategy::NonBlocking)]
-    pub deletion_strategy: Strategy,
-    /// How long a synchronous deletion may take (e.g. 10m, 30s).
-    #[arg(long, value_parser = parse_duration, default_value = "10m", allow_hyphen_values = true)]
-    pub deletion_timeout: Duration,
-    /// A deletion pending longer than this (from its deletionTimestamp) is stuck.
-    #[arg(long, value_parser = parse_duration, default_value = "10m", allow_hyphen_values = true)]
-    pub stuck_after: Duration,
-    /// An install (no completed ClusterVersion history) retries failed manifests in further
-    /// rounds until everything is applied or this much time has passed.
-    #[arg(long, value_parser = parse_duration, default_value = "10m")]
-    pub install_timeout: Duration,
-    /// Nodes of the task graph applied at once (1 to 256).
-    #[arg(long, default_value_t = crate::graph::DEFAULT_PARALLELISM, value_parser = super::values::parse_parallelism, allow_hyphen_values = true)]
-    pub parallelism: usize,
+    #[command(flatten)]
+    pub pass: PassArgs,
     /// Apply even when a precondition refuses the update.
     #[arg(long)]
     pub force: bool,
-    /// What a node of the graph waits for after its writes: `failures` (the CVO's semantics:
-    /// fail on unhealthy objects, wait for ClusterOperators, Jobs, CRDs and APIServices),
-    /// `ready` (also wait for workload rollouts and Ready conditions) or `none`.
-    #[arg(long, value_enum, default_value_t = WaitMode::Failures)]
-    pub wait: WaitMode,
-    /// How long one node may wait for its objects to become healthy.
-    #[arg(long, value_parser = parse_duration, default_value = "10m", allow_hyphen_values = true)]
-    pub health_timeout: Duration,
-    /// How long ClusterOperators may stay degraded or updating (from the start of the update)
-    /// before Failing turns True; other failures are Failing at once.
-    #[arg(long, value_parser = parse_duration, default_value = "30m", allow_hyphen_values = true)]
-    pub failing_after: Duration,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
 }
@@ -68,6 +41,63 @@ pub struct TargetArgs {
     /// completed, under which release. Only used when the release has delete manifests.
     #[arg(long, value_name = "NS", default_value = "cluster-version")]
     pub state_namespace: String,
+}
+
+/// The knobs of a pass, shared by `cvo apply` and `cvo operator` (each full pass).
+#[derive(Debug, Args)]
+pub struct PassArgs {
+    /// How delete manifests wait for finalizers (per manifest: annotation
+    /// cvo.io/deletion-strategy).
+    #[arg(long, value_enum, default_value_t = Strategy::NonBlocking)]
+    pub deletion_strategy: Strategy,
+    /// How long a synchronous deletion may take (e.g. 10m, 30s).
+    #[arg(long, value_parser = parse_duration, default_value = "10m", allow_hyphen_values = true)]
+    pub deletion_timeout: Duration,
+    /// A deletion pending longer than this (from its deletionTimestamp) is stuck.
+    #[arg(long, value_parser = parse_duration, default_value = "10m", allow_hyphen_values = true)]
+    pub stuck_after: Duration,
+    /// An install (no completed ClusterVersion history) retries failed manifests in further
+    /// rounds until everything is applied or this much time has passed.
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    pub install_timeout: Duration,
+    /// Nodes of the task graph applied at once (1 to 256).
+    #[arg(long, default_value_t = crate::graph::DEFAULT_PARALLELISM, value_parser = super::values::parse_parallelism, allow_hyphen_values = true)]
+    pub parallelism: usize,
+    /// What a node of the graph waits for after its writes: `failures` (the CVO's semantics:
+    /// fail on unhealthy objects, wait for ClusterOperators, Jobs, CRDs and APIServices),
+    /// `ready` (also wait for workload rollouts and Ready conditions) or `none`.
+    #[arg(long, value_enum, default_value_t = WaitMode::Failures)]
+    pub wait: WaitMode,
+    /// How long one node may wait for its objects to become healthy.
+    #[arg(long, value_parser = parse_duration, default_value = "10m", allow_hyphen_values = true)]
+    pub health_timeout: Duration,
+    /// How long ClusterOperators may stay degraded or updating (from the start of the update)
+    /// before Failing turns True; other failures are Failing at once.
+    #[arg(long, value_parser = parse_duration, default_value = "30m", allow_hyphen_values = true)]
+    pub failing_after: Duration,
+}
+
+impl PassArgs {
+    /// The sync options these flags set; the rest are the defaults.
+    pub fn sync_options(&self) -> SyncOptions {
+        SyncOptions {
+            apply: Options {
+                strategy: self.deletion_strategy,
+                deletion_timeout: self.deletion_timeout,
+                health: crate::health::Options {
+                    wait: self.wait,
+                    timeout: self.health_timeout,
+                    ..Default::default()
+                },
+                ..Options::default()
+            },
+            parallelism: self.parallelism,
+            stuck_after: self.stuck_after,
+            install_timeout: self.install_timeout,
+            failing_after: self.failing_after,
+            ..SyncOptions::default()
+        }
+    }
 }
 
 /// The largest duration a flag accepts (`100y`, humantime's years of 365.25 days): far
@@ -99,26 +129,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> ExitCode {
     let options = SyncOptions {
-        apply: Options {
-            strategy: args.deletion_strategy,
-            deletion_timeout: args.deletion_timeout,
-            health: crate::health::Options {
-                wait: args.wait,
-                timeout: args.health_timeout,
-                ..Default::default()
-            },
-            ..Options::default()
-        },
-        parallelism: args.parallelism,
-        stuck_after: args.stuck_after,
         force: args.force,
-        install_timeout: args.install_timeout,
-        mode: None,
         // Without a progress bar, say what a stalled run waits for.
         heartbeat: (!std::io::stderr().is_terminal()).then_some(Duration::from_secs(10)),
-        failing_after: args.failing_after,
-        release_accepted: false,
-        record: None,
+        ..args.pass.sync_options()
     };
     execute(global, &args.release, &args.target, options, args.output)
 }

@@ -7,10 +7,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::apply::parse_duration;
+use super::apply::{PassArgs, parse_duration};
 use super::{GlobalArgs, ReleaseArgs};
-use crate::apply::{Options, Strategy};
-use crate::health::WaitMode;
 use crate::operator::leader::{LeaseConfig, default_identity};
 use crate::operator::metrics::{self, Metrics};
 use crate::sync::SyncOptions;
@@ -37,9 +35,6 @@ pub struct OperatorArgs {
     /// Between two full passes (jittered by ±25 %); drift is repaired from watches meanwhile.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "3m")]
     pub resync_interval: Duration,
-    /// Nodes of the task graph applied at once (1 to 256).
-    #[arg(long, default_value_t = crate::graph::DEFAULT_PARALLELISM, value_parser = super::values::parse_parallelism, allow_hyphen_values = true)]
-    pub parallelism: usize,
     /// Name of the leader-election Lease.
     #[arg(long, value_name = "NAME", default_value = "cvo-operator")]
     pub lease_name: String,
@@ -55,28 +50,9 @@ pub struct OperatorArgs {
     /// How long a pass in flight at SIGTERM may take to finish before the Lease is released.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "20s")]
     pub shutdown_grace: Duration,
-    /// How delete manifests wait for finalizers (per manifest: annotation
-    /// cvo.io/deletion-strategy).
-    #[arg(long, value_enum, default_value_t = Strategy::NonBlocking)]
-    pub deletion_strategy: Strategy,
-    /// How long a synchronous deletion may take.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10m")]
-    pub deletion_timeout: Duration,
-    /// A deletion pending longer than this (from its deletionTimestamp) is stuck.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10m")]
-    pub stuck_after: Duration,
-    /// An install retries failed manifests in further rounds for this long.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10m")]
-    pub install_timeout: Duration,
-    /// What a node of the graph waits for after its writes (as for `cvo apply`).
-    #[arg(long, value_enum, default_value_t = WaitMode::Failures)]
-    pub wait: WaitMode,
-    /// How long one node may wait for its objects to become healthy.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10m")]
-    pub health_timeout: Duration,
-    /// How long ClusterOperators may stay degraded or updating before Failing turns True.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30m")]
-    pub failing_after: Duration,
+    /// The knobs of each full pass, as for `cvo apply`.
+    #[command(flatten)]
+    pub pass: PassArgs,
     /// The operator's own Deployment: moved to ClusterVersion spec.desiredUpdate.image when
     /// that names another image than the one the operator runs (its Pod's, from POD_NAME and
     /// POD_NAMESPACE, else --release-image). Without it the operator never moves itself.
@@ -172,23 +148,6 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
         };
         let options = crate::operator::Options {
             sync: SyncOptions {
-                apply: Options {
-                    strategy: args.deletion_strategy,
-                    deletion_timeout: args.deletion_timeout,
-                    health: crate::health::Options {
-                        wait: args.wait,
-                        timeout: args.health_timeout,
-                        ..Default::default()
-                    },
-                    ..Options::default()
-                },
-                parallelism: args.parallelism,
-                stuck_after: args.stuck_after,
-                force: false,
-                install_timeout: args.install_timeout,
-                mode: None,
-                heartbeat: None,
-                failing_after: args.failing_after,
                 release_accepted: true,
                 record: Some(crate::status::record::Location {
                     namespace: args
@@ -196,6 +155,7 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
                         .clone()
                         .unwrap_or_else(|| lease.namespace.clone()),
                 }),
+                ..args.pass.sync_options()
             },
             resync_interval: args.resync_interval,
             lease,
