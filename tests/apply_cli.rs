@@ -9,32 +9,9 @@ use std::path::Path;
 use assert_cmd::Command;
 use serde_json::Value;
 
-/// Runs `cvo` against `kubeconfig`: exit code, stdout, stderr.
-async fn run_cvo(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
-    let kubeconfig = kubeconfig.to_owned();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = Command::cargo_bin("cvo")
-            .expect("binary")
-            .env_remove("KUBECONFIG")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(&args)
-            .output()
-            .expect("run cvo");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    })
-    .await
-    .expect("join")
-}
-
 /// Exit code and stdout.
 async fn cvo(kubeconfig: &Path, args: &[&str]) -> (i32, String) {
-    let (code, stdout, _) = run_cvo(kubeconfig, args).await;
+    let (code, stdout, _) = common::run_cvo(kubeconfig, args).await;
     (code, stdout)
 }
 
@@ -322,7 +299,7 @@ fn in_memory_operators_report_the_release() {
 
 /// Exit code and everything printed (stdout and stderr).
 async fn cvo_all(kubeconfig: &Path, args: &[&str]) -> (i32, String) {
-    let (code, stdout, stderr) = run_cvo(kubeconfig, args).await;
+    let (code, stdout, stderr) = common::run_cvo(kubeconfig, args).await;
     (code, stdout + &stderr)
 }
 

@@ -342,27 +342,6 @@ fn a_bad_service_account_is_a_usage_error() {
     assert!(stderr.contains("NAMESPACE/NAME"), "{stderr}");
 }
 
-/// Runs `cvo ARGS` with `--kubeconfig`: exit code, stdout, stderr.
-async fn run_cvo(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
-    let kubeconfig = kubeconfig.to_owned();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = cvo()
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(&args)
-            .output()
-            .expect("run cvo");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    })
-    .await
-    .expect("join")
-}
-
 #[tokio::test]
 async fn discover_asks_the_cluster_for_kinds_the_release_does_not_define() {
     let tc = common::cluster().await;
@@ -374,10 +353,10 @@ async fn discover_asks_the_cluster_for_kinds_the_release_does_not_define() {
     let kubeconfig = tc.kubeconfig_file(dir.path()).await;
     let release = dir.path().to_str().unwrap();
     // Without --discover the kind is unknown.
-    let (code, _, stderr) = run_cvo(&kubeconfig, &["rbac", "--release", release]).await;
+    let (code, _, stderr) = common::run_cvo(&kubeconfig, &["rbac", "--release", release]).await;
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("kind Gizmo"), "{stderr}");
-    let (code, stdout, stderr) = run_cvo(
+    let (code, stdout, stderr) = common::run_cvo(
         &kubeconfig,
         &["rbac", "--release", release, "--discover", "-o", "json"],
     )
@@ -727,7 +706,7 @@ async fn the_printed_rbac_is_sufficient_and_each_rule_counts() {
         let path = release.path().to_owned();
         let ns = ns.clone();
         async move {
-            run_cvo(
+            common::run_cvo(
                 &as_sa,
                 &[
                     "apply",

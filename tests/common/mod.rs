@@ -311,6 +311,31 @@ pub fn release(
     (dir, rel)
 }
 
+/// Runs `cvo --kubeconfig FILE ARGS…` off the runtime (the in-memory server must keep
+/// answering it): exit code, stdout, stderr. Stdin is not a terminal.
+pub async fn run_cvo(kubeconfig: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let kubeconfig = kubeconfig.to_owned();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = assert_cmd::Command::cargo_bin("cvo")
+            .expect("binary")
+            .env_remove("KUBECONFIG")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(&args)
+            .write_stdin("")
+            .output()
+            .expect("run cvo");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .expect("join")
+}
+
 /// The text of a `release-metadata` file for `version`.
 pub fn release_metadata(version: &str) -> String {
     format!(r#"{{"kind": "cincinnati-metadata-v0", "version": "{version}"}}"#)

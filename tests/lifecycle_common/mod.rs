@@ -4,39 +4,14 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use serde_json::Value;
 
+pub use crate::common::run_cvo;
 use crate::common::{self, TestCluster};
-
-/// Runs `cvo --kubeconfig FILE ARGS…` off the runtime (the in-memory server must keep
-/// answering it): exit code, stdout, stderr. Stdin is not a terminal.
-pub async fn run_cvo(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
-    let kubeconfig = kubeconfig.to_owned();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = Command::cargo_bin("cvo")
-            .expect("binary")
-            .env_remove("KUBECONFIG")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(&args)
-            .write_stdin("")
-            .output()
-            .expect("run cvo");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    })
-    .await
-    .expect("join")
-}
 
 /// The documents of a manifests-example file, as JSON.
 pub fn example_documents(file: &str) -> Vec<Value> {
