@@ -3,9 +3,11 @@
 //! install → ClusterVersion history Completed; drift (an edit, a deletion) repaired from
 //! watches within 5 s without a full pass; passes with nothing drifted write nothing; a refused
 //! minor update applies nothing until `spec.desiredUpdate` forces it; metrics scraped and
-//! parsed; SIGTERM exits 0 and releases the Lease; leader failover after kill -9;
-//! `spec.desiredUpdate.image` moves the operator's own Deployment (and naming the image it
-//! runs writes nothing to it); only the leader runs the operand-cleanup component; an
+//! parsed; SIGTERM exits 0 and releases the Lease (a pass still running at the end of the
+//! grace period is recorded as interrupted); leader failover after kill -9;
+//! `spec.desiredUpdate.image` moves the operator's own Deployment, and the instance started as
+//! its new pod would be takes over and updates the cluster to its release (naming the image
+//! the operator runs writes nothing to its Deployment); only the leader runs the operand-cleanup component; an
 //! override stops management and makes the cluster not upgradeable; a deletion held by a
 //! finalizer across a kill -9 is still reported by the next process, then recorded when it
 //! completes.
@@ -754,6 +756,21 @@ async fn a_pass_stuck_on_health_does_not_hold_up_shutdown() {
         started.elapsed()
     );
     assert_eq!(lease_holder(&tc, &ns, &lease).await, None, "released");
+    // The final status write: the install is still in progress, and says it was interrupted.
+    let cvs = tc.dynamic(&cv, None);
+    let version = cvs.get("version").await.expect("ClusterVersion");
+    let progressing = condition(&version, "Progressing").expect("Progressing");
+    assert_eq!(progressing["status"], "True", "{progressing}");
+    assert_eq!(progressing["reason"], "Interrupted", "{progressing}");
+    let message = progressing["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("Working towards 1.0.0")
+            && message.contains(". Interrupted: the operator stopped before this pass finished"),
+        "{message}"
+    );
+    let newest = &version.data["status"]["history"][0];
+    assert_eq!(newest["version"], "1.0.0", "{newest}");
+    assert_eq!(newest["state"], "Partial", "{newest}");
     delete_cluster_version(&tc, &cv).await;
 }
 
@@ -896,18 +913,32 @@ async fn condition_is(cvs: &Api<DynamicObject>, type_: &str, status: &str, reaso
 
 /// An operator for a one-ConfigMap release 1.0.0 that runs `example.com/cvo:1.0.0` and whose
 /// Deployment is `ns/cvo`.
-fn start_self_updating(tc_kubeconfig: &Path, dir: &Path, ns: &str) -> Operator {
-    let release = dir.join("release");
+fn start_self_updating(tc_kubeconfig: &Path, dir: &Path, ns: &str, lease: &str) -> Operator {
+    start_image(tc_kubeconfig, dir, ns, lease, "1.0.0", "one")
+}
+
+/// The operator as its Deployment's pod running image `example.com/cvo:VERSION` would be: the
+/// release baked into that image (`version`, ConfigMap `settings` = `value`), Deployment
+/// `ns/cvo`, Lease `lease`.
+fn start_image(
+    tc_kubeconfig: &Path,
+    dir: &Path,
+    ns: &str,
+    lease: &str,
+    version: &str,
+    value: &str,
+) -> Operator {
+    let release = dir.join(format!("release-{version}"));
     write_release(
         &release,
-        "1.0.0",
+        version,
         &[(
             "0000_10_a_00_settings.yaml",
-            configmap(ns, "settings", "one"),
+            configmap(ns, "settings", value),
         )],
     );
-    let lease = common::unique("lease");
     let self_deployment = format!("{ns}/cvo");
+    let image = format!("example.com/cvo:{version}");
     Operator::start(
         tc_kubeconfig,
         dir,
@@ -917,9 +948,9 @@ fn start_self_updating(tc_kubeconfig: &Path, dir: &Path, ns: &str) -> Operator {
             "--resync-interval",
             "1h",
             "--lease-name",
-            &lease,
+            lease,
             "--release-image",
-            "example.com/cvo:1.0.0",
+            &image,
             "--self-deployment",
             &self_deployment,
         ],
@@ -935,7 +966,8 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
     let deployments = own_deployment(&tc, &ns, "cvo", "example.com/cvo:1.0.0").await;
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let op = start_self_updating(&kubeconfig, dir.path(), &ns);
+    let lease = common::unique("lease");
+    let op = start_self_updating(&kubeconfig, dir.path(), &ns, &lease);
     history(&cvs, "1.0.0", "Completed").await;
 
     cvs.patch(
@@ -985,7 +1017,40 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
         )
         .await;
     assert_eq!(metric(&text, "cvo_leader", &[]), 1.0, "{text}");
+
+    // The rollout, played by hand (no kubelet here): the new pod starts with the release baked
+    // into the new image and stands by; the old pod gets SIGTERM and releases the Lease; the
+    // new one leads and updates the cluster to its release.
+    let (_, generation) = images(&deployments, "cvo").await;
+    let new_pod = start_image(&kubeconfig, dir.path(), &ns, &lease, "1.1.0", "two");
+    new_pod.metric_at_least("cvo_leader", &[], 0.0).await;
     op.terminate().await;
+    history(&cvs, "1.1.0", "Completed").await;
+    assert_eq!(
+        cm_value(&tc, &ns, "settings").await.as_deref(),
+        Some("two"),
+        "the new release is applied"
+    );
+    condition_is(&cvs, "ReleaseAccepted", "True", "PayloadLoaded").await;
+    let cv_now = cvs.get("version").await.expect("ClusterVersion");
+    let progressing = condition(&cv_now, "Progressing").expect("Progressing");
+    assert_eq!(
+        (&progressing["status"], &progressing["message"]),
+        (&json!("False"), &json!("Cluster version is 1.1.0")),
+        "the hand-over is over: {progressing}"
+    );
+    assert_eq!(
+        images(&deployments, "cvo").await,
+        (
+            vec![
+                ("sidecar".to_owned(), "example.com/sidecar:1".to_owned()),
+                ("operator".to_owned(), "example.com/cvo:1.1.0".to_owned()),
+            ],
+            generation
+        ),
+        "the new pod runs the image asked for: it writes nothing to its Deployment"
+    );
+    new_pod.terminate().await;
     delete_cluster_version(&tc, &cv).await;
 }
 
@@ -999,7 +1064,8 @@ async fn a_desired_image_the_operator_already_runs_writes_nothing_to_its_deploym
     let before = images(&deployments, "cvo").await;
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let op = start_self_updating(&kubeconfig, dir.path(), &ns);
+    let lease = common::unique("lease");
+    let op = start_self_updating(&kubeconfig, dir.path(), &ns, &lease);
     history(&cvs, "1.0.0", "Completed").await;
     cvs.patch(
         "version",

@@ -108,6 +108,8 @@ pub struct Elector {
     observed: Option<Observed>,
     /// When this candidate last renewed successfully (while leader).
     renewed: Option<Instant>,
+    /// The last failed attempt's problem: said at warn level once, then at debug while it lasts.
+    problem: Option<String>,
 }
 
 impl Elector {
@@ -117,6 +119,7 @@ impl Elector {
             config,
             observed: None,
             renewed: None,
+            problem: None,
         }
     }
 
@@ -149,10 +152,19 @@ impl Elector {
                     if held {
                         self.renewed = Some(Instant::now());
                     }
+                    if self.problem.take().is_some() {
+                        tracing::info!(lease = %self.config.name, "leader election: the Lease can be read and written again");
+                    }
                     held
                 }
                 Err(e) => {
-                    tracing::warn!(lease = %self.config.name, error = %e, "leader election: could not read or write the Lease");
+                    let problem = lease_problem(&e, &self.config);
+                    if self.problem.as_ref() == Some(&problem) {
+                        tracing::debug!(lease = %self.config.name, "leader election: {problem}");
+                    } else {
+                        tracing::warn!(lease = %self.config.name, "leader election: {problem}");
+                        self.problem = Some(problem);
+                    }
                     // A leader keeps leading until its renew deadline passes.
                     *leader.borrow()
                         && self
@@ -181,7 +193,7 @@ impl Elector {
             match tokio::time::timeout(RELEASE_TIMEOUT, self.release()).await {
                 Ok(Ok(())) => tracing::info!(lease = %self.config.name, "released the Lease"),
                 Ok(Err(e)) => {
-                    tracing::warn!(lease = %self.config.name, error = %e, "could not release the Lease; a standby takes over when it expires")
+                    tracing::warn!(lease = %self.config.name, "{}; a standby takes over when it expires", lease_problem(&e, &self.config))
                 }
                 Err(_) => {
                     tracing::warn!(lease = %self.config.name, "releasing the Lease timed out; a standby takes over when it expires")
@@ -300,9 +312,77 @@ fn seconds(d: Duration) -> i32 {
     i32::try_from(d.as_secs().max(1)).unwrap_or(i32::MAX)
 }
 
+/// What kept an attempt from reading or writing the Lease, and what to do, in plain words.
+fn lease_problem(err: &kube::Error, config: &LeaseConfig) -> String {
+    let (ns, name) = (&config.namespace, &config.name);
+    match err {
+        kube::Error::Api(status)
+            if status.code == 404
+                && status
+                    .details
+                    .as_ref()
+                    .is_some_and(|d| d.kind == "namespaces") =>
+        {
+            format!(
+                "cannot create Lease {ns}/{name}: namespace {ns} does not exist; create it (kubectl create namespace {ns}) or start the operator with --namespace naming one that does"
+            )
+        }
+        kube::Error::Api(status) if status.code == 403 => format!(
+            "not allowed to read or write Lease {ns}/{name} (403 Forbidden: {}); grant get, create and update on leases in {ns} (cvo rbac prints the rules)",
+            status.message
+        ),
+        kube::Error::Api(status) => format!(
+            "could not read or write Lease {ns}/{name}: the API server answered {}: {}",
+            status.code, status.message
+        ),
+        other => format!(
+            "could not read or write Lease {ns}/{name}: {}",
+            crate::cluster::request_error::cause(other)
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lease_problems_are_said_in_plain_words_with_what_to_do() {
+        let config = LeaseConfig::new("ops", "cvo", "me");
+        let status = |code: u16, message: &str, kind: &str| {
+            kube::Error::Api(
+                serde_json::from_value(serde_json::json!({
+                    "status": "Failure", "code": code, "message": message, "reason": "x",
+                    "details": {"name": "ops", "kind": kind},
+                }))
+                .unwrap(),
+            )
+        };
+        let missing = lease_problem(
+            &status(404, "namespaces \"ops\" not found", "namespaces"),
+            &config,
+        );
+        assert!(
+            missing.contains("namespace ops does not exist")
+                && missing.contains("kubectl create namespace ops"),
+            "{missing}"
+        );
+        let forbidden = lease_problem(&status(403, "nope", "leases"), &config);
+        assert!(forbidden.contains("403 Forbidden: nope"), "{forbidden}");
+        let timeout = kube::Error::Service("no answer within the renew deadline".into());
+        let slow = lease_problem(&timeout, &config);
+        assert!(
+            slow.starts_with("could not read or write Lease ops/cvo: ")
+                && slow.contains("no answer"),
+            "{slow}"
+        );
+        for text in [missing, forbidden, slow] {
+            assert!(
+                !text.contains("Status {") && !text.contains("Api("),
+                "{text}"
+            );
+        }
+    }
 
     #[test]
     fn timings_that_could_overlap_are_refused() {

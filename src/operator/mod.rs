@@ -30,7 +30,10 @@
 //! deletion record ([`crate::status::record`]) that tells "deleted by us" from "never existed".
 //!
 //! Shutdown (SIGTERM/SIGINT): no new work starts; a pass or repair in flight may finish within
-//! the shutdown grace period (its status written as usual), then the Lease is released.
+//! the shutdown grace period (its status written as usual). A pass still running then is
+//! dropped, and a final status write says so (unless the cluster was already at the release):
+//! `Progressing=True` with reason [`INTERRUPTED`] and the last progress, the history entry
+//! `Partial`. Then the Lease is released.
 
 pub mod cleanup;
 pub mod drift;
@@ -304,8 +307,9 @@ async fn lead(
     let pass = |trigger: &'static str| {
         full_pass(cluster, release, options, metrics, &known, &mover, trigger)
     };
-    let Some(first) = until_stopped(pass("initial"), stop, grace).await else {
-        return;
+    let first = match until_stopped(pass("initial"), stop, grace).await {
+        Ok(end) => end,
+        Err(stopped) => return pass_stopped(cluster, release, options, stopped).await,
     };
     let cv_generation = first.generation;
     let mut watching = first.accepted && !first.paused;
@@ -361,7 +365,7 @@ async fn lead(
                 // Objects overridden as unmanaged are not put back.
                 for index in queue.into_iter().filter(|i| !unmanaged.contains(i)) {
                     let repair = repair_one(&repairer, &known, metrics, index);
-                    let Some(repaired) = until_stopped(repair, stop, grace).await else {
+                    let Ok(repaired) = until_stopped(repair, stop, grace).await else {
                         return;
                     };
                     if repaired {
@@ -382,8 +386,9 @@ async fn lead(
             Next::Pass(trigger) => trigger,
         };
         while cv_rx.try_recv().is_ok() {}
-        let Some(end) = until_stopped(pass(trigger), stop, grace).await else {
-            return;
+        let end = match until_stopped(pass(trigger), stop, grace).await {
+            Ok(end) => end,
+            Err(stopped) => return pass_stopped(cluster, release, options, stopped).await,
         };
         unmanaged = end.unmanaged;
         if end.paused {
@@ -399,6 +404,15 @@ async fn lead(
     }
 }
 
+/// A full pass did not end because the operator is stopping: an abandoned one gets the final
+/// status write ([`record_interrupted`]).
+async fn pass_stopped(cluster: &Cluster, release: &Release, options: &Options, stopped: Stopped) {
+    if stopped == Stopped::Abandoned {
+        let version = crate::status::conditions::version_text(release);
+        record_interrupted(cluster, &options.sync.apply.retry, &version).await;
+    }
+}
+
 /// What the leader does next.
 enum Next {
     WatchesEnded,
@@ -406,27 +420,122 @@ enum Next {
     Repair(BTreeSet<usize>),
 }
 
-/// Awaits `work`; when `stop` turns true meanwhile, gives it `grace` more and returns `None`.
+/// Why [`until_stopped`] gave no output: the operator is stopping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stopped {
+    /// Stopping already: the work did not start.
+    Before,
+    /// The work finished within the grace period (its status written as usual).
+    Finished,
+    /// The grace period ran out: the work was dropped midway.
+    Abandoned,
+}
+
+/// Awaits `work`; when `stop` turns true meanwhile, gives it `grace` more and says how it ended.
 async fn until_stopped<T>(
     work: impl std::future::Future<Output = T>,
     stop: &mut watch::Receiver<bool>,
     grace: Duration,
-) -> Option<T> {
+) -> Result<T, Stopped> {
     tokio::pin!(work);
     if *stop.borrow() {
-        return None;
+        return Err(Stopped::Before);
     }
     tokio::select! {
-        out = &mut work => Some(out),
+        out = &mut work => Ok(out),
         _ = stop.wait_for(|s| *s) => {
             match tokio::time::timeout(grace, work).await {
-                Ok(_) => tracing::info!("the work in flight finished"),
-                Err(_) => tracing::warn!(?grace, "the work in flight did not finish within the shutdown grace period; abandoned"),
+                Ok(_) => {
+                    tracing::info!("the work in flight finished");
+                    Err(Stopped::Finished)
+                }
+                Err(_) => {
+                    tracing::warn!(?grace, "the work in flight did not finish within the shutdown grace period; abandoned");
+                    Err(Stopped::Abandoned)
+                }
             }
-            None
         }
     }
 }
+
+/// How long the final status write after an abandoned pass may take: with the default
+/// 20 s grace period and the Lease release, the operator still exits within 30 s of SIGTERM.
+const FINAL_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `Progressing` reason after a pass the operator abandoned at shutdown.
+pub const INTERRUPTED: &str = "Interrupted";
+
+/// The final status write after a full pass was abandoned at shutdown, unless ClusterVersion
+/// already records `version` as completed (a steady-state pass: nothing to say) or does not
+/// exist: `Progressing=True` (reason [`INTERRUPTED`]) keeping the last progress it reported,
+/// and the `Partial` history entry of `version` (added if the pass had not written it yet).
+/// Bounded by [`FINAL_WRITE_TIMEOUT`]; a failure is logged (the next leader's first pass
+/// rewrites the status from what it reads back).
+async fn record_interrupted(cluster: &Cluster, retry: &crate::apply::RetryPolicy, version: &str) {
+    let write = async {
+        let Some(cv) = clusterversion::read(cluster, retry).await? else {
+            return Ok(false);
+        };
+        if clusterversion::completed(&cv, version) {
+            return Ok(false);
+        }
+        let last = cv
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c.get("type").and_then(Value::as_str) == Some("Progressing"))
+            })
+            .filter(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+            .and_then(|c| c.get("message").and_then(Value::as_str))
+            .unwrap_or_default();
+        let condition = [Condition::new(
+            "Progressing",
+            ConditionStatus::True,
+            INTERRUPTED,
+            interrupted_message(version, last),
+        )];
+        let update = clusterversion::Update::Pass {
+            version,
+            conditions: &condition,
+            complete: false,
+            accepted_risks: None,
+        };
+        clusterversion::write_update(cluster, retry, update)
+            .await
+            .map(|written| written == clusterversion::WriteOutcome::Written)
+    };
+    match tokio::time::timeout(FINAL_WRITE_TIMEOUT, write).await {
+        Ok(Ok(true)) => {
+            tracing::info!("recorded in ClusterVersion that the pass was interrupted")
+        }
+        Ok(Ok(false)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "could not record in ClusterVersion that the pass was interrupted")
+        }
+        Err(_) => tracing::warn!(
+            timeout = ?FINAL_WRITE_TIMEOUT,
+            "could not record in ClusterVersion that the pass was interrupted: no answer in time"
+        ),
+    }
+}
+
+/// Progressing's message after an interrupted pass towards `version`: the last progress it
+/// reported (`last`, when it was about `version`), then what happened — said once, however
+/// often the operator is stopped.
+fn interrupted_message(version: &str, last: &str) -> String {
+    let last = last.split(INTERRUPTED_SUFFIX).next().unwrap_or_default();
+    let towards = format!("Working towards {version}");
+    let last = if last.starts_with(&towards) {
+        last.to_owned()
+    } else {
+        towards
+    };
+    format!("{last}{INTERRUPTED_SUFFIX}")
+}
+
+const INTERRUPTED_SUFFIX: &str = ". Interrupted: the operator stopped before this pass finished; the next operator to lead resumes it";
 
 /// First wait before a failed repair is tried again; it doubles up to [`REPAIR_RETRY_MAX`].
 const REPAIR_RETRY: Duration = Duration::from_secs(2);
@@ -772,18 +881,52 @@ mod tests {
             until_stopped(work, &mut rx, Duration::from_secs(10)),
             stopper
         );
-        assert!(out.is_none());
+        assert_eq!(out, Err(Stopped::Finished));
         assert!(finished.load(std::sync::atomic::Ordering::Relaxed));
         let slow = tokio::time::sleep(Duration::from_secs(100));
         let started = Instant::now();
-        assert!(
-            until_stopped(slow, &mut rx, Duration::from_secs(10))
-                .await
-                .is_none()
+        assert_eq!(
+            until_stopped(slow, &mut rx, Duration::from_secs(10)).await,
+            Err(Stopped::Before)
         );
         assert!(
             started.elapsed() < Duration::from_secs(1),
             "already stopped: nothing starts"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_past_the_grace_period_is_abandoned() {
+        let (tx, mut rx) = watch::channel(false);
+        let work = tokio::time::sleep(Duration::from_secs(100));
+        let stopper = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let _ = tx.send(true);
+        };
+        let started = Instant::now();
+        let (out, ()) = tokio::join!(
+            until_stopped(work, &mut rx, Duration::from_secs(3)),
+            stopper
+        );
+        assert_eq!(out, Err(Stopped::Abandoned));
+        assert_eq!(started.elapsed(), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn an_interrupted_pass_keeps_its_last_progress_and_says_so_once() {
+        let last =
+            "Working towards 1.0.1: 1 of 3 done (33% complete), waiting on Deployment ns/web";
+        let once = interrupted_message("1.0.1", last);
+        assert!(once.starts_with(last), "{once}");
+        assert!(
+            once.contains(". Interrupted: the operator stopped"),
+            "{once}"
+        );
+        assert_eq!(interrupted_message("1.0.1", &once), once, "said once");
+        assert!(interrupted_message("1.0.1", "").starts_with("Working towards 1.0.1. Interrupted"));
+        assert!(
+            interrupted_message("1.0.2", last).starts_with("Working towards 1.0.2. Interrupted"),
+            "progress towards another version is not kept"
         );
     }
 }
