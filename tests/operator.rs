@@ -1,7 +1,8 @@
 //! `cvo operator`, the real binary as a subprocess against the test cluster (`tests/common`:
 //! the in-memory server served on loopback, or the real one named by `CVO_TEST_KUBECONFIG`):
 //! install → ClusterVersion history Completed; drift (an edit, a deletion) repaired from
-//! watches within 5 s without a full pass; passes with nothing drifted write nothing; a refused
+//! watches within 5 s without a full pass; passes with nothing drifted write nothing; a burst
+//! of spec edits makes passes at most every 2 s; a refused
 //! minor update applies nothing until `spec.desiredUpdate` forces it; metrics scraped and
 //! parsed; SIGTERM exits 0 and releases the Lease (a pass still running at the end of the
 //! grace period is recorded as interrupted); leader failover after kill -9;
@@ -487,6 +488,74 @@ async fn passes_with_nothing_drifted_write_nothing() {
         cvs.get("version").await.expect("cv"),
     );
     assert_eq!(before, after, "nothing was written by the later passes");
+    op.terminate().await;
+    delete_cluster_version(&tc, &cv).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_spec_edits_makes_passes_at_most_every_two_seconds() {
+    let tc = common::cluster().await;
+    let (_guard, cv) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv).await;
+    let ns = tc.namespace("operator-burst").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let release = dir.path().join("release");
+    write_release(
+        &release,
+        "1.0.0",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(&ns, "settings", "one"),
+        )],
+    );
+    let lease = common::unique("lease");
+    let op = Operator::start(
+        &kubeconfig,
+        dir.path(),
+        &release,
+        &ns,
+        &["--resync-interval", "1h", "--lease-name", &lease],
+    );
+    history(&cvs, "1.0.0", "Completed").await;
+    let started = Instant::now();
+    let mut generation = 0;
+    for i in 0..10 {
+        let edited = cvs
+            .patch(
+                "version",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"channel": format!("burst-{i}")}})),
+            )
+            .await
+            .expect("edit spec");
+        generation = edited.metadata.generation.expect("generation");
+    }
+    let edits_took = started.elapsed();
+    poll_until(
+        "a pass saw the last edit",
+        Duration::from_secs(60),
+        || async {
+            let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+            let observed = cv.data["status"]["observedGeneration"].as_i64();
+            (observed == Some(generation)).then_some(()).ok_or(format!(
+                "observedGeneration {observed:?}, want {generation}"
+            ))
+        },
+    )
+    .await;
+    let text = op.scrape().await.expect("metrics");
+    let passes = metric(
+        &text,
+        "cvo_sync_passes_total",
+        &[("trigger", "clusterversion")],
+    );
+    // Passes start at least 2 s after the previous one ended: over the edits, and one after.
+    let most = (edits_took.as_secs_f64() / 2.0).floor() + 2.0;
+    assert!(
+        (1.0..=most).contains(&passes),
+        "{passes} passes for 10 edits in {edits_took:?} (at most {most})\n{text}"
+    );
     op.terminate().await;
     delete_cluster_version(&tc, &cv).await;
 }

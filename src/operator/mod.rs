@@ -283,7 +283,10 @@ async fn report_invalid(
     let written = clusterversion::write_update(
         cluster,
         retry,
-        clusterversion::Update::Conditions(&conditions),
+        clusterversion::Update::Conditions {
+            conditions: &conditions,
+            observed: generation,
+        },
     )
     .await;
     if let Err(e) = written {
@@ -337,6 +340,10 @@ async fn lead(
     let mut retries: std::collections::HashMap<usize, Duration> = Default::default();
     let mut delayed = futures::stream::FuturesUnordered::new();
     let mut next_pass = Instant::now() + resync::next_delay(options.resync_interval);
+    // A ClusterVersion change starts a pass no sooner than PASS_SPACING after the previous
+    // one ended; changes meanwhile are taken together (status writes stay seconds apart).
+    let mut last_pass_end = Instant::now();
+    let mut cv_pass_at: Option<Instant> = None;
     tracing::info!(kinds = kinds.len(), next_pass_in = ?next_pass.saturating_duration_since(Instant::now()), "steady state: watching managed objects for drift");
     loop {
         let next = tokio::select! {
@@ -344,7 +351,13 @@ async fn lead(
             () = &mut watches, if watching => Next::WatchesEnded,
             () = &mut cv_watch, if cv_watching => { cv_watching = false; continue }
             () = tokio::time::sleep_until(next_pass) => Next::Pass("resync"),
-            Some(()) = cv_rx.recv() => Next::Pass("clusterversion"),
+            () = tokio::time::sleep_until(cv_pass_at.unwrap_or(next_pass)), if cv_pass_at.is_some() => {
+                Next::Pass("clusterversion")
+            }
+            Some(()) = cv_rx.recv() => {
+                cv_pass_at.get_or_insert((last_pass_end + PASS_SPACING).max(Instant::now()));
+                continue;
+            }
             Some(index) = futures::StreamExt::next(&mut delayed), if !delayed.is_empty() => {
                 Next::Repair(BTreeSet::from([index]))
             }
@@ -386,6 +399,7 @@ async fn lead(
             Next::Pass(trigger) => trigger,
         };
         while cv_rx.try_recv().is_ok() {}
+        cv_pass_at = None;
         let end = match until_stopped(pass(trigger), stop, grace).await {
             Ok(end) => end,
             Err(stopped) => return pass_stopped(cluster, release, options, stopped).await,
@@ -400,9 +414,14 @@ async fn lead(
         } else {
             watching |= end.accepted;
         }
-        next_pass = Instant::now() + resync::next_delay(options.resync_interval);
+        last_pass_end = Instant::now();
+        next_pass = last_pass_end + resync::next_delay(options.resync_interval);
     }
 }
+
+/// The least time between the end of a full pass and the start of one a ClusterVersion change
+/// asks for: a burst of spec edits makes one pass, and status writes stay seconds apart.
+const PASS_SPACING: Duration = Duration::from_secs(2);
 
 /// A full pass did not end because the operator is stopping: an abandoned one gets the final
 /// status write ([`record_interrupted`]).
@@ -501,6 +520,7 @@ async fn record_interrupted(cluster: &Cluster, retry: &crate::apply::RetryPolicy
             conditions: &condition,
             complete: false,
             accepted_risks: None,
+            observed: None,
         };
         clusterversion::write_update(cluster, retry, update)
             .await
@@ -629,7 +649,7 @@ async fn full_pass(
             } else {
                 tracing::info!(%to, "the operator's Deployment already runs the image spec.desiredUpdate names: handed over, applying nothing");
             }
-            write_move_conditions(cluster, retry, &move_conditions).await;
+            write_move_conditions(cluster, retry, &move_conditions, generation).await;
             metrics.pass(trigger, "handed-over", started.elapsed().as_secs_f64());
             return PassEnd {
                 generation,
@@ -642,7 +662,7 @@ async fn full_pass(
             release_image,
         } => {
             tracing::error!(%image, %release_image, "the release sets the operator's Deployment to another image than the one spec.desiredUpdate names and the operator runs: nothing applied");
-            write_move_conditions(cluster, retry, &move_conditions).await;
+            write_move_conditions(cluster, retry, &move_conditions, generation).await;
             metrics.pass(trigger, "refused", started.elapsed().as_secs_f64());
             return PassEnd {
                 generation,
@@ -668,7 +688,7 @@ async fn full_pass(
         }
     })
     .await;
-    write_move_conditions(cluster, retry, &move_conditions).await;
+    write_move_conditions(cluster, retry, &move_conditions, generation).await;
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
@@ -783,6 +803,7 @@ async fn write_move_conditions(
     cluster: &Cluster,
     retry: &crate::apply::RetryPolicy,
     conditions: &[Condition],
+    observed: Option<i64>,
 ) {
     if conditions.is_empty() {
         return;
@@ -790,7 +811,10 @@ async fn write_move_conditions(
     let written = clusterversion::write_update(
         cluster,
         retry,
-        clusterversion::Update::Conditions(conditions),
+        clusterversion::Update::Conditions {
+            conditions,
+            observed,
+        },
     )
     .await;
     if let Err(e) = written {

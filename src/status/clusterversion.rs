@@ -233,48 +233,54 @@ pub enum Update<'a> {
         conditions: &'a [Condition],
         complete: bool,
         accepted_risks: Option<&'a str>,
+        /// The `metadata.generation` of the ClusterVersion the pass acted on.
+        observed: Option<i64>,
     },
-    /// Only these conditions, merged into the others (a release refused before any pass).
-    Conditions(&'a [Condition]),
+    /// Only these conditions, merged into the others (a release refused before any pass, the
+    /// operator's move to another image, a progress refresh).
+    Conditions {
+        conditions: &'a [Condition],
+        /// The generation this write answers, if it answers a spec it read.
+        observed: Option<i64>,
+    },
 }
 
 impl Update<'_> {
     fn next(&self, old: &Value, now: jiff::Timestamp) -> Value {
-        match *self {
+        let (mut next, observed) = match *self {
             Update::Pass {
                 version,
                 conditions,
                 complete,
                 accepted_risks,
-            } => next_status(old, version, conditions, complete, accepted_risks, now),
-            Update::Conditions(conditions) => with_conditions(old, conditions, now),
+                observed,
+            } => (
+                next_status(old, version, conditions, complete, accepted_risks, now),
+                observed,
+            ),
+            Update::Conditions {
+                conditions,
+                observed,
+            } => (with_conditions(old, conditions, now), observed),
+        };
+        if let Some(generation) = observed {
+            observe(&mut next, generation);
         }
+        next
     }
 }
 
-/// Writes the status of a pass, only when it changed. A conflict re-reads at once; any other
-/// transient error waits as the retry policy says and tries again (up to its attempts).
-pub async fn write(
-    cluster: &Cluster,
-    retry: &RetryPolicy,
-    version: &str,
-    conditions: &[Condition],
-    complete: bool,
-) -> Result<WriteOutcome, ClusterVersionError> {
-    write_update(
-        cluster,
-        retry,
-        Update::Pass {
-            version,
-            conditions,
-            complete,
-            accepted_risks: None,
-        },
-    )
-    .await
+/// Sets `status.observedGeneration` (the spec generation the status answers) to `generation`,
+/// never lowering it: a slower writer that read an older spec does not move it back.
+fn observe(status: &mut Value, generation: i64) {
+    let current = status.get("observedGeneration").and_then(Value::as_i64);
+    if current.is_none_or(|c| c < generation) {
+        status["observedGeneration"] = json!(generation);
+    }
 }
 
-/// Writes `update` to the status, only when it changes it (conflicts re-read, as [`write`]).
+/// Writes `update` to the status, only when it changes it. A conflict re-reads at once; any
+/// other transient error waits as the retry policy says and tries again (up to its attempts).
 pub async fn write_update(
     cluster: &Cluster,
     retry: &RetryPolicy,
@@ -399,6 +405,27 @@ mod tests {
 
     fn conds(status: ConditionStatus) -> Vec<Condition> {
         vec![Condition::new("Failing", status, "", "")]
+    }
+
+    #[test]
+    fn observed_generation_follows_the_spec_a_write_answers_and_never_goes_back() {
+        let now = jiff::Timestamp::from_second(1_000).unwrap();
+        let pass = |observed| Update::Pass {
+            version: "1.0.0",
+            conditions: &[],
+            complete: true,
+            accepted_risks: None,
+            observed,
+        };
+        let s1 = pass(Some(3)).next(&Value::Null, now);
+        assert_eq!(s1["observedGeneration"], 3);
+        let older = Update::Conditions {
+            conditions: &[],
+            observed: Some(2),
+        };
+        assert_eq!(older.next(&s1, now)["observedGeneration"], 3, "not lowered");
+        assert_eq!(pass(None).next(&s1, now)["observedGeneration"], 3, "kept");
+        assert_eq!(pass(Some(4)).next(&s1, now)["observedGeneration"], 4);
     }
 
     #[test]

@@ -160,6 +160,8 @@ where
 {
     let retries_before = options.apply.retry.retries() + cluster.discovery().retries();
     let cv = clusterversion::read(cluster, &options.apply.retry).await?;
+    // The spec this pass acts on: its status writes answer this generation.
+    let generation = cv.as_ref().and_then(|cv| cv.metadata.generation);
     let current = cv.as_ref().and_then(clusterversion::current_version);
     let update = update_type(current.as_ref(), release.version());
     let spec = cv.as_ref().map(Spec::of).unwrap_or_default();
@@ -245,7 +247,10 @@ where
             let written = clusterversion::write_update(
                 cluster,
                 &options.apply.retry,
-                clusterversion::Update::Conditions(std::slice::from_ref(&accepted)),
+                clusterversion::Update::Conditions {
+                    conditions: std::slice::from_ref(&accepted),
+                    observed: generation,
+                },
             )
             .await;
             Some(written.map_err(|e| e.to_string()))
@@ -327,6 +332,7 @@ where
             conditions: &starting,
             complete: false,
             accepted_risks: accepted_risks.as_deref(),
+            observed: generation,
         };
         if let Err(e) = clusterversion::write_update(cluster, &options.apply.retry, update).await {
             warnings.push(format!("could not record the start of the update: {e}"));
@@ -530,6 +536,7 @@ where
                     conditions: &conds,
                     complete,
                     accepted_risks: accepted_risks.as_deref(),
+                    observed: generation,
                 },
             )
             .await
@@ -588,7 +595,10 @@ async fn progressing(cluster: &Cluster, retry: &crate::apply::RetryPolicy, messa
         "",
         message,
     )];
-    let update = clusterversion::Update::Conditions(&progressing);
+    let update = clusterversion::Update::Conditions {
+        conditions: &progressing,
+        observed: None,
+    };
     if let Err(e) = clusterversion::write_update(cluster, retry, update).await {
         tracing::debug!(error = %e, "could not refresh the progress in ClusterVersion");
     }
