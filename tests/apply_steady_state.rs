@@ -1,5 +1,6 @@
 //! Steady state is write-free: the second apply of a release writes nothing — every object's
-//! resourceVersion stays, and ClusterVersion status is not rewritten — on both servers; an
+//! resourceVersion stays, and ClusterVersion status is not rewritten (but for the
+//! observedGeneration of a ClusterVersion the first apply created) — on both servers; an
 //! object already up to date is not even sent, and drift is still put back. Covers
 //! what a real server normalizes (empty lists of built-in kinds, DESIGN.md §3.15) and
 //! re-owns (a Namespace applied with nothing but its name, §3.16).
@@ -64,11 +65,25 @@ async fn manifests_example_second_apply_writes_nothing() {
         mode: None,
         ..common::sync_options(Duration::from_millis(20))
     };
+    let cvs = tc.dynamic(&cv_resource, None);
+    let status = || async { cvs.get("version").await.expect("cv").data["status"].clone() };
     let first = apply(&tc.client, &rel, &options).await;
     assert!(writes(&first) > 0);
+    let after_first = status().await;
     let second = apply(&tc.client, &rel, &options).await;
     assert_eq!(writes(&second), 0, "{:?}", second.report);
-    assert_eq!(second.cluster_version, Some(Ok(WriteOutcome::Unchanged)));
+    // The first pass created ClusterVersion (it read none): the second is the first to read
+    // its spec, and records only that (observedGeneration); after it, nothing.
+    let mut after_second = status().await;
+    assert_eq!(after_second["observedGeneration"], 1, "{after_second}");
+    after_second
+        .as_object_mut()
+        .expect("status")
+        .remove("observedGeneration");
+    assert_eq!(after_second, after_first);
+    let third = apply(&tc.client, &rel, &options).await;
+    assert_eq!(writes(&third), 0, "{:?}", third.report);
+    assert_eq!(third.cluster_version, Some(Ok(WriteOutcome::Unchanged)));
     // `cvo plan` right after: nothing to change.
     let mut plan = options.clone();
     plan.apply.dry_run = true;

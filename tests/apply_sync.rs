@@ -1,7 +1,8 @@
 //! The sync as a whole, on both servers: install rounds, and the safety gate failing closed —
 //! a deletion that timed out, or one the engine cannot read back (faults injected between the
 //! client and the cluster, `common::faulty_client`), is never `Upgradeable=True`, and an
-//! unreadable ClusterVersion never turns an update into an install.
+//! unreadable ClusterVersion never turns an update into an install; a release already
+//! completed is reconciled over the flattened graph (one failure holds nothing back).
 
 mod common;
 
@@ -315,6 +316,81 @@ async fn an_update_is_visible_before_its_first_manifest() {
     run(client, &v101, &options()).await;
     let log = log.lock().expect("log").clone();
     assert!(!log.iter().any(|l| l.starts_with("PUT")), "{log:?}");
+    cvs.delete("version", &Default::default())
+        .await
+        .expect("delete cv");
+}
+
+#[tokio::test]
+async fn a_completed_release_is_reconciled_without_waiting_on_run_levels() {
+    let tc = common::cluster().await;
+    let (_guard, cv_resource) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv_resource).await;
+    let ns = tc.namespace("reconcile").await;
+    let doomed = tc.namespace("reconcile-gone").await;
+    let (_dir, rel) = common::release(
+        Some("1.0.0"),
+        &[
+            ("0000_10_a_cm.yaml", configmap(&doomed, "early", "")),
+            ("0000_20_b_cm.yaml", configmap(&ns, "late", "")),
+        ],
+    );
+    // The ClusterVersion says how to walk: an install first, then reconciling.
+    let chosen = SyncOptions {
+        mode: None,
+        ..options()
+    };
+    let installed = run(tc.client.clone(), &rel, &chosen).await;
+    assert_eq!(installed.mode, Mode::Initializing);
+    assert_eq!(installed.exit_code(), 0, "{:?}", installed.report);
+    let history = cvs.get("version").await.expect("cv").data["status"]["history"][0].clone();
+    assert_eq!(
+        (&history["version"], &history["state"]),
+        (&json!("1.0.0"), &json!("Completed"))
+    );
+
+    // The early run level now fails (its namespace is gone) and the late one drifted.
+    let namespaces = tc.dynamic(&common::builtin("", "v1", "Namespace", "namespaces"), None);
+    namespaces
+        .delete(&doomed, &Default::default())
+        .await
+        .expect("delete namespace");
+    common::poll_until("the namespace is gone", Duration::from_secs(60), || async {
+        match namespaces.get_opt(&doomed).await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let late = tc.dynamic(&configmaps(), Some(&ns));
+    let drift = || async {
+        late.patch(
+            "late",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "drifted"}})),
+        )
+        .await
+        .expect("drift");
+    };
+    drift().await;
+    let action =
+        |out: &SyncOutcome, index: usize| out.report.as_ref().expect("pass").results[index].action;
+
+    // Walking run levels, the failure would hold the late one back...
+    let ordered = run(tc.client.clone(), &rel, &options()).await;
+    assert_eq!(
+        (action(&ordered, 0), action(&ordered, 1)),
+        (Action::Failed, Action::Skipped)
+    );
+    // ...while reconciling puts it back regardless.
+    let reconciled = run(tc.client.clone(), &rel, &chosen).await;
+    assert_eq!(reconciled.mode, Mode::Reconciling);
+    assert_eq!(
+        (action(&reconciled, 0), action(&reconciled, 1)),
+        (Action::Failed, Action::Updated)
+    );
+    let data = late.get("late").await.expect("late").data["data"]["a"].clone();
+    assert_eq!(data, "b");
     cvs.delete("version", &Default::default())
         .await
         .expect("delete cv");

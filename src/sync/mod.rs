@@ -7,7 +7,9 @@
 //! Modes, as OpenShift's CVO: an **install** (no completed history) runs the flattened graph
 //! — no node waits for another — and retries what failed in further rounds, with backoff,
 //! until everything is done or [`SyncOptions::install_timeout`] passes; an **update** walks
-//! the run-level graph once (run level N+1 only after N succeeded).
+//! the run-level graph once (run level N+1 only after N succeeded); **reconciling** (the
+//! release is already the newest Completed history entry) walks the flattened graph once, so
+//! that one failing component does not hold up the others.
 //!
 //! Fails closed: a ClusterVersion that cannot be read stops the sync (an unreadable cluster is
 //! not an install), and a delete manifest whose object cannot be read makes `Upgradeable`
@@ -73,6 +75,9 @@ pub enum Mode {
     Initializing,
     /// Update: the run-level graph once; a failure blocks what depends on it.
     Updating,
+    /// Steady state (the newest history entry is this release, Completed): the flattened
+    /// graph once, so that one failing component does not hold up the others' reconciliation.
+    Reconciling,
 }
 
 impl Default for SyncOptions {
@@ -177,6 +182,12 @@ where
     let mode = match options.mode {
         Some(mode) => mode,
         None if update == UpdateType::Install && !options.apply.dry_run => Mode::Initializing,
+        None if cv.as_ref().is_some_and(|cv| {
+            clusterversion::completed(cv, &conditions::version_text(release))
+        }) =>
+        {
+            Mode::Reconciling
+        }
         None => Mode::Updating,
     };
     let mut apply_options = options.apply.clone();
@@ -359,6 +370,15 @@ where
                 let graph = run_level_graph(release);
                 (
                     run_pass(&applier, &graph, options.parallelism, None, &counted).await,
+                    1,
+                )
+            }
+            // One round of the install's walk: a failure stops nothing after it, not even in
+            // its node (adjacent run levels share one there).
+            Mode::Reconciling => {
+                let graph = flattened_graph(release);
+                (
+                    run_pass(&applier, &graph, options.parallelism, Some(None), &counted).await,
                     1,
                 )
             }
