@@ -111,7 +111,9 @@ impl Operator {
 
     /// The text of `/metrics`, or why not.
     async fn scrape(&self) -> Result<String, String> {
-        http_get(self.port, "/metrics").await.map(|(_, body)| body)
+        common::http_get(self.port, "/metrics")
+            .await
+            .map(|(_, body)| body)
     }
 
     /// Waits until `/metrics` shows `name{labels}` at `value` or more.
@@ -162,38 +164,6 @@ impl Operator {
             None => panic!("still running 30 s after SIGTERM; log:\n{log}"),
         }
     }
-}
-
-/// GET `path` on loopback `port` (HTTP/1.0, so the server closes): status code and body.
-async fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
-    let path = path.to_owned();
-    tokio::task::spawn_blocking(move || {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))
-            .map_err(|e| format!("connect: {e}"))?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .map_err(|e| e.to_string())?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-            .map_err(|e| format!("send: {e}"))?;
-        let mut response = String::new();
-        stream
-            .read_to_string(&mut response)
-            .map_err(|e| format!("read: {e}"))?;
-        let code = response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .ok_or_else(|| format!("no status line: {response:?}"))?;
-        let body = response
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default();
-        Ok((code, body))
-    })
-    .await
-    .map_err(|e| e.to_string())?
 }
 
 /// The sum of the samples of `name` whose labels include `labels` (Prometheus text format).
@@ -353,10 +323,13 @@ async fn installs_repairs_drift_from_watches_and_stops_on_sigterm() {
         "{text}"
     );
     assert_eq!(
-        http_get(op.port, "/healthz").await,
+        common::http_get(op.port, "/healthz").await,
         Ok((200, "ok\n".into()))
     );
-    assert_eq!(http_get(op.port, "/readyz").await.map(|r| r.0), Ok(200));
+    assert_eq!(
+        common::http_get(op.port, "/readyz").await.map(|r| r.0),
+        Ok(200)
+    );
     assert!(
         lease_holder(&tc, &ns, &lease).await.is_some(),
         "the leader holds the Lease"

@@ -781,3 +781,35 @@ pub fn recording_client(inner: Client) -> (Client, std::sync::Arc<Mutex<Vec<Stri
     });
     (Client::new(service, "default"), log)
 }
+
+/// GET `path` on loopback `port` (HTTP/1.0, so the server closes): status code and body.
+pub async fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))
+            .map_err(|e| format!("connect: {e}"))?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|e| e.to_string())?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+            .map_err(|e| format!("send: {e}"))?;
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .map_err(|e| format!("read: {e}"))?;
+        let code = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| format!("no status line: {response:?}"))?;
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        Ok((code, body))
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
