@@ -4924,3 +4924,61 @@ async fn metadata_only_requests_answer_partial_object_metadata() {
     assert_eq!(first["object"]["kind"], "PartialObjectMetadata", "{events}");
     assert!(first["object"].get("data").is_none(), "{events}");
 }
+
+// A number with no fraction reads back without one (Go renders an integral float64 as `1`):
+// in a custom resource, and in a typed field of a built-in kind (a CRD schema's `minimum`).
+// An engine comparing what it sends with what it reads must compare numbers by value.
+#[tokio::test]
+async fn integral_numbers_read_back_without_a_fraction() {
+    let tc = common::cluster().await;
+    let crd = TestCrd::new("Numeral", false, false);
+    let ar = crd.install(&tc).await;
+    let api = tc.dynamic(&ar, None);
+    let name = unique("n");
+    let created = api
+        .create(
+            &pp(),
+            &crd.object(
+                &name,
+                None,
+                json!({"spec": {"one": 1.0, "zero": 0.0, "half": 1.5, "neg": -2.0}}),
+            ),
+        )
+        .await
+        .expect("create");
+    assert_eq!(
+        created.data["spec"],
+        json!({"one": 1, "zero": 0, "half": 1.5, "neg": -2})
+    );
+    assert!(
+        created.data["spec"]["one"].is_u64(),
+        "{}",
+        created.data["spec"]
+    );
+    assert!(
+        created.data["spec"]["neg"].is_i64(),
+        "{}",
+        created.data["spec"]
+    );
+
+    let typed = TestCrd::new("Bounded", false, false);
+    let mut manifest = serde_json::to_value(typed.manifest()).expect("crd json");
+    manifest["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"] = json!({"spec": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0.0}}}});
+    let crds = tc.dynamic(
+        &common::builtin(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+        ),
+        None,
+    );
+    tc.track_crd(&typed.name);
+    let stored = crds
+        .create(&pp(), &serde_json::from_value(manifest).expect("crd"))
+        .await
+        .expect("create crd");
+    let minimum = &stored.data["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"]["n"]["minimum"];
+    assert!(minimum.is_u64() && minimum == 0, "{minimum}");
+}

@@ -81,9 +81,19 @@ async fn manifests_example_second_apply_writes_nothing() {
         .expect("status")
         .remove("observedGeneration");
     assert_eq!(after_second, after_first);
-    let third = apply(&tc.client, &rel, &options).await;
+    // Not even a no-op write is sent (a PATCH the server answers unchanged still counts).
+    let (recording, log) = common::recording_client(tc.client.clone());
+    let third = apply(&recording, &rel, &options).await;
     assert_eq!(writes(&third), 0, "{:?}", third.report);
     assert_eq!(third.cluster_version, Some(Ok(WriteOutcome::Unchanged)));
+    let sent: Vec<String> = log
+        .lock()
+        .expect("log")
+        .iter()
+        .filter(|l| !l.starts_with("GET "))
+        .cloned()
+        .collect();
+    assert!(sent.is_empty(), "write requests in a steady pass: {sent:?}");
     // `cvo plan` right after: nothing to change.
     let mut plan = options.clone();
     plan.apply.dry_run = true;

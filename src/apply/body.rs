@@ -87,7 +87,18 @@ fn present(sent: &Value, live: Option<&Value>) -> bool {
         (Value::Array(sent), Some(Value::Array(live))) => {
             sent.len() == live.len() && sent.iter().zip(live).all(|(s, l)| present(s, Some(l)))
         }
+        (Value::Number(sent), Some(Value::Number(live))) => same_number(sent, live),
         (sent, live) => live == Some(sent),
+    }
+}
+
+/// The same number, however written: a typed round trip sends a float field's `0` as `0.0`,
+/// and a real server answers `0` (Go renders an integral float64 without a fraction).
+fn same_number(a: &serde_json::Number, b: &serde_json::Number) -> bool {
+    match (a.as_i64(), b.as_i64(), a.as_u64(), b.as_u64()) {
+        (Some(x), Some(y), _, _) => x == y,
+        (_, _, Some(x), Some(y)) => x == y,
+        _ => a.as_f64().zip(b.as_f64()).is_some_and(|(x, y)| x == y),
     }
 }
 
@@ -144,6 +155,22 @@ mod tests {
             marked("c")["metadata"]["annotations"][DIGEST_ANNOTATION],
             body["metadata"]["annotations"][DIGEST_ANNOTATION]
         );
+    }
+
+    #[test]
+    fn numbers_compare_by_value_not_by_spelling() {
+        // A CRD's schema after the typed round trip sends `minimum: 0.0`; the server says `0`.
+        let mut body = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "w.example.com"}, "spec": {"minimum": 0.0, "max": 2.5, "big": u64::MAX}});
+        mark(&mut body);
+        let mut served = body.clone();
+        served["spec"]["minimum"] = json!(0);
+        assert!(up_to_date(&live(&served), &body));
+        served["spec"]["max"] = json!(2);
+        assert!(!up_to_date(&live(&served), &body), "2 is not 2.5");
+        served["spec"]["max"] = json!(2.5);
+        served["spec"]["big"] = json!(u64::MAX - 1);
+        assert!(!up_to_date(&live(&served), &body), "large integers exactly");
     }
 
     #[test]

@@ -12,6 +12,9 @@
 //! applied `ingress: []` against a stored "no ingress" is a change, and bumps the generation
 //! on every write. Deployments also bump it when their annotations change.
 //!
+//! Every kind, custom resources included, reads an integral number back without a fraction
+//! (`1.0` → `1`, `0.0` → `0`: Go's rendering of a float64).
+//!
 //! The status of the workload kinds is a Go struct too: it always reads back (`status: {}` for a
 //! Deployment, Job or CronJob nobody has written status for), its counters without `omitempty` read back
 //! as `0` (a StatefulSet's `replicas`/`availableReplicas`, a DaemonSet's four `…NumberScheduled`
@@ -64,8 +67,9 @@ fn drops_empty(info: &ResourceInfo) -> bool {
     !info.custom && !is(info, "apiextensions.k8s.io", "CustomResourceDefinition")
 }
 
-/// Bring `obj` to the form storage gives it (see the module doc). No-op for custom resources.
+/// Bring `obj` to the form storage gives it (see the module doc).
 pub fn normalize(info: &ResourceInfo, obj: &mut Value) {
+    integral_numbers(obj);
     if !drops_empty(info) {
         return;
     }
@@ -89,6 +93,27 @@ pub fn normalize(info: &ResourceInfo, obj: &mut Value) {
         top.entry(field.to_string()).or_insert(Value::Null);
     }
     shape_workload_status(info, obj);
+}
+
+/// Numbers with no fraction read back without one, whatever the kind: Go renders an integral
+/// float64 as `1`, not `1.0` (typed fields), and decodes a custom resource's `1.0` to a
+/// float64 rendered the same way. Beyond the integer range serde_json holds, left as is.
+fn integral_numbers(value: &mut Value) {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            if f.fract() == 0.0 {
+                if f >= 0.0 && f <= u64::MAX as f64 && (f as u64) as f64 == f {
+                    *value = Value::from(f as u64);
+                } else if f < 0.0 && f >= i64::MIN as f64 && (f as i64) as f64 == f {
+                    *value = Value::from(f as i64);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_numbers),
+        Value::Object(fields) => fields.values_mut().for_each(integral_numbers),
+        _ => {}
+    }
 }
 
 /// Status counters without `omitempty` and the timestamps of conditions, per workload kind.
