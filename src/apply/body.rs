@@ -9,8 +9,11 @@
 //! compared). Skipping the PATCH then changes nothing: the
 //! server would keep every value. It also avoids the one write a real server makes when an
 //! apply follows another manager's first status apply (it re-sorts `managedFields`, e.g.
-//! after the ValidatingAdmissionPolicy status controller). Anything else — an old object
-//! without the digest, a value the server normalizes (`0.5` → `500m`) — is applied as usual.
+//! after the ValidatingAdmissionPolicy status controller). What the server does not keep is
+//! no difference ([`Stored`]): numbers compare by value (`0.0` sent, `0` read), a built-in
+//! kind's zero values read back absent (`omitempty`), and the `status` of a kind with a status
+//! subresource is ignored by the write. Anything else — an old object without the digest, a
+//! value the server normalizes (`0.5` → `500m`) — is applied as usual.
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
@@ -48,8 +51,20 @@ pub fn mark(body: &mut Value) {
     set(body, "annotations", DIGEST_ANNOTATION, digest);
 }
 
+/// How the server keeps the object: what a comparison with the live object must allow for.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stored {
+    /// A built-in kind, kept as a Go struct: a zero value (`""`, `false`, `0`, `{}`) sent
+    /// reads back absent (`omitempty`), e.g. a CRD's `preserveUnknownFields: false` or a
+    /// ConfigMap's `data: {}`.
+    pub typed: bool,
+    /// The kind has a status subresource: the server ignores the `status` an apply sends
+    /// (ClusterOperator manifests carry one), so it is not compared.
+    pub status_subresource: bool,
+}
+
 /// True when `live` already is what applying `body` (from [`mark`]) would make it.
-pub fn up_to_date(live: &DynamicObject, body: &Value) -> bool {
+pub fn up_to_date(live: &DynamicObject, body: &Value, stored: Stored) -> bool {
     let sent = body
         .pointer(&format!(
             "/metadata/annotations/{}",
@@ -73,22 +88,41 @@ pub fn up_to_date(live: &DynamicObject, body: &Value) -> bool {
     fields
         .iter()
         .filter(|(key, _)| *key != "apiVersion" && *key != "kind")
-        .all(|(key, value)| present(value, live.get(key)))
+        .filter(|(key, _)| !(stored.status_subresource && *key == "status"))
+        .all(|(key, value)| present(value, live.get(key), stored.typed))
 }
 
 /// Every leaf of `sent` has the same value in `live`. Lists must have the same length and
 /// their items are compared the same way, so fields the server defaults inside them (a
-/// container's `terminationMessagePath`, a rule's `scope`) are no difference.
-fn present(sent: &Value, live: Option<&Value>) -> bool {
+/// container's `terminationMessagePath`, a rule's `scope`) are no difference. With `typed`, a
+/// zero value sent may read back absent.
+fn present(sent: &Value, live: Option<&Value>, typed: bool) -> bool {
     match (sent, live) {
+        (sent, None | Some(Value::Null)) if typed && zero(sent) => true,
         (Value::Object(sent), Some(Value::Object(live))) => sent
             .iter()
-            .all(|(key, value)| present(value, live.get(key))),
+            .all(|(key, value)| present(value, live.get(key), typed)),
         (Value::Array(sent), Some(Value::Array(live))) => {
-            sent.len() == live.len() && sent.iter().zip(live).all(|(s, l)| present(s, Some(l)))
+            sent.len() == live.len()
+                && sent
+                    .iter()
+                    .zip(live)
+                    .all(|(s, l)| present(s, Some(l), typed))
         }
         (Value::Number(sent), Some(Value::Number(live))) => same_number(sent, live),
         (sent, live) => live == Some(sent),
+    }
+}
+
+/// What a Go struct field with `omitempty` does not keep.
+fn zero(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.is_empty(),
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Object(map) => map.is_empty(),
+        Value::Null => true,
+        Value::Array(_) => false,
     }
 }
 
@@ -158,6 +192,47 @@ mod tests {
     }
 
     #[test]
+    fn what_the_server_does_not_keep_is_no_difference() {
+        let mut body = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "w.example.com"},
+            "spec": {"preserveUnknownFields": false, "extra": {}, "names": {"kind": "W"}},
+            "status": {"versions": [{"name": "x"}]}});
+        mark(&mut body);
+        let mut served = body.clone();
+        served["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("preserveUnknownFields");
+        served["spec"].as_object_mut().unwrap().remove("extra");
+        served.as_object_mut().unwrap().remove("status");
+        let typed = Stored {
+            typed: true,
+            status_subresource: true,
+        };
+        assert!(up_to_date(&live(&served), &body, typed));
+        // Custom resources keep zero values: their absence is drift.
+        let custom = Stored {
+            typed: false,
+            status_subresource: true,
+        };
+        assert!(!up_to_date(&live(&served), &body, custom));
+        // Without a status subresource, status is the object's own.
+        let mut with_status = body.clone();
+        with_status["spec"] = served["spec"].clone();
+        assert!(up_to_date(&live(&with_status), &body, typed));
+        with_status.as_object_mut().unwrap().remove("status");
+        let no_subresource = Stored {
+            typed: true,
+            status_subresource: false,
+        };
+        assert!(!up_to_date(&live(&with_status), &body, no_subresource));
+        // A value that is not a zero value is still compared.
+        let mut drifted = served.clone();
+        drifted["spec"]["names"]["kind"] = json!("V");
+        assert!(!up_to_date(&live(&drifted), &body, typed));
+    }
+
+    #[test]
     fn numbers_compare_by_value_not_by_spelling() {
         // A CRD's schema after the typed round trip sends `minimum: 0.0`; the server says `0`.
         let mut body = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -165,28 +240,34 @@ mod tests {
         mark(&mut body);
         let mut served = body.clone();
         served["spec"]["minimum"] = json!(0);
-        assert!(up_to_date(&live(&served), &body));
+        assert!(up_to_date(&live(&served), &body, Stored::default()));
         served["spec"]["max"] = json!(2);
-        assert!(!up_to_date(&live(&served), &body), "2 is not 2.5");
+        assert!(
+            !up_to_date(&live(&served), &body, Stored::default()),
+            "2 is not 2.5"
+        );
         served["spec"]["max"] = json!(2.5);
         served["spec"]["big"] = json!(u64::MAX - 1);
-        assert!(!up_to_date(&live(&served), &body), "large integers exactly");
+        assert!(
+            !up_to_date(&live(&served), &body, Stored::default()),
+            "large integers exactly"
+        );
     }
 
     #[test]
     fn up_to_date_only_with_the_same_digest_and_no_drift() {
         let body = marked("b");
-        assert!(up_to_date(&live(&body), &body));
+        assert!(up_to_date(&live(&body), &body, Stored::default()));
         // The manifest changed (a field may have left it): apply.
-        assert!(!up_to_date(&live(&body), &marked("c")));
+        assert!(!up_to_date(&live(&body), &marked("c"), Stored::default()));
         // Someone changed a value cvo sends: apply.
         let mut drifted = live(&body);
         drifted.data["data"]["a"] = json!("z");
-        assert!(!up_to_date(&drifted, &body));
+        assert!(!up_to_date(&drifted, &body, Stored::default()));
         // An object applied before digests existed: apply.
         let mut old = live(&body);
         old.metadata.annotations = None;
-        assert!(!up_to_date(&old, &body));
+        assert!(!up_to_date(&old, &body, Stored::default()));
     }
 
     #[test]
@@ -196,11 +277,11 @@ mod tests {
         mark(&mut body);
         let mut obj = live(&body);
         obj.data["spec"]["containers"][0]["terminationMessagePath"] = json!("/dev/termination-log");
-        assert!(up_to_date(&obj, &body));
+        assert!(up_to_date(&obj, &body, Stored::default()));
         obj.data["spec"]["containers"][0]["image"] = json!("other");
-        assert!(!up_to_date(&obj, &body));
+        assert!(!up_to_date(&obj, &body, Stored::default()));
         let mut longer = live(&body);
         longer.data["spec"]["containers"] = json!([{"name": "c", "image": "i"}, {"name": "d"}]);
-        assert!(!up_to_date(&longer, &body));
+        assert!(!up_to_date(&longer, &body, Stored::default()));
     }
 }

@@ -334,6 +334,7 @@ impl<'r> Applier<'r> {
                 manifest.api_version, manifest.id.kind
             ));
         }
+        let typed = rt.typed;
         let mut body = rt.object;
         super::body::mark(&mut body);
         let key = (manifest.id.group.clone(), manifest.id.kind.clone());
@@ -355,10 +356,13 @@ impl<'r> Applier<'r> {
         }
         let resolved = self.resolve(manifest).await?;
         let before = self.current(&resolved, manifest).await?;
-        if let Some(live) = before
-            .as_ref()
-            .filter(|live| manifest.create_only || super::body::up_to_date(live, &body))
-        {
+        if let Some(live) = before.as_ref().filter(|live| {
+            let stored = super::body::Stored {
+                typed,
+                status_subresource: resolved.status_subresource,
+            };
+            manifest.create_only || super::body::up_to_date(live, &body, stored)
+        }) {
             return Ok((Action::Unchanged, Some((resolved, live.clone()))));
         }
         let ns = manifest.id.namespace.as_deref();

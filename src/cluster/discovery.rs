@@ -23,6 +23,8 @@ pub struct Resolved {
     pub resource: ApiResource,
     /// True for namespaced kinds.
     pub namespaced: bool,
+    /// The kind has a `status` subresource: a write to the object itself ignores `status`.
+    pub status_subresource: bool,
 }
 
 /// Why a kind could not be resolved.
@@ -101,6 +103,7 @@ impl Discovery {
                 let resolved = Resolved {
                     resource,
                     namespaced: caps.scope == Scope::Namespaced,
+                    status_subresource: caps.subresources.iter().any(|(r, _)| r.plural == "status"),
                 };
                 self.lock().insert(gvk, resolved.clone());
                 Ok(resolved)

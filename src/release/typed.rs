@@ -18,6 +18,9 @@ pub struct RoundTrip {
     pub object: Value,
     /// Dropped fields as JSON-pointer-like paths (`/userNames`, `/spec/foo`).
     pub dropped: Vec<String>,
+    /// The object went through its built-in type (a kind k8s-openapi knows): the server keeps
+    /// it as a Go struct, where a zero value and an absent field are the same (`omitempty`).
+    pub typed: bool,
 }
 
 /// The manifest does not decode into the built-in type: which field, and why, in the
@@ -167,14 +170,17 @@ pub fn round_trip(api_version: &str, kind: &str, object: &Value) -> Result<Round
         None => Ok(RoundTrip {
             object: object.clone(),
             dropped: Vec::new(),
+            typed: false,
         }),
         Some(mut typed) => {
             let mut dropped = Vec::new();
             dropped_fields(object, &typed, &mut String::new(), &mut dropped);
             strip_empty_lists(&mut typed);
+            strip_added_zero_values(object, &mut typed);
             Ok(RoundTrip {
                 object: typed,
                 dropped,
+                typed: true,
             })
         }
     }
@@ -194,6 +200,39 @@ fn strip_empty_lists(value: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(strip_empty_lists),
         _ => {}
+    }
+}
+
+/// Removes the fields the typed encoding added with a zero value (`""`, `false`, `0`): a
+/// required field the manifest left out (a RoleBinding's `roleRef.apiGroup`) is written out
+/// as `""`, which the server then defaults (`rbac.authorization.k8s.io`). The body says no
+/// more than the manifest; the server defaults the field exactly as it would the `""`, and
+/// the next pass does not see a difference in a value `cvo` never meant to send.
+fn strip_added_zero_values(original: &Value, typed: &mut Value) {
+    match (original, typed) {
+        (Value::Object(original), Value::Object(typed)) => {
+            typed.retain(|key, value| original.contains_key(key) || !is_zero(value));
+            for (key, value) in typed.iter_mut() {
+                if let Some(before) = original.get(key) {
+                    strip_added_zero_values(before, value);
+                }
+            }
+        }
+        (Value::Array(original), Value::Array(typed)) => {
+            for (before, after) in original.iter().zip(typed.iter_mut()) {
+                strip_added_zero_values(before, after);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn is_zero(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.is_empty(),
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        _ => false,
     }
 }
 
@@ -230,6 +269,25 @@ fn dropped_fields(before: &Value, after: &Value, path: &mut String, out: &mut Ve
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_body_says_no_more_than_the_manifest() {
+        let rb = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "x", "namespace": "n"},
+            "roleRef": {"kind": "Role", "name": "r"},
+            "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": "n"}],
+        });
+        let rt = round_trip("rbac.authorization.k8s.io/v1", "RoleBinding", &rb).unwrap();
+        assert!(rt.typed);
+        assert_eq!(rt.object["roleRef"], json!({"kind": "Role", "name": "r"}));
+        assert_eq!(rt.object["subjects"], rb["subjects"]);
+        // A zero value the manifest says is kept.
+        let mut explicit = rb.clone();
+        explicit["roleRef"]["apiGroup"] = json!("");
+        let rt = round_trip("rbac.authorization.k8s.io/v1", "RoleBinding", &explicit).unwrap();
+        assert_eq!(rt.object["roleRef"]["apiGroup"], "");
+    }
 
     #[test]
     fn cluster_role_binding_user_names_are_dropped_and_named() {
