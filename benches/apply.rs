@@ -226,66 +226,6 @@ async fn kubectl(dir: &Path) -> Option<Duration> {
     Some(wall)
 }
 
-/// Kinds the release uses whose CRDs it does not ship (OpenShift's ClusterOperator, the
-/// monitoring stack's ServiceMonitor, …) exist on a real cluster before the release is
-/// applied: install a schemaless stand-in CRD for each, untimed.
-async fn stand_in_crds(cluster: &Cluster, release: &Release) {
-    use kube::api::{Api, PostParams};
-    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-        Api::all(cluster.client().clone());
-    let mut seen = std::collections::BTreeSet::new();
-    for m in &release.manifests {
-        let (group, version) = m
-            .api_version
-            .rsplit_once('/')
-            .unwrap_or(("", &m.api_version));
-        if group.is_empty() || !seen.insert((m.api_version.clone(), m.id.kind.clone())) {
-            continue;
-        }
-        if cluster
-            .discovery()
-            .resolve(&m.api_version, &m.id.kind)
-            .await
-            .is_ok()
-        {
-            continue;
-        }
-        let lower = m.id.kind.to_ascii_lowercase();
-        let plural = match lower.strip_suffix('y') {
-            Some(stem) => format!("{stem}ies"),
-            None if lower.ends_with('s') => format!("{lower}es"),
-            None => format!("{lower}s"),
-        };
-        let crd = serde_json::json!({
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": format!("{plural}.{group}"),
-                // A real server protects *.k8s.io groups; this is a stand-in.
-                "annotations": {"api-approved.kubernetes.io": "unapproved, benchmark stand-in"}},
-            "spec": {"group": group, "scope": if m.id.namespace.is_some() { "Namespaced" } else { "Cluster" },
-                "names": {"plural": plural, "singular": lower, "kind": m.id.kind, "listKind": format!("{}List", m.id.kind)},
-                "versions": [{"name": version, "served": true, "storage": true,
-                    "subresources": {"status": {}},
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
-        match crds
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(crd).expect("crd"),
-            )
-            .await
-        {
-            Ok(_) => {
-                let _ = cvo::cluster::crd::wait_established(
-                    cluster.client(),
-                    &format!("{plural}.{group}"),
-                    Duration::from_secs(10),
-                )
-                .await;
-            }
-            Err(e) => eprintln!("stand-in CRD for {} {}: {e}", m.api_version, m.id.kind),
-        }
-    }
-}
-
 async fn real_client(path: &Path) -> kube::Client {
     let kubeconfig = kube::config::Kubeconfig::read_from(path).expect("kubeconfig");
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
@@ -326,56 +266,17 @@ async fn main() {
             options.filters.profile = Some(cvo::release::DEFAULT_CLUSTER_PROFILE.to_owned());
         }
         let release = cvo::release::load(dir, &options).expect("load");
-        // On a real cluster the installer creates the namespaces the release's first run
-        // levels use (OpenShift applies ConfigMaps into openshift-config at run level 00, before
-        // its Namespace manifest): create every namespace the release uses up front.
-        let mut config = Config::default();
-        for m in &release.manifests {
-            if let Some(ns) = m.id.namespace.as_deref()
-                && !config.namespaces.iter().any(|n| n == ns)
-            {
-                config.namespaces.push(ns.to_owned());
-            }
-        }
         let real = std::env::var_os("CVO_BENCH_KUBECONFIG");
         let (server, client) = match &real {
             None => {
-                let server = MemoryServer::start(config.clone());
+                let server = MemoryServer::start(Config::default());
                 let client = server.client();
                 (Some(server), client)
             }
             Some(path) => (None, real_client(Path::new(path)).await),
         };
-        if server.is_none() {
-            // As an installer would: the namespaces, by server-side apply.
-            let nss: kube::Api<k8s_openapi::api::core::v1::Namespace> =
-                kube::Api::all(client.clone());
-            for ns in &config.namespaces {
-                let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-                nss.patch(
-                    ns,
-                    &kube::api::PatchParams::apply("installer"),
-                    &kube::api::Patch::Apply(&body),
-                )
-                .await
-                .expect("namespace");
-            }
-        }
-        // The installer also creates the CRDs of the early run levels (OpenShift applies
-        // config.openshift.io custom resources at run level 05, their CRDs at 10): install every
-        // CRD of the release first, untimed.
-        let mut crds = release.clone();
-        crds.manifests
-            .retain(|m| m.id.kind == "CustomResourceDefinition" && !m.is_delete());
-        let bootstrap = Cluster::new(client.clone());
-        let bootstrap_options = SyncOptions {
-            install_timeout: Duration::from_secs(60),
-            ..SyncOptions::default()
-        };
-        sync(&bootstrap, &crds, &bootstrap_options, |_| {})
-            .await
-            .expect("CRDs");
-        stand_in_crds(&bootstrap, &release).await;
+        // What an installer does first, untimed: namespaces, the release's CRDs, stand-ins.
+        common::install_prerequisites(&client, &release).await;
         if let Some(server) = &server {
             server
                 .faults()

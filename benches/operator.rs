@@ -3,7 +3,9 @@
 //! per resync pass and per hour, operator CPU per pass, RSS, and how long a drifted object takes
 //! to be put back.
 //!
-//! Releases: the generated 5,000-manifest release and `manifests-example`, each with
+//! Releases: the generated 5,000-manifest release, `manifests-example` and the OpenShift corpus
+//! (`../shared/corpus/openshift-release`, prepared as an installer would, with what a bare
+//! cluster rejects left out: see `corpus_release`), each with
 //! ClusterVersion (CRD and object from `manifests-example`) so that passes run in the
 //! operator's steady state, not as installs. The cluster: the embedded API server served on
 //! loopback, or with `CVO_BENCH_KUBECONFIG=FILE` that real cluster (a fresh one:
@@ -11,7 +13,7 @@
 //!
 //! `cargo bench --bench operator` (a plain `main`: each run is one measurement; results go in
 //! docs/performance.md). On a real cluster one release per run: the generated one, or
-//! `BENCH_RELEASE=example`. `BENCH_PASSES=N` steady passes to average (default 5),
+//! `BENCH_RELEASE=example` or `BENCH_RELEASE=corpus`. `BENCH_PASSES=N` steady passes to average (default 5),
 //! `BENCH_RESYNC=DUR` the resync interval (default 10s). Under `cargo test` it does nothing.
 
 mod common;
@@ -151,8 +153,10 @@ fn passes(text: &str) -> f64 {
     metric(text, "cvo_sync_passes_total", &[])
 }
 
-/// `dir` with ClusterVersion's CRD and object copied in from `manifests-example`.
-fn with_cluster_version(dir: &Path) {
+/// `dir` with ClusterVersion's CRD and object copied in from `manifests-example` (with their
+/// cluster-profile annotations only when `profiles`: a release that names profiles keeps only
+/// the manifests of the one it is read in).
+fn with_cluster_version(dir: &Path, profiles: bool) {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests-example");
     for entry in std::fs::read_dir(&example).expect("manifests-example") {
         let path = entry.expect("entry").path();
@@ -161,12 +165,10 @@ fn with_cluster_version(dir: &Path) {
             && name.contains("clusterversion")
             && !dir.join(&name).exists()
         {
-            // Without the example's profile annotations: a release that names profiles keeps
-            // only manifests of the chosen one, and the generated ones name none.
             let text: String = std::fs::read_to_string(&path)
                 .expect("read")
                 .lines()
-                .filter(|l| !l.contains("include.release.openshift.io/"))
+                .filter(|l| profiles || !l.contains("include.release.openshift.io/"))
                 .map(|l| format!("{l}\n"))
                 .collect();
             std::fs::write(dir.join(&name), text).expect("write");
@@ -179,6 +181,60 @@ fn with_cluster_version(dir: &Path) {
         )
         .expect("write");
     }
+}
+
+/// The OpenShift corpus as the operator can keep it on a bare cluster, in a directory of its
+/// own, after the installer's preparation (`common::install_prerequisites`) on the cluster of
+/// `kubeconfig`. Left out, and returned: files with load errors (the operator refuses a release
+/// with errors), and files with manifests the cluster rejects for good (found by one install
+/// run here; on a bare cluster, two SecurityContextConstraints the real SCC CRD rejects), so
+/// that the operator's install completes and its passes run in steady state.
+async fn corpus_release(kubeconfig: &Path) -> (tempfile::TempDir, Vec<String>) {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/openshift-release");
+    let mut options = cvo::release::LoadOptions::default();
+    options.filters.profile = Some(cvo::release::DEFAULT_CLUSTER_PROFILE.to_owned());
+    let release = cvo::release::load(&corpus, &options).expect("load the corpus");
+    let mut left_out: std::collections::BTreeSet<PathBuf> = release
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == cvo::diagnostic::Severity::Error)
+        .map(|d| d.location.file.clone())
+        .collect();
+    let client = client(kubeconfig).await;
+    common::install_prerequisites(&client, &release).await;
+    let mut probe = cvo::sync::SyncOptions {
+        install_timeout: Duration::from_secs(60),
+        ..Default::default()
+    };
+    probe.apply.health.wait = cvo::health::WaitMode::None;
+    let out = cvo::sync::sync(
+        &cvo::cluster::Cluster::new(client),
+        &release,
+        &probe,
+        |_| {},
+    )
+    .await
+    .expect("install probe");
+    for r in &out.report.expect("a pass").results {
+        if r.action == cvo::apply::Action::Failed {
+            left_out.insert(release.manifests[r.index].location.file.clone());
+        }
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    for entry in std::fs::read_dir(&corpus).expect("corpus") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().expect("name").to_owned();
+        if path.is_file() && !left_out.iter().any(|f| f.file_name() == Some(&name)) {
+            std::fs::copy(&path, dir.path().join(&name)).expect("copy");
+        }
+    }
+    with_cluster_version(dir.path(), true);
+    let names = left_out
+        .iter()
+        .filter_map(|f| f.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    (dir, names)
 }
 
 async fn client(kubeconfig: &Path) -> kube::Client {
@@ -309,7 +365,13 @@ async fn measure(name: &str, release: &Path, kubeconfig: &Path, drift_target: Op
         peak as f64 / 1024.0,
     );
     drop(op);
-    let _ = std::fs::remove_file(&log);
+    // With CVO_LOG set (e.g. `cvo::operator::metrics=debug`: every write request), the
+    // operator's log is kept for reading.
+    if std::env::var_os("CVO_LOG").is_some() {
+        eprintln!("operator log: {}", log.display());
+    } else {
+        let _ = std::fs::remove_file(&log);
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -320,18 +382,24 @@ async fn main() {
         return;
     }
     let generated = common::generated(5_000);
-    with_cluster_version(generated.path());
+    with_cluster_version(generated.path(), false);
     let example: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests-example");
-    let sets: [(&str, &Path, Option<Drift>); 2] = [
+    // The corpus is prepared on the cluster it is measured on (`None`: see below).
+    let sets: [(&str, Option<&Path>, Option<Drift>); 3] = [
         (
             "generated, 5,000 manifests",
-            generated.path(),
+            Some(generated.path()),
             Some(("ns-comp0", "cm-0")),
         ),
         (
             "manifests-example",
-            &example,
+            Some(&example),
             Some(("cluster-config", "cluster-settings")),
+        ),
+        (
+            "openshift corpus",
+            None,
+            Some(("openshift-etcd-operator", "etcd-operator-config")),
         ),
     ];
     println!(
@@ -339,14 +407,16 @@ async fn main() {
     );
     println!("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|");
     // A real cluster is used as it is given: one release per run (`BENCH_RELEASE=example` for
-    // manifests-example), as the second would be an update of the first.
+    // manifests-example, `corpus` for the OpenShift corpus; the generated one by default), as
+    // the second would be an update of the first.
     let real = std::env::var_os("CVO_BENCH_KUBECONFIG").is_some();
     let only = std::env::var("BENCH_RELEASE").ok();
     for (name, dir, drift) in sets {
         let wanted = match only.as_deref() {
             Some("example") => name == "manifests-example",
-            Some(_) => name != "manifests-example",
-            None => !real || name != "manifests-example",
+            Some("corpus") => name == "openshift corpus",
+            Some(_) => name.starts_with("generated"),
+            None => !real || name.starts_with("generated"),
         };
         if !wanted {
             continue;
@@ -368,6 +438,14 @@ async fn main() {
                 (Some(server), path)
             }
         };
-        measure(name, dir, &kubeconfig, drift).await;
+        match dir {
+            Some(dir) => measure(name, dir, &kubeconfig, drift).await,
+            None => {
+                let (dir, left_out) = corpus_release(&kubeconfig).await;
+                eprintln!("corpus files left out: {left_out:?}");
+                let name = format!("{name} (without {} files, see below)", left_out.len());
+                measure(&name, dir.path(), &kubeconfig, drift).await;
+            }
+        }
     }
 }

@@ -1,4 +1,12 @@
-//! What the benchmarks share: a generated release.
+//! What the benchmarks share: a generated release, and an installer's preparation of a bare
+//! cluster for a release (namespaces, the release's CRDs, stand-ins for the kinds it uses but
+//! does not define).
+
+use std::time::Duration;
+
+use cvo::cluster::Cluster;
+use cvo::release::Release;
+use cvo::sync::{SyncOptions, sync};
 
 /// A release of `n` ConfigMaps (40 components over 9 run levels, 10 documents per file) and
 /// the 40 Namespaces they live in.
@@ -30,4 +38,102 @@ pub fn generated(n: usize) -> tempfile::TempDir {
         .expect("write");
     }
     dir
+}
+
+/// What an installer does before the release is applied, untimed: every namespace the release
+/// uses, by server-side apply (OpenShift applies ConfigMaps into `openshift-config` at run
+/// level 00, before its Namespace manifest); the release's CRDs (its `config.openshift.io`
+/// custom resources come at run level 05, their CRDs at 10); and a stand-in CRD for each kind
+/// it uses without defining it.
+pub async fn install_prerequisites(client: &kube::Client, release: &Release) {
+    let mut namespaces = std::collections::BTreeSet::new();
+    for m in &release.manifests {
+        if let Some(ns) = m.id.namespace.as_deref() {
+            namespaces.insert(ns.to_owned());
+        }
+    }
+    let nss: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client.clone());
+    for ns in &namespaces {
+        let body =
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        nss.patch(
+            ns,
+            &kube::api::PatchParams::apply("installer"),
+            &kube::api::Patch::Apply(&body),
+        )
+        .await
+        .expect("namespace");
+    }
+    let mut crds = release.clone();
+    crds.manifests
+        .retain(|m| m.id.kind == "CustomResourceDefinition" && !m.is_delete());
+    let bootstrap = Cluster::new(client.clone());
+    let options = SyncOptions {
+        install_timeout: Duration::from_secs(60),
+        ..SyncOptions::default()
+    };
+    sync(&bootstrap, &crds, &options, |_| {})
+        .await
+        .expect("CRDs");
+    stand_in_crds(&bootstrap, release).await;
+}
+
+/// Kinds the release uses whose CRDs it does not ship (OpenShift's ClusterOperator, the
+/// monitoring stack's ServiceMonitor, …) exist on a real cluster before the release is
+/// applied: install a schemaless stand-in CRD for each, untimed.
+async fn stand_in_crds(cluster: &Cluster, release: &Release) {
+    use kube::api::{Api, PostParams};
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(cluster.client().clone());
+    let mut seen = std::collections::BTreeSet::new();
+    for m in &release.manifests {
+        let (group, version) = m
+            .api_version
+            .rsplit_once('/')
+            .unwrap_or(("", &m.api_version));
+        if group.is_empty() || !seen.insert((m.api_version.clone(), m.id.kind.clone())) {
+            continue;
+        }
+        if cluster
+            .discovery()
+            .resolve(&m.api_version, &m.id.kind)
+            .await
+            .is_ok()
+        {
+            continue;
+        }
+        let lower = m.id.kind.to_ascii_lowercase();
+        let plural = match lower.strip_suffix('y') {
+            Some(stem) => format!("{stem}ies"),
+            None if lower.ends_with('s') => format!("{lower}es"),
+            None => format!("{lower}s"),
+        };
+        let crd = serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.{group}"),
+                // A real server protects *.k8s.io groups; this is a stand-in.
+                "annotations": {"api-approved.kubernetes.io": "unapproved, benchmark stand-in"}},
+            "spec": {"group": group, "scope": if m.id.namespace.is_some() { "Namespaced" } else { "Cluster" },
+                "names": {"plural": plural, "singular": lower, "kind": m.id.kind, "listKind": format!("{}List", m.id.kind)},
+                "versions": [{"name": version, "served": true, "storage": true,
+                    "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+        match crds
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(crd).expect("crd"),
+            )
+            .await
+        {
+            Ok(_) => {
+                let _ = cvo::cluster::crd::wait_established(
+                    cluster.client(),
+                    &format!("{plural}.{group}"),
+                    Duration::from_secs(10),
+                )
+                .await;
+            }
+            Err(e) => eprintln!("stand-in CRD for {} {}: {e}", m.api_version, m.id.kind),
+        }
+    }
 }

@@ -65,6 +65,13 @@ pub struct Stored {
 
 /// True when `live` already is what applying `body` (from [`mark`]) would make it.
 pub fn up_to_date(live: &DynamicObject, body: &Value, stored: Stored) -> bool {
+    difference(live, body, stored).is_none()
+}
+
+/// Why `live` is not what applying `body` would make it: `digest` (the last apply sent another
+/// body), or the path of the first value that differs (a path only: never a value, which may
+/// be a Secret's). `None` when it is up to date.
+pub fn difference(live: &DynamicObject, body: &Value, stored: Stored) -> Option<String> {
     let sent = body
         .pointer(&format!(
             "/metadata/annotations/{}",
@@ -78,36 +85,54 @@ pub fn up_to_date(live: &DynamicObject, body: &Value, stored: Stored) -> bool {
             .map(String::as_str)
             != sent
     {
-        return false;
+        return Some("digest".to_owned());
     }
     let live = serde_json::to_value(live).unwrap_or(Value::Null);
     let Value::Object(fields) = body else {
-        return false;
+        return Some(String::new());
     };
+    let mut path = String::new();
     // A real server's LIST items carry no apiVersion/kind: the type is not compared.
-    fields
+    let same = fields
         .iter()
         .filter(|(key, _)| *key != "apiVersion" && *key != "kind")
         .filter(|(key, _)| !(stored.status_subresource && *key == "status"))
-        .all(|(key, value)| present(value, live.get(key), stored.typed))
+        .all(|(key, value)| {
+            within(&mut path, key, |p| {
+                present(value, live.get(key), stored.typed, p)
+            })
+        });
+    (!same).then_some(path)
+}
+
+/// Runs `check` with `key` appended to `path`; the path stays extended when it fails, so that
+/// it names the first difference.
+fn within(path: &mut String, key: &str, check: impl FnOnce(&mut String) -> bool) -> bool {
+    let len = path.len();
+    path.push('/');
+    path.push_str(key);
+    let same = check(path);
+    if same {
+        path.truncate(len);
+    }
+    same
 }
 
 /// Every leaf of `sent` has the same value in `live`. Lists must have the same length and
 /// their items are compared the same way, so fields the server defaults inside them (a
 /// container's `terminationMessagePath`, a rule's `scope`) are no difference. With `typed`, a
-/// zero value sent may read back absent.
-fn present(sent: &Value, live: Option<&Value>, typed: bool) -> bool {
+/// zero value sent may read back absent. On a difference, `path` names it.
+fn present(sent: &Value, live: Option<&Value>, typed: bool, path: &mut String) -> bool {
     match (sent, live) {
         (sent, None | Some(Value::Null)) if typed && zero(sent) => true,
         (Value::Object(sent), Some(Value::Object(live))) => sent
             .iter()
-            .all(|(key, value)| present(value, live.get(key), typed)),
+            .all(|(key, value)| within(path, key, |p| present(value, live.get(key), typed, p))),
         (Value::Array(sent), Some(Value::Array(live))) => {
             sent.len() == live.len()
-                && sent
-                    .iter()
-                    .zip(live)
-                    .all(|(s, l)| present(s, Some(l), typed))
+                && sent.iter().zip(live).enumerate().all(|(i, (s, l))| {
+                    within(path, &i.to_string(), |p| present(s, Some(l), typed, p))
+                })
         }
         (Value::Number(sent), Some(Value::Number(live))) => same_number(sent, live),
         (sent, live) => live == Some(sent),
@@ -233,6 +258,22 @@ mod tests {
     }
 
     #[test]
+    fn a_difference_is_named_by_its_path_never_its_value() {
+        let body = marked("secret-value");
+        let mut served = body.clone();
+        served["data"]["a"] = json!("other");
+        assert_eq!(
+            difference(&live(&served), &body, Stored::default()).as_deref(),
+            Some("/data/a")
+        );
+        assert_eq!(
+            difference(&live(&body), &marked("c"), Stored::default()).as_deref(),
+            Some("digest")
+        );
+        assert_eq!(difference(&live(&body), &body, Stored::default()), None);
+    }
+
+    #[test]
     fn numbers_compare_by_value_not_by_spelling() {
         // A CRD's schema after the typed round trip sends `minimum: 0.0`; the server says `0`.
         let mut body = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -252,6 +293,13 @@ mod tests {
             !up_to_date(&live(&served), &body, Stored::default()),
             "large integers exactly"
         );
+        // 2^53 - 1 (a CRD's `maximum`), sent as a float, read back as an integer: the same
+        // only when floats are parsed exactly (serde_json's `float_roundtrip`).
+        let sent: Value = serde_json::from_str("9007199254740991.0").unwrap();
+        assert!(same_number(
+            sent.as_number().unwrap(),
+            &serde_json::Number::from(9_007_199_254_740_991u64)
+        ));
     }
 
     #[test]

@@ -361,7 +361,14 @@ impl<'r> Applier<'r> {
                 typed,
                 status_subresource: resolved.status_subresource,
             };
-            manifest.create_only || super::body::up_to_date(live, &body, stored)
+            if manifest.create_only {
+                return true;
+            }
+            let difference = super::body::difference(live, &body, stored);
+            if let Some(path) = &difference {
+                tracing::debug!(manifest = %manifest.id, %path, "not up to date: applying");
+            }
+            difference.is_none()
         }) {
             return Ok((Action::Unchanged, Some((resolved, live.clone()))));
         }
