@@ -896,3 +896,103 @@ async fn the_printed_rbac_is_sufficient_and_each_rule_counts() {
         .await
         .expect("delete cv");
 }
+
+#[tokio::test]
+async fn operand_cleanup_grants_what_the_reconciler_needs_for_the_crds_csvs_own() {
+    let tc = common::cluster().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests-example");
+    // The operands' kinds are the cluster's: without --discover there is nothing to go on.
+    let (code, _, stderr) = common::run_cvo(
+        &kubeconfig,
+        &[
+            "rbac",
+            "--release",
+            example,
+            "--components",
+            "release,operand-cleanup",
+        ],
+    )
+    .await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("needs --discover"), "{stderr}");
+
+    // OLM's CRDs are cluster-wide: installed only where missing (a real cluster may have them).
+    let crds = kube::Api::<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    >::all(tc.client.clone());
+    if crds
+        .get_opt("clusterserviceversions.operators.coreos.com")
+        .await
+        .expect("get crd")
+        .is_none()
+    {
+        cvo::olm::crds::install(&tc.client).await.expect("OLM CRDs");
+    }
+    let owned = common::TestCrd::new("Sprocket", true, false);
+    let ns = tc.namespace("rbac-olm").await;
+    let csv = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "sprockets.v1.0.0", "namespace": ns},
+        "spec": {"displayName": "Sprockets",
+            "install": {"strategy": "deployment", "spec": {"deployments": []}},
+            "customresourcedefinitions": {"owned": [{"name": owned.name, "version": "v1", "kind": "Sprocket"}]}}
+    });
+    let csvs = tc.dynamic(
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk(
+                "operators.coreos.com",
+                "v1alpha1",
+                "ClusterServiceVersion",
+            ),
+            "clusterserviceversions",
+        ),
+        Some(&ns),
+    );
+    csvs.create(&Default::default(), &serde_json::from_value(csv).unwrap())
+        .await
+        .expect("create CSV");
+    let (code, stdout, stderr) = common::run_cvo(
+        &kubeconfig,
+        &[
+            "rbac",
+            "--release",
+            example,
+            "--components",
+            "release,operand-cleanup",
+            "--discover",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let list: Value = serde_json::from_str(&stdout).unwrap();
+    let cluster = rules(item(list["items"].as_array().unwrap(), "ClusterRole"));
+    has(
+        &cluster,
+        "operators.coreos.com/clusterserviceversions [] get,list,watch,patch",
+    );
+    has(
+        &cluster,
+        "operators.coreos.com/clusterserviceversions/status [] patch",
+    );
+    has(&cluster, "operators.coreos.com/operatorgroups [] list");
+    has(
+        &cluster,
+        &format!("{}/sprockets [] list,delete", owned.group),
+    );
+    has(
+        &cluster,
+        &format!(
+            "apiextensions.k8s.io/customresourcedefinitions [{}] get",
+            owned.name
+        ),
+    );
+    // The release's own rules are still there.
+    has(
+        &cluster,
+        "lifecycle.cvo.io/alives [cluster] get,list,watch,create,patch",
+    );
+}

@@ -41,10 +41,16 @@ pub struct RbacArgs {
     /// operator's own objects stay restricted by name).
     #[arg(long)]
     pub no_by_name: bool,
-    /// Ask the cluster's discovery (kubeconfig rules) for kinds that are neither built into
-    /// Kubernetes nor defined by a CustomResourceDefinition in the release.
+    /// Ask the cluster (kubeconfig rules): its discovery for kinds that are neither built
+    /// into Kubernetes nor defined by a CustomResourceDefinition in the release, and with
+    /// --components operand-cleanup its ClusterServiceVersions for the CRDs they own.
     #[arg(long)]
     pub discover: bool,
+    /// What the operator runs (`cvo operator --components`): the release, and with
+    /// operand-cleanup also the OLM operand-cleanup reconciler, whose operand kinds come from
+    /// the cluster's ClusterServiceVersions (needs --discover).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "release")]
+    pub components: Vec<super::operator::Component>,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Yaml)]
     pub output: Format,
 }
@@ -73,6 +79,34 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> ExitCode {
         stderr_line!("error: the release has errors; fix them first (see `cvo validate`)");
         return ExitCode::from(super::EXIT_INPUT);
     }
+    let operand_cleanup = args
+        .components
+        .contains(&super::operator::Component::OperandCleanup);
+    if operand_cleanup && !args.discover {
+        stderr_line!(
+            "error: --components operand-cleanup needs --discover: the reconciler deletes the custom resources of the CRDs the cluster's ClusterServiceVersions own, which only the cluster can tell"
+        );
+        return ExitCode::from(super::EXIT_INPUT);
+    }
+    let owned_crds = if operand_cleanup {
+        let runtime = match super::runtime() {
+            Ok(rt) => rt,
+            Err(code) => return code,
+        };
+        match runtime.block_on(owned_crds(global)) {
+            Ok(owned) => {
+                if owned.is_empty() {
+                    stderr_line!(
+                        "note: no ClusterServiceVersion in the cluster owns a CRD: the operand-cleanup rules grant no custom resources yet"
+                    );
+                }
+                Some(owned)
+            }
+            Err(e) => return e.report(),
+        }
+    } else {
+        None
+    };
     let mut resources = Resources::of(&release);
     if args.discover && !resources.unknown(&release).is_empty() {
         let runtime = match super::runtime() {
@@ -122,6 +156,7 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> ExitCode {
         lease_name: args.lease_name.clone(),
         by_name: !args.no_by_name,
         self_deployment: args.self_deployment.clone(),
+        operand_cleanup: owned_crds,
     };
     let rbac = match crate::rbac::derive(&release, &resources, &options) {
         Ok(rbac) => rbac,
@@ -143,4 +178,46 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(code) => code,
     }
+}
+
+/// The CRDs (`plural.group`) the cluster's ClusterServiceVersions own; none when OLM's CSV
+/// kind is not served. A failed request is an error: a role missing a kind would leave the
+/// reconciler unable to finish a cleanup it started.
+async fn owned_crds(
+    global: &GlobalArgs,
+) -> Result<std::collections::BTreeSet<String>, super::ClientError> {
+    let client = super::kube_client(global).await?;
+    let csvs: kube::Api<crate::olm::types::ClusterServiceVersion> = kube::Api::all(client);
+    let list = match crate::olm::reconciler::list_all(&csvs, 500, "ClusterServiceVersions").await {
+        Ok(list) => list,
+        // OLM is not installed: no CSV owns anything.
+        Err(crate::olm::reconciler::Error::Kube {
+            source: kube::Error::Api(status),
+            ..
+        }) if status.code == 404 => Vec::new(),
+        Err(e) => {
+            let why = match &e {
+                crate::olm::reconciler::Error::Kube {
+                    source: kube::Error::Api(status),
+                    ..
+                } => format!(
+                    "the API server answered {}: {}",
+                    status.code, status.message
+                ),
+                crate::olm::reconciler::Error::Kube { source, .. } => {
+                    crate::cluster::request_error::cause(source)
+                }
+                other => other.to_string(),
+            };
+            return Err(super::ClientError {
+                code: ExitCode::FAILURE,
+                message: format!("could not list ClusterServiceVersions: {why}"),
+            });
+        }
+    };
+    Ok(list
+        .iter()
+        .flat_map(|csv| csv.spec.customresourcedefinitions.owned.iter())
+        .map(|crd| crd.name.clone())
+        .collect())
 }

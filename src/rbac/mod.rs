@@ -22,7 +22,10 @@
 //! And the operator's own requests: `ClusterVersion version` (read, watched by name, status
 //! written with PUT), Events when an object the release deletes reappears (only for a release
 //! with delete manifests), its leader-election Lease in its namespace and its deletion-record
-//! ConfigMap in its state namespace (a Role in each; one when they are the same).
+//! ConfigMap in its state namespace (a Role in each; one when they are the same). With
+//! [`Options::operand_cleanup`], also the OLM operand-cleanup reconciler's: CSVs, the safety
+//! checks' reads, and list/delete of the custom resources of the CRDs the cluster's CSVs own
+//! (known only from the cluster: the CLI reads them with `--discover`).
 //!
 //! Verbs on the same (group, resource) are merged: one rule for the verbs every name needs,
 //! one per set of by-name verbs listing the names. With [`Options::by_name`] false, the
@@ -102,6 +105,17 @@ pub enum Why {
     CreateUnnamed,
     /// The operator reads its Pod and moves its Deployment (`--self-deployment`).
     SelfImage,
+    /// The operand-cleanup reconciler watches CSVs, writes their status and removes its
+    /// finalizer (`--components operand-cleanup`).
+    CleanupCsv,
+    /// The reconciler's safety checks read OperatorGroups, Subscriptions and Namespaces.
+    CleanupRead,
+    /// The reconciler reads the CRDs a CSV owns.
+    CleanupCrd,
+    /// The reconciler lists and deletes the custom resources of the CRDs CSVs own.
+    CleanupOperands,
+    /// The reconciler's Events on CSVs.
+    CleanupEvents,
 }
 
 impl Why {
@@ -140,6 +154,21 @@ impl Why {
             Why::SelfImage => {
                 "get pods, get/patch the Deployment: with --self-deployment the operator reads its own Pod (a generated name) for the image it runs and moves its Deployment to spec.desiredUpdate.image"
             }
+            Why::CleanupCsv => {
+                "get, list, watch, patch (and patch of status): the operand-cleanup reconciler watches ClusterServiceVersions, records its progress in their status and removes its finalizer"
+            }
+            Why::CleanupRead => {
+                "list: the operand-cleanup reconciler's safety checks read OperatorGroups, Subscriptions and Namespaces"
+            }
+            Why::CleanupCrd => {
+                "get: the operand-cleanup reconciler reads the CRDs the cluster's CSVs own (by name)"
+            }
+            Why::CleanupOperands => {
+                "list, delete: the operand-cleanup reconciler deletes the custom resources of the CRDs the cluster's CSVs own, as found when this was printed (print it again when a CSV owning other CRDs is installed)"
+            }
+            Why::CleanupEvents => {
+                "create, patch: the operand-cleanup reconciler's Events on CSVs (a POST, then PATCHes of its series, not restrictable by name)"
+            }
             Why::CreateUnnamed => {
                 "create: made once when missing, with a POST, which names no object: RBAC cannot restrict it by name"
             }
@@ -168,6 +197,9 @@ pub struct Options {
     /// The operator's own Deployment (`cvo operator --self-deployment`), which it moves to
     /// `spec.desiredUpdate.image`.
     pub self_deployment: Option<crate::cluster::NamespacedName>,
+    /// `--components operand-cleanup`: what the OLM operand-cleanup reconciler needs, with
+    /// the CRDs (`plural.group` names) the cluster's ClusterServiceVersions own.
+    pub operand_cleanup: Option<BTreeSet<String>>,
 }
 
 /// One rule of a role, with the reasons for it.
@@ -239,6 +271,9 @@ pub fn derive(
         manifest_grants(manifest, plural, options.by_name, &mut cluster);
     }
     operator_cluster_grants(deletes, &mut cluster);
+    if let Some(owned) = &options.operand_cleanup {
+        operand_cleanup_grants(owned, &mut cluster);
+    }
     let namespace_rules = operator_namespace_grants(options)
         .into_iter()
         .map(|(ns, grants)| (ns, merge(grants)))
@@ -377,6 +412,54 @@ fn operator_cluster_grants(deletes: bool, out: &mut Vec<Grant>) {
         Verb::Update,
         Why::ClusterVersionStatus,
     );
+}
+
+/// What the OLM operand-cleanup reconciler (`crate::olm`) requests: CSVs (watched, status and
+/// finalizer written), the safety checks' reads, the CRDs the CSVs own (`owned`, named
+/// `plural.group`) and their custom resources (listed and deleted, every name), and Events.
+fn operand_cleanup_grants(owned: &BTreeSet<String>, out: &mut Vec<Grant>) {
+    let mut grant = |group: &str, resource: &str, verb: Verb, name: Option<&str>, why: Why| {
+        out.push(Grant {
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+            verb,
+            name: name.map(str::to_owned),
+            why,
+            object: None,
+        });
+    };
+    let olm = crate::olm::types::GROUP;
+    for verb in [Verb::Get, Verb::List, Verb::Watch, Verb::Patch] {
+        grant(olm, "clusterserviceversions", verb, None, Why::CleanupCsv);
+    }
+    grant(
+        olm,
+        "clusterserviceversions/status",
+        Verb::Patch,
+        None,
+        Why::CleanupCsv,
+    );
+    grant(olm, "operatorgroups", Verb::List, None, Why::CleanupRead);
+    grant(olm, "subscriptions", Verb::List, None, Why::CleanupRead);
+    grant("", "namespaces", Verb::List, None, Why::CleanupRead);
+    for verb in [Verb::Create, Verb::Patch] {
+        grant("events.k8s.io", "events", verb, None, Why::CleanupEvents);
+    }
+    for crd in owned {
+        grant(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            Verb::Get,
+            Some(crd),
+            Why::CleanupCrd,
+        );
+        // A CRD's name is `<plural>.<group>`.
+        if let Some((plural, group)) = crd.split_once('.') {
+            for verb in [Verb::List, Verb::Delete] {
+                grant(group, plural, verb, None, Why::CleanupOperands);
+            }
+        }
+    }
 }
 
 /// The operator's requests in its namespaces: the Lease in its namespace, the deletion record
@@ -532,6 +615,7 @@ mod tests {
             lease_name: "cvo-operator".into(),
             by_name,
             self_deployment: None,
+            operand_cleanup: None,
         }
     }
 
@@ -697,6 +781,39 @@ mod tests {
         assert!(
             rules.contains(&"apps/deployments [cvo-operator] get,patch".to_owned()),
             "{rules:?}"
+        );
+    }
+
+    #[test]
+    fn operand_cleanup_covers_the_reconcilers_requests_and_the_owned_crds() {
+        let release = release(&[("0000_10_a_01_cm.yaml", CONFIGMAP)]);
+        let cleanup = Options {
+            operand_cleanup: Some(BTreeSet::from(["widgets.example.com".to_owned()])),
+            ..options(true)
+        };
+        let rbac = derive(&release, &Resources::of(&release), &cleanup).unwrap();
+        let rules = lines(&rbac.cluster_rules);
+        for expected in [
+            "operators.coreos.com/clusterserviceversions [] get,list,watch,patch",
+            "operators.coreos.com/clusterserviceversions/status [] patch",
+            "operators.coreos.com/operatorgroups [] list",
+            "operators.coreos.com/subscriptions [] list",
+            "/namespaces [] list",
+            "apiextensions.k8s.io/customresourcedefinitions [widgets.example.com] get",
+            "example.com/widgets [] list,delete",
+            "events.k8s.io/events [] create,patch",
+        ] {
+            assert!(
+                rules.contains(&expected.to_owned()),
+                "{expected}: {rules:?}"
+            );
+        }
+        let without = derive(&release, &Resources::of(&release), &options(true)).unwrap();
+        assert!(
+            !lines(&without.cluster_rules)
+                .iter()
+                .any(|l| l.starts_with("operators.coreos.com")),
+            "only with the component"
         );
     }
 
