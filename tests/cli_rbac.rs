@@ -299,7 +299,7 @@ fn an_unknown_kind_fails_closed_naming_file_line_and_what_to_do() {
 }
 
 #[test]
-fn secrets_listed_everywhere_are_warned_about() {
+fn secrets_are_read_only_in_their_namespaces() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("0000_10_a_01_secret.yaml"),
@@ -309,19 +309,29 @@ fn secrets_listed_everywhere_are_warned_about() {
     let out = cvo()
         .args(["rbac", "--release"])
         .arg(dir.path())
+        .args(["-o", "json"])
         .assert()
         .success()
         .get_output()
         .clone();
     let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!stderr.contains("every Secret"), "{stderr}");
     assert!(
-        stderr.contains(
-            "warning: list/watch of secrets in every namespace also reads every Secret's data"
-        ),
+        stderr.contains("namespaces that must exist before this RBAC is applied: app"),
         "{stderr}"
     );
-    let yaml = String::from_utf8(out.stdout).unwrap();
-    assert!(yaml.contains("# NOTE: list/watch of secrets"), "{yaml}");
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let items = list["items"].as_array().unwrap();
+    let cluster = rules(item(items, "ClusterRole"));
+    assert!(
+        !cluster.iter().any(|r| r.starts_with("/secrets [] ")),
+        "{cluster:?}"
+    );
+    let app = items
+        .iter()
+        .find(|i| i["kind"] == "Role" && i["metadata"]["namespace"] == "app")
+        .expect("a Role in app");
+    assert_eq!(rules(app), ["/secrets [] list,watch"]);
 }
 
 #[test]

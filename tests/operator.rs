@@ -1,7 +1,8 @@
 //! `cvo operator`, the real binary as a subprocess against the test cluster (`tests/common`:
 //! the in-memory server served on loopback, or the real one named by `CVO_TEST_KUBECONFIG`):
-//! install → ClusterVersion history Completed; drift (an edit, a deletion) repaired from
-//! watches within 5 s without a full pass; passes with nothing drifted write nothing; a burst
+//! install → ClusterVersion history Completed; drift (an edit, a deletion; of ConfigMaps and
+//! of a Secret, watched in its namespace only) repaired from watches within 5 s without a full
+//! pass; passes with nothing drifted write nothing; a burst
 //! of spec edits makes passes at most every 2 s; a refused
 //! minor update applies nothing until `spec.desiredUpdate` forces it; metrics scraped and
 //! parsed; SIGTERM exits 0 and releases the Lease (a pass still running at the end of the
@@ -284,6 +285,12 @@ async fn installs_repairs_drift_from_watches_and_stops_on_sigterm() {
                 configmap(&ns, "settings", "one"),
             ),
             ("0000_20_b_00_other.yaml", configmap(&ns, "other", "two")),
+            (
+                "0000_20_b_01_token.yaml",
+                format!(
+                    "apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\n  namespace: {ns}\ndata:\n  a: b25l\n"
+                ),
+            ),
         ],
     );
     let lease = common::unique("lease");
@@ -360,6 +367,44 @@ async fn installs_repairs_drift_from_watches_and_stops_on_sigterm() {
             Some("two") => Ok(()),
             other => Err(format!("a = {other:?}")),
         }
+    })
+    .await;
+    // The same for a Secret, watched in its namespace only (never cluster-wide).
+    let secrets = tc.dynamic(&common::builtin("", "v1", "Secret", "secrets"), Some(&ns));
+    let secret_value = || async {
+        secrets
+            .get_opt("token")
+            .await
+            .map_err(|e| e.to_string())?
+            .and_then(|s| s.data["data"]["a"].as_str().map(str::to_owned))
+            .ok_or_else(|| "absent".to_owned())
+    };
+    assert_eq!(secret_value().await.as_deref(), Ok("b25l"));
+    secrets
+        .patch(
+            "token",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "ZHJpZnQ="}})),
+        )
+        .await
+        .expect("edit the Secret");
+    poll_until(
+        "the Secret's edit repaired",
+        Duration::from_secs(5),
+        || async {
+            match secret_value().await?.as_str() {
+                "b25l" => Ok(()),
+                other => Err(format!("a = {other}")),
+            }
+        },
+    )
+    .await;
+    secrets
+        .delete("token", &DeleteParams::default())
+        .await
+        .expect("delete the Secret");
+    poll_until("the Secret recreated", Duration::from_secs(5), || async {
+        secret_value().await.map(|_| ())
     })
     .await;
     let text = op.scrape().await.expect("metrics");

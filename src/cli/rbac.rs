@@ -170,6 +170,13 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> ExitCode {
     for note in rbac.cluster_rules.iter().filter_map(|r| r.note.as_deref()) {
         stderr_line!("warning: {note}");
     }
+    // A Role goes into a namespace that exists: the operator's is there before it runs, but a
+    // release may create the namespaces of its Secrets itself.
+    let namespaces: Vec<&str> = rbac.namespace_rules.keys().map(String::as_str).collect();
+    stderr_line!(
+        "note: namespaces that must exist before this RBAC is applied: {}",
+        namespaces.join(", ")
+    );
     let text = match args.output {
         Format::Yaml => render::yaml(&rbac),
         Format::Json => render::json(&rbac),

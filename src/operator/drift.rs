@@ -1,6 +1,9 @@
 //! Drift detection: metadata-only watches (kube-runtime `metadata_watcher`), one per kind of
 //! the release's objects, filtered by the ownership label `cvo.io/managed=true` that every
-//! apply puts on its objects, and one on `ClusterVersion version` itself.
+//! apply puts on its objects, and one on `ClusterVersion version` itself. Secrets are watched
+//! per namespace the release ships them to, never cluster-wide: RBAC has no metadata-only
+//! verb, so a cluster-wide watch would need the right to read every Secret in the cluster
+//! (`cvo rbac` grants it in those namespaces only).
 //!
 //! The operator remembers the resourceVersion each manifest's object had when it last wrote
 //! it or found it up to date ([`Known`]). A watch event whose resourceVersion differs —
@@ -57,21 +60,30 @@ impl Known {
     }
 }
 
-/// The release's applied manifests grouped by kind: what to watch.
+/// What one watch covers: (apiVersion, kind), and the namespace when the watch is limited to
+/// one (Secrets: watching them everywhere would need the right to read every Secret).
+type WatchKey = (String, String, Option<String>);
+
+/// The release's applied manifests grouped by kind (and, for Secrets, by namespace): what to
+/// watch.
 #[derive(Debug)]
 pub struct Kinds {
-    /// (apiVersion, kind) → objects of that kind → manifest index.
-    by_kind: Vec<((String, String), HashMap<ObjectKey, usize>)>,
+    /// Watch → objects it covers → manifest index.
+    by_kind: Vec<(WatchKey, HashMap<ObjectKey, usize>)>,
 }
 
 impl Kinds {
     pub fn of(release: &Release) -> Self {
-        let mut by_kind: Vec<((String, String), HashMap<ObjectKey, usize>)> = Vec::new();
+        let mut by_kind: Vec<(WatchKey, HashMap<ObjectKey, usize>)> = Vec::new();
         for (index, m) in release.manifests.iter().enumerate() {
             if m.is_delete() || m.create_only {
                 continue;
             }
-            let key = (m.api_version.clone(), m.id.kind.clone());
+            let scope =
+                m.id.namespace
+                    .clone()
+                    .filter(|_| crate::apply::secrets::is_secret(&m.api_version, &m.id.kind));
+            let key = (m.api_version.clone(), m.id.kind.clone(), scope);
             let objects = match by_kind.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, objects)) => objects,
                 None => {
@@ -95,9 +107,17 @@ impl Kinds {
     /// Watches every kind until dropped, sending the index of each manifest whose object
     /// drifted to `drifted`.
     pub async fn watch(&self, cluster: &Cluster, known: &Known, drifted: &UnboundedSender<usize>) {
-        let watches = self.by_kind.iter().map(|((api_version, kind), objects)| {
-            watch_kind(cluster, api_version, kind, objects, known, drifted)
-        });
+        let watches = self
+            .by_kind
+            .iter()
+            .map(|((api_version, kind, namespace), objects)| {
+                let what = Watched {
+                    api_version,
+                    kind,
+                    namespace: namespace.as_deref(),
+                };
+                watch_kind(cluster, what, objects, known, drifted)
+            });
         futures::future::join_all(watches).await;
     }
 }
@@ -132,14 +152,22 @@ impl Shape {
 /// How long to wait before resolving a kind again that is not served.
 const RESOLVE_AGAIN: Duration = Duration::from_secs(5);
 
+/// One watch: a kind, in every namespace or in one.
+#[derive(Clone, Copy)]
+struct Watched<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    namespace: Option<&'a str>,
+}
+
 async fn watch_kind(
     cluster: &Cluster,
-    api_version: &str,
-    kind: &str,
+    what: Watched<'_>,
     objects: &HashMap<ObjectKey, usize>,
     known: &Known,
     drifted: &UnboundedSender<usize>,
 ) {
+    let (api_version, kind) = (what.api_version, what.kind);
     let mut wait = RESOLVE_AGAIN;
     let resolved = loop {
         match cluster.discovery().resolve(api_version, kind).await {
@@ -152,8 +180,10 @@ async fn watch_kind(
         }
     };
     // `PartialObjectMeta`: metadata-only LIST and WATCH requests.
-    let api: Api<PartialObjectMeta<DynamicObject>> =
-        Api::all_with(cluster.client().clone(), &resolved.resource);
+    let api: Api<PartialObjectMeta<DynamicObject>> = match what.namespace {
+        Some(ns) => Api::namespaced_with(cluster.client().clone(), ns, &resolved.resource),
+        None => Api::all_with(cluster.client().clone(), &resolved.resource),
+    };
     let selector = format!("{MANAGED_LABEL}=true");
     let stream =
         watcher::watcher(api, watcher::Config::default().labels(&selector)).default_backoff();
@@ -281,11 +311,28 @@ mod tests {
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns\n",
         )
         .unwrap();
+        let secret = |ns: &str| {
+            format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n  namespace: {ns}\n")
+        };
+        std::fs::write(dir.path().join("0000_10_a_04_s.yaml"), secret("ns")).unwrap();
+        std::fs::write(dir.path().join("0000_10_a_05_s.yaml"), secret("other")).unwrap();
         let release = crate::release::load(dir.path(), &LoadOptions::default()).unwrap();
         let kinds = Kinds::of(&release);
-        assert_eq!(kinds.len(), 2);
-        let (_, cms) = &kinds.by_kind[0];
+        assert_eq!(kinds.len(), 4, "{kinds:?}");
+        let (key, cms) = &kinds.by_kind[0];
+        assert_eq!(key.2, None, "ConfigMaps: one watch in every namespace");
         assert_eq!(cms.len(), 2);
+        let secrets: Vec<&Option<String>> = kinds
+            .by_kind
+            .iter()
+            .filter(|((_, kind, _), _)| kind == "Secret")
+            .map(|((_, _, ns), _)| ns)
+            .collect();
+        assert_eq!(
+            secrets,
+            [&Some("ns".to_owned()), &Some("other".to_owned())],
+            "Secrets: one watch per namespace"
+        );
         assert!(!cms.contains_key(&(Some("ns".into()), "gone".into())));
         let meta = |generation: Option<i64>, label: &str| kube::api::ObjectMeta {
             generation,

@@ -83,6 +83,8 @@ pub enum Why {
     Apply,
     /// Drift watches and per-pass listings, across namespaces.
     Watch,
+    /// The same for Secrets, in the namespaces the release ships them to.
+    WatchSecrets,
     /// A wait on one object, watched by name.
     WaitByName,
     /// A delete manifest.
@@ -153,6 +155,9 @@ impl Why {
             }
             Why::SelfImage => {
                 "get pods, get/patch the Deployment: with --self-deployment the operator reads its own Pod (a generated name) for the image it runs and moves its Deployment to spec.desiredUpdate.image"
+            }
+            Why::WatchSecrets => {
+                "list, watch: the operator's drift watch on the release's Secrets in this namespace (metadata only, but RBAC cannot tell) and each pass's listing here; Secrets are never read cluster-wide"
             }
             Why::CleanupCsv => {
                 "get, list, watch, patch (and patch of status): the operand-cleanup reconciler watches ClusterServiceVersions, records its progress in their status and removes its finalizer"
@@ -260,6 +265,7 @@ pub fn derive(
         return Err(unknown);
     }
     let mut cluster = Vec::new();
+    let mut namespaced = operator_namespace_grants(options);
     let mut ships_rbac = false;
     let mut deletes = false;
     for manifest in &release.manifests {
@@ -268,23 +274,33 @@ pub fn derive(
         };
         ships_rbac |= manifest.id.group == RBAC_GROUP && manifest.intent == DeleteIntent::Apply;
         deletes |= manifest.is_delete();
-        manifest_grants(manifest, plural, options.by_name, &mut cluster);
+        manifest_grants(
+            manifest,
+            plural,
+            options.by_name,
+            &mut cluster,
+            &mut namespaced,
+        );
     }
     operator_cluster_grants(deletes, &mut cluster);
     if let Some(owned) = &options.operand_cleanup {
         operand_cleanup_grants(owned, &mut cluster);
     }
-    let namespace_rules = operator_namespace_grants(options)
+    let namespace_rules = namespaced
         .into_iter()
-        .map(|(ns, grants)| (ns, merge(grants)))
+        .map(|(ns, grants)| (ns, merge(grants, false)))
         .collect();
     Ok(Rbac {
         options: options.clone(),
         version: crate::status::conditions::version_text(release),
-        cluster_rules: merge(cluster),
+        cluster_rules: merge(cluster, true),
         namespace_rules,
         ships_rbac,
     })
+}
+
+fn is_secret(manifest: &Manifest) -> bool {
+    crate::apply::secrets::is_secret(&manifest.api_version, &manifest.id.kind)
 }
 
 /// `namespace (file)` or `(file)`: which object a resource name stands for.
@@ -296,18 +312,25 @@ fn object_text(manifest: &Manifest) -> String {
     }
 }
 
-fn manifest_grants(manifest: &Manifest, plural: &str, by_name: bool, out: &mut Vec<Grant>) {
+fn manifest_grants(
+    manifest: &Manifest,
+    plural: &str,
+    by_name: bool,
+    out: &mut Vec<Grant>,
+    namespaced: &mut BTreeMap<String, Vec<Grant>>,
+) {
     let name = &manifest.id.name;
     let object = object_text(manifest);
+    let grant_of = |resource: &str, verb: Verb, named: bool, why: Why| Grant {
+        group: manifest.id.group.clone(),
+        resource: resource.to_owned(),
+        verb,
+        name: named.then(|| name.clone()),
+        why,
+        object: named.then(|| object.clone()),
+    };
     let mut grant = |resource: &str, verb: Verb, named: bool, why: Why| {
-        out.push(Grant {
-            group: manifest.id.group.clone(),
-            resource: resource.to_owned(),
-            verb,
-            name: named.then(|| name.clone()),
-            why,
-            object: named.then(|| object.clone()),
-        });
+        out.push(grant_of(resource, verb, named, why));
     };
     match manifest.intent {
         DeleteIntent::Invalid(_) => {}
@@ -327,8 +350,19 @@ fn manifest_grants(manifest: &Manifest, plural: &str, by_name: bool, out: &mut V
             } else {
                 (false, Why::Watch)
             };
-            grant(plural, Verb::List, named, why);
-            grant(plural, Verb::Watch, named, why);
+            match &manifest.id.namespace {
+                // Secrets are watched in their namespaces only (`operator::drift`): reading
+                // them everywhere would read every Secret's data.
+                Some(ns) if is_secret(manifest) && !manifest.create_only => {
+                    let role = namespaced.entry(ns.clone()).or_default();
+                    role.push(grant_of(plural, Verb::List, false, Why::WatchSecrets));
+                    role.push(grant_of(plural, Verb::Watch, false, Why::WatchSecrets));
+                }
+                _ => {
+                    grant(plural, Verb::List, named, why);
+                    grant(plural, Verb::Watch, named, why);
+                }
+            }
             if manifest.id.group == RBAC_GROUP {
                 rbac_grants(manifest, &object, out);
             }
@@ -516,7 +550,7 @@ fn operator_namespace_grants(options: &Options) -> BTreeMap<String, Vec<Grant>> 
 /// Merges grants into rules: per (group, resource), one rule for the verbs every name needs,
 /// then one per set of by-name verbs (those not already granted for every name), each listing
 /// its names. Sorted by group, resource, then the every-name rule first and by verbs.
-fn merge(grants: Vec<Grant>) -> Vec<Rule> {
+fn merge(grants: Vec<Grant>, cluster_wide: bool) -> Vec<Rule> {
     let mut by_resource: BTreeMap<(String, String), Vec<Grant>> = BTreeMap::new();
     for g in grants {
         by_resource
@@ -549,7 +583,9 @@ fn merge(grants: Vec<Grant>) -> Vec<Rule> {
                 .collect::<BTreeSet<_>>()
                 .into_iter()
                 .collect();
-            rule.note = note(&group, &resource, &all);
+            rule.note = cluster_wide
+                .then(|| note(&group, &resource, &all))
+                .flatten();
             rules.push(rule);
         }
         // name → the verbs it needs beyond `all`.
@@ -922,9 +958,25 @@ mod tests {
     }
 
     #[test]
-    fn secrets_listed_everywhere_carry_a_warning() {
+    fn secrets_are_listed_and_watched_only_in_their_namespaces() {
         let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n  namespace: app\n";
         let rbac = derive_for(&[("0000_10_a_01_s.yaml", secret)], true);
+        let cluster = lines(&rbac.cluster_rules);
+        assert!(
+            !cluster.iter().any(|l| l.starts_with("/secrets [] ")),
+            "no cluster-wide secret reads: {cluster:?}"
+        );
+        assert!(
+            cluster.contains(&"/secrets [s] get,create,patch".to_owned()),
+            "{cluster:?}"
+        );
+        let app = &rbac.namespace_rules["app"];
+        assert_eq!(lines(app), ["/secrets [] list,watch"]);
+        assert_eq!(app[0].why, [Why::WatchSecrets]);
+        assert!(app[0].note.is_none());
+        // Without names, a create-only Secret's waits still read every Secret: said so.
+        let create_only = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n  namespace: app\n  annotations:\n    release.openshift.io/create-only: \"true\"\n";
+        let rbac = derive_for(&[("0000_10_a_01_s.yaml", create_only)], false);
         let all = rbac
             .cluster_rules
             .iter()
