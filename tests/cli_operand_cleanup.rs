@@ -234,17 +234,7 @@ async fn kubeconfig_cluster_cleans_up_and_stops_on_sigterm() {
     // The process reaches the test cluster through a kubeconfig file: the real cluster's, or
     // one for the in-memory server served on loopback.
     let kubeconfig: PathBuf = tc.kubeconfig_file(dir.path()).await;
-    // OLM's CRDs are cluster-wide: install the minimal ones only where they are missing (on a
-    // real cluster they may be OLM's own, or the full ones other tests install).
-    let crds: Api<CustomResourceDefinition> = Api::all(tc.client.clone());
-    if crds
-        .get_opt("clusterserviceversions.operators.coreos.com")
-        .await
-        .unwrap()
-        .is_none()
-    {
-        cvo::olm::crds::install(&tc.client).await.unwrap();
-    }
+    common::ensure_olm_crds(&tc).await;
     let ns = tc.namespace("olm-cli").await;
     let crd = TestCrd::new("Widget", true, false);
     let widgets = crd.install(&tc).await;

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 use common::{TestCluster, configmaps, poll_until};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -1217,16 +1216,7 @@ async fn only_the_leader_runs_the_operand_cleanup_component() {
     let tc = common::cluster().await;
     let (_guard, cv) = common::cluster_version(&tc).await;
     let cvs = common::create_cluster_version(&tc, &cv).await;
-    // OLM's CRDs are cluster-wide: installed only where missing (a real cluster may have them).
-    let crds = Api::<CustomResourceDefinition>::all(tc.client.clone());
-    if crds
-        .get_opt("clusterserviceversions.operators.coreos.com")
-        .await
-        .expect("get crd")
-        .is_none()
-    {
-        cvo::olm::crds::install(&tc.client).await.expect("OLM CRDs");
-    }
+    common::ensure_olm_crds(&tc).await;
     let ns = tc.namespace("operator-olm").await;
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = tc.kubeconfig_file(dir.path()).await;

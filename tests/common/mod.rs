@@ -813,3 +813,18 @@ pub async fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
     .await
     .map_err(|e| e.to_string())?
 }
+
+/// OLM's CRDs (`cvo::olm::crds`), installed only where the cluster has none: they are
+/// cluster-wide, and a real cluster may have OLM's own or the ones another test installed.
+pub async fn ensure_olm_crds(tc: &TestCluster) {
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(tc.client.clone());
+    if crds
+        .get_opt("clusterserviceversions.operators.coreos.com")
+        .await
+        .expect("get the CSV CRD")
+        .is_none()
+    {
+        cvo::olm::crds::install(&tc.client).await.expect("OLM CRDs");
+    }
+}
