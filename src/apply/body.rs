@@ -142,12 +142,9 @@ fn present(sent: &Value, live: Option<&Value>, typed: bool, path: &mut String) -
 /// What a Go struct field with `omitempty` does not keep.
 fn zero(value: &Value) -> bool {
     match value {
-        Value::String(s) => s.is_empty(),
-        Value::Bool(b) => !b,
-        Value::Number(n) => n.as_f64() == Some(0.0),
         Value::Object(map) => map.is_empty(),
         Value::Null => true,
-        Value::Array(_) => false,
+        other => crate::release::typed::is_zero(other),
     }
 }
 

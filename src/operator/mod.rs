@@ -498,22 +498,15 @@ async fn record_interrupted(cluster: &Cluster, retry: &crate::apply::RetryPolicy
         if clusterversion::completed(&cv, version) {
             return Ok(false);
         }
-        let last = cv
-            .data
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .and_then(|c| {
-                c.iter()
-                    .find(|c| c.get("type").and_then(Value::as_str) == Some("Progressing"))
-            })
-            .filter(|c| c.get("status").and_then(Value::as_str) == Some("True"))
-            .and_then(|c| c.get("message").and_then(Value::as_str))
+        let last = clusterversion::condition(&cv, "Progressing")
+            .filter(|c| c.status == ConditionStatus::True)
+            .map(|c| c.message)
             .unwrap_or_default();
         let condition = [Condition::new(
             "Progressing",
             ConditionStatus::True,
             INTERRUPTED,
-            interrupted_message(version, last),
+            interrupted_message(version, &last),
         )];
         let update = clusterversion::Update::Pass {
             version,

@@ -227,7 +227,8 @@ fn strip_added_zero_values(original: &Value, typed: &mut Value) {
     }
 }
 
-fn is_zero(value: &Value) -> bool {
+/// A scalar Go's `omitempty` leaves out: `""`, `false`, `0`.
+pub(crate) fn is_zero(value: &Value) -> bool {
     match value {
         Value::String(s) => s.is_empty(),
         Value::Bool(b) => !b,
