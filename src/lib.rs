@@ -15,6 +15,8 @@ pub mod cluster;
 pub mod diagnostic;
 pub mod graph;
 pub mod health;
+#[cfg(test)]
+mod import_rules;
 pub mod lifecycle;
 pub mod olm;
 pub mod operator;
