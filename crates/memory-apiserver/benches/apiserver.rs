@@ -1,8 +1,9 @@
 //! Requests/s of the in-memory API server through a real `kube::Client` (in-process service):
 //! get, server-side apply (changing and no-op) and list, on 20,000 ConfigMaps in 20 namespaces,
 //! with 50 watchers consuming every ConfigMap event. `*_raw_json` variants skip the client-side
-//! decoding into k8s-openapi types. Run with `cargo bench --profile dev --bench apiserver` (the
-//! numbers in docs/performance.md) or plain `cargo bench --bench apiserver` (optimised).
+//! decoding into k8s-openapi types. Run with `cargo bench -p memory-apiserver --profile dev --bench
+//! apiserver` (the numbers in cvo's docs/performance.md) or plain `cargo bench -p memory-apiserver
+//! --bench apiserver` (optimised).
 
 use std::hint::black_box;
 use std::sync::Arc;

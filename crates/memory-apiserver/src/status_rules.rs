@@ -11,7 +11,7 @@
 //! a transition is allowed (a terminal condition stays, counters do not decrease, times do not
 //! move). Like upstream, most rules are checked only when the fields they are about change, so
 //! an unrelated write to an inconsistent status still goes through. The messages are the
-//! apiserver's own, as seen on a v1.36 control plane (docs/in-memory-apiserver.md, "Workload
+//! apiserver's own, as seen on a v1.36 control plane (the crate's README.md, "Workload
 //! status"). Indexed-Job rules (`completedIndexes`, `failedIndexes`) are not implemented.
 
 use jiff::Timestamp;

@@ -4,7 +4,7 @@ use crate::helpers::*;
 
 // ---------------------------------------------------------------------------------------------
 // 18. workload status, as kube-controller-manager writes it on a control plane without nodes
-// (docs/in-memory-apiserver.md, "Workload status"): Pods are created but never scheduled.
+// (the crate's README.md, "Workload status"): Pods are created but never scheduled.
 
 fn statefulsets() -> ApiResource {
     builtin("apps", "v1", "StatefulSet", "statefulsets")

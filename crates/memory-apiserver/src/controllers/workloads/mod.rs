@@ -1,5 +1,5 @@
 //! Workload status, as kube-controller-manager writes it on a control plane without nodes,
-//! kubelet or scheduler (docs/in-memory-apiserver.md, "Workload status, as on a control plane
+//! kubelet or scheduler (the crate's README.md, "Workload status, as on a control plane
 //! without nodes"): Pods are created there but never scheduled, so they stay `Pending`, are
 //! never ready or available, and are deleted at once (no node to wait for).
 //!
