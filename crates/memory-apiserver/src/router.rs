@@ -296,80 +296,16 @@ async fn handle_inner(
             rest,
         } => (group, version, namespace, rest),
     };
-    let info = shared
-        .lock()
-        .lookup(&group, &version, &rest[0])
-        .ok_or_else(ApiError::path_not_found)?;
-    if namespace.is_some() && !info.namespaced {
-        return Err(ApiError::path_not_found());
-    }
-    let name = rest.get(1).cloned().unwrap_or_default();
-    let subresource = rest.get(2).cloned();
-    match subresource.as_deref() {
-        None => {}
-        Some("status") if info.status_subresource => {}
-        Some("finalize") if info.group.is_empty() && info.kind == "Namespace" => {}
-        Some("scale") if info.scale => {}
-        Some(_) => return Err(ApiError::path_not_found()),
-    }
-    let t = Target {
-        info,
-        version,
-        namespace: namespace.unwrap_or_default(),
-        name,
-        subresource,
-    };
+    let t = target(&shared, group, version, namespace, &rest)?;
     let ct = parts
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let patch_kind = PatchKind::from_content_type(ct);
-    let verb = match (&parts.method, t.name.is_empty()) {
-        (&Method::GET, false) => "get",
-        (&Method::GET, true) if q.flag("watch") => "watch",
-        (&Method::GET, true) => "list",
-        (&Method::POST, true) => "create",
-        (&Method::PUT, false) => "update",
-        (&Method::PATCH, false) if patch_kind == Some(PatchKind::Apply) => "apply",
-        (&Method::PATCH, false) => "patch",
-        (&Method::DELETE, false) => "delete",
-        (&Method::DELETE, true) => "deletecollection",
-        _ => {
-            return Err(ApiError::method_not_allowed(
-                "the server does not allow this method on the requested resource",
-            ));
-        }
-    };
-    if t.info.namespaced && t.namespace.is_empty() && !matches!(verb, "list" | "watch") {
-        return Err(ApiError::path_not_found());
-    }
-    if t.subresource.is_some() && !matches!(verb, "get" | "update" | "patch" | "apply") {
-        return Err(ApiError::method_not_allowed(format!(
-            "{verb} is not supported on subresources"
-        )));
-    }
-    let fired = shared.faults.check(&RequestInfo {
-        verb,
-        kind: &t.info.kind,
-        namespace: &t.namespace,
-        name: &t.name,
-    });
-    if !fired.delay.is_zero() {
-        tokio::time::sleep(fired.delay).await;
-    }
-    if let Some(e) = fired.error {
-        return Err(e);
-    }
-    let ua = parts
-        .headers
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let default_manager = match ua.split('/').next().unwrap_or("").trim() {
-        "" => "unknown".to_string(),
-        m => m.to_string(),
-    };
+    let verb = verb(&parts.method, &t, &q, patch_kind)?;
+    inject_faults(&shared, verb, &t).await?;
+    let default_manager = default_manager(&parts.headers);
     let wo = || -> Result<WriteOpts, ApiError> {
         Ok(WriteOpts {
             dry_run: dry_run(&q)?,
@@ -419,6 +355,104 @@ async fn handle_inner(
         }
     };
     Ok(json_response(code, &v))
+}
+
+/// The object (or collection) a request addresses: a served type, in a namespace only if the
+/// type is namespaced, and a subresource the type has.
+fn target(
+    shared: &Shared,
+    group: String,
+    version: String,
+    namespace: Option<String>,
+    rest: &[String],
+) -> Result<Target, ApiError> {
+    let info = shared
+        .lock()
+        .lookup(&group, &version, &rest[0])
+        .ok_or_else(ApiError::path_not_found)?;
+    if namespace.is_some() && !info.namespaced {
+        return Err(ApiError::path_not_found());
+    }
+    let name = rest.get(1).cloned().unwrap_or_default();
+    let subresource = rest.get(2).cloned();
+    match subresource.as_deref() {
+        None => {}
+        Some("status") if info.status_subresource => {}
+        Some("finalize") if info.group.is_empty() && info.kind == "Namespace" => {}
+        Some("scale") if info.scale => {}
+        Some(_) => return Err(ApiError::path_not_found()),
+    }
+    Ok(Target {
+        info,
+        version,
+        namespace: namespace.unwrap_or_default(),
+        name,
+        subresource,
+    })
+}
+
+/// The verb of a request (kube's names: `get`, `list`, `watch`, `create`, …), refused where
+/// kube-apiserver refuses it.
+fn verb(
+    method: &Method,
+    t: &Target,
+    q: &Query,
+    patch_kind: Option<PatchKind>,
+) -> Result<&'static str, ApiError> {
+    let verb = match (method, t.name.is_empty()) {
+        (&Method::GET, false) => "get",
+        (&Method::GET, true) if q.flag("watch") => "watch",
+        (&Method::GET, true) => "list",
+        (&Method::POST, true) => "create",
+        (&Method::PUT, false) => "update",
+        (&Method::PATCH, false) if patch_kind == Some(PatchKind::Apply) => "apply",
+        (&Method::PATCH, false) => "patch",
+        (&Method::DELETE, false) => "delete",
+        (&Method::DELETE, true) => "deletecollection",
+        _ => {
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
+        }
+    };
+    if t.info.namespaced && t.namespace.is_empty() && !matches!(verb, "list" | "watch") {
+        return Err(ApiError::path_not_found());
+    }
+    if t.subresource.is_some() && !matches!(verb, "get" | "update" | "patch" | "apply") {
+        return Err(ApiError::method_not_allowed(format!(
+            "{verb} is not supported on subresources"
+        )));
+    }
+    Ok(verb)
+}
+
+/// The faults that match the request: wait out their delay, then answer their error if any.
+async fn inject_faults(shared: &Shared, verb: &str, t: &Target) -> Result<(), ApiError> {
+    let fired = shared.faults.check(&RequestInfo {
+        verb,
+        kind: &t.info.kind,
+        namespace: &t.namespace,
+        name: &t.name,
+    });
+    if !fired.delay.is_zero() {
+        tokio::time::sleep(fired.delay).await;
+    }
+    if let Some(e) = fired.error {
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// The field manager of a write that names none: the User-Agent's product.
+fn default_manager(headers: &http::HeaderMap) -> String {
+    let ua = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    match ua.split('/').next().unwrap_or("").trim() {
+        "" => "unknown".to_string(),
+        m => m.to_string(),
+    }
 }
 
 /// The in-process `tower::Service` a `kube::Client` is built on.

@@ -142,6 +142,34 @@ fn required(m: &Map<String, Value>, s: &Value, path: &str, out: &mut Vec<Cause>)
 }
 
 fn check(v: &Value, s: &Value, path: &str, out: &mut Vec<Cause>) {
+    if !check_type(v, s, path, out) {
+        return;
+    }
+    check_enum(v, s, path, out);
+    if let Some(n) = v.as_f64() {
+        check_bounds(n, v, s, path, out);
+    }
+    if let Some(st) = v.as_str() {
+        check_string(st, v, s, path, out);
+    }
+    if let Some(items) = v.as_array() {
+        check_items(items, v, s, path, out);
+    }
+    if let Some(m) = v.as_object() {
+        let props = s.get("properties").and_then(Value::as_object);
+        let additional = s.get("additionalProperties").filter(|a| a.is_object());
+        for (k, c) in m {
+            if let Some(cs) = props.and_then(|p| p.get(k)).or(additional) {
+                check(c, cs, &format!("{path}.{k}"), out);
+            }
+        }
+        required(m, s, path, out);
+    }
+}
+
+/// `null` only where `nullable`, and the schema's `type` (a number may be an integer;
+/// `x-kubernetes-int-or-string`). False when the value is not checked any further.
+fn check_type(v: &Value, s: &Value, path: &str, out: &mut Vec<Cause>) -> bool {
     if v.is_null() {
         if s.get("nullable").and_then(Value::as_bool) != Some(true) && s.get("type").is_some() {
             out.push(Cause::invalid(
@@ -153,7 +181,7 @@ fn check(v: &Value, s: &Value, path: &str, out: &mut Vec<Cause>) {
                 ),
             ));
         }
-        return;
+        return false;
     }
     let int_or_string = s.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true);
     if let Some(t) = s.get("type").and_then(Value::as_str) {
@@ -167,7 +195,7 @@ fn check(v: &Value, s: &Value, path: &str, out: &mut Vec<Cause>) {
                 &json!(actual),
                 &format!("{path} in body must be of type {t}: \"{actual}\""),
             ));
-            return;
+            return false;
         }
     } else if int_or_string && !matches!(type_name(v), "integer" | "string") {
         out.push(Cause::invalid(
@@ -175,8 +203,13 @@ fn check(v: &Value, s: &Value, path: &str, out: &mut Vec<Cause>) {
             v,
             &format!("{path} in body must be of type integer or string"),
         ));
-        return;
+        return false;
     }
+    true
+}
+
+/// `enum`.
+fn check_enum(v: &Value, s: &Value, path: &str, out: &mut Vec<Cause>) {
     if let Some(e) = s.get("enum").and_then(Value::as_array)
         && !e.contains(v)
     {
@@ -191,103 +224,99 @@ fn check(v: &Value, s: &Value, path: &str, out: &mut Vec<Cause>) {
             message: format!("Unsupported value: {v}: supported values: {supported}"),
         });
     }
-    if let Some(n) = v.as_f64() {
-        let excl_min = s.get("exclusiveMinimum").and_then(Value::as_bool) == Some(true);
-        let excl_max = s.get("exclusiveMaximum").and_then(Value::as_bool) == Some(true);
-        if let Some(min) = s.get("minimum").and_then(Value::as_f64)
-            && (n < min || (excl_min && n == min))
-        {
-            let op = if excl_min {
-                "greater than"
-            } else {
-                "greater than or equal to"
-            };
-            out.push(Cause::invalid(
-                path,
-                v,
-                &format!("{path} in body should be {op} {}", s["minimum"]),
-            ));
-        }
-        if let Some(max) = s.get("maximum").and_then(Value::as_f64)
-            && (n > max || (excl_max && n == max))
-        {
-            let op = if excl_max {
-                "less than"
-            } else {
-                "less than or equal to"
-            };
-            out.push(Cause::invalid(
-                path,
-                v,
-                &format!("{path} in body should be {op} {}", s["maximum"]),
-            ));
-        }
+}
+
+/// `minimum` / `maximum`, exclusive or not.
+fn check_bounds(n: f64, v: &Value, s: &Value, path: &str, out: &mut Vec<Cause>) {
+    let excl_min = s.get("exclusiveMinimum").and_then(Value::as_bool) == Some(true);
+    let excl_max = s.get("exclusiveMaximum").and_then(Value::as_bool) == Some(true);
+    if let Some(min) = s.get("minimum").and_then(Value::as_f64)
+        && (n < min || (excl_min && n == min))
+    {
+        let op = if excl_min {
+            "greater than"
+        } else {
+            "greater than or equal to"
+        };
+        out.push(Cause::invalid(
+            path,
+            v,
+            &format!("{path} in body should be {op} {}", s["minimum"]),
+        ));
     }
-    if let Some(st) = v.as_str() {
-        let len = st.chars().count() as u64;
-        if let Some(min) = s
-            .get("minLength")
-            .and_then(Value::as_u64)
-            .filter(|m| len < *m)
-        {
-            out.push(Cause::invalid(
-                path,
-                v,
-                &format!("{path} in body should be at least {min} chars long"),
-            ));
-        }
-        if let Some(max) = s
-            .get("maxLength")
-            .and_then(Value::as_u64)
-            .filter(|m| len > *m)
-        {
-            out.push(Cause {
-                reason: "FieldValueTooLong",
-                field: path.into(),
-                message: format!("Too long: may not be more than {max} bytes"),
-            });
-        }
-        if let Some(p) = s.get("pattern").and_then(Value::as_str)
-            && regex::Regex::new(p).is_ok_and(|re| !re.is_match(st))
-        {
-            out.push(Cause::invalid(
-                path,
-                v,
-                &format!("{path} in body should match '{p}'"),
-            ));
-        }
+    if let Some(max) = s.get("maximum").and_then(Value::as_f64)
+        && (n > max || (excl_max && n == max))
+    {
+        let op = if excl_max {
+            "less than"
+        } else {
+            "less than or equal to"
+        };
+        out.push(Cause::invalid(
+            path,
+            v,
+            &format!("{path} in body should be {op} {}", s["maximum"]),
+        ));
     }
-    if let Some(items) = v.as_array() {
-        let n = items.len() as u64;
-        if let Some(min) = s.get("minItems").and_then(Value::as_u64).filter(|m| n < *m) {
-            out.push(Cause::invalid(
-                path,
-                v,
-                &format!("{path} in body should have at least {min} items"),
-            ));
-        }
-        if let Some(max) = s.get("maxItems").and_then(Value::as_u64).filter(|m| n > *m) {
-            out.push(Cause {
-                reason: "FieldValueTooMany",
-                field: path.into(),
-                message: format!("Too many: {n}: must have at most {max} items"),
-            });
-        }
-        if let Some(is) = s.get("items") {
-            for (i, item) in items.iter().enumerate() {
-                check(item, is, &format!("{path}[{i}]"), out);
-            }
-        }
+}
+
+/// `minLength` / `maxLength` (in characters) and `pattern`.
+fn check_string(st: &str, v: &Value, s: &Value, path: &str, out: &mut Vec<Cause>) {
+    let len = st.chars().count() as u64;
+    if let Some(min) = s
+        .get("minLength")
+        .and_then(Value::as_u64)
+        .filter(|m| len < *m)
+    {
+        out.push(Cause::invalid(
+            path,
+            v,
+            &format!("{path} in body should be at least {min} chars long"),
+        ));
     }
-    if let Some(m) = v.as_object() {
-        let props = s.get("properties").and_then(Value::as_object);
-        let additional = s.get("additionalProperties").filter(|a| a.is_object());
-        for (k, c) in m {
-            if let Some(cs) = props.and_then(|p| p.get(k)).or(additional) {
-                check(c, cs, &format!("{path}.{k}"), out);
-            }
+    if let Some(max) = s
+        .get("maxLength")
+        .and_then(Value::as_u64)
+        .filter(|m| len > *m)
+    {
+        out.push(Cause {
+            reason: "FieldValueTooLong",
+            field: path.into(),
+            message: format!("Too long: may not be more than {max} bytes"),
+        });
+    }
+    if let Some(p) = s.get("pattern").and_then(Value::as_str)
+        && regex::Regex::new(p).is_ok_and(|re| !re.is_match(st))
+    {
+        out.push(Cause::invalid(
+            path,
+            v,
+            &format!("{path} in body should match '{p}'"),
+        ));
+    }
+}
+
+/// `minItems` / `maxItems`, and each item against `items`.
+fn check_items(items: &[Value], v: &Value, s: &Value, path: &str, out: &mut Vec<Cause>) {
+    let n = items.len() as u64;
+    if let Some(min) = s.get("minItems").and_then(Value::as_u64).filter(|m| n < *m) {
+        out.push(Cause::invalid(
+            path,
+            v,
+            &format!("{path} in body should have at least {min} items"),
+        ));
+    }
+    if let Some(max) = s.get("maxItems").and_then(Value::as_u64).filter(|m| n > *m) {
+        out.push(Cause {
+            reason: "FieldValueTooMany",
+            field: path.into(),
+            message: format!("Too many: {n}: must have at most {max} items"),
+        });
+    }
+    if let Some(is) = s.get("items") {
+        for (i, item) in items.iter().enumerate() {
+            check(item, is, &format!("{path}[{i}]"), out);
         }
-        required(m, s, path, out);
     }
 }
 

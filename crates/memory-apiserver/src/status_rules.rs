@@ -198,24 +198,77 @@ fn cond_invalid(detail: &str) -> Cause {
     }
 }
 
-fn check_job(old: &Value, new: &Value) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    let complete = condition_true(new, "Complete");
-    let failed = condition_true(new, "Failed");
-    let failure_target = condition_true(new, "FailureTarget");
-    let success_met = condition_true(new, "SuccessCriteriaMet");
-    let finished = complete || failed;
-    let changed = |ty: &str| condition_true(old, ty) != condition_true(new, ty);
-    let finished_changed = job_finished(old) != finished;
-    let active_changed = int(old, "active") != int(new, "active");
-    let ready_changed = opt_int(old, "ready") != opt_int(new, "ready");
-    let terminating_changed = opt_int(old, "terminating") != opt_int(new, "terminating");
-    let (start_old, start_new) = (time(old, "startTime"), time(new, "startTime"));
-    let (done_old, done_new) = (time(old, "completionTime"), time(new, "completionTime"));
-    let start_changed = !same_time(&start_old, &start_new);
-    let completion_changed = !same_time(&done_old, &done_new);
-    let suspend = new.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+/// What a write to a Job's `/status` changes: the conditions and times of the new status, and
+/// which fields moved (most rules apply only when their field changes, as in kube-apiserver).
+struct JobChange<'a> {
+    old: &'a Value,
+    new: &'a Value,
+    complete: bool,
+    failed: bool,
+    failure_target: bool,
+    success_met: bool,
+    finished: bool,
+    finished_changed: bool,
+    active_changed: bool,
+    ready_changed: bool,
+    terminating_changed: bool,
+    start_old: Option<(String, Option<Timestamp>)>,
+    start_new: Option<(String, Option<Timestamp>)>,
+    done_old: Option<(String, Option<Timestamp>)>,
+    done_new: Option<(String, Option<Timestamp>)>,
+    start_changed: bool,
+    completion_changed: bool,
+    suspend: bool,
+}
 
+impl<'a> JobChange<'a> {
+    fn new(old: &'a Value, new: &'a Value) -> Self {
+        let complete = condition_true(new, "Complete");
+        let failed = condition_true(new, "Failed");
+        let (start_old, start_new) = (time(old, "startTime"), time(new, "startTime"));
+        let (done_old, done_new) = (time(old, "completionTime"), time(new, "completionTime"));
+        JobChange {
+            old,
+            new,
+            complete,
+            failed,
+            failure_target: condition_true(new, "FailureTarget"),
+            success_met: condition_true(new, "SuccessCriteriaMet"),
+            finished: complete || failed,
+            finished_changed: job_finished(old) != (complete || failed),
+            active_changed: int(old, "active") != int(new, "active"),
+            ready_changed: opt_int(old, "ready") != opt_int(new, "ready"),
+            terminating_changed: opt_int(old, "terminating") != opt_int(new, "terminating"),
+            start_changed: !same_time(&start_old, &start_new),
+            completion_changed: !same_time(&done_old, &done_new),
+            start_old,
+            start_new,
+            done_old,
+            done_new,
+            suspend: new.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true),
+        }
+    }
+
+    /// Did condition `ty` turn true or stop being true?
+    fn changed(&self, ty: &str) -> bool {
+        condition_true(self.old, ty) != condition_true(self.new, ty)
+    }
+}
+
+/// The rules of kube-apiserver's Job status strategy, in its order: counters, conditions and
+/// times, a finished Job's fields, then transitions from the old status.
+fn check_job(old: &Value, new: &Value) -> Vec<Cause> {
+    let j = JobChange::new(old, new);
+    let mut causes = Vec::new();
+    job_counters(new, &mut causes);
+    job_conditions_and_times(&j, &mut causes);
+    job_finished_fields(&j, &mut causes);
+    job_transitions(&j, &mut causes);
+    causes
+}
+
+/// No counter is negative.
+fn job_counters(new: &Value, causes: &mut Vec<Cause>) {
     for field in ["active", "succeeded", "failed", "ready", "terminating"] {
         if let Some(n) = opt_int(new, field).filter(|n| *n < 0) {
             causes.push(Cause::invalid(
@@ -225,33 +278,38 @@ fn check_job(old: &Value, new: &Value) -> Vec<Cause> {
             ));
         }
     }
-    if (changed("Complete") || changed("Failed")) && complete && failed {
+}
+
+/// Conditions that exclude or require each other, and `completionTime` against them and
+/// `startTime`.
+fn job_conditions_and_times(j: &JobChange, causes: &mut Vec<Cause>) {
+    if (j.changed("Complete") || j.changed("Failed")) && j.complete && j.failed {
         causes.push(cond_invalid(
             "cannot set Complete=True and Failed=true conditions",
         ));
     }
-    if (changed("Complete") || changed("FailureTarget")) && complete && failure_target {
+    if (j.changed("Complete") || j.changed("FailureTarget")) && j.complete && j.failure_target {
         causes.push(cond_invalid(
             "cannot set Complete=True and FailureTarget=true conditions",
         ));
     }
-    if changed("Complete") || completion_changed {
-        if let Some((s, _)) = done_new.as_ref().filter(|_| !complete) {
+    if j.changed("Complete") || j.completion_changed {
+        if let Some((s, _)) = j.done_new.as_ref().filter(|_| !j.complete) {
             causes.push(Cause::invalid(
                 "status.completionTime",
                 &json!(s),
                 "cannot set completionTime when there is no Complete=True condition",
             ));
         }
-        if done_new.is_none() && complete {
+        if j.done_new.is_none() && j.complete {
             causes.push(Cause::required(
                 "status.completionTime",
                 "completionTime is required for Complete jobs",
             ));
         }
     }
-    if (start_changed || completion_changed)
-        && let (Some((_, Some(start))), Some((s, Some(done)))) = (&start_new, &done_new)
+    if (j.start_changed || j.completion_changed)
+        && let (Some((_, Some(start))), Some((s, Some(done)))) = (&j.start_new, &j.done_new)
         && done < start
     {
         causes.push(Cause::invalid(
@@ -260,31 +318,37 @@ fn check_job(old: &Value, new: &Value) -> Vec<Cause> {
             "must be equal to or after `startTime`",
         ));
     }
-    if changed("Failed") && failed && !failure_target {
+    if j.changed("Failed") && j.failed && !j.failure_target {
         causes.push(cond_invalid(
             "cannot set Failed=True condition without the FailureTarget=true condition",
         ));
     }
-    if (changed("Complete") || changed("SuccessCriteriaMet")) && complete && !success_met {
+    if (j.changed("Complete") || j.changed("SuccessCriteriaMet")) && j.complete && !j.success_met {
         causes.push(cond_invalid(
             "cannot set Complete=True condition without the SuccessCriteriaMet=true condition",
         ));
     }
-    if (finished_changed || active_changed) && finished && int(new, "active") > 0 {
+}
+
+/// A finished Job has no active or terminating Pods and a `startTime`; never more ready Pods
+/// than active ones; `SuccessCriteriaMet` excludes failure.
+fn job_finished_fields(j: &JobChange, causes: &mut Vec<Cause>) {
+    let new = j.new;
+    if (j.finished_changed || j.active_changed) && j.finished && int(new, "active") > 0 {
         causes.push(Cause::invalid(
             "status.active",
             &json!(int(new, "active")),
             "active>0 is invalid for finished job",
         ));
     }
-    if (finished_changed || start_changed) && finished && start_new.is_none() {
+    if (j.finished_changed || j.start_changed) && j.finished && j.start_new.is_none() {
         causes.push(Cause::required(
             "status.startTime",
             "startTime is required for finished job",
         ));
     }
-    if (finished_changed || terminating_changed)
-        && finished
+    if (j.finished_changed || j.terminating_changed)
+        && j.finished
         && opt_int(new, "terminating").is_some_and(|t| t > 0)
     {
         causes.push(Cause::invalid(
@@ -293,7 +357,7 @@ fn check_job(old: &Value, new: &Value) -> Vec<Cause> {
             "terminating>0 is invalid for finished job",
         ));
     }
-    if (ready_changed || active_changed)
+    if (j.ready_changed || j.active_changed)
         && let Some(ready) = opt_int(new, "ready").filter(|r| *r > int(new, "active"))
     {
         causes.push(Cause::invalid(
@@ -302,17 +366,22 @@ fn check_job(old: &Value, new: &Value) -> Vec<Cause> {
             "cannot set more ready pods than active",
         ));
     }
-    if success_met && failed {
+    if j.success_met && j.failed {
         causes.push(cond_invalid(
             "cannot set SuccessCriteriaMet=True and Failed=true conditions",
         ));
     }
-    if success_met && failure_target {
+    if j.success_met && j.failure_target {
         causes.push(cond_invalid(
             "cannot set SuccessCriteriaMet=True and FailureTarget=true conditions",
         ));
     }
-    // Transitions.
+}
+
+/// Transitions from the old status: terminal conditions stay, counters do not decrease,
+/// `completionTime` and (unless suspended or resuming) `startTime` are immutable once set.
+fn job_transitions(j: &JobChange, causes: &mut Vec<Cause>) {
+    let (old, new) = (j.old, j.new);
     for ty in ["Failed", "Complete", "FailureTarget"] {
         if condition_true(old, ty) && !condition_true(new, ty) {
             causes.push(cond_invalid(&format!(
@@ -330,8 +399,8 @@ fn check_job(old: &Value, new: &Value) -> Vec<Cause> {
             ));
         }
     }
-    if let (Some((s, _)), Some(_)) = (&done_new, &done_old)
-        && completion_changed
+    if let (Some((s, _)), Some(_)) = (&j.done_new, &j.done_old)
+        && j.completion_changed
     {
         causes.push(Cause::invalid(
             "status.completionTime",
@@ -345,26 +414,27 @@ fn check_job(old: &Value, new: &Value) -> Vec<Cause> {
         && conditions(new)
             .iter()
             .any(|c| c["type"] == "Suspended" && c["status"] == "False");
-    if start_changed && start_old.is_some() && !suspend && !resuming {
-        let value = start_new.as_ref().map_or(Value::Null, |(s, _)| json!(s));
+    if j.start_changed && j.start_old.is_some() && !j.suspend && !resuming {
+        let value = j.start_new.as_ref().map_or(Value::Null, |(s, _)| json!(s));
         causes.push(Cause::invalid(
             "status.startTime",
             &value,
             "field is immutable for unsuspended job once set",
         ));
     }
-    if condition_true(old, "SuccessCriteriaMet") && !success_met {
+    if condition_true(old, "SuccessCriteriaMet") && !j.success_met {
         causes.push(cond_invalid(
             "cannot disable the SuccessCriteriaMet=True condition",
         ));
     }
-    if condition_true(old, "Complete") && !condition_true(old, "SuccessCriteriaMet") && success_met
+    if condition_true(old, "Complete")
+        && !condition_true(old, "SuccessCriteriaMet")
+        && j.success_met
     {
         causes.push(cond_invalid(
             "cannot set SuccessCriteriaMet=True for Job already has Complete=true conditions",
         ));
     }
-    causes
 }
 
 #[cfg(test)]

@@ -27,107 +27,10 @@ pub fn reconcile(st: &mut State) {
         .cloned()
         .collect();
     for nskey in terminating {
-        let ns = nskey.name.clone();
-        let mut remaining: BTreeMap<String, usize> = BTreeMap::new();
-        let mut fins: BTreeMap<String, usize> = BTreeMap::new();
-        for res in st.store.types() {
-            if !st.info_for(&res).is_some_and(|i| i.namespaced) {
-                continue;
-            }
-            let objs: Vec<(ObjKey, Value)> = st
-                .store
-                .range(&res, Some(&ns), None)
-                .map(|o| {
-                    (
-                        ObjKey {
-                            res: res.clone(),
-                            namespace: ns.clone(),
-                            name: o["metadata"]["name"].as_str().unwrap_or("").into(),
-                        },
-                        o.clone(),
-                    )
-                })
-                .collect();
-            for (k, o) in objs {
-                if !handler::deleting(&o) {
-                    st.controller_delete(&k, Policy::Background);
-                }
-                if let Some(left) = st.store.get(&k) {
-                    let label = if res.group.is_empty() {
-                        res.resource.clone()
-                    } else {
-                        format!("{}.{}", res.resource, res.group)
-                    };
-                    *remaining.entry(label).or_default() += 1;
-                    for f in State::finalizers_of(left) {
-                        *fins.entry(f).or_default() += 1;
-                    }
-                }
-            }
-        }
-        let content = if remaining.is_empty() {
-            json!({"type": "NamespaceContentRemaining", "status": "False", "reason": "ContentRemoved", "message": "All content successfully removed"})
-        } else {
-            let m = remaining
-                .iter()
-                .map(|(r, n)| format!("{r} has {n} resource instances"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            json!({"type": "NamespaceContentRemaining", "status": "True", "reason": "SomeResourcesRemain", "message": format!("Some resources are remaining: {m}")})
-        };
-        let finalizers = if fins.is_empty() {
-            json!({"type": "NamespaceFinalizersRemaining", "status": "False", "reason": "ContentHasNoFinalizers", "message": "All content-preserving finalizers finished"})
-        } else {
-            let m = fins
-                .iter()
-                .map(|(f, n)| format!("{f} in {n} resource instances"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            json!({"type": "NamespaceFinalizersRemaining", "status": "True", "reason": "SomeFinalizersRemain", "message": format!("Some content in the namespace has finalizers remaining: {m}")})
-        };
-        let ok = |ty: &str, reason: &str, msg: &str| json!({"type": ty, "status": "False", "reason": reason, "message": msg});
-        let desired = vec![
-            ok(
-                "NamespaceDeletionDiscoveryFailure",
-                "ResourcesDiscovered",
-                "All resources successfully discovered",
-            ),
-            ok(
-                "NamespaceDeletionGroupVersionParsingFailure",
-                "ParsedGroupVersions",
-                "All legacy kube types successfully parsed",
-            ),
-            ok(
-                "NamespaceDeletionContentFailure",
-                "ContentDeleted",
-                "All content successfully deleted, may be waiting on finalization",
-            ),
-            content,
-            finalizers,
-        ];
+        let (remaining, fins) = delete_content(st, &nskey.name);
+        let desired = deletion_conditions(&remaining, &fins);
         st.controller_update(&nskey, "kube-controller-manager", Some("status"), |o| {
-            let old = o
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let merged: Vec<Value> = desired
-                .into_iter()
-                .map(|mut d| {
-                    match old.iter().find(|c| {
-                        c["type"] == d["type"]
-                            && c["status"] == d["status"]
-                            && c["message"] == d["message"]
-                    }) {
-                        Some(prev) => prev.clone(),
-                        None => {
-                            d["lastTransitionTime"] = json!(now());
-                            d
-                        }
-                    }
-                })
-                .collect();
-            o["status"]["conditions"] = Value::Array(merged);
+            set_conditions(o, desired)
         });
         if remaining.is_empty() {
             st.controller_update(&nskey, "kube-controller-manager", Some("finalize"), |o| {
@@ -140,6 +43,122 @@ pub fn reconcile(st: &mut State) {
             });
         }
     }
+}
+
+/// Deletes (background) everything in namespace `ns` not already being deleted; returns what
+/// is left, by resource (`plural.group`), and the finalizers holding it, with their counts.
+fn delete_content(st: &mut State, ns: &str) -> (BTreeMap<String, usize>, BTreeMap<String, usize>) {
+    let mut remaining: BTreeMap<String, usize> = BTreeMap::new();
+    let mut fins: BTreeMap<String, usize> = BTreeMap::new();
+    for res in st.store.types() {
+        if !st.info_for(&res).is_some_and(|i| i.namespaced) {
+            continue;
+        }
+        let objs: Vec<(ObjKey, Value)> = st
+            .store
+            .range(&res, Some(ns), None)
+            .map(|o| {
+                (
+                    ObjKey {
+                        res: res.clone(),
+                        namespace: ns.to_string(),
+                        name: o["metadata"]["name"].as_str().unwrap_or("").into(),
+                    },
+                    o.clone(),
+                )
+            })
+            .collect();
+        for (k, o) in objs {
+            if !handler::deleting(&o) {
+                st.controller_delete(&k, Policy::Background);
+            }
+            if let Some(left) = st.store.get(&k) {
+                let label = if res.group.is_empty() {
+                    res.resource.clone()
+                } else {
+                    format!("{}.{}", res.resource, res.group)
+                };
+                *remaining.entry(label).or_default() += 1;
+                for f in State::finalizers_of(left) {
+                    *fins.entry(f).or_default() += 1;
+                }
+            }
+        }
+    }
+    (remaining, fins)
+}
+
+/// The five conditions of a terminating namespace, as kube's namespace controller writes them,
+/// from what is left in it.
+fn deletion_conditions(
+    remaining: &BTreeMap<String, usize>,
+    fins: &BTreeMap<String, usize>,
+) -> Vec<Value> {
+    let content = if remaining.is_empty() {
+        json!({"type": "NamespaceContentRemaining", "status": "False", "reason": "ContentRemoved", "message": "All content successfully removed"})
+    } else {
+        let m = remaining
+            .iter()
+            .map(|(r, n)| format!("{r} has {n} resource instances"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        json!({"type": "NamespaceContentRemaining", "status": "True", "reason": "SomeResourcesRemain", "message": format!("Some resources are remaining: {m}")})
+    };
+    let finalizers = if fins.is_empty() {
+        json!({"type": "NamespaceFinalizersRemaining", "status": "False", "reason": "ContentHasNoFinalizers", "message": "All content-preserving finalizers finished"})
+    } else {
+        let m = fins
+            .iter()
+            .map(|(f, n)| format!("{f} in {n} resource instances"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        json!({"type": "NamespaceFinalizersRemaining", "status": "True", "reason": "SomeFinalizersRemain", "message": format!("Some content in the namespace has finalizers remaining: {m}")})
+    };
+    let ok = |ty: &str, reason: &str, msg: &str| json!({"type": ty, "status": "False", "reason": reason, "message": msg});
+    vec![
+        ok(
+            "NamespaceDeletionDiscoveryFailure",
+            "ResourcesDiscovered",
+            "All resources successfully discovered",
+        ),
+        ok(
+            "NamespaceDeletionGroupVersionParsingFailure",
+            "ParsedGroupVersions",
+            "All legacy kube types successfully parsed",
+        ),
+        ok(
+            "NamespaceDeletionContentFailure",
+            "ContentDeleted",
+            "All content successfully deleted, may be waiting on finalization",
+        ),
+        content,
+        finalizers,
+    ]
+}
+
+/// Sets `desired` as the namespace's conditions, keeping a condition that did not change (its
+/// `lastTransitionTime` with it).
+fn set_conditions(o: &mut Value, desired: Vec<Value>) {
+    let old = o
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let merged: Vec<Value> = desired
+        .into_iter()
+        .map(|mut d| {
+            match old.iter().find(|c| {
+                c["type"] == d["type"] && c["status"] == d["status"] && c["message"] == d["message"]
+            }) {
+                Some(prev) => prev.clone(),
+                None => {
+                    d["lastTransitionTime"] = json!(now());
+                    d
+                }
+            }
+        })
+        .collect();
+    o["status"]["conditions"] = Value::Array(merged);
 }
 
 #[cfg(test)]

@@ -90,72 +90,10 @@ impl State {
         managed: bool,
     ) -> Result<Reply, ApiError> {
         let mut t = t.clone();
-        if let Some(k) = obj.get("kind").and_then(Value::as_str)
-            && k != t.info.kind
-        {
-            return Err(ApiError::bad_request(format!(
-                "the API version in the data ({}) does not match the expected API version ({})",
-                obj.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
-                t.api_version()
-            )));
-        }
-        let m = meta_mut(&mut obj);
-        let body_ns = m
-            .get("namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        if t.info.namespaced {
-            if !body_ns.is_empty() && body_ns != t.namespace {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
-            m.insert("namespace".into(), json!(t.namespace));
-        } else {
-            m.remove("namespace");
-        }
-        let mut name = m
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        if name.is_empty()
-            && let Some(g) = m
-                .get("generateName")
-                .and_then(Value::as_str)
-                .filter(|g| !g.is_empty())
-        {
-            name = format!("{g}{}", self.rng.name_suffix(5));
-        }
-        if name.is_empty() {
-            return Err(ApiError::invalid(
-                &t.info.group,
-                &t.info.kind,
-                "",
-                vec![Cause::required(
-                    "metadata.name",
-                    "name or generateName is required",
-                )],
-            ));
-        }
-        if !t.name.is_empty() && t.name != name {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({name}) does not match the name on the URL ({})",
-                t.name
-            )));
-        }
+        check_kind(&t, &obj)?;
+        place_in_namespace(&t, &mut obj)?;
+        let name = self.object_name(&t, &obj)?;
         t.name = name.clone();
-        validation::check_name(&t.info, &name)
-            .map_err(|c| ApiError::invalid(&t.info.group, &t.info.kind, &name, vec![c]))?;
-        if m.get("resourceVersion")
-            .and_then(Value::as_str)
-            .is_some_and(|s| !s.is_empty())
-        {
-            return Err(ApiError::bad_request(
-                "resourceVersion should not be set on objects to be created",
-            ));
-        }
         self.check_namespace(&t)?;
         self.check_type_accepting(&t)?;
         let key = t.key();
@@ -163,29 +101,7 @@ impl State {
             return Err(ApiError::already_exists(t.subject()));
         }
         let uid = self.rng.uuid();
-        let m = meta_mut(&mut obj);
-        m.insert("name".into(), json!(name));
-        m.insert("uid".into(), json!(uid));
-        m.insert("creationTimestamp".into(), json!(now()));
-        for f in [
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "selfLink",
-        ] {
-            m.remove(f);
-        }
-        if t.info.generation {
-            m.insert("generation".into(), json!(1));
-        } else {
-            m.remove("generation");
-        }
-        if t.info.status_subresource
-            && let Some(o) = obj.as_object_mut()
-        {
-            o.remove("status");
-        }
-        obj["apiVersion"] = json!(t.api_version());
-        obj["kind"] = json!(t.info.kind);
+        set_server_fields(&t, &mut obj, &name, &uid);
         defaults_on_decode(&t, &mut obj);
         t.check_schema(&mut obj, o.strict)?;
         check_metadata(&t, &obj)?;
@@ -210,6 +126,43 @@ impl State {
         let stored = self.store.insert(key.clone(), obj);
         self.after_write(&key.res);
         Ok((201, self.present(stored, &t)))
+    }
+
+    /// The name of the object to create: its own, or `generateName` with a random suffix; it
+    /// must match the URL's and be valid for the kind, and the object carries no
+    /// resourceVersion.
+    fn object_name(&mut self, t: &Target, obj: &Value) -> Result<String, ApiError> {
+        let mut name = meta(obj, "name").unwrap_or_default();
+        if name.is_empty()
+            && let Some(g) = meta(obj, "generateName").filter(|g| !g.is_empty())
+        {
+            name = format!("{g}{}", self.rng.name_suffix(5));
+        }
+        if name.is_empty() {
+            return Err(ApiError::invalid(
+                &t.info.group,
+                &t.info.kind,
+                "",
+                vec![Cause::required(
+                    "metadata.name",
+                    "name or generateName is required",
+                )],
+            ));
+        }
+        if !t.name.is_empty() && t.name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({name}) does not match the name on the URL ({})",
+                t.name
+            )));
+        }
+        validation::check_name(&t.info, &name)
+            .map_err(|c| ApiError::invalid(&t.info.group, &t.info.kind, &name, vec![c]))?;
+        if meta(obj, "resourceVersion").is_some_and(|s| !s.is_empty()) {
+            return Err(ApiError::bad_request(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        Ok(name)
     }
 
     /// Per-kind defaults kube applies after the field manager (the REST strategy and storage):
@@ -301,4 +254,63 @@ impl State {
         }
         Ok(())
     }
+}
+
+/// The body's kind is the URL's.
+fn check_kind(t: &Target, obj: &Value) -> Result<(), ApiError> {
+    match obj.get("kind").and_then(Value::as_str) {
+        Some(k) if k != t.info.kind => Err(ApiError::bad_request(format!(
+            "the API version in the data ({}) does not match the expected API version ({})",
+            obj.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
+            t.api_version()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// A namespaced object gets the URL's namespace (a different one in the body is refused); a
+/// cluster-scoped one none.
+fn place_in_namespace(t: &Target, obj: &mut Value) -> Result<(), ApiError> {
+    let m = meta_mut(obj);
+    if !t.info.namespaced {
+        m.remove("namespace");
+        return Ok(());
+    }
+    let body_ns = m.get("namespace").and_then(Value::as_str).unwrap_or("");
+    if !body_ns.is_empty() && body_ns != t.namespace {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    m.insert("namespace".into(), json!(t.namespace));
+    Ok(())
+}
+
+/// What the server sets on a new object: name, uid, creation time, generation 1 (kinds that
+/// have one), no deletion fields, no status (kinds with a status subresource), apiVersion and
+/// kind of the URL.
+fn set_server_fields(t: &Target, obj: &mut Value, name: &str, uid: &str) {
+    let m = meta_mut(obj);
+    m.insert("name".into(), json!(name));
+    m.insert("uid".into(), json!(uid));
+    m.insert("creationTimestamp".into(), json!(now()));
+    for f in [
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+    ] {
+        m.remove(f);
+    }
+    if t.info.generation {
+        m.insert("generation".into(), json!(1));
+    } else {
+        m.remove("generation");
+    }
+    if t.info.status_subresource
+        && let Some(o) = obj.as_object_mut()
+    {
+        o.remove("status");
+    }
+    obj["apiVersion"] = json!(t.api_version());
+    obj["kind"] = json!(t.info.kind);
 }

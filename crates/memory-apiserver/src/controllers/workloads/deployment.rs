@@ -508,27 +508,7 @@ fn sync_once(
     }
     let stored = status_map(d);
     let mut working = stored.clone();
-    // checkPausedConditions
-    let reason = reason_of(&working, "Progressing");
-    if s.deadline.is_some() {
-        if s.paused && reason != "DeploymentPaused" {
-            set_condition(
-                &mut working,
-                "Progressing",
-                "Unknown",
-                "DeploymentPaused",
-                "Deployment is paused",
-            );
-        } else if !s.paused && reason == "DeploymentPaused" {
-            set_condition(
-                &mut working,
-                "Progressing",
-                "Unknown",
-                "DeploymentResumed",
-                "Deployment is resumed",
-            );
-        }
-    }
+    check_paused_conditions(&s, &mut working);
     if working != stored {
         // kube writes a changed pause condition at once.
         early.push((working.clone(), None));
@@ -610,6 +590,32 @@ fn sync_once(
     }
     let (status, wake) = rollout_status(&s, r, Some(i), working, &stored);
     (status, Some(r.rss[i].revision), wake)
+}
+
+/// kube's checkPausedConditions: `Progressing=Unknown` while paused (with a progress deadline),
+/// `DeploymentResumed` when no longer.
+fn check_paused_conditions(s: &Spec, working: &mut Map<String, Value>) {
+    if s.deadline.is_none() {
+        return;
+    }
+    let reason = reason_of(working, "Progressing");
+    if s.paused && reason != "DeploymentPaused" {
+        set_condition(
+            working,
+            "Progressing",
+            "Unknown",
+            "DeploymentPaused",
+            "Deployment is paused",
+        );
+    } else if !s.paused && reason == "DeploymentPaused" {
+        set_condition(
+            working,
+            "Progressing",
+            "Unknown",
+            "DeploymentResumed",
+            "Deployment is resumed",
+        );
+    }
 }
 
 /// Reconcile one Deployment: sync, let the ReplicaSets catch up, sync again, until settled.

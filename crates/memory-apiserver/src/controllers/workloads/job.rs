@@ -92,119 +92,149 @@ pub fn sync(
     }
     let ts = now();
     let mut status = status_map(job);
-    let suspended = spec["suspend"].as_bool().unwrap_or(false);
-    let mut wake = None;
     // Statuses kube writes on the way, while the Pods it deletes are terminating.
     let mut steps: Vec<Map<String, Value>> = Vec::new();
     let running = int(job, "/status/active");
-    if suspended {
-        ensure_condition(
-            &mut status,
-            "Suspended",
-            "True",
-            "JobSuspended",
-            "Job suspended",
-            &ts,
-        );
-        status.remove("startTime");
-        status.remove("active");
-        if running > 0 {
-            steps.push(with_pods(&status, running, None));
-        }
+    let wake = if spec["suspend"].as_bool().unwrap_or(false) {
+        suspend(&mut status, running, &ts, &mut steps);
+        None
     } else {
-        let was_suspended = status
-            .get("conditions")
-            .and_then(Value::as_array)
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Suspended" && c["status"] == "True")
-            });
-        ensure_condition(
-            &mut status,
-            "Suspended",
-            "False",
-            "JobResumed",
-            "Job resumed",
-            &ts,
-        );
-        if was_suspended || !status.contains_key("startTime") {
-            status.insert("startTime".into(), json!(ts));
-        }
-        let parallelism = spec["parallelism"].as_i64().unwrap_or(1).max(0);
-        let completions = spec["completions"].as_i64().or(defaulted);
-        let succeeded = int(job, "/status/succeeded");
-        let active = match completions {
-            Some(c) => parallelism.min((c - succeeded).max(0)),
-            None if succeeded > 0 => 0,
-            None => parallelism,
-        };
-        let started = status
-            .get("startTime")
-            .and_then(Value::as_str)
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok());
-        let deadline = spec["activeDeadlineSeconds"].as_i64();
-        let expired = match (deadline, started) {
-            (Some(d), Some(at)) => {
-                let left = at.as_second() + d - jiff::Timestamp::now().as_second();
-                if left > 0 {
-                    wake = Some(Duration::from_secs(left as u64));
-                }
-                left <= 0
-            }
-            _ => false,
-        };
-        if completions == Some(0) {
-            let msg = "Reached expected number of succeeded pods";
-            ensure_condition(
-                &mut status,
-                "SuccessCriteriaMet",
-                "True",
-                "CompletionsReached",
-                msg,
-                &ts,
-            );
-            ensure_condition(
-                &mut status,
-                "Complete",
-                "True",
-                "CompletionsReached",
-                msg,
-                &ts,
-            );
-            status.insert("completionTime".into(), json!(ts));
-            status.remove("active");
-            wake = None;
-        } else if expired {
-            let msg = "Job was active longer than specified deadline";
-            let failed = int(job, "/status/failed") + running;
-            ensure_condition(
-                &mut status,
-                "FailureTarget",
-                "True",
-                "DeadlineExceeded",
-                msg,
-                &ts,
-            );
-            status.remove("active");
-            if running > 0 {
-                // The deleted Pods are terminating, counted as failed, then gone.
-                let uids: Vec<String> = (0..running).map(|_| st.rng.uuid()).collect();
-                steps.push(with_pods(&status, running, Some(uids)));
-                set_omitempty(&mut status, "failed", failed);
-                steps.push(with_pods(&status, running, None));
-                steps.push(with_pods(&status, 0, None));
-            }
-            set_omitempty(&mut status, "failed", failed);
-            ensure_condition(&mut status, "Failed", "True", "DeadlineExceeded", msg, &ts);
-        } else {
-            set_omitempty(&mut status, "active", active);
-        }
-    }
+        run(st, job, defaulted, &mut status, &ts, &mut steps)
+    };
     for step in steps {
         write_status(st, key, Value::Object(step), None);
     }
     write_status(st, key, Value::Object(with_pods(&status, 0, None)), None);
     wake
+}
+
+/// A suspended Job: `Suspended=True`, no start time, its `running` Pods deleted.
+fn suspend(
+    status: &mut Map<String, Value>,
+    running: i64,
+    ts: &str,
+    steps: &mut Vec<Map<String, Value>>,
+) {
+    ensure_condition(
+        status,
+        "Suspended",
+        "True",
+        "JobSuspended",
+        "Job suspended",
+        ts,
+    );
+    status.remove("startTime");
+    status.remove("active");
+    if running > 0 {
+        steps.push(with_pods(status, running, None));
+    }
+}
+
+/// A running (or resumed) Job: its active Pods, complete at once with `completions: 0`, failed
+/// at its `activeDeadlineSeconds`. Returns when the deadline will pass.
+fn run(
+    st: &mut State,
+    job: &Value,
+    defaulted: Option<i64>,
+    status: &mut Map<String, Value>,
+    ts: &str,
+    steps: &mut Vec<Map<String, Value>>,
+) -> Option<Duration> {
+    let spec = &job["spec"];
+    resume(status, ts);
+    let parallelism = spec["parallelism"].as_i64().unwrap_or(1).max(0);
+    let completions = spec["completions"].as_i64().or(defaulted);
+    let succeeded = int(job, "/status/succeeded");
+    let active = match completions {
+        Some(c) => parallelism.min((c - succeeded).max(0)),
+        None if succeeded > 0 => 0,
+        None => parallelism,
+    };
+    let left = deadline_left(spec, status);
+    if completions == Some(0) {
+        complete(status, ts);
+        return None;
+    }
+    if left.is_some_and(|l| l <= 0) {
+        fail_at_deadline(st, job, status, ts, steps);
+        return None;
+    }
+    set_omitempty(status, "active", active);
+    left.map(|l| Duration::from_secs(l as u64))
+}
+
+/// `Suspended=False` (a new start time when resumed, or when there was none).
+fn resume(status: &mut Map<String, Value>, ts: &str) {
+    let was_suspended = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Suspended" && c["status"] == "True")
+        });
+    ensure_condition(
+        status,
+        "Suspended",
+        "False",
+        "JobResumed",
+        "Job resumed",
+        ts,
+    );
+    if was_suspended || !status.contains_key("startTime") {
+        status.insert("startTime".into(), json!(ts));
+    }
+}
+
+/// Seconds left until `activeDeadlineSeconds` passes (0 or less: passed), if the Job has one
+/// and has started.
+fn deadline_left(spec: &Value, status: &Map<String, Value>) -> Option<i64> {
+    let started = status
+        .get("startTime")
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())?;
+    let deadline = spec["activeDeadlineSeconds"].as_i64()?;
+    Some(started.as_second() + deadline - jiff::Timestamp::now().as_second())
+}
+
+/// `SuccessCriteriaMet` then `Complete`, with a completion time.
+fn complete(status: &mut Map<String, Value>, ts: &str) {
+    let msg = "Reached expected number of succeeded pods";
+    ensure_condition(
+        status,
+        "SuccessCriteriaMet",
+        "True",
+        "CompletionsReached",
+        msg,
+        ts,
+    );
+    ensure_condition(status, "Complete", "True", "CompletionsReached", msg, ts);
+    status.insert("completionTime".into(), json!(ts));
+    status.remove("active");
+}
+
+/// `FailureTarget`, the active Pods terminating and counted as failed, then `Failed`.
+fn fail_at_deadline(
+    st: &mut State,
+    job: &Value,
+    status: &mut Map<String, Value>,
+    ts: &str,
+    steps: &mut Vec<Map<String, Value>>,
+) {
+    let msg = "Job was active longer than specified deadline";
+    let running = int(job, "/status/active");
+    let failed = int(job, "/status/failed") + running;
+    ensure_condition(status, "FailureTarget", "True", "DeadlineExceeded", msg, ts);
+    status.remove("active");
+    if running > 0 {
+        // The deleted Pods are terminating, counted as failed, then gone.
+        let uids: Vec<String> = (0..running).map(|_| st.rng.uuid()).collect();
+        steps.push(with_pods(status, running, Some(uids)));
+        set_omitempty(status, "failed", failed);
+        steps.push(with_pods(status, running, None));
+        steps.push(with_pods(status, 0, None));
+    }
+    set_omitempty(status, "failed", failed);
+    ensure_condition(status, "Failed", "True", "DeadlineExceeded", msg, ts);
 }
 
 /// `status` with kube's Pod counters: none ready, `terminating` Pods, and the uids of failed
