@@ -10,6 +10,8 @@ FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+# The embedded in-memory API server (`--in-memory`, `cvo dev-apiserver`): a workspace member.
+COPY crates ./crates
 COPY benches ./benches
 # Cache the registry and target dir between builds (BuildKit).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

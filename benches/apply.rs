@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cvo::cluster::Cluster;
-use cvo::cluster::memory::{Config, FaultAction, FaultRule, MemoryServer, kubeconfig_yaml, serve};
 use cvo::release::{LoadOptions, Release};
 use cvo::sync::{SyncOptions, sync};
+use memory_apiserver::{Config, FaultAction, FaultRule, MemoryServer, kubeconfig_yaml, serve};
 
 mod common;
 

@@ -24,9 +24,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cvo::cluster::memory::{Config, MemoryServer, kubeconfig_yaml, serve};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, Patch, PatchParams};
+use memory_apiserver::{Config, MemoryServer, kubeconfig_yaml, serve};
 use serde_json::json;
 
 /// The namespace of the operator's Lease and deletion record.

@@ -12,6 +12,7 @@
 pub mod apply;
 pub mod cli;
 pub mod cluster;
+pub mod dev;
 pub mod diagnostic;
 pub mod graph;
 pub mod health;

@@ -180,7 +180,7 @@ async fn in_memory_server_cleans_up_and_stops_on_sigterm() {
         &addr.to_string(),
     ]);
     let kubeconfig =
-        kube::config::Kubeconfig::from_yaml(&cvo::cluster::memory::kubeconfig_yaml(addr)).unwrap();
+        kube::config::Kubeconfig::from_yaml(&memory_apiserver::kubeconfig_yaml(addr)).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .unwrap();
@@ -267,7 +267,7 @@ async fn the_operator_runs_the_reconciler_as_a_component() {
         .unwrap()
         .is_none()
     {
-        cvo::olm::crds::install(&tc.client).await.unwrap();
+        cvo::dev::olm_crds::install(&tc.client).await.unwrap();
     }
     let ns = tc.namespace("olm-operator").await;
     let crd = TestCrd::new("Widget", true, false);

@@ -35,6 +35,7 @@ pub struct TargetArgs {
     /// first seeded with the objects the release's delete manifests name (as a previous
     /// release would have left them, finalizers included, and nothing releases them), so the
     /// deletion paths — in progress, stuck — are visible.
+    #[cfg(feature = "in-memory")]
     #[arg(long)]
     pub in_memory: bool,
     /// Namespace of the deletion record (ConfigMap cvo-deletion-record): which deletions cvo
@@ -171,9 +172,14 @@ pub(super) fn execute(
         let cluster = crate::cluster::Cluster::new(client);
         // On the embedded server nothing runs: play the release's operators (their
         // ClusterOperators report the release), stopped when the sync ends.
-        let operators = target
-            .in_memory
-            .then(|| tokio::spawn(super::operators::play(cluster.clone(), release.clone())));
+        #[cfg(feature = "in-memory")]
+        let operators = target.in_memory.then(|| {
+            tokio::spawn(crate::dev::operators::play(
+                cluster.clone(),
+                release.clone(),
+            ))
+        });
+        #[cfg(feature = "in-memory")]
         if target.in_memory {
             super::seed::previous_state(&cluster, &release, options.parallelism).await;
         }
@@ -200,6 +206,7 @@ pub(super) fn execute(
             }
         };
         progress.finish();
+        #[cfg(feature = "in-memory")]
         if let Some(operators) = operators {
             operators.abort();
         }
@@ -220,14 +227,15 @@ pub(super) fn execute(
     })
 }
 
+#[cfg_attr(not(feature = "in-memory"), allow(unused_variables))]
 async fn connect(
     global: &GlobalArgs,
     target: &TargetArgs,
     release: &Release,
 ) -> Result<kube::Client, super::ClientError> {
+    #[cfg(feature = "in-memory")]
     if target.in_memory {
-        let server =
-            crate::cluster::memory::MemoryServer::start(crate::cluster::memory::Config::default());
+        let server = memory_apiserver::MemoryServer::start(memory_apiserver::Config::default());
         // Finalizers named in the release stay held (the fake operator releases none), so a
         // deletion of a seeded object shows the in-progress/stuck path.
         for m in &release.manifests {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::cluster::memory::{Config, dev_apiserver};
+use memory_apiserver::{Config, MemoryServer, serve_with_kubeconfig};
 
 #[derive(Debug, Args)]
 pub struct DevApiserverArgs {
@@ -41,8 +41,8 @@ pub fn run(args: &DevApiserverArgs) -> ExitCode {
     }
     stderr_line!("in-memory API server on http://{}", args.listen);
     runtime.block_on(async {
-        let serving = dev_apiserver(
-            Config::default(),
+        let serving = serve_with_kubeconfig(
+            MemoryServer::start(Config::default()),
             args.listen,
             args.kubeconfig_out.as_deref(),
         );

@@ -15,14 +15,15 @@ macro_rules! stderr_line {
 
 mod apply;
 mod cluster_deletion;
+#[cfg(feature = "in-memory")]
 mod dev_apiserver;
 mod graph;
 mod operand_cleanup;
 mod operator;
-mod operators;
 mod plan;
 mod rbac;
 use crate::cluster::request_error;
+#[cfg(feature = "in-memory")]
 mod seed;
 mod uninstall;
 mod validate;
@@ -94,6 +95,7 @@ pub enum Command {
     /// The cluster-deletion signal: delete the Alive object and wait for its finalizers.
     ClusterDeletion(cluster_deletion::ClusterDeletionArgs),
     /// Serve the embedded in-memory API server on loopback (for kubectl and tests).
+    #[cfg(feature = "in-memory")]
     DevApiserver(dev_apiserver::DevApiserverArgs),
 }
 
@@ -267,6 +269,7 @@ pub fn main() -> ExitCode {
         Command::OperandCleanup(args) => operand_cleanup::run(&cli.global, &args),
         Command::Uninstall(args) => uninstall::run(&cli.global, &args),
         Command::ClusterDeletion(args) => cluster_deletion::run(&cli.global, &args),
+        #[cfg(feature = "in-memory")]
         Command::DevApiserver(args) => dev_apiserver::run(&args),
     }
 }

@@ -1,12 +1,12 @@
 //! `cvo operand-cleanup`: run the OLM CSV operand-cleanup reconciler until SIGINT/SIGTERM.
 
+#[cfg(feature = "in-memory")]
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Args;
 
 use super::GlobalArgs;
-use crate::cluster::memory::{Config, MemoryServer, serve};
 
 #[derive(Debug, Args)]
 pub struct OperandCleanupArgs {
@@ -16,15 +16,18 @@ pub struct OperandCleanupArgs {
     pub namespace: Option<String>,
     /// Run against a fresh embedded API server with OLM's CRDs installed, instead of the
     /// kubeconfig cluster.
+    #[cfg(feature = "in-memory")]
     #[arg(long)]
     pub in_memory: bool,
     /// With --in-memory: also serve that server on this loopback address, so kubectl can
     /// create CSVs while the reconciler runs (see `cvo dev-apiserver`).
+    #[cfg(feature = "in-memory")]
     #[arg(long, value_name = "ADDR:PORT", requires = "in_memory")]
     pub listen: Option<SocketAddr>,
 }
 
 pub fn run(global: &GlobalArgs, args: &OperandCleanupArgs) -> ExitCode {
+    #[cfg(feature = "in-memory")]
     if let Some(addr) = args.listen
         && !addr.ip().is_loopback()
     {
@@ -38,27 +41,9 @@ pub fn run(global: &GlobalArgs, args: &OperandCleanupArgs) -> ExitCode {
         Err(code) => return code,
     };
     runtime.block_on(async {
-        let client = if args.in_memory {
-            let server = MemoryServer::start(Config::default());
-            if let Err(e) = crate::olm::crds::install(&server.client()).await {
-                stderr_line!("error: installing OLM CRDs in the in-memory server: {e}");
-                return ExitCode::FAILURE;
-            }
-            if let Some(addr) = args.listen {
-                let serving = server.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = serve(serving, addr).await {
-                        stderr_line!("error: serving on {addr}: {e}");
-                    }
-                });
-                stderr_line!("in-memory API server with OLM CRDs on http://{addr}");
-            }
-            server.client()
-        } else {
-            match super::kube_client(global).await {
-                Ok(c) => c,
-                Err(e) => return e.report(),
-            }
+        let client = match client(global, args).await {
+            Ok(c) => c,
+            Err(code) => return code,
         };
         tracing::info!(namespace = ?args.namespace, "operand-cleanup reconciler starting");
         match crate::olm::run(client, args.namespace.clone(), super::shutdown_signal()).await {
@@ -69,4 +54,36 @@ pub fn run(global: &GlobalArgs, args: &OperandCleanupArgs) -> ExitCode {
             }
         }
     })
+}
+
+/// The kubeconfig cluster's client, or with `--in-memory` a fresh embedded server's.
+#[cfg_attr(not(feature = "in-memory"), allow(unused_variables))]
+async fn client(global: &GlobalArgs, args: &OperandCleanupArgs) -> Result<kube::Client, ExitCode> {
+    #[cfg(feature = "in-memory")]
+    if args.in_memory {
+        return in_memory(args.listen).await;
+    }
+    super::kube_client(global).await.map_err(|e| e.report())
+}
+
+/// A fresh embedded server with OLM's CRDs, also served on `listen` if given.
+#[cfg(feature = "in-memory")]
+async fn in_memory(listen: Option<SocketAddr>) -> Result<kube::Client, ExitCode> {
+    use memory_apiserver::{Config, MemoryServer, serve};
+
+    let server = MemoryServer::start(Config::default());
+    if let Err(e) = crate::dev::olm_crds::install(&server.client()).await {
+        stderr_line!("error: installing OLM CRDs in the in-memory server: {e}");
+        return Err(ExitCode::FAILURE);
+    }
+    if let Some(addr) = listen {
+        let serving = server.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serve(serving, addr).await {
+                stderr_line!("error: serving on {addr}: {e}");
+            }
+        });
+        stderr_line!("in-memory API server with OLM CRDs on http://{addr}");
+    }
+    Ok(server.client())
 }

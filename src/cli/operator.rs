@@ -19,6 +19,7 @@ pub struct OperatorArgs {
     pub release: ReleaseArgs,
     /// Run against a fresh embedded in-memory API server instead of a cluster (for trying
     /// the operator out; it starts empty).
+    #[cfg(feature = "in-memory")]
     #[arg(long)]
     pub in_memory: bool,
     /// The operator's namespace, where its leader Lease lives (default: the kubeconfig
@@ -126,16 +127,9 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
         Err(code) => return code,
     };
     runtime.block_on(async {
-        let client = if args.in_memory {
-            let server = crate::cluster::memory::MemoryServer::start(
-                crate::cluster::memory::Config::default(),
-            );
-            server.client()
-        } else {
-            match super::kube_client(global).await {
-                Ok(c) => c,
-                Err(e) => return e.report(),
-            }
+        let client = match client(global, args).await {
+            Ok(c) => c,
+            Err(e) => return e.report(),
         };
         let namespace = args
             .namespace
@@ -256,4 +250,18 @@ fn unreadable_release(args: &ReleaseArgs) -> String {
             args.release.display()
         ),
     }
+}
+
+/// The kubeconfig cluster's client, or with `--in-memory` a fresh embedded server's.
+#[cfg_attr(not(feature = "in-memory"), allow(unused_variables))]
+async fn client(
+    global: &GlobalArgs,
+    args: &OperatorArgs,
+) -> Result<kube::Client, super::ClientError> {
+    #[cfg(feature = "in-memory")]
+    if args.in_memory {
+        let server = memory_apiserver::MemoryServer::start(memory_apiserver::Config::default());
+        return Ok(server.client());
+    }
+    super::kube_client(global).await
 }

@@ -10,8 +10,6 @@
 //! - [`request_error`]: what failed, in words (connection refused, unknown authority, 401);
 //! - [`retry`]: the one retry policy of every request `cvo` sends (kube-client's own retry
 //!   layer is switched off by [`client`]);
-//! - [`memory`]: the embedded in-memory API server used by `cvo apply --in-memory`,
-//!   `cvo dev-apiserver` and the test suites.
 //!
 //! Verbs send one request per call and never retry: the caller runs them under [`retry`],
 //! knowing what the request was for. Discovery retries its own lookups under the same policy. Waits are the exception by
@@ -20,7 +18,6 @@
 pub mod crd;
 pub mod discovery;
 pub mod list;
-pub mod memory;
 pub mod name;
 pub mod objects;
 pub mod request_error;

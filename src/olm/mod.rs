@@ -4,13 +4,10 @@
 //!
 //! - [`types`]: hand-written serde subsets of CSV, OperatorGroup and Subscription.
 //! - [`plan`]: the pure decision; every safety rule lives there.
-//! - [`crds`]: minimal OLM CRDs, and installing them, for running against an empty
-//!   (in-memory) API server.
 //! - [`reconciler`]: the kube-runtime controller that gathers snapshots and applies decisions.
 //!
 //! See `docs/operand-cleanup.md` for the admin's view.
 
-pub mod crds;
 pub mod plan;
 pub mod reconciler;
 pub mod types;

@@ -19,6 +19,14 @@ use serde_json::{Map, Value};
 /// The API group of all OLM types here.
 pub const GROUP: &str = "operators.coreos.com";
 
+/// The kind of OLM's `Operator` (`operators.coreos.com/v1`, cluster-scoped): the per-package view
+/// OLM keeps of everything labelled `operators.coreos.com/<name>`.
+pub const OPERATOR_KIND: &str = "Operator";
+/// Plural of [`OPERATOR_KIND`].
+pub const OPERATOR_PLURAL: &str = "operators";
+/// Version of [`OPERATOR_KIND`].
+pub const OPERATOR_VERSION: &str = "v1";
+
 /// Unknown fields of an object, kept so they survive a round trip.
 pub type Extra = Map<String, Value>;
 

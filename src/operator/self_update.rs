@@ -353,8 +353,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_same_image_or_none_stays_and_an_unknown_own_image_cannot_move() {
-        let server =
-            crate::cluster::memory::MemoryServer::start(crate::cluster::memory::Config::default());
+        let server = memory_apiserver::MemoryServer::start(memory_apiserver::Config::default());
         let cluster = Cluster::new(server.client());
         let known = SelfUpdate::new(Config {
             deployment: Some("ns/op".parse().unwrap()),
@@ -392,8 +391,7 @@ mod tests {
             std::fs::write(dir.path().join("0000_00_a_00_op.yaml"), deployment(image)).unwrap();
             crate::release::load(dir.path(), &Default::default()).unwrap()
         };
-        let server =
-            crate::cluster::memory::MemoryServer::start(crate::cluster::memory::Config::default());
+        let server = memory_apiserver::MemoryServer::start(memory_apiserver::Config::default());
         let cluster = Cluster::new(server.client());
         let mover = SelfUpdate::new(Config {
             deployment: Some("ns/op".parse().unwrap()),

@@ -1,7 +1,7 @@
 //! The one way integration tests get a cluster.
 //!
 //! [`cluster`] returns a [`TestCluster`]: by default a fresh embedded in-memory API server
-//! (`cvo::cluster::memory`), or, when the environment variable `CVO_TEST_KUBECONFIG` names a
+//! (`memory_apiserver`), or, when the environment variable `CVO_TEST_KUBECONFIG` names a
 //! kubeconfig file, a client for that real cluster. Tests only ever use `TestCluster::client`,
 //! so the same test runs against both.
 //!
@@ -18,7 +18,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use cvo::cluster::memory::{Config as MemoryConfig, MemoryServer};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
@@ -27,6 +26,7 @@ use kube::api::{
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::Status;
 use kube::{Client, Config};
+use memory_apiserver::{Config as MemoryConfig, MemoryServer};
 use serde_json::json;
 
 /// Environment variable naming a kubeconfig: run against that cluster instead of in-memory.
@@ -180,9 +180,9 @@ impl TestCluster {
         let addr = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("free loopback port");
-        tokio::spawn(cvo::cluster::memory::serve(server.clone(), addr));
+        tokio::spawn(memory_apiserver::serve(server.clone(), addr));
         let path = dir.join("kubeconfig");
-        std::fs::write(&path, cvo::cluster::memory::kubeconfig_yaml(addr)).expect("kubeconfig");
+        std::fs::write(&path, memory_apiserver::kubeconfig_yaml(addr)).expect("kubeconfig");
         poll_until("server listening", Duration::from_secs(10), || async {
             tokio::net::TcpStream::connect(addr)
                 .await
@@ -814,7 +814,7 @@ pub async fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
     .map_err(|e| e.to_string())?
 }
 
-/// OLM's CRDs (`cvo::olm::crds`), installed only where the cluster has none: they are
+/// OLM's CRDs (`cvo::dev::olm_crds`), installed only where the cluster has none: they are
 /// cluster-wide, and a real cluster may have OLM's own or the ones another test installed.
 pub async fn ensure_olm_crds(tc: &TestCluster) {
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
@@ -825,6 +825,8 @@ pub async fn ensure_olm_crds(tc: &TestCluster) {
         .expect("get the CSV CRD")
         .is_none()
     {
-        cvo::olm::crds::install(&tc.client).await.expect("OLM CRDs");
+        cvo::dev::olm_crds::install(&tc.client)
+            .await
+            .expect("OLM CRDs");
     }
 }

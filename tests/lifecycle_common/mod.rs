@@ -114,7 +114,7 @@ pub async fn install_olm_crds(tc: &TestCluster) {
         let text = std::fs::read_to_string(&path).expect("OLM CRD fixture");
         crds.push(serde_saphyr::from_str(&text).expect("OLM CRD yaml"));
     }
-    for crd in cvo::olm::crds::minimal_crds() {
+    for crd in cvo::dev::olm_crds::minimal_crds() {
         let name = crd["metadata"]["name"].as_str().unwrap_or_default();
         if name.starts_with("subscriptions.") || name.starts_with("operators.") {
             crds.push(serde_json::from_value(crd).expect("minimal CRD"));

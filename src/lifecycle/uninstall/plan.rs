@@ -158,7 +158,7 @@ pub fn crd_resource() -> ApiResource {
 
 /// The OLM `Operator` kind.
 pub fn operator_resource() -> ApiResource {
-    use crate::olm::crds::{OPERATOR_KIND, OPERATOR_PLURAL, OPERATOR_VERSION};
+    use crate::olm::types::{OPERATOR_KIND, OPERATOR_PLURAL, OPERATOR_VERSION};
     resource(
         crate::olm::types::GROUP,
         OPERATOR_VERSION,
