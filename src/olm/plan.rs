@@ -526,6 +526,14 @@ pub fn in_scope<'a>(
 }
 
 /// The whole decision (rules 1–9) for one snapshot.
+///
+/// # Errors
+///
+/// None are returned: the decision is pure and total, and what keeps a cleanup from going
+/// ahead is part of it — [`Decision::Block`] with a [`BlockReason`] (no or several
+/// OperatorGroups, an OperatorGroup whose targets cannot be interpreted safely, an owned CRD
+/// another CSV owns or requires), in which case the finalizer stays and nothing is deleted.
+/// Hazards the reconciler cannot fix are in [`Plan::warnings`].
 pub fn plan(s: &Snapshot<'_>) -> Plan {
     let warnings = hazards(s);
     if let Some(decision) = precheck(s.csv) {
