@@ -110,18 +110,12 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
     check_release_size(root, options.limits, total)?;
 
     let limits = options.limits;
-    let metadata = found.metadata.and_then(|path| {
-        read_metadata(&path, limits)
-            .map_err(|d| diagnostics.push(d))
-            .ok()
-    });
+    let metadata = found
+        .metadata
+        .and_then(|path| read_metadata(&path, limits, &mut diagnostics));
     let images = found
         .image_references
-        .and_then(|path| {
-            read_image_references(&path, limits)
-                .map_err(|d| diagnostics.push(d))
-                .ok()
-        })
+        .and_then(|path| read_image_references(&path, limits, &mut diagnostics))
         .unwrap_or_default();
     let values = TemplateValues {
         release_image: options.release_image.clone(),
@@ -248,8 +242,12 @@ fn read_text(path: &Path, limits: Limits) -> Result<String, TextError> {
     })
 }
 
-/// `release-metadata`, or the diagnostic saying why it cannot be used.
-fn read_metadata(path: &Path, limits: Limits) -> Result<ReleaseMetadata, Diagnostic> {
+/// `release-metadata`; `None`, with a diagnostic saying why, when it cannot be used.
+fn read_metadata(
+    path: &Path,
+    limits: Limits,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<ReleaseMetadata> {
     let problem = |message: &dyn std::fmt::Display| {
         Diagnostic::new(
             "release-metadata",
@@ -259,16 +257,20 @@ fn read_metadata(path: &Path, limits: Limits) -> Result<ReleaseMetadata, Diagnos
         )
         .with_help(r#"write JSON like {"kind": "cincinnati-metadata-v0", "version": "4.16.2"}"#)
     };
-    let text = read_text(path, limits).map_err(|e| problem(&e))?;
-    ReleaseMetadata::parse(&text).map_err(|e| problem(&e))
+    let parsed = match read_text(path, limits) {
+        Ok(text) => ReleaseMetadata::parse(&text).map_err(|e| problem(&e)),
+        Err(e) => Err(problem(&e)),
+    };
+    parsed.map_err(|d| diagnostics.push(d)).ok()
 }
 
-/// `image-references` (image names to pull specs), or the diagnostic saying why it cannot
-/// be used.
+/// `image-references` (image names to pull specs); `None`, with a diagnostic saying why, when
+/// it cannot be used.
 fn read_image_references(
     path: &Path,
     limits: Limits,
-) -> Result<BTreeMap<String, String>, Diagnostic> {
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<BTreeMap<String, String>> {
     let problem = |message: &dyn std::fmt::Display| {
         Diagnostic::new(
             "release-metadata",
@@ -278,8 +280,11 @@ fn read_image_references(
         )
         .with_help("write an ImageStream whose spec.tags list `name:` and `from: {name: PULLSPEC}`")
     };
-    let text = read_text(path, limits).map_err(|e| problem(&e))?;
-    parse_image_references(&text).map_err(|e| problem(&e))
+    let parsed = match read_text(path, limits) {
+        Ok(text) => parse_image_references(&text).map_err(|e| problem(&e)),
+        Err(e) => Err(problem(&e)),
+    };
+    parsed.map_err(|d| diagnostics.push(d)).ok()
 }
 
 /// Directory entries as (path, file name, is directory), sorted by name. Names that are not
