@@ -6,7 +6,7 @@
 //! `release-metadata` and `image-references` are read where CVO keeps them. Files are parsed
 //! in parallel; the result does not depend on it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -110,12 +110,26 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
     check_release_size(root, options.limits, total)?;
 
     let limits = options.limits;
-    let metadata = found
-        .metadata
-        .and_then(|path| read_metadata(&path, limits, &mut diagnostics));
+    let metadata = found.metadata.and_then(|path| {
+        read_small_file(
+            &path,
+            limits,
+            ReleaseMetadata::parse,
+            r#"write JSON like {"kind": "cincinnati-metadata-v0", "version": "4.16.2"}"#,
+            &mut diagnostics,
+        )
+    });
     let images = found
         .image_references
-        .and_then(|path| read_image_references(&path, limits, &mut diagnostics))
+        .and_then(|path| {
+            read_small_file(
+                &path,
+                limits,
+                parse_image_references,
+                "write an ImageStream whose spec.tags list `name:` and `from: {name: PULLSPEC}`",
+                &mut diagnostics,
+            )
+        })
         .unwrap_or_default();
     let values = TemplateValues {
         release_image: options.release_image.clone(),
@@ -242,46 +256,28 @@ fn read_text(path: &Path, limits: Limits) -> Result<String, TextError> {
     })
 }
 
-/// `release-metadata`; `None`, with a diagnostic saying why, when it cannot be used.
-fn read_metadata(
+/// One of the release's small files (`release-metadata`, `image-references`), read and
+/// parsed; `None`, with a diagnostic that starts with the file name and says why (and
+/// `help`), when it cannot be used.
+fn read_small_file<T, E: std::fmt::Display>(
     path: &Path,
     limits: Limits,
+    parse: impl FnOnce(&str) -> Result<T, E>,
+    help: &str,
     diagnostics: &mut Vec<Diagnostic>,
-) -> Option<ReleaseMetadata> {
+) -> Option<T> {
     let problem = |message: &dyn std::fmt::Display| {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
         Diagnostic::new(
             "release-metadata",
             Severity::Error,
             Location::file(path),
-            format!("release-metadata: {message}"),
+            format!("{name}: {message}"),
         )
-        .with_help(r#"write JSON like {"kind": "cincinnati-metadata-v0", "version": "4.16.2"}"#)
+        .with_help(help)
     };
     let parsed = match read_text(path, limits) {
-        Ok(text) => ReleaseMetadata::parse(&text).map_err(|e| problem(&e)),
-        Err(e) => Err(problem(&e)),
-    };
-    parsed.map_err(|d| diagnostics.push(d)).ok()
-}
-
-/// `image-references` (image names to pull specs); `None`, with a diagnostic saying why, when
-/// it cannot be used.
-fn read_image_references(
-    path: &Path,
-    limits: Limits,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Option<BTreeMap<String, String>> {
-    let problem = |message: &dyn std::fmt::Display| {
-        Diagnostic::new(
-            "release-metadata",
-            Severity::Error,
-            Location::file(path),
-            format!("image-references: {message}"),
-        )
-        .with_help("write an ImageStream whose spec.tags list `name:` and `from: {name: PULLSPEC}`")
-    };
-    let parsed = match read_text(path, limits) {
-        Ok(text) => parse_image_references(&text).map_err(|e| problem(&e)),
+        Ok(text) => parse(&text).map_err(|e| problem(&e)),
         Err(e) => Err(problem(&e)),
     };
     parsed.map_err(|d| diagnostics.push(d)).ok()
