@@ -267,7 +267,7 @@ pub struct Plan {
     pub warnings: Vec<String>,
 }
 
-/// Whether a CSV is one of OLM's copies (rule 4 of the issue).
+/// Whether a CSV is one of OLM's copies (rule 2 of this module; docs/operand-cleanup.md).
 pub fn is_copied(csv: &ClusterServiceVersion) -> bool {
     let meta = &csv.metadata;
     if meta
@@ -581,7 +581,7 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     }
 }
 
-/// Hazards the issue names that the reconciler cannot fix but should report.
+/// Hazards the reconciler cannot fix but should report (docs/operand-cleanup.md, "Hazards").
 fn hazards(s: &Snapshot<'_>) -> Vec<String> {
     let mut out = Vec::new();
     let name = s.csv.metadata.name.as_deref().unwrap_or_default();
