@@ -16,10 +16,20 @@ impl fmt::Display for NamespacedName {
     }
 }
 
-impl std::str::FromStr for NamespacedName {
-    type Err = String;
+/// A command-line value that is not `NAMESPACE/NAME`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not NAMESPACE/NAME (for example cluster-version/cvo-operator)")]
+pub struct NotNamespacedName(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl std::str::FromStr for NamespacedName {
+    type Err = NotNamespacedName;
+
+    /// Parses `NAMESPACE/NAME`.
+    ///
+    /// # Errors
+    ///
+    /// [`NotNamespacedName`] when either part is empty or there is not exactly one `/`.
+    fn from_str(s: &str) -> Result<Self, NotNamespacedName> {
         match s.split_once('/') {
             Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
                 Ok(NamespacedName {
@@ -27,9 +37,7 @@ impl std::str::FromStr for NamespacedName {
                     name: name.to_owned(),
                 })
             }
-            _ => Err(format!(
-                "{s:?} is not NAMESPACE/NAME (for example cluster-version/cvo-operator)"
-            )),
+            _ => Err(NotNamespacedName(s.to_owned())),
         }
     }
 }

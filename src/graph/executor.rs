@@ -115,55 +115,18 @@ where
     S: Future<Output = ()>,
 {
     let parallelism = parallelism.max(1);
-    let n = graph.len();
-    let mut state = vec![State::Waiting; n];
-    let mut waiting_on: Vec<usize> = graph
-        .node_ids()
-        .map(|id| graph.predecessors(id).len())
-        .collect();
-    let mut ready: BTreeSet<NodeId> = BTreeSet::new();
+    let mut walk = Walk::new(graph);
     let mut errors: Vec<NodeFailure<E>> = Vec::new();
     let mut in_flight = FuturesUnordered::new();
     let mut stop = pin!(stop.fuse());
     let mut stopped = false;
-
-    // Marks `id` done and moves successors whose predecessors all succeeded to `ready`,
-    // passing through join nodes at once.
-    let complete = |id: NodeId,
-                    state: &mut Vec<State>,
-                    waiting_on: &mut Vec<usize>,
-                    ready: &mut BTreeSet<NodeId>| {
-        let mut stack = vec![id];
-        while let Some(id) = stack.pop() {
-            state[id.0] = State::Done;
-            for next in graph.successors(id) {
-                waiting_on[next.0] -= 1;
-                if waiting_on[next.0] == 0 {
-                    if graph.node(next).is_join() {
-                        stack.push(next);
-                    } else {
-                        ready.insert(next);
-                    }
-                }
-            }
-        }
-    };
-
-    for id in graph.roots() {
-        if graph.node(id).is_join() {
-            complete(id, &mut state, &mut waiting_on, &mut ready);
-        } else {
-            ready.insert(id);
-        }
-    }
 
     loop {
         if !stopped && stop.as_mut().now_or_never().is_some() {
             stopped = true;
         }
         while !stopped && in_flight.len() < parallelism {
-            let Some(id) = ready.pop_first() else { break };
-            state[id.0] = State::Running;
+            let Some(id) = walk.start_next() else { break };
             let tasks: &'g [usize] = graph.node(id).tasks();
             in_flight.push(work(id, tasks).map(move |result| (id, result)));
         }
@@ -184,9 +147,9 @@ where
         };
         let Some((id, result)) = finished else { break };
         match result {
-            Ok(()) => complete(id, &mut state, &mut waiting_on, &mut ready),
+            Ok(()) => walk.complete(id),
             Err(error) => {
-                state[id.0] = State::Failed;
+                walk.state[id.0] = State::Failed;
                 errors.push(NodeFailure { node: id, error });
             }
         }
@@ -195,13 +158,71 @@ where
     errors.sort_by_key(|f| f.node);
     let completed = graph
         .node_ids()
-        .filter(|id| state[id.0] == State::Done)
+        .filter(|id| walk.state[id.0] == State::Done)
         .collect();
-    let not_started = not_started(graph, &state, &errors);
+    let not_started = not_started(graph, &walk.state, &errors);
     RunReport {
         completed,
         failed: errors,
         not_started,
+    }
+}
+
+/// Where a walk of a graph stands: each node's state, how many predecessors each still
+/// waits for, and the nodes ready to start.
+struct Walk<'g> {
+    graph: &'g TaskGraph,
+    state: Vec<State>,
+    waiting_on: Vec<usize>,
+    ready: BTreeSet<NodeId>,
+}
+
+impl<'g> Walk<'g> {
+    /// The start of a walk: roots are ready, join roots passed at once.
+    fn new(graph: &'g TaskGraph) -> Self {
+        let mut walk = Walk {
+            graph,
+            state: vec![State::Waiting; graph.len()],
+            waiting_on: graph
+                .node_ids()
+                .map(|id| graph.predecessors(id).len())
+                .collect(),
+            ready: BTreeSet::new(),
+        };
+        for id in graph.roots() {
+            if graph.node(id).is_join() {
+                walk.complete(id);
+            } else {
+                walk.ready.insert(id);
+            }
+        }
+        walk
+    }
+
+    /// The ready node with the lowest id, marked running.
+    fn start_next(&mut self) -> Option<NodeId> {
+        let id = self.ready.pop_first()?;
+        self.state[id.0] = State::Running;
+        Some(id)
+    }
+
+    /// Marks `id` done and moves successors whose predecessors all succeeded to `ready`,
+    /// passing through join nodes at once.
+    fn complete(&mut self, id: NodeId) {
+        let mut stack = vec![id];
+        while let Some(id) = stack.pop() {
+            self.state[id.0] = State::Done;
+            for next in self.graph.successors(id) {
+                self.waiting_on[next.0] -= 1;
+                if self.waiting_on[next.0] == 0 {
+                    if self.graph.node(next).is_join() {
+                        stack.push(next);
+                    } else {
+                        self.ready.insert(next);
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -80,6 +80,12 @@ type Key = (usize, Option<String>, String);
 /// Waits until every object of `objects` is gone, or `timeout` passes; then returns the ones
 /// remaining. `progress(remaining, total)` is called whenever the count of remaining objects
 /// (as far as known) changes.
+///
+/// # Errors
+///
+/// The objects still there at the deadline (read once more: with their finalizers, or with
+/// the error that kept them from being read). A watch that fails is restarted with backoff,
+/// never an error of its own: its objects count as remaining until it lists again.
 pub async fn until_gone(
     client: &Client,
     objects: &[Tracked],
@@ -90,20 +96,8 @@ pub async fn until_gone(
         return Ok(());
     }
     let deadline = Instant::now() + timeout;
-    // Kinds, each watched once.
-    let mut kinds: Vec<ApiResource> = Vec::new();
-    let mut wanted: BTreeMap<Key, Option<String>> = BTreeMap::new();
-    for o in objects {
-        let idx = match kinds.iter().position(|k| *k == o.resource) {
-            Some(i) => i,
-            None => {
-                kinds.push(o.resource.clone());
-                kinds.len() - 1
-            }
-        };
-        wanted.insert((idx, o.namespace.clone(), o.name.clone()), o.uid.clone());
-    }
-    let streams = kinds.iter().enumerate().map(|(idx, ar)| {
+    let mut watched = Watched::new(objects);
+    let streams = watched.kinds.iter().enumerate().map(|(idx, ar)| {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
         watcher(api, watcher::Config::default())
             .default_backoff()
@@ -111,65 +105,126 @@ pub async fn until_gone(
             .boxed()
     });
     let mut events = futures::stream::select_all(streams);
-    // Per kind: None until its first list is complete; then the wanted objects present.
-    let mut present: Vec<Option<BTreeSet<Key>>> = vec![None; kinds.len()];
-    let mut listing: Vec<BTreeSet<Key>> = vec![BTreeSet::new(); kinds.len()];
     let mut last_count = usize::MAX;
-    let is_wanted = |idx: usize, obj: &DynamicObject| -> Option<Key> {
-        let key = (idx, obj.namespace(), obj.name_any());
-        match wanted.get(&key) {
-            Some(Some(uid)) if obj.uid().as_ref() != Some(uid) => None,
-            Some(_) => Some(key),
-            None => None,
-        }
-    };
     loop {
-        let count: usize = present
-            .iter()
-            .enumerate()
-            .map(|(idx, p)| match p {
-                Some(set) => set.len(),
-                None => wanted.keys().filter(|k| k.0 == idx).count(),
-            })
-            .sum();
+        let count = watched.remaining();
         if count != last_count {
             progress(count, objects.len());
             last_count = count;
         }
-        if count == 0 && present.iter().all(Option::is_some) {
+        if count == 0 && watched.all_listed() {
             return Ok(());
         }
-        let next = match tokio::time::timeout_at(deadline, events.next()).await {
+        let (idx, event) = match tokio::time::timeout_at(deadline, events.next()).await {
             Ok(Some(next)) => next,
             Ok(None) | Err(_) => break,
         };
-        let (idx, event) = next;
         match event {
-            Ok(watcher::Event::Init) => listing[idx].clear(),
-            Ok(watcher::Event::InitApply(obj)) => {
-                if let Some(k) = is_wanted(idx, &obj) {
-                    listing[idx].insert(k);
-                }
-            }
-            Ok(watcher::Event::InitDone) => {
-                present[idx] = Some(std::mem::take(&mut listing[idx]));
-            }
-            Ok(watcher::Event::Apply(obj)) => {
-                if let (Some(k), Some(set)) = (is_wanted(idx, &obj), present[idx].as_mut()) {
-                    set.insert(k);
-                }
-            }
-            Ok(watcher::Event::Delete(obj)) => {
-                if let (Some(k), Some(set)) = (is_wanted(idx, &obj), present[idx].as_mut()) {
-                    set.remove(&k);
-                }
-            }
+            Ok(event) => watched.apply(idx, event),
             Err(e) => {
-                tracing::debug!(kind = %kinds[idx].kind, error = %e, "watch failed; it is restarted")
+                tracing::debug!(kind = %watched.kinds[idx].kind, error = %e, "watch failed; it is restarted")
             }
         }
     }
     // The deadline: read what remains once more.
+    let remaining = read_remaining(client, objects).await;
+    if remaining.is_empty() {
+        // Gone right at the deadline.
+        return Ok(());
+    }
+    Err(remaining)
+}
+
+/// What the watches have told so far about the objects waited for.
+struct Watched {
+    /// The kinds, each watched once; a [`Key`] holds the index of its kind.
+    kinds: Vec<ApiResource>,
+    /// The objects waited for, with the UID that must match when known.
+    wanted: BTreeMap<Key, Option<String>>,
+    /// Per kind: `None` until its first list is complete; then the wanted objects present.
+    present: Vec<Option<BTreeSet<Key>>>,
+    /// Per kind: the wanted objects seen by the list in progress.
+    listing: Vec<BTreeSet<Key>>,
+}
+
+impl Watched {
+    fn new(objects: &[Tracked]) -> Self {
+        let mut kinds: Vec<ApiResource> = Vec::new();
+        let mut wanted = BTreeMap::new();
+        for o in objects {
+            let idx = match kinds.iter().position(|k| *k == o.resource) {
+                Some(i) => i,
+                None => {
+                    kinds.push(o.resource.clone());
+                    kinds.len() - 1
+                }
+            };
+            wanted.insert((idx, o.namespace.clone(), o.name.clone()), o.uid.clone());
+        }
+        let n = kinds.len();
+        Watched {
+            kinds,
+            wanted,
+            present: vec![None; n],
+            listing: vec![BTreeSet::new(); n],
+        }
+    }
+
+    /// How many objects remain as far as known (all of a kind not listed yet).
+    fn remaining(&self) -> usize {
+        self.present
+            .iter()
+            .enumerate()
+            .map(|(idx, p)| match p {
+                Some(set) => set.len(),
+                None => self.wanted.keys().filter(|k| k.0 == idx).count(),
+            })
+            .sum()
+    }
+
+    /// Whether every kind has been listed once.
+    fn all_listed(&self) -> bool {
+        self.present.iter().all(Option::is_some)
+    }
+
+    /// The key of `obj` (of kind `idx`) when it is one of the objects waited for.
+    fn key(&self, idx: usize, obj: &DynamicObject) -> Option<Key> {
+        let key = (idx, obj.namespace(), obj.name_any());
+        match self.wanted.get(&key) {
+            Some(Some(uid)) if obj.uid().as_ref() != Some(uid) => None,
+            Some(_) => Some(key),
+            None => None,
+        }
+    }
+
+    fn apply(&mut self, idx: usize, event: watcher::Event<DynamicObject>) {
+        match event {
+            watcher::Event::Init => self.listing[idx].clear(),
+            watcher::Event::InitApply(obj) => {
+                if let Some(k) = self.key(idx, &obj) {
+                    self.listing[idx].insert(k);
+                }
+            }
+            watcher::Event::InitDone => {
+                self.present[idx] = Some(std::mem::take(&mut self.listing[idx]));
+            }
+            watcher::Event::Apply(obj) => {
+                if let (Some(k), Some(set)) = (self.key(idx, &obj), self.present[idx].as_mut()) {
+                    set.insert(k);
+                }
+            }
+            watcher::Event::Delete(obj) => {
+                if let (Some(k), Some(set)) = (self.key(idx, &obj), self.present[idx].as_mut()) {
+                    set.remove(&k);
+                }
+            }
+        }
+    }
+}
+
+/// Each of `objects` read once more: those still there (the same UID, when known), with
+/// their finalizers, or with the error that kept them from being read.
+async fn read_remaining(client: &Client, objects: &[Tracked]) -> Vec<Remaining> {
     let mut remaining = Vec::new();
     for o in objects {
         let api: Api<DynamicObject> = match &o.namespace {
@@ -203,9 +258,5 @@ pub async fn until_gone(
             }),
         }
     }
-    if remaining.is_empty() {
-        // Gone right at the deadline.
-        return Ok(());
-    }
-    Err(remaining)
+    remaining
 }

@@ -267,7 +267,7 @@ pub struct Plan {
     pub warnings: Vec<String>,
 }
 
-/// Whether a CSV is one of OLM's copies (rule 4 of the issue).
+/// Whether a CSV is one of OLM's copies (rule 2 of this module; docs/operand-cleanup.md).
 pub fn is_copied(csv: &ClusterServiceVersion) -> bool {
     let meta = &csv.metadata;
     if meta
@@ -526,6 +526,14 @@ pub fn in_scope<'a>(
 }
 
 /// The whole decision (rules 1–9) for one snapshot.
+///
+/// # Errors
+///
+/// None are returned: the decision is pure and total, and what keeps a cleanup from going
+/// ahead is part of it — [`Decision::Block`] with a [`BlockReason`] (no or several
+/// OperatorGroups, an OperatorGroup whose targets cannot be interpreted safely, an owned CRD
+/// another CSV owns or requires), in which case the finalizer stays and nothing is deleted.
+/// Hazards the reconciler cannot fix are in [`Plan::warnings`].
 pub fn plan(s: &Snapshot<'_>) -> Plan {
     let warnings = hazards(s);
     if let Some(decision) = precheck(s.csv) {
@@ -573,7 +581,7 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     }
 }
 
-/// Hazards the issue names that the reconciler cannot fix but should report.
+/// Hazards the reconciler cannot fix but should report (docs/operand-cleanup.md, "Hazards").
 fn hazards(s: &Snapshot<'_>) -> Vec<String> {
     let mut out = Vec::new();
     let name = s.csv.metadata.name.as_deref().unwrap_or_default();

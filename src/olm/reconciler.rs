@@ -310,6 +310,7 @@ async fn reconcile_csv(
     apply(&ctx, &g.csv, &key, p.decision, &g.crds).await
 }
 
+/// Carries out `decision` for `csv`: the requeue that follows, or why it could not be done.
 async fn apply(
     ctx: &Ctx,
     csv: &ClusterServiceVersion,
@@ -323,20 +324,7 @@ async fn apply(
             ctx.reset(key);
             Ok(Action::await_change())
         }
-        Decision::RemoveFinalizer(reason) => {
-            info!(%reason, "removing finalizer without cleanup");
-            if remove_finalizer(ctx, csv).await? {
-                let (type_, ev_reason) = match reason {
-                    ReleaseReason::CleanupDisabled { aborted: true } => {
-                        (EventType::Warning, "CleanupAborted")
-                    }
-                    _ => (EventType::Normal, "CleanupSkipped"),
-                };
-                ctx.event(csv, type_, ev_reason, reason.to_string()).await;
-            }
-            ctx.reset(key);
-            Ok(Action::await_change())
-        }
+        Decision::RemoveFinalizer(reason) => release(ctx, csv, key, reason).await,
         Decision::Block(reason) => {
             let message = reason.to_string();
             warn!(reason = %message, "operand cleanup blocked; finalizer kept");
@@ -348,38 +336,7 @@ async fn apply(
             Ok(Action::requeue(ctx.config.blocked_requeue))
         }
         Decision::DeleteCrs { delete, pending } => {
-            // Listing CRs can take a while: re-read the CSV right before deleting, and delete
-            // nothing if anything about it changed since the snapshot (e.g. an abort).
-            let api: Api<ClusterServiceVersion> =
-                Api::namespaced(ctx.client.clone(), &csv.namespace().unwrap_or_default());
-            let fresh = api
-                .get_opt(&csv.name_any())
-                .await
-                .map_err(kube_err("re-reading the CSV before deleting"))?;
-            if fresh.as_ref().and_then(|f| f.resource_version()) != csv.resource_version() {
-                debug!("CSV changed since the snapshot; re-planning before deleting");
-                return Ok(Action::requeue(ctx.config.min_backoff));
-            }
-            let started = plan::cleanup_started(csv);
-            if !started {
-                ctx.event(
-                    csv,
-                    EventType::Normal,
-                    "CleanupStarted",
-                    format!("deleting {} custom resources", pending.len()),
-                )
-                .await;
-            }
-            info!(
-                deleting = delete.len(),
-                pending = pending.len(),
-                "deleting custom resources"
-            );
-            for cr in &delete {
-                delete_cr(ctx, crds, cr).await?;
-            }
-            wait_status(ctx, csv, crds, &pending).await?;
-            Ok(Action::requeue(ctx.backoff(key)))
+            delete_crs(ctx, csv, key, crds, &delete, &pending).await
         }
         Decision::WaitForCrs { pending } => {
             info!(
@@ -389,34 +346,101 @@ async fn apply(
             wait_status(ctx, csv, crds, &pending).await?;
             Ok(Action::requeue(ctx.backoff(key)))
         }
-        Decision::Done => {
-            let mut current = csv.clone();
-            if plan::cleanup_started(csv)
-                && let Some(updated) = write_status(
-                    ctx,
-                    csv,
-                    Some(vec![]),
-                    REASON_COMPLETE,
-                    "all custom resources deleted",
-                )
-                .await?
-            {
-                current = updated;
-            }
-            info!("no custom resources left; removing finalizer");
-            if remove_finalizer(ctx, &current).await? {
-                ctx.event(
-                    csv,
-                    EventType::Normal,
-                    "CleanupFinished",
-                    "all custom resources in the target namespaces are deleted".to_string(),
-                )
-                .await;
-            }
-            ctx.reset(key);
-            Ok(Action::await_change())
-        }
+        Decision::Done => finish(ctx, csv, key).await,
     }
+}
+
+/// [`Decision::RemoveFinalizer`]: the finalizer goes without a cleanup (an Event says why).
+async fn release(
+    ctx: &Ctx,
+    csv: &ClusterServiceVersion,
+    key: &str,
+    reason: ReleaseReason,
+) -> Result<Action, Error> {
+    info!(%reason, "removing finalizer without cleanup");
+    if remove_finalizer(ctx, csv).await? {
+        let (type_, ev_reason) = match reason {
+            ReleaseReason::CleanupDisabled { aborted: true } => {
+                (EventType::Warning, "CleanupAborted")
+            }
+            _ => (EventType::Normal, "CleanupSkipped"),
+        };
+        ctx.event(csv, type_, ev_reason, reason.to_string()).await;
+    }
+    ctx.reset(key);
+    Ok(Action::await_change())
+}
+
+/// [`Decision::DeleteCrs`]: deletes `delete`, unless the CSV changed since the snapshot, and
+/// writes the `pending` ones to the status.
+async fn delete_crs(
+    ctx: &Ctx,
+    csv: &ClusterServiceVersion,
+    key: &str,
+    crds: &[CrdInfo],
+    delete: &[CrRef],
+    pending: &[CrRef],
+) -> Result<Action, Error> {
+    // Listing CRs can take a while: re-read the CSV right before deleting, and delete
+    // nothing if anything about it changed since the snapshot (e.g. an abort).
+    let api: Api<ClusterServiceVersion> =
+        Api::namespaced(ctx.client.clone(), &csv.namespace().unwrap_or_default());
+    let fresh = api
+        .get_opt(&csv.name_any())
+        .await
+        .map_err(kube_err("re-reading the CSV before deleting"))?;
+    if fresh.as_ref().and_then(|f| f.resource_version()) != csv.resource_version() {
+        debug!("CSV changed since the snapshot; re-planning before deleting");
+        return Ok(Action::requeue(ctx.config.min_backoff));
+    }
+    if !plan::cleanup_started(csv) {
+        ctx.event(
+            csv,
+            EventType::Normal,
+            "CleanupStarted",
+            format!("deleting {} custom resources", pending.len()),
+        )
+        .await;
+    }
+    info!(
+        deleting = delete.len(),
+        pending = pending.len(),
+        "deleting custom resources"
+    );
+    for cr in delete {
+        delete_cr(ctx, crds, cr).await?;
+    }
+    wait_status(ctx, csv, crds, pending).await?;
+    Ok(Action::requeue(ctx.backoff(key)))
+}
+
+/// [`Decision::Done`]: the status says the cleanup is complete, then the finalizer goes.
+async fn finish(ctx: &Ctx, csv: &ClusterServiceVersion, key: &str) -> Result<Action, Error> {
+    let mut current = csv.clone();
+    if plan::cleanup_started(csv)
+        && let Some(updated) = write_status(
+            ctx,
+            csv,
+            Some(vec![]),
+            REASON_COMPLETE,
+            "all custom resources deleted",
+        )
+        .await?
+    {
+        current = updated;
+    }
+    info!("no custom resources left; removing finalizer");
+    if remove_finalizer(ctx, &current).await? {
+        ctx.event(
+            csv,
+            EventType::Normal,
+            "CleanupFinished",
+            "all custom resources in the target namespaces are deleted".to_string(),
+        )
+        .await;
+    }
+    ctx.reset(key);
+    Ok(Action::await_change())
 }
 
 async fn wait_status(

@@ -1015,7 +1015,7 @@ mod tests {
         );
         for bad in ["sa", "/sa", "ns/", "a/b/c"] {
             let err = bad.parse::<ServiceAccount>().unwrap_err();
-            assert!(err.contains("NAMESPACE/NAME"), "{bad}: {err}");
+            assert!(err.to_string().contains("NAMESPACE/NAME"), "{bad}: {err}");
         }
     }
 

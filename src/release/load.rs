@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::annotations::{CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION};
 use super::metadata::parse_image_references;
-use super::read::{Limits, human_bytes, read_capped, regular_file_size};
+use super::read::{Limits, ReadError, human_bytes, read_capped, regular_file_size};
 use super::template::{TemplateValues, mentions_cvo_fields, render};
 use super::yaml::{Document, DocumentError, Parsed, decode, parse_json, parse_yaml};
 use super::{
@@ -67,7 +67,23 @@ struct SourceFile {
     templated: bool,
 }
 
+/// The files of a release, found but not read yet.
+#[derive(Default)]
+struct Found {
+    /// Manifest files, in lexical file-name order across folders.
+    files: Vec<SourceFile>,
+    metadata: Option<PathBuf>,
+    image_references: Option<PathBuf>,
+}
+
 /// Loads a release directory: every good manifest plus every problem found.
+///
+/// # Errors
+///
+/// A [`LoadError`] when the release cannot be read at all: `root` (or one of its folders)
+/// cannot be read, is not a directory, or its files are larger together than
+/// [`Limits::max_release_bytes`]. Problems with single files are diagnostics in the returned
+/// [`Release`] instead.
 pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
     let meta = std::fs::metadata(root).map_err(|source| LoadError::Unreadable {
         path: root.into(),
@@ -77,63 +93,15 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
         return Err(LoadError::NotADirectory { path: root.into() });
     }
     let mut diagnostics = Vec::new();
-    let manifests_dir = root.join("manifests");
-    let release_dir = root.join("release-manifests");
-    let payload = manifests_dir.is_dir() || release_dir.is_dir();
-    let folders: Vec<(PathBuf, bool)> = if payload {
-        [(manifests_dir, true), (release_dir.clone(), false)]
-            .into_iter()
-            .filter(|(d, _)| d.is_dir())
-            .collect()
-    } else {
-        vec![(root.to_path_buf(), false)]
-    };
-
-    let mut files = Vec::new();
-    let mut metadata_file = None;
-    let mut image_refs_file = None;
-    for (dir, templated) in &folders {
-        let entries = read_dir_sorted(dir).map_err(|source| LoadError::Unreadable {
-            path: dir.clone(),
-            source,
-        })?;
-        for (path, name, is_dir) in entries {
-            if is_dir {
-                diagnostics.push(
-                    Diagnostic::new(
-                        "subdirectory-ignored",
-                        Severity::Warning,
-                        Location::file(&path),
-                        "sub-directories of a release are not read",
-                    )
-                    .with_help("move its manifests up one level if they belong to the release"),
-                );
-            } else if name == "release-metadata" {
-                metadata_file = Some(path);
-            } else if name == "image-references" {
-                image_refs_file = Some(path);
-            } else if [".yaml", ".yml", ".json"].iter().any(|e| name.ends_with(e)) {
-                files.push(SourceFile {
-                    path,
-                    name,
-                    templated: *templated,
-                });
-            }
-        }
-    }
-    if metadata_file.is_none() && payload && root.join("release-metadata").is_file() {
-        metadata_file = Some(root.join("release-metadata"));
-    }
-    // Lexical file-name order across folders; `manifests/` first on a tie (stable sort).
-    files.sort_by(|a, b| a.name.cmp(&b.name));
-
+    let found = find_files(root, &mut diagnostics)?;
     // The whole release is refused before anything is read when its files are too large
     // together; a file that grows meanwhile is still held to the per-file cap.
-    let sizes = files
+    let sizes = found
+        .files
         .iter()
         .map(|f| &f.path)
-        .chain(metadata_file.iter())
-        .chain(image_refs_file.iter())
+        .chain(found.metadata.iter())
+        .chain(found.image_references.iter())
         .filter_map(|p| regular_file_size(p).ok());
     let mut total = 0u64;
     for size in sizes {
@@ -142,28 +110,25 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
     check_release_size(root, options.limits, total)?;
 
     let limits = options.limits;
-    let metadata = metadata_file.and_then(|path| {
-        read_text(&path, limits)
-            .and_then(|text| ReleaseMetadata::parse(&text))
-            .map_err(|e| diagnostics.push(metadata_error(&path, e)))
-            .ok()
+    let metadata = found.metadata.and_then(|path| {
+        read_small_file(
+            &path,
+            limits,
+            ReleaseMetadata::parse,
+            r#"write JSON like {"kind": "cincinnati-metadata-v0", "version": "4.16.2"}"#,
+            &mut diagnostics,
+        )
     });
-    let images = image_refs_file
+    let images = found
+        .image_references
         .and_then(|path| {
-            read_text(&path, limits)
-                .and_then(|t| parse_image_references(&t))
-                .map_err(|e| {
-                    diagnostics.push(
-                        Diagnostic::new(
-                            "release-metadata",
-                            Severity::Error,
-                            Location::file(&path),
-                            format!("image-references: {e}"),
-                        )
-                        .with_help("write an ImageStream whose spec.tags list `name:` and `from: {name: PULLSPEC}`"),
-                    )
-                })
-                .ok()
+            read_small_file(
+                &path,
+                limits,
+                parse_image_references,
+                "write an ImageStream whose spec.tags list `name:` and `from: {name: PULLSPEC}`",
+                &mut diagnostics,
+            )
         })
         .unwrap_or_default();
     let values = TemplateValues {
@@ -176,7 +141,8 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
         images,
     };
 
-    let per_file: Vec<(Vec<Manifest>, Vec<Diagnostic>, u64)> = files
+    let per_file: Vec<(Vec<Manifest>, Vec<Diagnostic>, u64)> = found
+        .files
         .par_iter()
         .map(|f| load_file(f, &values, limits))
         .collect();
@@ -204,6 +170,58 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
     })
 }
 
+/// The files of the release at `root`: a flat directory, or a payload root's `manifests/`
+/// (templated) and `release-manifests/`. Sub-directories are reported, not read.
+fn find_files(root: &Path, diagnostics: &mut Vec<Diagnostic>) -> Result<Found, LoadError> {
+    let manifests_dir = root.join("manifests");
+    let release_dir = root.join("release-manifests");
+    let payload = manifests_dir.is_dir() || release_dir.is_dir();
+    let folders: Vec<(PathBuf, bool)> = if payload {
+        [(manifests_dir, true), (release_dir, false)]
+            .into_iter()
+            .filter(|(d, _)| d.is_dir())
+            .collect()
+    } else {
+        vec![(root.to_path_buf(), false)]
+    };
+    let mut found = Found::default();
+    for (dir, templated) in &folders {
+        let entries = read_dir_sorted(dir).map_err(|source| LoadError::Unreadable {
+            path: dir.clone(),
+            source,
+        })?;
+        for (path, name, is_dir) in entries {
+            if is_dir {
+                diagnostics.push(
+                    Diagnostic::new(
+                        "subdirectory-ignored",
+                        Severity::Warning,
+                        Location::file(&path),
+                        "sub-directories of a release are not read",
+                    )
+                    .with_help("move its manifests up one level if they belong to the release"),
+                );
+            } else if name == "release-metadata" {
+                found.metadata = Some(path);
+            } else if name == "image-references" {
+                found.image_references = Some(path);
+            } else if [".yaml", ".yml", ".json"].iter().any(|e| name.ends_with(e)) {
+                found.files.push(SourceFile {
+                    path,
+                    name,
+                    templated: *templated,
+                });
+            }
+        }
+    }
+    if found.metadata.is_none() && payload && root.join("release-metadata").is_file() {
+        found.metadata = Some(root.join("release-metadata"));
+    }
+    // Lexical file-name order across folders; `manifests/` first on a tie (stable sort).
+    found.files.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(found)
+}
+
 fn check_release_size(root: &Path, limits: Limits, total: u64) -> Result<(), LoadError> {
     if total > limits.max_release_bytes {
         return Err(LoadError::TooLarge {
@@ -215,27 +233,54 @@ fn check_release_size(root: &Path, limits: Limits, total: u64) -> Result<(), Loa
     Ok(())
 }
 
+/// Why a small text file of the release could not be read as text.
+#[derive(Debug, thiserror::Error)]
+enum TextError {
+    #[error("the file {}; {}", .0, .0.help())]
+    Read(ReadError),
+    #[error(
+        "invalid UTF-8: byte 0x{byte:02X} at byte offset {offset}; save the file as UTF-8 text"
+    )]
+    NotUtf8 { byte: u8, offset: usize },
+}
+
 /// A small text file of the release (`release-metadata`, `image-references`).
-fn read_text(path: &Path, limits: Limits) -> Result<String, String> {
-    let bytes = read_capped(path, limits.max_file_bytes)
-        .map_err(|e| format!("the file {e}; {}", e.help()))?;
+fn read_text(path: &Path, limits: Limits) -> Result<String, TextError> {
+    let bytes = read_capped(path, limits.max_file_bytes).map_err(TextError::Read)?;
     String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "invalid UTF-8: byte 0x{:02X} at byte offset {}; save the file as UTF-8 text",
-            e.as_bytes()[e.utf8_error().valid_up_to()],
-            e.utf8_error().valid_up_to()
-        )
+        let offset = e.utf8_error().valid_up_to();
+        TextError::NotUtf8 {
+            byte: e.as_bytes()[offset],
+            offset,
+        }
     })
 }
 
-fn metadata_error(path: &Path, message: String) -> Diagnostic {
-    Diagnostic::new(
-        "release-metadata",
-        Severity::Error,
-        Location::file(path),
-        format!("release-metadata: {message}"),
-    )
-    .with_help(r#"write JSON like {"kind": "cincinnati-metadata-v0", "version": "4.16.2"}"#)
+/// One of the release's small files (`release-metadata`, `image-references`), read and
+/// parsed; `None`, with a diagnostic that starts with the file name and says why (and
+/// `help`), when it cannot be used.
+fn read_small_file<T, E: std::fmt::Display>(
+    path: &Path,
+    limits: Limits,
+    parse: impl FnOnce(&str) -> Result<T, E>,
+    help: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<T> {
+    let problem = |message: &dyn std::fmt::Display| {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        Diagnostic::new(
+            "release-metadata",
+            Severity::Error,
+            Location::file(path),
+            format!("{name}: {message}"),
+        )
+        .with_help(help)
+    };
+    let parsed = match read_text(path, limits) {
+        Ok(text) => parse(&text).map_err(|e| problem(&e)),
+        Err(e) => Err(problem(&e)),
+    };
+    parsed.map_err(|d| diagnostics.push(d)).ok()
 }
 
 /// Directory entries as (path, file name, is directory), sorted by name. Names that are not

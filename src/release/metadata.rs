@@ -25,54 +25,95 @@ struct RawMetadata {
     previous: Vec<String>,
 }
 
+/// Why `release-metadata` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    #[error("not valid release-metadata JSON (line {line}): {message}")]
+    NotJson { line: usize, message: String },
+    #[error("kind is `{}`, expected `{METADATA_KIND}`", excerpt(.0))]
+    WrongKind(String),
+    #[error("`kind: {METADATA_KIND}` is missing")]
+    NoKind,
+    #[error("`version` is missing")]
+    NoVersion,
+    #[error("version `{}` is not semver: {source}", excerpt(.version))]
+    VersionNotSemver {
+        version: String,
+        source: semver::Error,
+    },
+    #[error("previous version `{}` is not semver: {source}", excerpt(.version))]
+    PreviousNotSemver {
+        version: String,
+        source: semver::Error,
+    },
+}
+
 impl ReleaseMetadata {
-    /// Parses the JSON text of `release-metadata`; the error says what is wrong.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    /// Parses the JSON text of `release-metadata`.
+    ///
+    /// # Errors
+    ///
+    /// A [`MetadataError`] saying what is wrong: the text is not JSON, its `kind` is not
+    /// `cincinnati-metadata-v0`, or its `version` (or a `previous` version) is missing or not
+    /// semver.
+    pub fn parse(text: &str) -> Result<Self, MetadataError> {
         let raw: RawMetadata =
             serde_json::from_str(text.trim_start_matches('\u{feff}')).map_err(|e| {
-                format!(
-                    "not valid release-metadata JSON (line {}): {}",
-                    e.line(),
-                    super::typed::plain_serde_message(&e.to_string())
-                )
+                MetadataError::NotJson {
+                    line: e.line(),
+                    message: super::typed::plain_serde_message(&e.to_string()),
+                }
             })?;
         match raw.kind.as_deref() {
             Some(METADATA_KIND) => {}
-            Some(other) => {
-                return Err(format!(
-                    "kind is `{}`, expected `{METADATA_KIND}`",
-                    excerpt(other)
-                ));
-            }
-            None => return Err(format!("`kind: {METADATA_KIND}` is missing")),
+            Some(other) => return Err(MetadataError::WrongKind(other.to_owned())),
+            None => return Err(MetadataError::NoKind),
         }
-        let version = raw
-            .version
-            .ok_or_else(|| "`version` is missing".to_owned())?;
+        let version = raw.version.ok_or(MetadataError::NoVersion)?;
         let version = semver::Version::parse(&version)
-            .map_err(|e| format!("version `{}` is not semver: {e}", excerpt(&version)))?;
+            .map_err(|source| MetadataError::VersionNotSemver { version, source })?;
         let previous = raw
             .previous
-            .iter()
+            .into_iter()
             .map(|p| {
-                semver::Version::parse(p)
-                    .map_err(|e| format!("previous version `{}` is not semver: {e}", excerpt(p)))
+                semver::Version::parse(&p)
+                    .map_err(|source| MetadataError::PreviousNotSemver { version: p, source })
             })
             .collect::<Result<_, _>>()?;
         Ok(ReleaseMetadata { version, previous })
     }
 }
 
+/// Why `image-references` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageReferencesError {
+    #[error("not a valid ImageStream (line {line}): {message}")]
+    NotImageStream { line: usize, message: String },
+    #[error("`spec.tags` is not a list")]
+    TagsNotList,
+    #[error("`spec.tags[{0}].name` is missing or not a string")]
+    TagWithoutName(usize),
+    #[error("`spec.tags[{0}].from.name` is not a string")]
+    FromNameNotString(usize),
+}
+
 /// `image-references`: an ImageStream whose `spec.tags` map image names to pull specs; the
 /// values of `{{index .Images "name"}}` in the payload's `manifests/`.
 /// Read with the manifest parser, so its errors read like every other parse error.
-pub fn parse_image_references(text: &str) -> Result<BTreeMap<String, String>, String> {
+///
+/// # Errors
+///
+/// An [`ImageReferencesError`] when the text is not YAML, or `spec.tags` is not a list of
+/// tags with a string `name` and `from.name`.
+pub fn parse_image_references(
+    text: &str,
+) -> Result<BTreeMap<String, String>, ImageReferencesError> {
     let parsed = super::yaml::parse_yaml(text);
     if let Some(e) = parsed.errors.first() {
-        return Err(format!(
-            "not a valid ImageStream (line {}): {}",
-            e.line, e.message
-        ));
+        return Err(ImageReferencesError::NotImageStream {
+            line: e.line,
+            message: e.message.clone(),
+        });
     }
     let Some(stream) = parsed.documents.first() else {
         return Ok(BTreeMap::new());
@@ -80,19 +121,19 @@ pub fn parse_image_references(text: &str) -> Result<BTreeMap<String, String>, St
     let tags = match stream.value.pointer("/spec/tags") {
         None | Some(serde_json::Value::Null) => return Ok(BTreeMap::new()),
         Some(serde_json::Value::Array(tags)) => tags,
-        Some(_) => return Err("`spec.tags` is not a list".to_owned()),
+        Some(_) => return Err(ImageReferencesError::TagsNotList),
     };
     let mut images = BTreeMap::new();
     for (i, tag) in tags.iter().enumerate() {
         let Some(name) = tag.get("name").and_then(serde_json::Value::as_str) else {
-            return Err(format!("`spec.tags[{i}].name` is missing or not a string"));
+            return Err(ImageReferencesError::TagWithoutName(i));
         };
         match tag.pointer("/from/name") {
             None | Some(serde_json::Value::Null) => {}
             Some(serde_json::Value::String(from)) => {
                 images.insert(name.to_owned(), from.clone());
             }
-            Some(_) => return Err(format!("`spec.tags[{i}].from.name` is not a string")),
+            Some(_) => return Err(ImageReferencesError::FromNameNotString(i)),
         }
     }
     Ok(images)
@@ -115,13 +156,18 @@ mod tests {
     #[test]
     fn rejects_non_semver_and_wrong_kind() {
         let bad = ReleaseMetadata::parse(r#"{"kind":"cincinnati-metadata-v0","version":"4.16"}"#);
-        assert!(bad.unwrap_err().contains("not semver"));
+        assert!(bad.unwrap_err().to_string().contains("not semver"));
         let kind = ReleaseMetadata::parse(r#"{"kind":"x","version":"1.0.0"}"#);
-        assert!(
-            kind.unwrap_err()
-                .contains("expected `cincinnati-metadata-v0`")
+        assert_eq!(
+            kind.unwrap_err().to_string(),
+            "kind is `x`, expected `cincinnati-metadata-v0`"
         );
-        assert!(ReleaseMetadata::parse("{").unwrap_err().contains("line 1"));
+        assert!(
+            ReleaseMetadata::parse("{")
+                .unwrap_err()
+                .to_string()
+                .contains("line 1")
+        );
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub use filter::{DEFAULT_FEATURE_SET, Filters, Selectors};
 pub use identity::ObjectId;
 pub use load::{DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, load};
 pub use locate::field_line;
-pub use metadata::ReleaseMetadata;
+pub use metadata::{MetadataError, ReleaseMetadata};
 pub use read::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_RELEASE_BYTES, Limits};
 
 /// One Kubernetes object from the release, with where it came from.

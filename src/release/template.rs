@@ -48,14 +48,13 @@ pub fn render(text: &str, values: &TemplateValues) -> Result<String, TemplateErr
             after = after.trim_start();
         }
         out.push_str(before);
-        let rendered = match eval(action.trim(), values) {
-            Ok(Rendered::Text(text)) => Ok(text),
-            Ok(Rendered::Value(value)) => {
+        let rendered = eval(action.trim(), values).and_then(|rendered| match rendered {
+            Rendered::Text(text) => Ok(text),
+            Rendered::Value(value) => {
                 let line_so_far = &out[out.rfind('\n').map_or(0, |i| i + 1)..];
                 as_yaml(&value, context(line_so_far), ends_scalar(after))
             }
-            Err(message) => Err(message),
-        };
+        });
         out.push_str(&rendered.map_err(|message| TemplateError {
             line,
             message: format!("`{{{{{}}}}}`: {message}", action.trim()),
@@ -125,7 +124,26 @@ enum Rendered {
     Value(String),
 }
 
-fn eval(action: &str, values: &TemplateValues) -> Result<Rendered, String> {
+/// Why one action cannot be rendered; shown after the action, at its line.
+#[derive(Debug, thiserror::Error)]
+enum ActionError {
+    #[error("needs a value: pass --release-image PULLSPEC")]
+    NoReleaseImage,
+    #[error("`index .Images {}`: the image name must be a string", excerpt(.0))]
+    ImageNameNotString(String),
+    #[error("image `{}` is not in image-references", excerpt(.0))]
+    UnknownImage(String),
+    #[error(
+        "unsupported template action: only .ReleaseImage, .ClusterProfile, `index .Images \"name\"` and string literals are rendered"
+    )]
+    Unsupported,
+    #[error(
+        "the value {0} cannot be written here without changing the YAML around it: put the action in quotes"
+    )]
+    NeedsQuotes(String),
+}
+
+fn eval(action: &str, values: &TemplateValues) -> Result<Rendered, ActionError> {
     if let Some(lit) = string_literal(action) {
         return Ok(Rendered::Text(lit));
     }
@@ -134,24 +152,17 @@ fn eval(action: &str, values: &TemplateValues) -> Result<Rendered, String> {
         [".ReleaseImage"] => values
             .release_image
             .clone()
-            .ok_or_else(|| "needs a value: pass --release-image PULLSPEC".to_owned()),
+            .ok_or(ActionError::NoReleaseImage),
         [".ClusterProfile"] => Ok(values.cluster_profile.clone()),
         ["index", ".Images", name] => {
-            let name = string_literal(name).ok_or_else(|| {
-                format!(
-                    "`index .Images {}`: the image name must be a string",
-                    excerpt(name)
-                )
-            })?;
-            values
-                .images
-                .get(&name)
-                .cloned()
-                .ok_or_else(|| format!("image `{}` is not in image-references", excerpt(&name)))
+            let name = string_literal(name)
+                .ok_or_else(|| ActionError::ImageNameNotString((*name).to_owned()))?;
+            match values.images.get(&name) {
+                Some(image) => Ok(image.clone()),
+                None => Err(ActionError::UnknownImage(name)),
+            }
         }
-        _ => Err(
-            "unsupported template action: only .ReleaseImage, .ClusterProfile, `index .Images \"name\"` and string literals are rendered".to_owned(),
-        ),
+        _ => Err(ActionError::Unsupported),
     }?;
     Ok(Rendered::Value(value))
 }
@@ -238,7 +249,7 @@ fn ends_scalar(after: &str) -> bool {
 /// `value` written at a place of the given context, so that it stays one scalar whatever it
 /// holds: escaped inside quotes, a double-quoted scalar where it is the whole value, and
 /// refused where neither is possible and it would change the document.
-fn as_yaml(value: &str, context: Context, whole_scalar: bool) -> Result<String, String> {
+fn as_yaml(value: &str, context: Context, whole_scalar: bool) -> Result<String, ActionError> {
     let json = serde_json::to_string(value).unwrap_or_default();
     match context {
         Context::DoubleQuoted => Ok(json[1..json.len() - 1].to_owned()),
@@ -247,9 +258,7 @@ fn as_yaml(value: &str, context: Context, whole_scalar: bool) -> Result<String, 
         }
         Context::ScalarStart if whole_scalar => Ok(json),
         _ if plain_safe(value) => Ok(value.to_owned()),
-        _ => Err(format!(
-            "the value {json} cannot be written here without changing the YAML around it: put the action in quotes"
-        )),
+        _ => Err(ActionError::NeedsQuotes(json)),
     }
 }
 

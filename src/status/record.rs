@@ -156,8 +156,8 @@ impl Record {
         }
     }
 
-    fn parse(text: &str) -> Result<Self, String> {
-        let doc: Document = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    fn parse(text: &str) -> serde_json::Result<Self> {
+        let doc: Document = serde_json::from_str(text)?;
         Ok(Record {
             entries: doc
                 .entries
@@ -194,7 +194,7 @@ pub enum RecordError {
     #[error(
         "the deletion record ({0}) is not valid: {1}; fix the key {KEY} or delete the ConfigMap (cvo then treats every absent delete target as never deleted by it)"
     )]
-    Invalid(Location, String),
+    Invalid(Location, #[source] serde_json::Error),
     #[error("writing the deletion record ({0}): {1}")]
     Write(Location, #[source] RequestError),
     #[error(
@@ -229,6 +229,11 @@ async fn fetch(
 }
 
 /// Reads the record (empty when there is no ConfigMap yet).
+///
+/// # Errors
+///
+/// [`RecordError::Read`] when the ConfigMap cannot be read (after the retries of `retry`),
+/// [`RecordError::Invalid`] when its key [`KEY`] is not a valid record.
 pub async fn read(
     cluster: &Cluster,
     retry: &RetryPolicy,
@@ -241,6 +246,12 @@ pub async fn read(
 /// Applies `change` to the record in the cluster: read, change, write when it changed; a
 /// conflict starts over from a fresh read. Returns what `change` returned on the write that
 /// counted.
+///
+/// # Errors
+///
+/// What [`read`] fails with, and when writing fails: [`RecordError::NoNamespace`] when the
+/// namespace does not exist, [`RecordError::Write`] when the server refuses (or keeps failing
+/// past the retries), [`RecordError::Conflict`] when every attempt met a concurrent write.
 pub async fn update<T>(
     cluster: &Cluster,
     retry: &RetryPolicy,

@@ -76,26 +76,41 @@ impl Spec {
     }
 }
 
+/// What is wrong with one item of `spec.overrides` (the item is ignored).
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum SpecError {
+    #[error("must be an object with kind, group, namespace, name and unmanaged")]
+    NotAnObject,
+    #[error("{0} must not be empty")]
+    Empty(&'static str),
+    #[error("{0} is required")]
+    Missing(&'static str),
+    #[error("{0} must be a string, not {1}")]
+    NotAString(&'static str, Value),
+    #[error("unmanaged (true or false) is required")]
+    NoUnmanaged,
+    #[error("unmanaged must be true or false, not {0}")]
+    UnmanagedNotABoolean(Value),
+}
+
 /// The object an override leaves alone, when it says `unmanaged: true`.
-fn parse_override(item: &Value) -> Result<Option<ObjectId>, String> {
+fn parse_override(item: &Value) -> Result<Option<ObjectId>, SpecError> {
     let Some(o) = item.as_object() else {
-        return Err("must be an object with kind, group, namespace, name and unmanaged".into());
+        return Err(SpecError::NotAnObject);
     };
-    let text = |field: &str, required: bool| -> Result<String, String> {
-        match o.get(field) {
-            Some(Value::String(s)) if !(required && s.is_empty()) => Ok(s.clone()),
-            None | Some(Value::Null) if !required => Ok(String::new()),
-            Some(Value::String(_)) => Err(format!("{field} must not be empty")),
-            None | Some(Value::Null) => Err(format!("{field} is required")),
-            Some(other) => Err(format!("{field} must be a string, not {other}")),
-        }
+    let text = |field: &'static str, required: bool| match o.get(field) {
+        Some(Value::String(s)) if !(required && s.is_empty()) => Ok(s.clone()),
+        None | Some(Value::Null) if !required => Ok(String::new()),
+        Some(Value::String(_)) => Err(SpecError::Empty(field)),
+        None | Some(Value::Null) => Err(SpecError::Missing(field)),
+        Some(other) => Err(SpecError::NotAString(field, other.clone())),
     };
     let (kind, name) = (text("kind", true)?, text("name", true)?);
     let (group, namespace) = (text("group", false)?, text("namespace", false)?);
     let unmanaged = match o.get("unmanaged") {
         Some(Value::Bool(b)) => *b,
-        None | Some(Value::Null) => return Err("unmanaged (true or false) is required".into()),
-        Some(other) => return Err(format!("unmanaged must be true or false, not {other}")),
+        None | Some(Value::Null) => return Err(SpecError::NoUnmanaged),
+        Some(other) => return Err(SpecError::UnmanagedNotABoolean(other.clone())),
     };
     let namespace = (!namespace.is_empty()).then_some(namespace);
     Ok(unmanaged.then(|| ObjectId::new(&group, &kind, namespace.as_deref(), name)))

@@ -18,6 +18,7 @@
 pub mod plan;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -88,6 +89,21 @@ pub enum Error {
     NoSubscription { package: String, namespace: String },
 }
 
+/// What could not be read while gathering. Kept in the [`Inventory`] rather than returned,
+/// so that the plan keeps (never deletes) what depends on it.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum Unknown {
+    #[error("listing {kind} ({api_version}): {source}")]
+    Objects {
+        kind: String,
+        api_version: String,
+        #[source]
+        source: Arc<RequestError>,
+    },
+    #[error("discovering the served kinds: {0}")]
+    Discovery(#[source] Arc<RequestError>),
+}
+
 fn request(what: impl Into<String>) -> impl FnOnce(RequestError) -> Error {
     let what = what.into();
     move |source| Error::Request { what, source }
@@ -102,7 +118,7 @@ pub struct ApiServiceState {
     /// `None`: the APIService does not exist.
     pub uid: Option<String>,
     /// How many objects of its kind exist, or why that cannot be told.
-    pub objects: Result<usize, String>,
+    pub objects: Result<usize, Unknown>,
 }
 
 /// The `Operator` object of the package.
@@ -135,7 +151,7 @@ pub struct Inventory {
     pub apiservices: Vec<ApiServiceState>,
     pub operator: Option<OperatorRef>,
     /// Objects carrying the Operator's label (when there is an Operator).
-    pub label_carriers: Result<Scan, String>,
+    pub label_carriers: Result<Scan, Unknown>,
 }
 
 impl Default for Inventory {
@@ -164,6 +180,14 @@ fn not_found(e: &RequestError) -> bool {
 
 /// Reads what the plan needs. `known`: the CSV and its name as read when the plan was made
 /// (used once the Subscription or the CSV is gone).
+///
+/// # Errors
+///
+/// [`Error::NotServed`] when the cluster does not serve OLM's Subscription or
+/// ClusterServiceVersion kind, [`Error::Request`] (naming what was being read) when a request
+/// still fails after the retries of [`Options::retry`]. What cannot be read about an owned
+/// APIService's objects or the Operator's label carriers is no error: it is kept as
+/// [`Unknown`] in the inventory, and the plan keeps what depends on it.
 pub async fn gather(
     client: &Client,
     opts: &Options,
@@ -312,7 +336,11 @@ async fn gather_owned(
             list::all_metadata(&api, &ListParams::default(), retry)
                 .await
                 .map(|l| l.len())
-                .map_err(|e| format!("listing {} ({}): {e}", d.kind, ar.api_version))
+                .map_err(|e| Unknown::Objects {
+                    kind: d.kind.clone(),
+                    api_version: ar.api_version.clone(),
+                    source: Arc::new(e),
+                })
         } else {
             Ok(0)
         };
@@ -355,12 +383,17 @@ async fn gather_operator(
         let label = plan::operator_label(&op.name);
         inv.label_carriers = scan::objects(client, Some(&label), |_| true, retry)
             .await
-            .map_err(|e| format!("discovering the served kinds: {e}"));
+            .map_err(|e| Unknown::Discovery(Arc::new(e)));
     }
     Ok(())
 }
 
-/// Reads the cluster and makes the plan. No Subscription for the package is an error.
+/// Reads the cluster and makes the plan.
+///
+/// # Errors
+///
+/// What [`gather`] fails with, and [`Error::NoSubscription`] when the namespace has no
+/// Subscription for the package.
 pub async fn plan(client: &Client, opts: &Options) -> Result<(Plan, Inventory), Error> {
     let inv = gather(client, opts, None).await?;
     if inv.subscriptions.is_empty() {
@@ -597,6 +630,16 @@ fn tracked(item: &Item) -> Tracked {
 
 /// Carries out `plan` (made from `inv` with the same `opts`). A plan with refusals deletes
 /// nothing. Steps 4–6 are decided again on a fresh read of the cluster.
+///
+/// # Errors
+///
+/// None are returned: every way an uninstall ends is the [`Report`]'s [`Outcome`], with the
+/// objects handled until then in [`Report::performed`]:
+/// - [`Outcome::Refused`] when the plan has refusals (nothing is deleted);
+/// - [`Outcome::Failed`] when a request fails after the retries of [`Options::retry`], or the
+///   cluster cannot be read again before steps 4–6 (nothing after that step is deleted);
+/// - [`Outcome::TimedOut`] when objects waited for are not gone within [`Options::timeout`]
+///   (what remains is listed with its finalizers; nothing after that step is deleted).
 pub async fn execute(
     client: &Client,
     opts: &Options,

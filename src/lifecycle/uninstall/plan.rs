@@ -26,7 +26,7 @@ use std::collections::BTreeSet;
 use kube::api::ApiResource;
 use serde::Serialize;
 
-use super::{Inventory, Options};
+use super::{Inventory, OperatorRef, Options};
 use crate::lifecycle::scan::Found;
 use crate::olm::plan::{self as olm_plan, CrRef, Targets};
 use crate::olm::types::{ClusterServiceVersion, OperatorGroup, Subscription};
@@ -317,14 +317,13 @@ fn cr_item(inv: &Inventory, cr: &CrRef, action: Action, reason: String) -> Optio
 }
 
 fn operand_items(inv: &Inventory, opts: &Options, plan: &mut Plan) -> Vec<Item> {
-    let mut items = Vec::new();
     let Some(csv) = &inv.csv else {
         if opts.delete_operands {
             plan.refusals.push(
                 "--delete-operands: the installed CSV is unknown, so which custom resources are the operator's cannot be told".to_owned(),
             );
         }
-        return items;
+        return Vec::new();
     };
     let opted_in = olm_plan::opted_in(csv);
     if opted_in && !opts.delete_operands {
@@ -336,16 +335,43 @@ fn operand_items(inv: &Inventory, opts: &Options, plan: &mut Plan) -> Vec<Item> 
         ));
     }
     if !opts.delete_operands {
-        for cr in &inv.crs {
-            items.extend(cr_item(
-                inv,
-                cr,
-                Action::Keep,
-                "--delete-operands not given".to_owned(),
-            ));
-        }
-        return items;
+        return inv
+            .crs
+            .iter()
+            .filter_map(|cr| {
+                cr_item(
+                    inv,
+                    cr,
+                    Action::Keep,
+                    "--delete-operands not given".to_owned(),
+                )
+            })
+            .collect();
     }
+    let Some(targets) = operand_targets(inv, csv, plan) else {
+        return Vec::new();
+    };
+    if csv.phase() != crate::olm::types::phase::SUCCEEDED {
+        plan.notes.push(format!(
+            "the CSV's phase is {:?}, not Succeeded: the operator may not be running to clear its custom resources' finalizers{}",
+            csv.phase(),
+            if opted_in {
+                ", and OLM operand cleanup deletes nothing for such a CSV"
+            } else {
+                ""
+            }
+        ));
+    }
+    targeted_operand_items(inv, csv, &targets, opted_in)
+}
+
+/// The target namespaces of `--delete-operands`; `None` (with a refusal in `plan`) when the
+/// OperatorGroup does not tell them, or another CSV owns or requires one of the owned CRDs.
+fn operand_targets(
+    inv: &Inventory,
+    csv: &ClusterServiceVersion,
+    plan: &mut Plan,
+) -> Option<Targets> {
     let csv_ns = csv.metadata.namespace.as_deref().unwrap_or_default();
     let targets = match olm_plan::targets(csv_ns, &inv.operator_groups, &inv.namespaces) {
         Ok(t) => t,
@@ -353,7 +379,7 @@ fn operand_items(inv: &Inventory, opts: &Options, plan: &mut Plan) -> Vec<Item> 
             plan.refusals.push(format!(
                 "--delete-operands: {why}; the custom resources to delete cannot be told"
             ));
-            return items;
+            return None;
         }
     };
     let conflicts = olm_plan::crd_conflicts(csv, &inv.all_csvs);
@@ -373,26 +399,27 @@ fn operand_items(inv: &Inventory, opts: &Options, plan: &mut Plan) -> Vec<Item> 
             "--delete-operands: {}; deleting its custom resources could destroy another operator's data (run without --delete-operands)",
             parts.join("; ")
         ));
-        return items;
+        return None;
     }
-    if csv.phase() != crate::olm::types::phase::SUCCEEDED {
-        plan.notes.push(format!(
-            "the CSV's phase is {:?}, not Succeeded: the operator may not be running to clear its custom resources' finalizers{}",
-            csv.phase(),
-            if opted_in {
-                ", and OLM operand cleanup deletes nothing for such a CSV"
-            } else {
-                ""
-            }
-        ));
-    }
-    let where_ = match &targets {
+    Some(targets)
+}
+
+/// `--delete-operands` with known targets: the custom resources in them are deleted (by the
+/// operand-cleanup reconciler when the CSV `opted_in`), the others kept.
+fn targeted_operand_items(
+    inv: &Inventory,
+    csv: &ClusterServiceVersion,
+    targets: &Targets,
+    opted_in: bool,
+) -> Vec<Item> {
+    let where_ = match targets {
         Targets::AllNamespaces => "the OperatorGroup targets all namespaces".to_owned(),
         Targets::Namespaces(_) => "in a target namespace of the OperatorGroup".to_owned(),
     };
-    let scope: BTreeSet<&CrRef> = olm_plan::in_scope(csv, &targets, &inv.crds, &inv.crs)
+    let scope: BTreeSet<&CrRef> = olm_plan::in_scope(csv, targets, &inv.crds, &inv.crs)
         .into_iter()
         .collect();
+    let mut items = Vec::new();
     for cr in &inv.crs {
         let (action, reason) = if !scope.contains(cr) {
             (
@@ -574,30 +601,21 @@ pub fn operator_items(
     opts: &Options,
     going: &BTreeSet<String>,
 ) -> (Vec<Item>, Vec<String>) {
-    let mut items = Vec::new();
     let mut notes = Vec::new();
     let Some(op) = &inv.operator else {
         notes.push(format!(
             "no Operator object ({}.{} or {}): nothing to remove in that step",
             opts.package, opts.namespace, opts.package
         ));
-        return (items, notes);
+        return (Vec::new(), notes);
     };
-    let ar = operator_resource();
     let label = operator_label(&op.name);
+    let keep = |reason: String| vec![operator_item(op, Action::Keep, reason)];
     let scan = match &inv.label_carriers {
         Ok(scan) => scan,
         Err(e) => {
-            items.push(item(
-                Step::Operator,
-                Action::Keep,
-                &ar,
-                None,
-                &op.name,
-                op.uid.clone(),
-                format!("cannot tell which objects carry the label {label}: {e}"),
-            ));
-            return (items, notes);
+            let why = format!("cannot tell which objects carry the label {label}: {e}");
+            return (keep(why), notes);
         }
     };
     let csv_uid = inv.csv.as_ref().and_then(|c| c.metadata.uid.clone());
@@ -606,85 +624,78 @@ pub fn operator_items(
             || f.uid.as_ref().is_some_and(|u| going.contains(u))
             || csv_uid.as_ref().is_some_and(|u| f.owners.contains(u))
     };
-    let carriers: Vec<&Found> = scan
+    let (leaving, carriers): (Vec<&Found>, Vec<&Found>) = scan
         .found
         .iter()
-        .filter(|f| f.uid != op.uid && !going_away(f))
-        .collect();
-    let leaving = scan
-        .found
-        .iter()
-        .filter(|f| f.uid != op.uid && going_away(f))
-        .count();
-    if leaving > 0 {
+        .filter(|f| f.uid != op.uid)
+        .partition(|f| going_away(f));
+    if !leaving.is_empty() {
         notes.push(format!(
-            "{leaving} object(s) carrying {label} are deleted by the steps before (or with the CSV, by garbage collection): the Operator step waits for them"
+            "{} object(s) carrying {label} are deleted by the steps before (or with the CSV, by garbage collection): the Operator step waits for them",
+            leaving.len()
         ));
     }
     if !scan.unlisted.is_empty() {
-        items.push(item(
-            Step::Operator,
-            Action::Keep,
-            &ar,
-            None,
-            &op.name,
-            op.uid.clone(),
-            format!(
-                "cannot tell whether anything still carries the label {label}: could not list {}",
-                scan.unlisted.join("; ")
-            ),
-        ));
-        return (items, notes);
+        let why = format!(
+            "cannot tell whether anything still carries the label {label}: could not list {}",
+            scan.unlisted.join("; ")
+        );
+        return (keep(why), notes);
     }
+    (label_carrier_items(op, &label, &carriers, opts), notes)
+}
+
+fn operator_item(op: &OperatorRef, action: Action, reason: String) -> Item {
+    item(
+        Step::Operator,
+        action,
+        &operator_resource(),
+        None,
+        &op.name,
+        op.uid.clone(),
+        reason,
+    )
+}
+
+/// The Operator `op` once the objects that carry its `label` (and stay) are known: deleted when
+/// there are none; with `--remove-labels` the label is removed from them first; else kept.
+fn label_carrier_items(
+    op: &OperatorRef,
+    label: &str,
+    carriers: &[&Found],
+    opts: &Options,
+) -> Vec<Item> {
     if carriers.is_empty() {
-        items.push(item(
-            Step::Operator,
-            Action::Delete,
-            &ar,
-            None,
-            &op.name,
-            op.uid.clone(),
-            format!("nothing else carries the label {label}"),
-        ));
-    } else if opts.remove_labels {
-        for f in &carriers {
-            items.push(item(
-                Step::Operator,
-                Action::RemoveLabel,
-                &f.resource.api_resource(),
-                f.namespace.as_deref(),
-                &f.name,
-                f.uid.clone(),
-                format!("--remove-labels: the label {label} is removed, the object kept"),
-            ));
-        }
-        items.push(item(
-            Step::Operator,
-            Action::Delete,
-            &ar,
-            None,
-            &op.name,
-            op.uid.clone(),
-            format!("the label {label} is removed from what remains (--remove-labels)"),
-        ));
-    } else {
-        let names: Vec<String> = carriers.iter().take(10).map(|f| f.describe()).collect();
-        items.push(item(
-            Step::Operator,
-            Action::Keep,
-            &ar,
-            None,
-            &op.name,
-            op.uid.clone(),
-            format!(
-                "{} object(s) still carry the label {label} ({}{}): OLM would create the Operator again; pass --remove-labels to remove the label from them",
-                carriers.len(),
-                names.join(", "),
-                if carriers.len() > 10 { ", …" } else { "" }
-            ),
-        ));
+        let why = format!("nothing else carries the label {label}");
+        return vec![operator_item(op, Action::Delete, why)];
     }
-    (items, notes)
+    if opts.remove_labels {
+        let mut items: Vec<Item> = carriers
+            .iter()
+            .map(|f| {
+                item(
+                    Step::Operator,
+                    Action::RemoveLabel,
+                    &f.resource.api_resource(),
+                    f.namespace.as_deref(),
+                    &f.name,
+                    f.uid.clone(),
+                    format!("--remove-labels: the label {label} is removed, the object kept"),
+                )
+            })
+            .collect();
+        let why = format!("the label {label} is removed from what remains (--remove-labels)");
+        items.push(operator_item(op, Action::Delete, why));
+        return items;
+    }
+    let names: Vec<String> = carriers.iter().take(10).map(|f| f.describe()).collect();
+    let why = format!(
+        "{} object(s) still carry the label {label} ({}{}): OLM would create the Operator again; pass --remove-labels to remove the label from them",
+        carriers.len(),
+        names.join(", "),
+        if carriers.len() > 10 { ", …" } else { "" }
+    );
+    vec![operator_item(op, Action::Keep, why)]
 }
 
 /// Step 6: the OperatorGroup(s) of the namespace.
@@ -770,21 +781,49 @@ mod tests {
         .unwrap()
     }
 
-    fn csv(ns: &str, name: &str, owned: &[&str], required: &[&str]) -> ClusterServiceVersion {
-        let mut spec = CsvSpec::default();
-        for o in owned {
-            spec.customresourcedefinitions
-                .owned
-                .push(CrdDescription::new(o, "v1", "Widget"));
+    /// The CRD every fixture CSV owns or requires.
+    const CRD: &str = "widgets.example.com";
+
+    /// A CSV fixture, e.g. `Csv::new("ops", "op.v1").owns(CRD).opted_in().build()`; its UID
+    /// is `ns/name`.
+    struct Csv(ClusterServiceVersion);
+
+    impl Csv {
+        fn new(ns: &str, name: &str) -> Self {
+            let mut c = ClusterServiceVersion::new(ns, name, CsvSpec::default());
+            c.metadata.uid = Some(format!("{ns}/{name}"));
+            Csv(c)
         }
-        for r in required {
-            spec.customresourcedefinitions
-                .required
-                .push(CrdDescription::new(r, "v1", "Widget"));
+
+        fn owns(mut self, crd: &str) -> Self {
+            let defs = &mut self.0.spec.customresourcedefinitions;
+            defs.owned.push(CrdDescription::new(crd, "v1", "Widget"));
+            self
         }
-        let mut c = ClusterServiceVersion::new(ns, name, spec);
-        c.metadata.uid = Some(format!("{ns}/{name}"));
-        c
+
+        fn requires(mut self, crd: &str) -> Self {
+            let defs = &mut self.0.spec.customresourcedefinitions;
+            defs.required.push(CrdDescription::new(crd, "v1", "Widget"));
+            self
+        }
+
+        /// One of OLM's copies, of the CSV in `from`.
+        fn copied_from(mut self, from: &str) -> Self {
+            self.0.metadata.labels =
+                Some([(olm_plan::COPIED_FROM_LABEL.to_owned(), from.to_owned())].into());
+            self
+        }
+
+        /// Opted in to OLM operand cleanup: the finalizer and `spec.cleanup.enabled`.
+        fn opted_in(mut self) -> Self {
+            self.0.metadata.finalizers = Some(vec![olm_plan::FINALIZER.into()]);
+            self.0.spec.cleanup = Some(CleanupSpec { enabled: true });
+            self
+        }
+
+        fn build(self) -> ClusterServiceVersion {
+            self.0
+        }
     }
 
     fn crd(name: &str) -> CrdInfo {
@@ -800,7 +839,7 @@ mod tests {
 
     fn cr(ns: &str, name: &str) -> CrRef {
         CrRef {
-            crd: "widgets.example.com".into(),
+            crd: CRD.into(),
             namespace: Some(ns.into()),
             name: name.into(),
             uid: Some(format!("{ns}/{name}")),
@@ -811,7 +850,7 @@ mod tests {
     /// Operator `op` in `ops`, targeting `t1`, owning widgets.example.com, one CR in `t1` and
     /// one in `t2`.
     fn inventory() -> Inventory {
-        let ours = csv("ops", "op.v1", &["widgets.example.com"], &[]);
+        let ours = Csv::new("ops", "op.v1").owns(CRD).build();
         Inventory {
             subscriptions: vec![sub("op", "op")],
             namespace_subscriptions: vec![sub("op", "op")],
@@ -826,7 +865,7 @@ mod tests {
                     ..Default::default()
                 },
             )],
-            crds: vec![crd("widgets.example.com")],
+            crds: vec![crd(CRD)],
             crs: vec![cr("t1", "a"), cr("t2", "b")],
             operator: Some(OperatorRef {
                 name: "op.ops".into(),
@@ -857,7 +896,7 @@ mod tests {
             find(&plan, "ClusterServiceVersion", "op.v1").action,
             Action::Delete
         );
-        let crd = find(&plan, "CustomResourceDefinition", "widgets.example.com");
+        let crd = find(&plan, "CustomResourceDefinition", CRD);
         assert_eq!(
             (crd.action, crd.reason.as_str()),
             (Action::Keep, "--delete-crds not given")
@@ -885,7 +924,7 @@ mod tests {
         let b = find(&plan, "Widget", "b");
         assert_eq!(b.action, Action::Keep);
         assert!(b.reason.contains("outside"), "{}", b.reason);
-        let crd = find(&plan, "CustomResourceDefinition", "widgets.example.com");
+        let crd = find(&plan, "CustomResourceDefinition", CRD);
         assert_eq!(crd.action, Action::Keep);
         assert!(crd.reason.contains("t2/b"), "{}", crd.reason);
     }
@@ -894,7 +933,7 @@ mod tests {
     fn a_crd_another_csv_requires_refuses_operands_and_is_kept() {
         let mut inv = inventory();
         inv.all_csvs
-            .push(csv("elsewhere", "other.v1", &[], &["widgets.example.com"]));
+            .push(Csv::new("elsewhere", "other.v1").requires(CRD).build());
         inv.crs.clear();
         let with_operands = Options {
             delete_operands: true,
@@ -915,16 +954,15 @@ mod tests {
         };
         let plan = decide(&inv, &crds_only);
         assert!(plan.refusals.is_empty());
-        let crd = find(&plan, "CustomResourceDefinition", "widgets.example.com");
+        let crd = find(&plan, "CustomResourceDefinition", CRD);
         assert_eq!(crd.action, Action::Keep);
         assert_eq!(crd.reason, "required by CSV elsewhere/other.v1");
         // A copied CSV does not count.
-        let mut copied = csv("t1", "op.v1", &["widgets.example.com"], &[]);
-        copied.metadata.labels = Some([("olm.copiedFrom".to_owned(), "ops".to_owned())].into());
+        let copied = Csv::new("t1", "op.v1").owns(CRD).copied_from("ops").build();
         inv.all_csvs.pop();
         inv.all_csvs.push(copied);
         let plan = decide(&inv, &crds_only);
-        let crd = find(&plan, "CustomResourceDefinition", "widgets.example.com");
+        let crd = find(&plan, "CustomResourceDefinition", CRD);
         assert_eq!(crd.action, Action::Delete, "{}", crd.reason);
     }
 
@@ -935,9 +973,7 @@ mod tests {
         assert!(decide(&two, &opts()).refusals[0].contains("2 Subscriptions"));
 
         let mut opted = inventory();
-        let c = opted.csv.as_mut().unwrap();
-        c.metadata.finalizers = Some(vec![olm_plan::FINALIZER.into()]);
-        c.spec.cleanup = Some(CleanupSpec { enabled: true });
+        opted.csv = Some(Csv::new("ops", "op.v1").owns(CRD).opted_in().build());
         assert!(decide(&opted, &opts()).refusals[0].contains("opted in"));
         let with = Options {
             delete_operands: true,
