@@ -13,6 +13,7 @@ pub mod apply;
 pub mod cli;
 pub mod cluster;
 pub mod diagnostic;
+pub mod exit;
 pub mod graph;
 pub mod health;
 pub mod lifecycle;
