@@ -1,12 +1,12 @@
 //! `cvo operand-cleanup`: run the OLM CSV operand-cleanup reconciler until SIGINT/SIGTERM.
 
 use std::net::SocketAddr;
-use std::process::ExitCode;
 
 use clap::Args;
 
-use super::GlobalArgs;
+use super::{CliError, GlobalArgs};
 use crate::cluster::memory::{Config, MemoryServer, serve};
+use crate::exit::Exit;
 
 #[derive(Debug, Args)]
 pub struct OperandCleanupArgs {
@@ -24,26 +24,25 @@ pub struct OperandCleanupArgs {
     pub listen: Option<SocketAddr>,
 }
 
-pub fn run(global: &GlobalArgs, args: &OperandCleanupArgs) -> ExitCode {
+pub fn run(global: &GlobalArgs, args: &OperandCleanupArgs) -> Result<Exit, CliError> {
     if let Some(addr) = args.listen
         && !addr.ip().is_loopback()
     {
-        stderr_line!(
-            "error: refusing to listen on {addr}: use a loopback address such as 127.0.0.1"
-        );
-        return ExitCode::from(super::EXIT_INPUT);
+        return Err(CliError::usage(format_args!(
+            "refusing to listen on {addr}: use a loopback address such as 127.0.0.1"
+        )));
     }
-    let runtime = match super::runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
+    let runtime = super::runtime()?;
     runtime.block_on(async {
         let client = if args.in_memory {
             let server = MemoryServer::start(Config::default());
-            if let Err(e) = crate::olm::crds::install(&server.client()).await {
-                stderr_line!("error: installing OLM CRDs in the in-memory server: {e}");
-                return ExitCode::FAILURE;
-            }
+            crate::olm::crds::install(&server.client())
+                .await
+                .map_err(|e| {
+                    CliError::failed(format_args!(
+                        "installing OLM CRDs in the in-memory server: {e}"
+                    ))
+                })?;
             if let Some(addr) = args.listen {
                 let serving = server.clone();
                 tokio::spawn(async move {
@@ -55,18 +54,12 @@ pub fn run(global: &GlobalArgs, args: &OperandCleanupArgs) -> ExitCode {
             }
             server.client()
         } else {
-            match super::kube_client(global).await {
-                Ok(c) => c,
-                Err(e) => return e.report(),
-            }
+            super::kube_client(global).await?
         };
         tracing::info!(namespace = ?args.namespace, "operand-cleanup reconciler starting");
-        match crate::olm::run(client, args.namespace.clone(), super::shutdown_signal()).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                stderr_line!("error: {e}");
-                ExitCode::FAILURE
-            }
-        }
+        crate::olm::run(client, args.namespace.clone(), super::shutdown_signal())
+            .await
+            .map_err(CliError::failed)?;
+        Ok(Exit::Success)
     })
 }
