@@ -4,13 +4,12 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::leader::Elector;
 use super::metrics::{self, Metrics};
 use super::self_update::{self, Decision, SelfUpdate};
-use super::{Options, drift, resync};
+use super::{Election, Options, drift, resync};
 use crate::cluster::Cluster;
 use crate::status::clusterversion;
 use crate::status::conditions::RELEASE_ACCEPTED;
@@ -29,12 +28,7 @@ pub async fn run_invalid(
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let (leader_tx, mut leader_rx) = watch::channel(false);
-    let (lease_stop_tx, lease_stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let elector = Elector::new(lease_client, options.lease.clone());
-    let election = tokio::spawn(elector.run(leader_tx, async move {
-        let _ = lease_stop_rx.await;
-    }));
+    let (mut leader_rx, election) = Election::start(lease_client, &options.lease);
     let cluster = Cluster::new(metrics::instrument(client, metrics.clone()));
     let mover = SelfUpdate::new(options.self_update.clone());
     metrics.set_ready(true);
@@ -71,8 +65,7 @@ pub async fn run_invalid(
     }
     metrics.set_ready(false);
     metrics.leader.set(0);
-    let _ = lease_stop_tx.send(());
-    let _ = election.await;
+    election.stop().await;
     tracing::info!("stopped");
 }
 

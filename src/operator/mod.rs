@@ -106,13 +106,8 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let (leader_tx, mut leader_rx) = watch::channel(false);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let (lease_stop_tx, lease_stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let elector = Elector::new(lease_client, options.lease.clone());
-    let election = tokio::spawn(elector.run(leader_tx, async move {
-        let _ = lease_stop_rx.await;
-    }));
+    let (mut leader_rx, election) = Election::start(lease_client, &options.lease);
     // The reconciler's requests are not the release's: not counted in the metrics.
     let cleanup_client = client.clone();
     let cluster = Cluster::new(metrics::instrument(client, metrics.clone()));
@@ -171,7 +166,32 @@ pub async fn run(
         }
     }
     metrics.leader.set(0);
-    let _ = lease_stop_tx.send(());
-    let _ = election.await;
+    election.stop().await;
     tracing::info!("stopped");
+}
+
+/// The leader election, running in its own task.
+struct Election {
+    /// Releases the Lease and ends the election.
+    release: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Election {
+    /// Starts electing on `lease`; the receiver says whether this process leads.
+    fn start(lease_client: kube::Client, lease: &LeaseConfig) -> (watch::Receiver<bool>, Self) {
+        let (leader_tx, leader_rx) = watch::channel(false);
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let elector = Elector::new(lease_client, lease.clone());
+        let task = tokio::spawn(elector.run(leader_tx, async move {
+            let _ = released.await;
+        }));
+        (leader_rx, Election { release, task })
+    }
+
+    /// Releases the Lease and waits for the election to end.
+    async fn stop(self) {
+        let _ = self.release.send(());
+        let _ = self.task.await;
+    }
 }

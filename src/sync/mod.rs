@@ -221,10 +221,15 @@ where
     warnings.extend(pass_warnings(release, &report, &pre, &checked.record));
     let settled = deletions::settle(cluster, &applier, &report, options, &pre.version).await;
     warnings.extend(settled.warnings.iter().cloned());
-    let concluded = Concluded::run(
-        cluster, release, options, &pre, &announced, &report, &settled,
-    )
-    .await;
+    let after = AfterPass {
+        release,
+        options,
+        pre: &pre,
+        announced: &announced,
+        report: &report,
+        settled: &settled,
+    };
+    let concluded = Concluded::run(cluster, &after).await;
     Ok(SyncOutcome {
         update: pre.update,
         refused: checked.refused,
@@ -596,17 +601,26 @@ struct Concluded {
     cluster_version: Option<Result<WriteOutcome, StatusNotWritten>>,
 }
 
+/// What the final status is derived from: the phases before it.
+struct AfterPass<'a> {
+    release: &'a Release,
+    options: &'a SyncOptions,
+    pre: &'a Preflight,
+    announced: &'a Announced,
+    report: &'a PassReport,
+    settled: &'a Settled,
+}
+
 impl Concluded {
-    async fn run(
-        cluster: &Cluster,
-        release: &Release,
-        options: &SyncOptions,
-        pre: &Preflight,
-        announced: &Announced,
-        report: &PassReport,
-        settled: &Settled,
-    ) -> Self {
-        let conditions = Self::conditions(release, options, pre, announced, report, settled);
+    async fn run(cluster: &Cluster, after: &AfterPass<'_>) -> Self {
+        let AfterPass {
+            options,
+            pre,
+            announced,
+            report,
+            ..
+        } = *after;
+        let conditions = Self::conditions(after);
         let cluster_version = if options.apply.dry_run {
             None
         } else {
@@ -633,14 +647,15 @@ impl Concluded {
 
     /// Upgradeable from the deletions, the pass's conditions, ReleaseAccepted, and Invalid
     /// from the spec (False again where it was True).
-    fn conditions(
-        release: &Release,
-        options: &SyncOptions,
-        pre: &Preflight,
-        announced: &Announced,
-        report: &PassReport,
-        settled: &Settled,
-    ) -> Vec<Condition> {
+    fn conditions(after: &AfterPass<'_>) -> Vec<Condition> {
+        let AfterPass {
+            release,
+            options,
+            pre,
+            announced,
+            report,
+            settled,
+        } = *after;
         let pending_refs: Vec<&PendingDeletion> = settled.pending.iter().collect();
         let upgradeable = upgradeable_with_overrides(
             conditions::upgradeable(
