@@ -14,6 +14,10 @@
 //! Fails closed: a ClusterVersion that cannot be read stops the sync (an unreadable cluster is
 //! not an install), and a delete manifest whose object cannot be read makes `Upgradeable`
 //! Unknown, which refuses a minor update exactly as False does.
+//!
+//! [`sync`] is a short sequence of named phases, each documented with what is true after it;
+//! the walk of the graph with its progress lives in `pass`, the deletion bookkeeping (stale
+//! delete targets, unfinished deletions, the deletion record) in `deletions`.
 
 mod deletions;
 mod pass;
@@ -178,10 +182,10 @@ impl PartialEq for StatusNotWritten {
 /// Runs one sync of `release` against `cluster`; `on_result` sees each manifest's final
 /// result (an install reports a failure only once no round is left to retry it).
 ///
-/// The phases, in order: [`Preflight`] (what the cluster is at), [`Checked`] (the
-/// preconditions; a refusal ends the sync in [`refuse`]), [`Announced`] (the update made
-/// visible), the pass with its progress, the deletions read back and recorded, and the
-/// [`Concluded`] status.
+/// The phases, in order, each a type of this module: `Preflight` (what the cluster is at),
+/// `Checked` (the preconditions; a refusal ends the sync in `refuse`), `Announced` (the
+/// update made visible), the pass with its progress (`pass`), the deletions read back and
+/// recorded (`deletions::settle`), and the `Concluded` status.
 ///
 /// # Errors
 ///
