@@ -14,6 +14,7 @@ pub mod cli;
 pub mod cluster;
 pub mod dev;
 pub mod diagnostic;
+pub mod exit;
 pub mod graph;
 pub mod health;
 #[cfg(test)]

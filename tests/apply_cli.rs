@@ -250,6 +250,54 @@ fn in_memory_quickstart_shows_the_stuck_deletion() {
     );
 }
 
+/// The warnings of `cvo apply --in-memory -o json` over `release`, after asserting its exit code.
+fn in_memory_warnings(release: &Path, exit: i32) -> Vec<String> {
+    let out = Command::cargo_bin("cvo")
+        .expect("binary")
+        .args(["apply", "--in-memory", "-o", "json", "--release"])
+        .arg(release)
+        .timeout(std::time::Duration::from_secs(50))
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(exit),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    report["warnings"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .filter_map(|w| w.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A cluster without ClusterVersion is warned about only when the release does not ship one:
+/// manifests-example ships it (the install creates it), a bare release does not.
+#[test]
+fn no_cluster_version_warning_only_when_the_release_ships_none() {
+    let no_cv = "the cluster has no ClusterVersion version";
+    let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests-example");
+    // The seeded legacy Widget keeps a finalizer nothing removes: exit 3.
+    let warnings = in_memory_warnings(&manifests, 3);
+    assert!(!warnings.iter().any(|w| w.contains(no_cv)), "{warnings:?}");
+    let bare = release(&[(
+        "0000_10_app_00_ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: no-cluster-version\n",
+    )]);
+    let warnings = in_memory_warnings(bare.path(), 0);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(no_cv) && w.contains("manifests-example")),
+        "{warnings:?}"
+    );
+}
+
 /// With `--in-memory` nothing runs the release's operators, so `cvo` plays them: a release
 /// whose run level 20 waits for its ClusterOperator (and whose CRD comes in the same release)
 /// completes at once instead of waiting for the health timeout.

@@ -1,13 +1,13 @@
 //! `cvo apply`: make a cluster match a release.
 
 use std::io::IsTerminal;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
 
-use super::{GlobalArgs, OutputFormat, ReleaseArgs};
+use super::{CliError, GlobalArgs, OutputFormat, ReleaseArgs};
 use crate::apply::{Options, Strategy};
+use crate::exit::Exit;
 use crate::health::WaitMode;
 use crate::release::Release;
 use crate::sync::report::{json_report, result_line, text_report};
@@ -128,7 +128,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
-pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> ExitCode {
+pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Exit, CliError> {
     let options = SyncOptions {
         force: args.force,
         // Without a progress bar, say what a stalled run waits for.
@@ -145,30 +145,14 @@ pub(super) fn execute(
     target: &TargetArgs,
     mut options: SyncOptions,
     output: OutputFormat,
-) -> ExitCode {
-    let release = match release_args.load() {
-        Ok(release) => release,
-        Err(code) => return code,
-    };
-    for d in &release.diagnostics {
-        stderr_line!("{d}");
-    }
-    if release.has_errors() {
-        stderr_line!("error: the release has errors; fix them first (see `cvo validate`)");
-        return ExitCode::from(super::EXIT_INPUT);
-    }
-    let runtime = match super::runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
+) -> Result<Exit, CliError> {
+    let release = load_usable(release_args)?;
+    let runtime = super::runtime()?;
     options.record = Some(crate::status::record::Location {
         namespace: target.state_namespace.clone(),
     });
     runtime.block_on(async {
-        let client = match connect(global, target, &release).await {
-            Ok(c) => c,
-            Err(e) => return e.report(),
-        };
+        let client = connect(global, target, &release).await?;
         let cluster = crate::cluster::Cluster::new(client);
         // On the embedded server nothing runs: play the release's operators (their
         // ClusterOperators report the release), stopped when the sync ends.
@@ -193,19 +177,12 @@ pub(super) fn execute(
                 },
             )));
         }
-        let outcome = match sync(&cluster, &release, &options, |r| {
+        let outcome = sync(&cluster, &release, &options, |r| {
             progress.result(&release, r)
         })
-        .await
-        {
-            Ok(o) => o,
-            Err(e) => {
-                progress.finish();
-                stderr_line!("error: {e}");
-                return ExitCode::from(1);
-            }
-        };
+        .await;
         progress.finish();
+        let outcome = outcome.map_err(CliError::failed)?;
         #[cfg(feature = "in-memory")]
         if let Some(operators) = operators {
             operators.abort();
@@ -217,14 +194,27 @@ pub(super) fn execute(
             ),
             OutputFormat::Text => text_report(&release, &outcome, options.apply.dry_run),
         };
-        if let Err(code) = super::print_stdout(&report) {
-            return code;
-        }
+        super::print_stdout(&report)?;
         if let Some(Err(e)) = &outcome.cluster_version {
             stderr_line!("warning: {e}");
         }
-        ExitCode::from(outcome.exit_code())
+        Ok(outcome.exit())
     })
+}
+
+/// Loads the release and prints its diagnostics; a release with errors is a usage error
+/// (nothing is applied).
+pub(super) fn load_usable(release_args: &ReleaseArgs) -> Result<Release, CliError> {
+    let release = release_args.load()?;
+    for d in &release.diagnostics {
+        stderr_line!("{d}");
+    }
+    if release.has_errors() {
+        return Err(CliError::usage(
+            "the release has errors; fix them first (see `cvo validate`)",
+        ));
+    }
+    Ok(release)
 }
 
 #[cfg_attr(not(feature = "in-memory"), allow(unused_variables))]
@@ -232,7 +222,7 @@ async fn connect(
     global: &GlobalArgs,
     target: &TargetArgs,
     release: &Release,
-) -> Result<kube::Client, super::ClientError> {
+) -> Result<kube::Client, CliError> {
     #[cfg(feature = "in-memory")]
     if target.in_memory {
         let server = memory_apiserver::MemoryServer::start(memory_apiserver::Config::default());

@@ -4,19 +4,16 @@
 //! a request failed), 2 usage, 3 timed out (`Alive` still held; the cluster is left as it is).
 //! `status` exits 0 when it could read the state, 1 otherwise.
 
-use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::apply::parse_duration;
-use super::{GlobalArgs, OutputFormat, print_stdout};
+use super::{CliError, GlobalArgs, OutputFormat, print_stdout};
 use crate::cluster::retry::RetryPolicy;
+use crate::exit::Exit;
 use crate::lifecycle::alive::{self, DEFAULT_NAMESPACE, Signalled, Status};
-
-/// Exit code: the wait timed out.
-pub const EXIT_TIMED_OUT: u8 = 3;
 
 #[derive(Debug, Args)]
 pub struct ClusterDeletionArgs {
@@ -59,32 +56,21 @@ pub struct StatusArgs {
     pub target: Target,
 }
 
-pub fn run(global: &GlobalArgs, args: &ClusterDeletionArgs) -> ExitCode {
-    let runtime = match super::runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    runtime.block_on(async {
-        let client = match super::kube_client(global).await {
-            Ok(c) => c,
-            Err(e) => return e.report(),
-        };
+pub fn run(global: &GlobalArgs, args: &ClusterDeletionArgs) -> Result<Exit, CliError> {
+    super::runtime()?.block_on(async {
+        let client = super::kube_client(global).await?;
         let retry = RetryPolicy::default();
         match &args.command {
             ClusterDeletionCommand::Status(a) => {
-                match alive::status(&client, &a.target.namespace, &retry).await {
-                    Ok(st) => {
-                        let text = match a.target.output {
-                            OutputFormat::Json => pretty(&json!(st)),
-                            OutputFormat::Text => status_text(&st),
-                        };
-                        print_stdout(&text).err().unwrap_or(ExitCode::SUCCESS)
-                    }
-                    Err(e) => {
-                        stderr_line!("error: {e}");
-                        ExitCode::FAILURE
-                    }
-                }
+                let st = alive::status(&client, &a.target.namespace, &retry)
+                    .await
+                    .map_err(CliError::failed)?;
+                let text = match a.target.output {
+                    OutputFormat::Json => pretty(&json!(st)),
+                    OutputFormat::Text => status_text(&st),
+                };
+                print_stdout(&text)?;
+                Ok(Exit::Success)
             }
             ClusterDeletionCommand::Signal(a) => {
                 let ns = &a.target.namespace;
@@ -106,25 +92,18 @@ pub fn run(global: &GlobalArgs, args: &ClusterDeletionArgs) -> ExitCode {
                         }
                     }
                 };
-                match alive::signal(&client, ns, a.timeout, &retry, on_deleting).await {
-                    Ok((result, st)) => {
-                        let text = match a.target.output {
-                            OutputFormat::Json => pretty(&json!({"result": result, "status": st})),
-                            OutputFormat::Text => signal_text(&result, &st),
-                        };
-                        if let Err(code) = print_stdout(&text) {
-                            return code;
-                        }
-                        match result {
-                            Signalled::Gone { .. } | Signalled::AlreadyGone => ExitCode::SUCCESS,
-                            Signalled::TimedOut { .. } => ExitCode::from(EXIT_TIMED_OUT),
-                        }
-                    }
-                    Err(e) => {
-                        stderr_line!("error: {e}");
-                        ExitCode::FAILURE
-                    }
-                }
+                let (result, st) = alive::signal(&client, ns, a.timeout, &retry, on_deleting)
+                    .await
+                    .map_err(CliError::failed)?;
+                let text = match a.target.output {
+                    OutputFormat::Json => pretty(&json!({"result": result, "status": st})),
+                    OutputFormat::Text => signal_text(&result, &st),
+                };
+                print_stdout(&text)?;
+                Ok(match result {
+                    Signalled::Gone { .. } | Signalled::AlreadyGone => Exit::Success,
+                    Signalled::TimedOut { .. } => Exit::InProgress,
+                })
             }
         }
     })

@@ -3,11 +3,13 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::Args;
 
 use memory_apiserver::{Config, MemoryServer, serve_with_kubeconfig};
+
+use super::CliError;
+use crate::exit::Exit;
 
 #[derive(Debug, Args)]
 pub struct DevApiserverArgs {
@@ -21,18 +23,14 @@ pub struct DevApiserverArgs {
     pub kubeconfig_out: Option<PathBuf>,
 }
 
-pub fn run(args: &DevApiserverArgs) -> ExitCode {
+pub fn run(args: &DevApiserverArgs) -> Result<Exit, CliError> {
     if !args.listen.ip().is_loopback() {
-        stderr_line!(
-            "error: refusing to listen on {}: the in-memory API server has no authentication; use a loopback address such as 127.0.0.1",
+        return Err(CliError::usage(format_args!(
+            "refusing to listen on {}: the in-memory API server has no authentication; use a loopback address such as 127.0.0.1",
             args.listen
-        );
-        return ExitCode::from(super::EXIT_INPUT);
+        )));
     }
-    let runtime = match super::runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
+    let runtime = super::runtime()?;
     if let Some(path) = &args.kubeconfig_out {
         stderr_line!(
             "kubeconfig: {} (kubectl --kubeconfig {0} get ns)",
@@ -48,13 +46,10 @@ pub fn run(args: &DevApiserverArgs) -> ExitCode {
         );
         tokio::select! {
             result = serving => match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    stderr_line!("error: serving on {}: {e}", args.listen);
-                    ExitCode::FAILURE
-                }
+                Ok(()) => Ok(Exit::Success),
+                Err(e) => Err(CliError::failed(format_args!("serving on {}: {e}", args.listen))),
             },
-            () = super::shutdown_signal() => ExitCode::SUCCESS,
+            () = super::shutdown_signal() => Ok(Exit::Success),
         }
     })
 }

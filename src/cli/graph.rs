@@ -1,10 +1,9 @@
 //! `cvo graph`: draw the run-level task graph of a release.
 
-use std::process::ExitCode;
-
 use clap::Args;
 
-use super::ReleaseArgs;
+use super::{CliError, ReleaseArgs};
+use crate::exit::Exit;
 use crate::graph::{Format, render};
 
 #[derive(Debug, Args)]
@@ -23,17 +22,16 @@ fn parse_format(s: &str) -> Result<Format, String> {
 
 /// Exit codes: 0 the graph of the whole release, 1 drawn without what failed to load (its
 /// errors on stderr, as `validate` reports them), 2 the release cannot be read.
-pub fn run(args: &GraphArgs) -> ExitCode {
-    let release = match args.release.load() {
-        Ok(release) => release,
-        Err(code) => return code,
-    };
+pub fn run(args: &GraphArgs) -> Result<Exit, CliError> {
+    let release = args.release.load()?;
     for d in &release.diagnostics {
         stderr_line!("{d}");
     }
     let graph = render(&crate::apply::run_level_graph(&release), args.format);
-    if let Err(code) = super::print_stdout(&graph) {
-        return code;
-    }
-    ExitCode::from(u8::from(release.has_errors()))
+    super::print_stdout(&graph)?;
+    Ok(if release.has_errors() {
+        Exit::Failed
+    } else {
+        Exit::Success
+    })
 }

@@ -1,9 +1,9 @@
 //! The `cvo` command line: clap definitions and thin glue to the library.
 //!
 //! Every subcommand lives in its own file with its argument struct and a `run` function that
-//! returns an [`ExitCode`]. Exit codes are documented in the README:
-//! 0 success, 1 errors found / manifests failed, 2 input unreadable or usage error,
-//! 3 deletions still in progress, 4 refused by a precondition.
+//! returns how it ended ([`Exit`], README "Exit codes") or why it ended early ([`CliError`],
+//! which carries its exit code). [`main`] is the one place that prints such an error and
+//! turns it into the process exit code.
 
 /// `eprintln!` that does not panic when stderr is closed (`cvo … 2>&1 | head`).
 macro_rules! stderr_line {
@@ -17,6 +17,7 @@ mod apply;
 mod cluster_deletion;
 #[cfg(feature = "in-memory")]
 mod dev_apiserver;
+mod error;
 mod graph;
 mod operand_cleanup;
 mod operator;
@@ -34,10 +35,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::exit::Exit;
 use crate::release::{DEFAULT_CLUSTER_PROFILE, Filters, Limits, LoadOptions, Release, Selectors};
-
-/// Exit code: the input could not be read, or the command line is wrong.
-pub const EXIT_INPUT: u8 = 2;
+pub use error::CliError;
 
 #[derive(Debug, Parser)]
 #[command(name = "cvo", version, about = "Cluster-version manifest applier: ordered releases, safe deletions", long_about = None)]
@@ -152,21 +152,21 @@ impl ReleaseArgs {
         }
     }
 
-    /// Loads the release in `profile` (`None`: no profile filtering); exit code 2 when it
-    /// cannot be read.
-    fn load_in(&self, dir: &std::path::Path, profile: Option<&str>) -> Result<Release, ExitCode> {
-        crate::release::load(dir, &self.options_in(profile)).map_err(|e| input_error(&e))
+    /// Loads the release in `profile` (`None`: no profile filtering); a usage error (exit
+    /// code 2) when it cannot be read.
+    fn load_in(&self, dir: &std::path::Path, profile: Option<&str>) -> Result<Release, CliError> {
+        crate::release::load(dir, &self.options_in(profile)).map_err(CliError::usage)
     }
 
     /// Loads the release as the flags say, and the profiles and feature sets it uses. A
     /// `--profile` or `--feature-set` that no manifest names would silently select nothing:
     /// refused with exit code 2, naming the ones the release uses.
-    fn load_checked(&self) -> Result<(Release, Selectors), ExitCode> {
+    fn load_checked(&self) -> Result<(Release, Selectors), CliError> {
         let options = self.options_in(self.profile.as_deref());
         let release = self.load_in(&self.release, self.profile.as_deref())?;
         let used = Selectors::of(release.all_manifests());
         match used.refusal(&options.filters) {
-            Some(why) => Err(input_error(&why)),
+            Some(why) => Err(CliError::usage(why)),
             None => Ok((release, used)),
         }
     }
@@ -175,13 +175,13 @@ impl ReleaseArgs {
     /// uses cluster profiles is read in the CVO's default profile, as a cluster without one
     /// would be (every profile at once would hold each object's per-profile twins), and a
     /// note on stderr says so.
-    pub fn load(&self) -> Result<Release, ExitCode> {
+    pub fn load(&self) -> Result<Release, CliError> {
         let (release, used) = self.load_checked()?;
         if self.profile.is_some() || used.profiles.is_empty() {
             return Ok(release);
         }
         if !used.profiles.contains(DEFAULT_CLUSTER_PROFILE) {
-            return Err(input_error(&format_args!(
+            return Err(CliError::usage(format_args!(
                 "{}, but not {DEFAULT_CLUSTER_PROFILE}, the CVO's default: choose one with --profile",
                 used.describe()
             )));
@@ -196,7 +196,7 @@ impl ReleaseArgs {
     /// The release `validate` checks, once per profile: with `--profile`, or when the
     /// release uses no profiles, the one release (`None`); without `--profile`, the release
     /// in each profile it uses, on its own.
-    pub fn load_each_profile(&self) -> Result<Vec<(Option<String>, Release)>, ExitCode> {
+    pub fn load_each_profile(&self) -> Result<Vec<(Option<String>, Release)>, CliError> {
         let (release, used) = self.load_checked()?;
         if self.profile.is_some() || used.profiles.is_empty() {
             return Ok(vec![(self.profile.clone(), release)]);
@@ -211,7 +211,7 @@ impl ReleaseArgs {
 
 /// Writes `text` to stdout. A reader that went away (`| head`) is no error: the command
 /// ends quietly with the exit code it has; any other write error is exit code 1.
-fn print_stdout(text: &str) -> Result<(), ExitCode> {
+fn print_stdout(text: &str) -> Result<(), CliError> {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
     match stdout
@@ -220,24 +220,30 @@ fn print_stdout(text: &str) -> Result<(), ExitCode> {
     {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => {
-            stderr_line!("error: writing to stdout: {e}");
-            Err(ExitCode::FAILURE)
-        }
+        Err(e) => Err(CliError::failed(format_args!("writing to stdout: {e}"))),
     }
 }
 
-/// Runs the CLI and returns the process exit code.
+/// Runs the CLI and returns the process exit code: the one place where an error becomes
+/// its message on stderr and its exit code.
 pub fn main() -> ExitCode {
+    match try_main() {
+        Ok(exit) => exit.into(),
+        Err(e) => e.report().into(),
+    }
+}
+
+/// Parses the command line and runs the command.
+fn try_main() -> Result<Exit, CliError> {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(EXIT_INPUT)
+            return Ok(if e.use_stderr() {
+                Exit::Usage
             } else {
-                ExitCode::SUCCESS
-            };
+                Exit::Success
+            });
         }
     };
     // A long-running operator says what it does (info); one-shot commands only warn.
@@ -300,26 +306,6 @@ fn colour_on_stderr() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-/// Prints a load error the way every subcommand does and returns exit code 2.
-fn input_error(err: &dyn std::fmt::Display) -> ExitCode {
-    stderr_line!("error: {err}");
-    ExitCode::from(EXIT_INPUT)
-}
-
-/// Why no usable client could be had: the exit code and one sentence.
-pub(crate) struct ClientError {
-    pub code: ExitCode,
-    pub message: String,
-}
-
-impl ClientError {
-    /// Prints the message and returns the exit code.
-    fn report(self) -> ExitCode {
-        stderr_line!("error: {}", self.message);
-        self.code
-    }
-}
-
 /// A client like kubectl's: the kubeconfig from `--kubeconfig` (that one file), else the
 /// files listed in `$KUBECONFIG` (merged: the first file to set a value wins), else
 /// `~/.kube/config`; with none of them, the in-cluster service account. `--context` picks a
@@ -327,12 +313,10 @@ impl ClientError {
 ///
 /// The server is asked for its version first (under the retry policy, so a server down for
 /// a moment is waited for), so that an unreachable server or rejected credentials end the
-/// command with what failed (exit code 1) rather than as the first request of a run. A kubeconfig that cannot be used is exit code 2.
-async fn kube_client(global: &GlobalArgs) -> Result<kube::Client, ClientError> {
-    let (config, context) = client_config(global).await.map_err(|message| ClientError {
-        code: ExitCode::from(EXIT_INPUT),
-        message,
-    })?;
+/// command with what failed (exit code 1) rather than as the first request of a run. A
+/// kubeconfig that cannot be used is exit code 2.
+async fn kube_client(global: &GlobalArgs) -> Result<kube::Client, CliError> {
+    let (config, context) = client_config(global).await.map_err(CliError::Usage)?;
     let target = request_error::Target {
         server: config
             .cluster_url
@@ -341,22 +325,19 @@ async fn kube_client(global: &GlobalArgs) -> Result<kube::Client, ClientError> {
             .to_owned(),
         context,
     };
-    let client = crate::cluster::client(config).map_err(|e| ClientError {
-        code: ExitCode::from(EXIT_INPUT),
-        message: format!("client: {e}"),
-    })?;
+    let client =
+        crate::cluster::client(config).map_err(|e| CliError::usage(format_args!("client: {e}")))?;
     // Under the one retry policy: a server that is down for a moment is waited for.
     let retry = crate::cluster::retry::RetryPolicy::default();
     match retry.run(|| client.apiserver_version()).await {
         Ok(_) => Ok(client),
-        Err((crate::cluster::retry::RequestError::Kube(e), _)) => Err(ClientError {
-            code: ExitCode::FAILURE,
-            message: request_error::describe(&e, &target),
-        }),
-        Err((e, _)) => Err(ClientError {
-            code: ExitCode::FAILURE,
-            message: format!("the API server at {}: {e}", target.server),
-        }),
+        Err((crate::cluster::retry::RequestError::Kube(e), _)) => {
+            Err(CliError::Failed(request_error::describe(&e, &target)))
+        }
+        Err((e, _)) => Err(CliError::failed(format_args!(
+            "the API server at {}: {e}",
+            target.server
+        ))),
     }
 }
 
@@ -439,14 +420,11 @@ fn find_kubeconfig(
 }
 
 /// A multi-threaded tokio runtime for the commands that talk to API servers.
-fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| {
-            stderr_line!("error: cannot start the async runtime: {e}");
-            ExitCode::FAILURE
-        })
+        .map_err(|e| CliError::failed(format_args!("cannot start the async runtime: {e}")))
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM: the signal to stop gracefully.

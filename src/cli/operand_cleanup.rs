@@ -2,11 +2,11 @@
 
 #[cfg(feature = "in-memory")]
 use std::net::SocketAddr;
-use std::process::ExitCode;
 
 use clap::Args;
 
-use super::GlobalArgs;
+use super::{CliError, GlobalArgs};
+use crate::exit::Exit;
 
 #[derive(Debug, Args)]
 pub struct OperandCleanupArgs {
@@ -26,56 +26,49 @@ pub struct OperandCleanupArgs {
     pub listen: Option<SocketAddr>,
 }
 
-pub fn run(global: &GlobalArgs, args: &OperandCleanupArgs) -> ExitCode {
+pub fn run(global: &GlobalArgs, args: &OperandCleanupArgs) -> Result<Exit, CliError> {
     #[cfg(feature = "in-memory")]
     if let Some(addr) = args.listen
         && !addr.ip().is_loopback()
     {
-        stderr_line!(
-            "error: refusing to listen on {addr}: use a loopback address such as 127.0.0.1"
-        );
-        return ExitCode::from(super::EXIT_INPUT);
+        return Err(CliError::usage(format_args!(
+            "refusing to listen on {addr}: use a loopback address such as 127.0.0.1"
+        )));
     }
-    let runtime = match super::runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
+    let runtime = super::runtime()?;
     runtime.block_on(async {
-        let client = match client(global, args).await {
-            Ok(c) => c,
-            Err(code) => return code,
-        };
+        let client = client(global, args).await?;
         tracing::info!(namespace = ?args.namespace, "operand-cleanup reconciler starting");
-        match crate::olm::run(client, args.namespace.clone(), super::shutdown_signal()).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                stderr_line!("error: {e}");
-                ExitCode::FAILURE
-            }
-        }
+        crate::olm::run(client, args.namespace.clone(), super::shutdown_signal())
+            .await
+            .map_err(CliError::failed)?;
+        Ok(Exit::Success)
     })
 }
 
 /// The kubeconfig cluster's client, or with `--in-memory` a fresh embedded server's.
 #[cfg_attr(not(feature = "in-memory"), allow(unused_variables))]
-async fn client(global: &GlobalArgs, args: &OperandCleanupArgs) -> Result<kube::Client, ExitCode> {
+async fn client(global: &GlobalArgs, args: &OperandCleanupArgs) -> Result<kube::Client, CliError> {
     #[cfg(feature = "in-memory")]
     if args.in_memory {
         return in_memory(args.listen).await;
     }
-    super::kube_client(global).await.map_err(|e| e.report())
+    super::kube_client(global).await
 }
 
 /// A fresh embedded server with OLM's CRDs, also served on `listen` if given.
 #[cfg(feature = "in-memory")]
-async fn in_memory(listen: Option<SocketAddr>) -> Result<kube::Client, ExitCode> {
+async fn in_memory(listen: Option<SocketAddr>) -> Result<kube::Client, CliError> {
     use memory_apiserver::{Config, MemoryServer, serve};
 
     let server = MemoryServer::start(Config::default());
-    if let Err(e) = crate::dev::olm_crds::install(&server.client()).await {
-        stderr_line!("error: installing OLM CRDs in the in-memory server: {e}");
-        return Err(ExitCode::FAILURE);
-    }
+    crate::dev::olm_crds::install(&server.client())
+        .await
+        .map_err(|e| {
+            CliError::failed(format_args!(
+                "installing OLM CRDs in the in-memory server: {e}"
+            ))
+        })?;
     if let Some(addr) = listen {
         let serving = server.clone();
         tokio::spawn(async move {

@@ -1,14 +1,14 @@
 //! `cvo operator`: run the in-cluster release operator until SIGINT/SIGTERM.
 
 use std::net::SocketAddr;
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 
 use super::apply::{PassArgs, parse_duration};
-use super::{GlobalArgs, ReleaseArgs};
+use super::{CliError, GlobalArgs, ReleaseArgs};
+use crate::exit::Exit;
 use crate::operator::leader::{LeaseConfig, default_identity};
 use crate::operator::metrics::{self, Metrics};
 use crate::sync::SyncOptions;
@@ -78,100 +78,19 @@ pub enum Component {
     OperandCleanup,
 }
 
-pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
-    if !args.components.contains(&Component::Release) {
-        stderr_line!(
-            "error: --components must include release (to run the operand-cleanup reconciler alone, use `cvo operand-cleanup`)"
-        );
-        return ExitCode::from(super::EXIT_INPUT);
-    }
-    let operand_cleanup = args.components.contains(&Component::OperandCleanup);
-    if args.operand_cleanup_namespace.is_some() && !operand_cleanup {
-        stderr_line!(
-            "error: --operand-cleanup-namespace needs --components release,operand-cleanup"
-        );
-        return ExitCode::from(super::EXIT_INPUT);
-    }
-    if args.resync_interval.is_zero() {
-        stderr_line!("error: --resync-interval must be longer than 0");
-        return ExitCode::from(super::EXIT_INPUT);
-    }
-    // The namespace is known only once connected; the timings can be checked now.
-    let timings = LeaseConfig {
-        lease_duration: args.lease_duration,
-        renew_deadline: args.lease_renew_deadline,
-        retry_period: args.lease_retry,
-        ..LeaseConfig::new("", &args.lease_name, "")
-    };
-    if let Err(e) = timings.check() {
-        stderr_line!("error: {e}");
-        return ExitCode::from(super::EXIT_INPUT);
-    }
-    // A release that cannot be used does not stop the operator: it reports why in
-    // ClusterVersion (ReleaseAccepted=False) and applies nothing.
-    let release = match args.release.load() {
-        Ok(release) => {
-            for d in &release.diagnostics {
-                stderr_line!("{d}");
-            }
-            if release.has_errors() {
-                Err(invalid_release(&release))
-            } else {
-                Ok(release)
-            }
-        }
-        Err(_) => Err(unreadable_release(&args.release)),
-    };
-    let runtime = match super::runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    runtime.block_on(async {
-        let client = match client(global, args).await {
-            Ok(c) => c,
-            Err(e) => return e.report(),
-        };
-        let namespace = args
-            .namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_owned());
-        let lease = LeaseConfig {
-            namespace,
-            identity: default_identity(),
-            ..timings.clone()
-        };
-        let options = crate::operator::Options {
-            sync: SyncOptions {
-                release_accepted: true,
-                record: Some(crate::status::record::Location {
-                    namespace: args
-                        .state_namespace
-                        .clone()
-                        .unwrap_or_else(|| lease.namespace.clone()),
-                }),
-                ..args.pass.sync_options()
-            },
-            resync_interval: args.resync_interval,
-            lease,
-            shutdown_grace: args.shutdown_grace,
-            self_update: crate::operator::self_update::Config {
-                deployment: args.self_deployment.clone(),
-                pod: crate::operator::self_update::Config::pod_from_env(),
-                release_image: args.release.release_image.clone(),
-            },
-            operand_cleanup: operand_cleanup.then(|| crate::olm::Config {
-                namespace: args.operand_cleanup_namespace.clone(),
-                ..Default::default()
-            }),
-        };
+/// Exit codes: 0 stopped by SIGINT/SIGTERM; 1 the cluster cannot be reached; 2 a bad flag, a
+/// kubeconfig that cannot be used, or a metrics address that cannot be bound. A release that
+/// cannot be used does not stop the operator: it reports why in ClusterVersion.
+pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> Result<Exit, CliError> {
+    let timings = args.check()?;
+    let release = load_release(&args.release);
+    super::runtime()?.block_on(async {
+        let client = client(global, args).await?;
+        let options = args.options(&client, &timings);
         let metrics = Arc::new(Metrics::new());
-        let listener = match metrics::bind(args.metrics_addr).await {
-            Ok(l) => l,
-            Err(e) => {
-                stderr_line!("error: {e}");
-                return ExitCode::from(super::EXIT_INPUT);
-            }
-        };
+        let listener = metrics::bind(args.metrics_addr)
+            .await
+            .map_err(CliError::usage)?;
         let addr = listener.local_addr().unwrap_or(args.metrics_addr);
         tokio::spawn(metrics::serve(metrics.clone(), listener));
         tracing::info!(
@@ -185,17 +104,11 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
             metrics = %addr,
             "operator starting"
         );
+        let shutdown = super::shutdown_signal();
         match &release {
             Ok(release) => {
-                crate::operator::run(
-                    client.clone(),
-                    client,
-                    release,
-                    &options,
-                    metrics,
-                    super::shutdown_signal(),
-                )
-                .await
+                crate::operator::run(client.clone(), client, release, &options, metrics, shutdown)
+                    .await
             }
             Err(why) => {
                 crate::operator::run_invalid(
@@ -204,13 +117,106 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> ExitCode {
                     why,
                     &options,
                     metrics,
-                    super::shutdown_signal(),
+                    shutdown,
                 )
                 .await
             }
         }
-        ExitCode::SUCCESS
+        Ok(Exit::Success)
     })
+}
+
+impl OperatorArgs {
+    /// Checks the flags that can be checked before connecting; returns the Lease timings (the
+    /// namespace is known only once connected).
+    fn check(&self) -> Result<LeaseConfig, CliError> {
+        if !self.components.contains(&Component::Release) {
+            return Err(CliError::usage(
+                "--components must include release (to run the operand-cleanup reconciler alone, use `cvo operand-cleanup`)",
+            ));
+        }
+        if self.operand_cleanup_namespace.is_some()
+            && !self.components.contains(&Component::OperandCleanup)
+        {
+            return Err(CliError::usage(
+                "--operand-cleanup-namespace needs --components release,operand-cleanup",
+            ));
+        }
+        if self.resync_interval.is_zero() {
+            return Err(CliError::usage("--resync-interval must be longer than 0"));
+        }
+        let timings = LeaseConfig {
+            lease_duration: self.lease_duration,
+            renew_deadline: self.lease_renew_deadline,
+            retry_period: self.lease_retry,
+            ..LeaseConfig::new("", &self.lease_name, "")
+        };
+        timings.check().map_err(CliError::usage)?;
+        Ok(timings)
+    }
+
+    /// The operator's options from these flags, the Lease `timings` and `client`'s default
+    /// namespace.
+    fn options(&self, client: &kube::Client, timings: &LeaseConfig) -> crate::operator::Options {
+        let namespace = self
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned());
+        let lease = LeaseConfig {
+            namespace,
+            identity: default_identity(),
+            ..timings.clone()
+        };
+        let state_namespace = self
+            .state_namespace
+            .clone()
+            .unwrap_or_else(|| lease.namespace.clone());
+        crate::operator::Options {
+            sync: SyncOptions {
+                release_accepted: true,
+                record: Some(crate::status::record::Location {
+                    namespace: state_namespace,
+                }),
+                ..self.pass.sync_options()
+            },
+            resync_interval: self.resync_interval,
+            lease,
+            shutdown_grace: self.shutdown_grace,
+            self_update: crate::operator::self_update::Config {
+                deployment: self.self_deployment.clone(),
+                pod: crate::operator::self_update::Config::pod_from_env(),
+                release_image: self.release.release_image.clone(),
+            },
+            operand_cleanup: self
+                .components
+                .contains(&Component::OperandCleanup)
+                .then(|| crate::olm::Config {
+                    namespace: self.operand_cleanup_namespace.clone(),
+                    ..Default::default()
+                }),
+        }
+    }
+}
+
+/// The release, or why it cannot be used (the `ReleaseAccepted` message). Its diagnostics,
+/// or the reason it cannot be read, go to stderr.
+fn load_release(args: &ReleaseArgs) -> Result<crate::release::Release, String> {
+    match args.load() {
+        Ok(release) => {
+            for d in &release.diagnostics {
+                stderr_line!("{d}");
+            }
+            if release.has_errors() {
+                Err(invalid_release(&release))
+            } else {
+                Ok(release)
+            }
+        }
+        Err(e) => {
+            stderr_line!("error: {e}");
+            Err(unreadable_release(args))
+        }
+    }
 }
 
 /// How many errors of an invalid release `ReleaseAccepted` names before counting the rest.
@@ -254,10 +260,7 @@ fn unreadable_release(args: &ReleaseArgs) -> String {
 
 /// The kubeconfig cluster's client, or with `--in-memory` a fresh embedded server's.
 #[cfg_attr(not(feature = "in-memory"), allow(unused_variables))]
-async fn client(
-    global: &GlobalArgs,
-    args: &OperatorArgs,
-) -> Result<kube::Client, super::ClientError> {
+async fn client(global: &GlobalArgs, args: &OperatorArgs) -> Result<kube::Client, CliError> {
     #[cfg(feature = "in-memory")]
     if args.in_memory {
         let server = memory_apiserver::MemoryServer::start(memory_apiserver::Config::default());

@@ -1,13 +1,12 @@
 //! `cvo plan`: what `cvo apply` would do, computed with server-side dry-run (`dryRun=All`),
 //! with a field-level diff for updates. Writes nothing.
 
-use std::process::ExitCode;
-
 use clap::Args;
 
 use super::apply::{TargetArgs, execute};
-use super::{GlobalArgs, OutputFormat, ReleaseArgs};
+use super::{CliError, GlobalArgs, OutputFormat, ReleaseArgs};
 use crate::apply::Options;
+use crate::exit::Exit;
 use crate::sync::SyncOptions;
 
 #[derive(Debug, Args)]
@@ -26,7 +25,7 @@ pub struct PlanArgs {
     pub output: OutputFormat,
 }
 
-pub fn run(global: &GlobalArgs, args: &PlanArgs) -> ExitCode {
+pub fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Exit, CliError> {
     let options = SyncOptions {
         apply: Options {
             dry_run: true,

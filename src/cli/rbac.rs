@@ -1,10 +1,9 @@
 //! `cvo rbac`: print the least-privilege RBAC `cvo operator` needs for a release.
 
-use std::process::ExitCode;
-
 use clap::{Args, ValueEnum};
 
-use super::{GlobalArgs, ReleaseArgs};
+use super::{CliError, GlobalArgs, ReleaseArgs};
+use crate::exit::Exit;
 use crate::rbac::{Options, Resources, ServiceAccount, render};
 
 #[derive(Debug, Args)]
@@ -67,106 +66,38 @@ pub enum Format {
 /// Exit codes: 0 printed; 1 a kind whose resource is unknown, or discovery failed (nothing
 /// printed: a partial role would fail the operator later); 2 the release cannot be read or
 /// has errors, or a bad flag.
-pub fn run(global: &GlobalArgs, args: &RbacArgs) -> ExitCode {
-    let release = match args.release.load() {
-        Ok(release) => release,
-        Err(code) => return code,
-    };
-    for d in &release.diagnostics {
-        stderr_line!("{d}");
-    }
-    if release.has_errors() {
-        stderr_line!("error: the release has errors; fix them first (see `cvo validate`)");
-        return ExitCode::from(super::EXIT_INPUT);
-    }
+pub fn run(global: &GlobalArgs, args: &RbacArgs) -> Result<Exit, CliError> {
+    let release = super::apply::load_usable(&args.release)?;
     let operand_cleanup = args
         .components
         .contains(&super::operator::Component::OperandCleanup);
     if operand_cleanup && !args.discover {
-        stderr_line!(
-            "error: --components operand-cleanup needs --discover: the reconciler deletes the custom resources of the CRDs the cluster's ClusterServiceVersions own, which only the cluster can tell"
-        );
-        return ExitCode::from(super::EXIT_INPUT);
+        return Err(CliError::usage(
+            "--components operand-cleanup needs --discover: the reconciler deletes the custom resources of the CRDs the cluster's ClusterServiceVersions own, which only the cluster can tell",
+        ));
     }
     let owned_crds = if operand_cleanup {
-        let runtime = match super::runtime() {
-            Ok(rt) => rt,
-            Err(code) => return code,
-        };
-        match runtime.block_on(owned_crds(global)) {
-            Ok(owned) => {
-                if owned.is_empty() {
-                    stderr_line!(
-                        "note: no ClusterServiceVersion in the cluster owns a CRD: the operand-cleanup rules grant no custom resources yet"
-                    );
-                }
-                Some(owned)
-            }
-            Err(e) => return e.report(),
+        let owned = super::runtime()?.block_on(owned_crds(global))?;
+        if owned.is_empty() {
+            stderr_line!(
+                "note: no ClusterServiceVersion in the cluster owns a CRD: the operand-cleanup rules grant no custom resources yet"
+            );
         }
+        Some(owned)
     } else {
         None
     };
     let mut resources = Resources::of(&release);
     if args.discover && !resources.unknown(&release).is_empty() {
-        let runtime = match super::runtime() {
-            Ok(rt) => rt,
-            Err(code) => return code,
-        };
-        let discovered = runtime.block_on(async {
-            let client = super::kube_client(global).await?;
-            let discovery = crate::cluster::Discovery::new(client);
-            resources
-                .discover(&discovery, &release)
-                .await
-                .map_err(|e| super::ClientError {
-                    code: ExitCode::FAILURE,
-                    message: e.to_string(),
-                })
-        });
-        match discovered {
-            Err(e) => return e.report(),
-            Ok(still) if !still.is_empty() => {
-                for u in &still {
-                    stderr_line!("error: {u}");
-                }
-                return ExitCode::FAILURE;
-            }
-            Ok(_) => {}
-        }
-        for (group, kind, plural) in resources.discovered() {
-            stderr_line!(
-                "note: kind {kind} of group {:?}: resource {plural}, from the cluster's discovery",
-                group
-            );
-        }
+        discover(global, &mut resources, &release)?;
     }
-    let namespace = args
-        .namespace
-        .clone()
-        .unwrap_or_else(|| args.service_account.namespace.clone());
-    let options = Options {
-        name: args.name.clone(),
-        state_namespace: args
-            .state_namespace
-            .clone()
-            .unwrap_or_else(|| namespace.clone()),
-        namespace,
-        service_account: args.service_account.clone(),
-        lease_name: args.lease_name.clone(),
-        by_name: !args.no_by_name,
-        self_deployment: args.self_deployment.clone(),
-        operand_cleanup: owned_crds,
-    };
-    let rbac = match crate::rbac::derive(&release, &resources, &options) {
-        Ok(rbac) => rbac,
-        Err(unknown) => {
-            for u in &unknown {
-                stderr_line!("error: {u}");
-            }
-            return ExitCode::FAILURE;
-        }
-    };
+    let options = args.options(owned_crds);
+    let rbac = crate::rbac::derive(&release, &resources, &options).map_err(|unknown| {
+        CliError::Several(
+            unknown.iter().map(ToString::to_string).collect(),
+            Exit::Failed,
+        )
+    })?;
     for note in rbac.cluster_rules.iter().filter_map(|r| r.note.as_deref()) {
         stderr_line!("warning: {note}");
     }
@@ -181,18 +112,67 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> ExitCode {
         Format::Yaml => render::yaml(&rbac),
         Format::Json => render::json(&rbac),
     };
-    match super::print_stdout(&text) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(code) => code,
+    super::print_stdout(&text)?;
+    Ok(Exit::Success)
+}
+
+impl RbacArgs {
+    /// The derivation's options from these flags; `owned_crds` from the cluster's CSVs.
+    fn options(&self, owned_crds: Option<std::collections::BTreeSet<String>>) -> Options {
+        let namespace = self
+            .namespace
+            .clone()
+            .unwrap_or_else(|| self.service_account.namespace.clone());
+        Options {
+            name: self.name.clone(),
+            state_namespace: self
+                .state_namespace
+                .clone()
+                .unwrap_or_else(|| namespace.clone()),
+            namespace,
+            service_account: self.service_account.clone(),
+            lease_name: self.lease_name.clone(),
+            by_name: !self.no_by_name,
+            self_deployment: self.self_deployment.clone(),
+            operand_cleanup: owned_crds,
+        }
     }
+}
+
+/// Asks the cluster's discovery for the kinds of the release no CRD in it defines and that are
+/// not built in; a kind still unknown after it is an error (exit code 1), each on its line.
+fn discover(
+    global: &GlobalArgs,
+    resources: &mut Resources,
+    release: &crate::release::Release,
+) -> Result<(), CliError> {
+    let still = super::runtime()?.block_on(async {
+        let client = super::kube_client(global).await?;
+        let discovery = crate::cluster::Discovery::new(client);
+        resources
+            .discover(&discovery, release)
+            .await
+            .map_err(CliError::failed)
+    })?;
+    if !still.is_empty() {
+        return Err(CliError::Several(
+            still.iter().map(ToString::to_string).collect(),
+            Exit::Failed,
+        ));
+    }
+    for (group, kind, plural) in resources.discovered() {
+        stderr_line!(
+            "note: kind {kind} of group {:?}: resource {plural}, from the cluster's discovery",
+            group
+        );
+    }
+    Ok(())
 }
 
 /// The CRDs (`plural.group`) the cluster's ClusterServiceVersions own; none when OLM's CSV
 /// kind is not served. A failed request is an error: a role missing a kind would leave the
 /// reconciler unable to finish a cleanup it started.
-async fn owned_crds(
-    global: &GlobalArgs,
-) -> Result<std::collections::BTreeSet<String>, super::ClientError> {
+async fn owned_crds(global: &GlobalArgs) -> Result<std::collections::BTreeSet<String>, CliError> {
     let client = super::kube_client(global).await?;
     let csvs: kube::Api<crate::olm::types::ClusterServiceVersion> = kube::Api::all(client);
     let list = match crate::olm::reconciler::list_all(&csvs, 500, "ClusterServiceVersions").await {
@@ -216,10 +196,9 @@ async fn owned_crds(
                 }
                 other => other.to_string(),
             };
-            return Err(super::ClientError {
-                code: ExitCode::FAILURE,
-                message: format!("could not list ClusterServiceVersions: {why}"),
-            });
+            return Err(CliError::failed(format_args!(
+                "could not list ClusterServiceVersions: {why}"
+            )));
         }
     };
     Ok(list

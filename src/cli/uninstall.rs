@@ -6,22 +6,17 @@
 //! 4 refused by a safety rule, or not confirmed.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
 
 use super::apply::parse_duration;
-use super::{GlobalArgs, OutputFormat, print_stdout};
+use super::{CliError, GlobalArgs, OutputFormat, print_stdout};
+use crate::exit::Exit;
 use crate::lifecycle::uninstall::{
     self, Action, Options, Outcome, Performed, Plan, Progress, Report,
 };
-
-/// Exit code: a wait timed out.
-pub const EXIT_TIMED_OUT: u8 = 3;
-/// Exit code: refused by a safety rule (or not confirmed).
-pub const EXIT_REFUSED: u8 = 4;
 
 #[derive(Debug, Args)]
 pub struct UninstallArgs {
@@ -59,19 +54,12 @@ pub struct UninstallArgs {
     pub output: OutputFormat,
 }
 
-pub fn run(global: &GlobalArgs, args: &UninstallArgs) -> ExitCode {
-    let runtime = match super::runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    runtime.block_on(run_async(global, args))
+pub fn run(global: &GlobalArgs, args: &UninstallArgs) -> Result<Exit, CliError> {
+    super::runtime()?.block_on(run_async(global, args))
 }
 
-async fn run_async(global: &GlobalArgs, args: &UninstallArgs) -> ExitCode {
-    let client = match super::kube_client(global).await {
-        Ok(c) => c,
-        Err(e) => return e.report(),
-    };
+async fn run_async(global: &GlobalArgs, args: &UninstallArgs) -> Result<Exit, CliError> {
+    let client = super::kube_client(global).await?;
     let opts = Options {
         delete_operands: args.delete_operands,
         delete_crds: args.delete_crds,
@@ -80,26 +68,22 @@ async fn run_async(global: &GlobalArgs, args: &UninstallArgs) -> ExitCode {
         timeout: args.timeout,
         ..Options::new(&args.package, &args.namespace)
     };
-    let (plan, inv) = match uninstall::plan(&client, &opts).await {
-        Ok(p) => p,
-        Err(e) => {
-            stderr_line!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let (plan, inv) = uninstall::plan(&client, &opts)
+        .await
+        .map_err(CliError::failed)?;
     let json = args.output == OutputFormat::Json;
-    if !json && let Err(code) = print_stdout(&plan_text(&plan, args.dry_run)) {
-        return code;
+    if !json {
+        print_stdout(&plan_text(&plan, args.dry_run))?;
     }
     if args.dry_run {
-        if json && let Err(code) = print_stdout(&json_out(&plan, true, None)) {
-            return code;
+        if json {
+            print_stdout(&json_out(&plan, true, None))?;
         }
-        return if plan.refusals.is_empty() {
-            ExitCode::SUCCESS
+        return Ok(if plan.refusals.is_empty() {
+            Exit::Success
         } else {
-            ExitCode::from(EXIT_REFUSED)
-        };
+            Exit::Refused
+        });
     }
     if plan.refusals.is_empty() && !args.yes {
         let refusal = match confirm(&plan) {
@@ -179,20 +163,23 @@ fn confirm(plan: &Plan) -> Result<bool, &'static str> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
 }
 
-fn finish(plan: &Plan, report: &Report, json: bool) -> ExitCode {
+fn finish(plan: &Plan, report: &Report, json: bool) -> Result<Exit, CliError> {
     let text = if json {
         json_out(plan, false, Some(report))
     } else {
         outcome_text(report)
     };
-    if let Err(code) = print_stdout(&text) {
-        return code;
-    }
-    match report.outcome {
-        Outcome::Done => ExitCode::SUCCESS,
-        Outcome::Failed { .. } => ExitCode::FAILURE,
-        Outcome::TimedOut { .. } => ExitCode::from(EXIT_TIMED_OUT),
-        Outcome::Refused { .. } => ExitCode::from(EXIT_REFUSED),
+    print_stdout(&text)?;
+    Ok(outcome_exit(&report.outcome))
+}
+
+/// How an uninstall's outcome ends the command (README, "Exit codes").
+fn outcome_exit(outcome: &Outcome) -> Exit {
+    match outcome {
+        Outcome::Done => Exit::Success,
+        Outcome::Failed { .. } => Exit::Failed,
+        Outcome::TimedOut { .. } => Exit::InProgress,
+        Outcome::Refused { .. } => Exit::Refused,
     }
 }
 

@@ -9,12 +9,12 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::Args;
 
-use super::ReleaseArgs;
+use super::{CliError, ReleaseArgs};
 use crate::diagnostic::Diagnostic;
+use crate::exit::Exit;
 use crate::validate::{self, Format, Summary};
 
 #[derive(Debug, Args)]
@@ -30,20 +30,15 @@ pub struct ValidateArgs {
     pub format: Format,
 }
 
-pub fn run(args: &ValidateArgs) -> ExitCode {
-    let releases = match args.release.load_each_profile() {
-        Ok(releases) => releases,
-        Err(code) => return code,
-    };
+pub fn run(args: &ValidateArgs) -> Result<Exit, CliError> {
+    let releases = args.release.load_each_profile()?;
     let mut runs = Vec::with_capacity(releases.len());
     for (profile, release) in releases {
         let previous = match &args.previous {
-            Some(dir) => {
-                match crate::release::load(dir, &args.release.options_in(profile.as_deref())) {
-                    Ok(previous) => Some(previous),
-                    Err(e) => return super::input_error(&format_args!("--previous: {e}")),
-                }
-            }
+            Some(dir) => Some(
+                crate::release::load(dir, &args.release.options_in(profile.as_deref()))
+                    .map_err(|e| CliError::usage(format_args!("--previous: {e}")))?,
+            ),
             None => None,
         };
         runs.push((profile, validate::validate(&release, previous.as_ref())));
@@ -58,10 +53,12 @@ pub fn run(args: &ValidateArgs) -> ExitCode {
     let diagnostics = merge_profiles(runs);
     let cwd = std::env::current_dir().ok();
     let out = validate::report::render(args.format, &diagnostics, cwd.as_deref());
-    if let Err(code) = super::print_stdout(&out) {
-        return code;
-    }
-    ExitCode::from(u8::from(Summary::of(&diagnostics).has_errors()))
+    super::print_stdout(&out)?;
+    Ok(if Summary::of(&diagnostics).has_errors() {
+        Exit::Failed
+    } else {
+        Exit::Success
+    })
 }
 
 /// The findings of several profiles as one list: a finding made in every profile once, as

@@ -38,7 +38,7 @@ pub async fn run_while_leading(
             }
         };
         let reconciler = crate::olm::run_with_config(client.clone(), config.clone(), shutdown);
-        match super::until_stopped(reconciler, &mut stopped, grace).await {
+        match super::shutdown::until_stopped(reconciler, &mut stopped, grace).await {
             Err(_) | Ok(Ok(())) => return,
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, retry_in = ?delay, "operand-cleanup reconciler not running; starting it again later");

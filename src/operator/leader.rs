@@ -55,24 +55,49 @@ impl LeaseConfig {
     }
 
     /// Refuses timings under which two leaders could overlap or leadership would flap.
-    pub fn check(&self) -> Result<(), String> {
+    ///
+    /// # Errors
+    ///
+    /// [`TimingError`] names the flag to change.
+    pub fn check(&self) -> Result<(), TimingError> {
         if self.retry_period.is_zero() {
-            return Err("--lease-retry must be longer than 0".into());
+            return Err(TimingError::NoRetry);
         }
         if self.renew_deadline <= self.retry_period {
-            return Err(format!(
-                "--lease-renew-deadline ({:?}) must be longer than --lease-retry ({:?})",
-                self.renew_deadline, self.retry_period
-            ));
+            return Err(TimingError::RenewWithinRetry {
+                renew_deadline: self.renew_deadline,
+                retry_period: self.retry_period,
+            });
         }
         if self.lease_duration <= self.renew_deadline {
-            return Err(format!(
-                "--lease-duration ({:?}) must be longer than --lease-renew-deadline ({:?})",
-                self.lease_duration, self.renew_deadline
-            ));
+            return Err(TimingError::LeaseWithinRenew {
+                lease_duration: self.lease_duration,
+                renew_deadline: self.renew_deadline,
+            });
         }
         Ok(())
     }
+}
+
+/// Lease timings under which two leaders could overlap or leadership would flap.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimingError {
+    #[error("--lease-retry must be longer than 0")]
+    NoRetry,
+    #[error(
+        "--lease-renew-deadline ({renew_deadline:?}) must be longer than --lease-retry ({retry_period:?})"
+    )]
+    RenewWithinRetry {
+        renew_deadline: Duration,
+        retry_period: Duration,
+    },
+    #[error(
+        "--lease-duration ({lease_duration:?}) must be longer than --lease-renew-deadline ({renew_deadline:?})"
+    )]
+    LeaseWithinRenew {
+        lease_duration: Duration,
+        renew_deadline: Duration,
+    },
 }
 
 /// A unique identity for this process: the host name (the pod name in a cluster) and a
@@ -390,10 +415,20 @@ mod tests {
         assert!(ok.check().is_ok());
         let mut bad = ok.clone();
         bad.renew_deadline = Duration::from_secs(20);
-        assert!(bad.check().unwrap_err().contains("--lease-duration"));
+        assert!(
+            bad.check()
+                .unwrap_err()
+                .to_string()
+                .contains("--lease-duration")
+        );
         let mut bad = ok.clone();
         bad.retry_period = Duration::from_secs(10);
-        assert!(bad.check().unwrap_err().contains("--lease-retry"));
+        assert!(
+            bad.check()
+                .unwrap_err()
+                .to_string()
+                .contains("--lease-retry")
+        );
         let mut bad = ok;
         bad.retry_period = Duration::ZERO;
         assert!(bad.check().is_err());

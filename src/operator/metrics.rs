@@ -190,6 +190,31 @@ impl Metrics {
         self.sent.load(Ordering::Relaxed)
     }
 
+    /// The deletions of a pass: in progress and stuck (pending longer than `stuck_after`),
+    /// deletion durations, and objects that came back.
+    pub fn record_deletions(
+        &self,
+        outcome: &crate::sync::SyncOutcome,
+        stuck_after: std::time::Duration,
+    ) {
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let now = jiff::Timestamp::now();
+        let stuck = outcome
+            .deletions
+            .iter()
+            .filter_map(|d| d.since)
+            .filter(|since| now.duration_since(*since).unsigned_abs() > stuck_after)
+            .count();
+        self.deletions_in_progress
+            .set(count(outcome.deletions.len()));
+        self.deletions_stuck.set(count(stuck));
+        self.deletions_reappeared
+            .inc_by(outcome.reappeared.len() as u64);
+        for (_, took) in &outcome.deletions_completed {
+            self.deletion_duration.observe(took.as_secs_f64());
+        }
+    }
+
     pub fn count_action(&self, family: &Family<Labels, Counter>, action: Action) {
         family
             .get_or_create(&vec![("action", action.as_str().to_owned())])
@@ -304,11 +329,25 @@ pub async fn serve(metrics: Arc<Metrics>, listener: tokio::net::TcpListener) {
     }
 }
 
-/// Binds the metrics address (an error names it).
-pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, String> {
+/// Binds the metrics address.
+///
+/// # Errors
+///
+/// [`ListenError`] (naming the address) when it cannot be bound: in use, not local, not
+/// allowed.
+pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ListenError> {
     tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| format!("cannot listen on {addr} for /metrics: {e}"))
+        .map_err(|source| ListenError { addr, source })
+}
+
+/// The metrics address cannot be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {addr} for /metrics: {source}")]
+pub struct ListenError {
+    pub addr: SocketAddr,
+    #[source]
+    pub source: std::io::Error,
 }
 
 fn respond(metrics: &Metrics, path: &str) -> Response<Full<Bytes>> {

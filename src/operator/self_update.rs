@@ -187,7 +187,7 @@ impl SelfUpdate {
                     "the operator cannot tell which image it runs (neither POD_NAME/POD_NAMESPACE nor --release-image is set)".into(),
                 );
             }
-            Err(e) => return cannot(e),
+            Err(e) => return cannot(e.to_string()),
         };
         if from == to {
             let in_release = self
@@ -215,12 +215,12 @@ impl SelfUpdate {
                 from,
                 written,
             },
-            Err(e) => cannot(e),
+            Err(e) => cannot(e.to_string()),
         }
     }
 
     /// The image this process runs: its Pod's operator container, else `--release-image`.
-    async fn own_image(&self, cluster: &Cluster) -> Result<Option<String>, String> {
+    async fn own_image(&self, cluster: &Cluster) -> Result<Option<String>, SelfUpdateError> {
         let Some(pod) = &self.config.pod else {
             return Ok(self.config.release_image.clone());
         };
@@ -234,20 +234,28 @@ impl SelfUpdate {
                 let found = api
                     .get_opt(&pod.name)
                     .await
-                    .map_err(|e| format!("reading the operator's Pod {pod}: {e}"))?
-                    .ok_or_else(|| format!("the operator's Pod {pod} does not exist"))?;
+                    .map_err(|source| SelfUpdateError::ReadPod {
+                        pod: pod.clone(),
+                        source,
+                    })?
+                    .ok_or_else(|| SelfUpdateError::NoPod(pod.clone()))?;
                 let containers = found
                     .data
                     .pointer("/spec/containers")
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default();
-                let i = operator_container(&containers).map_err(|e| format!("Pod {pod} {e}"))?;
+                let i = operator_container(&containers).map_err(|source| {
+                    SelfUpdateError::PodContainer {
+                        pod: pod.clone(),
+                        source,
+                    }
+                })?;
                 containers[i]
                     .get("image")
                     .and_then(Value::as_str)
                     .map(str::to_owned)
-                    .ok_or_else(|| format!("Pod {pod}: its operator container has no image"))
+                    .ok_or_else(|| SelfUpdateError::NoImage(pod.clone()))
             })
             .await
             .map(|image| Some(image.clone()))
@@ -277,7 +285,7 @@ pub fn image_in_release(release: &Release, deployment: &NamespacedName) -> Optio
 
 /// Index of the operator's container in `containers`: the one named [`CONTAINER`], else the
 /// only one.
-pub fn operator_container(containers: &[Value]) -> Result<usize, String> {
+pub fn operator_container(containers: &[Value]) -> Result<usize, AmbiguousContainer> {
     if let Some(i) = containers
         .iter()
         .position(|c| c.get("name").and_then(Value::as_str) == Some(CONTAINER))
@@ -286,9 +294,7 @@ pub fn operator_container(containers: &[Value]) -> Result<usize, String> {
     }
     match containers.len() {
         1 => Ok(0),
-        n => Err(format!(
-            "has {n} containers and none named {CONTAINER:?}: cannot tell which one is the operator"
-        )),
+        n => Err(AmbiguousContainer(n)),
     }
 }
 
@@ -299,7 +305,7 @@ async fn move_deployment(
     cluster: &Cluster,
     deployment: &NamespacedName,
     image: &str,
-) -> Result<bool, String> {
+) -> Result<bool, SelfUpdateError> {
     let api: Api<DynamicObject> = Api::namespaced_with(
         cluster.client().clone(),
         &deployment.namespace,
@@ -308,15 +314,22 @@ async fn move_deployment(
     let found = api
         .get_opt(&deployment.name)
         .await
-        .map_err(|e| format!("reading Deployment {deployment}: {e}"))?
-        .ok_or_else(|| format!("Deployment {deployment} does not exist"))?;
+        .map_err(|source| SelfUpdateError::ReadDeployment {
+            deployment: deployment.clone(),
+            source,
+        })?
+        .ok_or_else(|| SelfUpdateError::NoDeployment(deployment.clone()))?;
     let mut containers = found
         .data
         .pointer("/spec/template/spec/containers")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let i = operator_container(&containers).map_err(|e| format!("Deployment {deployment} {e}"))?;
+    let i =
+        operator_container(&containers).map_err(|source| SelfUpdateError::DeploymentContainer {
+            deployment: deployment.clone(),
+            source,
+        })?;
     if containers[i].get("image").and_then(Value::as_str) == Some(image) {
         return Ok(false);
     }
@@ -334,9 +347,58 @@ async fn move_deployment(
         &Patch::Merge(&patch),
     )
     .await
-    .map_err(|e| format!("updating Deployment {deployment}: {e}"))?;
+    .map_err(|source| SelfUpdateError::Update {
+        deployment: deployment.clone(),
+        source,
+    })?;
     Ok(true)
 }
+
+/// Why the operator cannot move itself to the image `spec.desiredUpdate.image` names.
+#[derive(Debug, thiserror::Error)]
+pub enum SelfUpdateError {
+    #[error("reading the operator's Pod {pod}: {source}")]
+    ReadPod {
+        pod: NamespacedName,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the operator's Pod {0} does not exist")]
+    NoPod(NamespacedName),
+    #[error("Pod {pod} {source}")]
+    PodContainer {
+        pod: NamespacedName,
+        #[source]
+        source: AmbiguousContainer,
+    },
+    #[error("Pod {0}: its operator container has no image")]
+    NoImage(NamespacedName),
+    #[error("reading Deployment {deployment}: {source}")]
+    ReadDeployment {
+        deployment: NamespacedName,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("Deployment {0} does not exist")]
+    NoDeployment(NamespacedName),
+    #[error("Deployment {deployment} {source}")]
+    DeploymentContainer {
+        deployment: NamespacedName,
+        #[source]
+        source: AmbiguousContainer,
+    },
+    #[error("updating Deployment {deployment}: {source}")]
+    Update {
+        deployment: NamespacedName,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Several containers, none named [`CONTAINER`]: which one is the operator cannot be told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("has {0} containers and none named {CONTAINER:?}: cannot tell which one is the operator")]
+pub struct AmbiguousContainer(pub usize);
 
 #[cfg(test)]
 mod tests {

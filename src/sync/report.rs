@@ -1,4 +1,4 @@
-//! The report of a sync for people (text) and programs (JSON, DESIGN.md §2).
+//! The report of a sync for people (text) and programs (JSON, docs/apply.md).
 
 use std::fmt::Write as _;
 
@@ -10,8 +10,8 @@ use crate::release::Release;
 use crate::status::ConditionStatus;
 use crate::status::conditions::version_text;
 
-/// One result in the JSON shape of DESIGN.md §2 (plus `warnings`, `health` — what the health
-/// check found — and, for plans, `changes`, when present).
+/// One result in the JSON shape of `cvo apply -o json` (docs/apply.md), plus `warnings`,
+/// `health` (what the health check found) and, for plans, `changes`, when present.
 pub fn result_json(release: &Release, r: &ManifestResult) -> Value {
     let m = &release.manifests[r.index];
     let mut v = json!({

@@ -1,0 +1,163 @@
+//! What the leader does until told to stop: a full pass, then the steady state — drift
+//! repaired from watches, a full pass on a ClusterVersion change or the resync timer.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::Options;
+use super::drift::{self, Kinds, Known};
+use super::metrics::Metrics;
+use super::pass::Passes;
+use super::repair::{Repairs, repairer};
+use super::resync;
+use super::self_update::SelfUpdate;
+use super::shutdown::{pass_stopped, until_stopped};
+use crate::cluster::Cluster;
+use crate::release::Release;
+
+/// The least time between the end of a full pass and the start of one a ClusterVersion change
+/// asks for: a burst of spec edits makes one pass, and status writes stay seconds apart.
+const PASS_SPACING: Duration = Duration::from_secs(2);
+
+/// What the leader does next.
+enum Next {
+    WatchesEnded,
+    Pass(&'static str),
+    Repair(BTreeSet<usize>),
+}
+
+/// When the next full passes are due.
+struct Schedule {
+    /// The resync timer (jittered).
+    next_pass: Instant,
+    /// The end of the last pass.
+    last_pass_end: Instant,
+    /// A pass a ClusterVersion change asked for, no sooner than [`PASS_SPACING`] after the
+    /// last one ended; changes meanwhile are taken together.
+    cv_pass_at: Option<Instant>,
+}
+
+impl Schedule {
+    fn new(resync_interval: Duration) -> Self {
+        let now = Instant::now();
+        Schedule {
+            next_pass: now + resync::next_delay(resync_interval),
+            last_pass_end: now,
+            cv_pass_at: None,
+        }
+    }
+
+    /// ClusterVersion changed: a pass is due, once spaced from the last one.
+    fn cv_changed(&mut self) {
+        self.cv_pass_at
+            .get_or_insert((self.last_pass_end + PASS_SPACING).max(Instant::now()));
+    }
+
+    /// A pass ended: the next one is a resync interval away.
+    fn passed(&mut self, resync_interval: Duration) {
+        self.cv_pass_at = None;
+        self.last_pass_end = Instant::now();
+        self.next_pass = self.last_pass_end + resync::next_delay(resync_interval);
+    }
+}
+
+/// What the leader does until told to stop (or dropped when leadership is lost).
+pub(super) async fn lead(
+    cluster: &Cluster,
+    release: &Release,
+    options: &Options,
+    metrics: &Metrics,
+    stop: &mut watch::Receiver<bool>,
+) {
+    let known = Known::default();
+    let grace = options.shutdown_grace;
+    let mover = SelfUpdate::new(options.self_update.clone());
+    let passes = Passes {
+        cluster,
+        release,
+        options,
+        metrics,
+        known: &known,
+        mover: &mover,
+    };
+    let first = match until_stopped(passes.full_pass("initial"), stop, grace).await {
+        Ok(end) => end,
+        Err(stopped) => return pass_stopped(cluster, release, options, stopped).await,
+    };
+    let mut watching = first.accepted && !first.paused;
+    let mut unmanaged = first.unmanaged;
+    let kinds = Kinds::of(release);
+    let (drift_tx, mut drift_rx) = mpsc::unbounded_channel();
+    let (cv_tx, mut cv_rx) = mpsc::unbounded_channel();
+    // Drift watches are polled only once the release was accepted (nothing is managed
+    // before); the ClusterVersion watch always (a forced desiredUpdate must start a pass).
+    let watches = kinds.watch(cluster, &known, &drift_tx);
+    tokio::pin!(watches);
+    // Compared with the generation the pass read: a spec change made since is not missed.
+    let cv_watch = drift::watch_cluster_version(cluster, first.generation, &cv_tx);
+    tokio::pin!(cv_watch);
+    let repairer = repairer(cluster, release, options);
+    let mut cv_watching = true;
+    let mut repairs = Repairs::default();
+    let mut schedule = Schedule::new(options.resync_interval);
+    tracing::info!(kinds = kinds.len(), next_pass_in = ?schedule.next_pass.saturating_duration_since(Instant::now()), "steady state: watching managed objects for drift");
+    loop {
+        let next = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            () = &mut watches, if watching => Next::WatchesEnded,
+            () = &mut cv_watch, if cv_watching => { cv_watching = false; continue }
+            () = tokio::time::sleep_until(schedule.next_pass) => Next::Pass("resync"),
+            () = tokio::time::sleep_until(schedule.cv_pass_at.unwrap_or(schedule.next_pass)), if schedule.cv_pass_at.is_some() => {
+                Next::Pass("clusterversion")
+            }
+            Some(()) = cv_rx.recv() => {
+                schedule.cv_changed();
+                continue;
+            }
+            Some(index) = repairs.next_due(), if !repairs.is_empty() => {
+                Next::Repair(BTreeSet::from([index]))
+            }
+            Some(first) = drift_rx.recv(), if watching => {
+                let mut queue = BTreeSet::from([first]);
+                while let Ok(more) = drift_rx.try_recv() {
+                    queue.insert(more);
+                }
+                Next::Repair(queue)
+            }
+        };
+        let trigger = match next {
+            Next::WatchesEnded => {
+                watching = false;
+                continue;
+            }
+            Next::Repair(queue) => {
+                // Objects overridden as unmanaged are not put back.
+                let queue = queue.into_iter().filter(|i| !unmanaged.contains(i));
+                let repaired = repairs.run(&repairer, &known, metrics, queue, stop, grace);
+                if repaired.await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            Next::Pass(trigger) => trigger,
+        };
+        while cv_rx.try_recv().is_ok() {}
+        let end = match until_stopped(passes.full_pass(trigger), stop, grace).await {
+            Ok(end) => end,
+            Err(stopped) => return pass_stopped(cluster, release, options, stopped).await,
+        };
+        unmanaged = end.unmanaged;
+        if end.paused {
+            // Handed over to another image (repairing would undo that), or the release would
+            // move the operator away from it.
+            watching = false;
+            repairs = Repairs::default();
+        } else {
+            watching |= end.accepted;
+        }
+        schedule.passed(options.resync_interval);
+    }
+}

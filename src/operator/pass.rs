@@ -1,0 +1,271 @@
+//! One full pass of the operator: what `spec.desiredUpdate.image` asks of the operator itself
+//! ([`SelfUpdate`]), then the sync ([`crate::sync::sync`]), then its metrics, events and log.
+
+use std::collections::BTreeSet;
+
+use tokio::time::Instant;
+
+use super::drift::Known;
+use super::metrics::Metrics;
+use super::self_update::{self, Decision, SelfUpdate};
+use super::status::{forced_by_spec, record_status, write_move_conditions};
+use super::{Options, events};
+use crate::apply::Action;
+use crate::cluster::Cluster;
+use crate::release::Release;
+use crate::status::Condition;
+use crate::status::clusterversion;
+use crate::status::conditions::{RELEASE_ACCEPTED, release_accepted};
+use crate::sync::{SyncOptions, SyncOutcome, sync};
+
+/// How a full pass ended.
+#[derive(Debug, Default)]
+pub(super) struct PassEnd {
+    /// The release was accepted (the pass ran).
+    pub accepted: bool,
+    /// The `metadata.generation` of the ClusterVersion it read.
+    pub generation: Option<i64>,
+    /// Nothing was applied, and nothing is to be repaired until a pass says otherwise: the
+    /// operator handed over to another image, or its release would move it away from the one
+    /// asked for.
+    pub paused: bool,
+    /// Manifests whose objects ClusterVersion overrides mark unmanaged.
+    pub unmanaged: BTreeSet<usize>,
+}
+
+/// What a full pass works with: the operator and the release it leads with.
+pub(super) struct Passes<'a> {
+    pub cluster: &'a Cluster,
+    pub release: &'a Release,
+    pub options: &'a Options,
+    pub metrics: &'a Metrics,
+    pub known: &'a Known,
+    pub mover: &'a SelfUpdate,
+}
+
+/// What the start of a pass decided: how to sync, and what to record of the self-update.
+struct Decided {
+    sync_options: SyncOptions,
+    generation: Option<i64>,
+    move_conditions: Vec<Condition>,
+}
+
+impl Passes<'_> {
+    /// One full pass: first what `spec.desiredUpdate.image` asks of the operator itself, then
+    /// the sync (unless the operator handed over to another image). Fails closed: a
+    /// ClusterVersion that cannot be read starts no pass (counted as `error`).
+    pub(super) async fn full_pass(&self, trigger: &'static str) -> PassEnd {
+        let started = Instant::now();
+        let (writes_before, sent_before) = (self.metrics.writes(), self.metrics.sent());
+        let decided = match self.decide(trigger, started).await {
+            Ok(decided) => decided,
+            Err(end) => return end,
+        };
+        let Decided {
+            sync_options,
+            generation,
+            move_conditions,
+        } = decided;
+        let (release, metrics) = (self.release, self.metrics);
+        let outcome = sync(self.cluster, release, &sync_options, |r| {
+            metrics.count_action(&metrics.manifests, r.action);
+            if r.action == Action::Failed {
+                let m = &release.manifests[r.index];
+                tracing::warn!(manifest = %m.id, location = %m.location, error = ?r.error, "manifest failed");
+            }
+        })
+        .await;
+        let retry = &self.options.sync.apply.retry;
+        write_move_conditions(self.cluster, retry, &move_conditions, generation).await;
+        let end = |accepted| PassEnd {
+            accepted,
+            generation,
+            ..PassEnd::default()
+        };
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(error = %e, "full pass failed");
+                metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
+                return end(false);
+            }
+        };
+        if outcome.report.is_none() {
+            self.refused(&outcome, trigger, started).await;
+            return end(false);
+        }
+        let writes = metrics.writes().saturating_sub(writes_before);
+        let sent = metrics.sent().saturating_sub(sent_before);
+        metrics
+            .pass_writes
+            .set(i64::try_from(writes).unwrap_or(i64::MAX));
+        metrics
+            .pass_requests
+            .set(i64::try_from(sent).unwrap_or(i64::MAX));
+        PassEnd {
+            unmanaged: self.applied(&outcome, trigger, started, writes).await,
+            ..end(true)
+        }
+    }
+
+    /// Reads ClusterVersion and decides what the self-update asks; `Err` is how the pass
+    /// ended already: ClusterVersion unreadable, handed over, or a conflict of images.
+    async fn decide(&self, trigger: &'static str, started: Instant) -> Result<Decided, PassEnd> {
+        let (cluster, metrics, mover) = (self.cluster, self.metrics, self.mover);
+        let retry = &self.options.sync.apply.retry;
+        let version = crate::status::conditions::version_text(self.release);
+        let mut sync_options = self.options.sync.clone();
+        let (forced, generation, decision) = match clusterversion::read(cluster, retry).await {
+            Ok(cv) => (
+                cv.as_ref().is_some_and(|cv| forced_by_spec(cv, &version)),
+                cv.as_ref().and_then(|cv| cv.metadata.generation),
+                mover
+                    .decide(
+                        cluster,
+                        cv.as_ref().and_then(self_update::desired_image),
+                        Some(self.release),
+                    )
+                    .await,
+            ),
+            Err(e) => {
+                tracing::error!(error = %e, "full pass not started");
+                metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
+                return Err(PassEnd::default());
+            }
+        };
+        let move_conditions = decision.conditions(mover.deployment(), &version);
+        let paused = |result: &'static str| {
+            metrics.pass(trigger, result, started.elapsed().as_secs_f64());
+            PassEnd {
+                generation,
+                paused: true,
+                ..PassEnd::default()
+            }
+        };
+        match &decision {
+            Decision::Stay => {}
+            Decision::HandedOver { to, from, written } => {
+                if *written {
+                    tracing::warn!(%to, %from, deployment = ?mover.deployment().map(ToString::to_string), "moved the operator's Deployment to the image spec.desiredUpdate names: handing over to its new pod, applying nothing more");
+                } else {
+                    tracing::info!(%to, "the operator's Deployment already runs the image spec.desiredUpdate names: handed over, applying nothing");
+                }
+                write_move_conditions(cluster, retry, &move_conditions, generation).await;
+                return Err(paused("handed-over"));
+            }
+            Decision::Conflict {
+                image,
+                release_image,
+            } => {
+                tracing::error!(%image, %release_image, "the release sets the operator's Deployment to another image than the one spec.desiredUpdate names and the operator runs: nothing applied");
+                write_move_conditions(cluster, retry, &move_conditions, generation).await;
+                return Err(paused("refused"));
+            }
+            Decision::CannotMove { to, why } => {
+                tracing::error!(%to, %why, "cannot move the operator to the image spec.desiredUpdate names; this release stays applied");
+                // The pass must not overwrite the report with ReleaseAccepted=True.
+                sync_options.release_accepted = false;
+            }
+        }
+        if forced {
+            tracing::warn!(%version, "spec.desiredUpdate forces this release: preconditions are overridden");
+            sync_options.force = true;
+        }
+        Ok(Decided {
+            sync_options,
+            generation,
+            move_conditions,
+        })
+    }
+
+    /// The end of a pass the preconditions refused: logged, status metrics, counted.
+    async fn refused(&self, outcome: &SyncOutcome, trigger: &'static str, started: Instant) {
+        let seconds = started.elapsed().as_secs_f64();
+        let version = crate::status::conditions::version_text(self.release);
+        let refusal = release_accepted(&version, &outcome.refused, false);
+        tracing::error!(reason = %refusal.reason, message = %refusal.message, "release refused: nothing applied");
+        if let Some(Err(e)) = &outcome.cluster_version {
+            tracing::warn!(error = %e, "could not record {RELEASE_ACCEPTED}=False in ClusterVersion");
+        }
+        // Status metrics first: a scrape that sees the pass counted sees its status too.
+        record_status(
+            self.cluster,
+            &self.options.sync.apply.retry,
+            self.metrics,
+            outcome,
+        )
+        .await;
+        self.metrics.pass(trigger, "refused", seconds);
+    }
+
+    /// The end of a pass that ran: what it applied is known (for drift), its metrics, the
+    /// events of objects that came back, its warnings and a summary in the log. Returns the
+    /// manifests left alone as unmanaged.
+    async fn applied(
+        &self,
+        outcome: &SyncOutcome,
+        trigger: &'static str,
+        started: Instant,
+        writes: u64,
+    ) -> BTreeSet<usize> {
+        let seconds = started.elapsed().as_secs_f64();
+        let (release, metrics) = (self.release, self.metrics);
+        let Some(report) = &outcome.report else {
+            return BTreeSet::new();
+        };
+        for r in &report.results {
+            if !release.manifests[r.index].is_delete() {
+                self.known.set(r.index, r.resource_version.clone());
+            }
+        }
+        let summary = report.summary();
+        metrics.record_deletions(outcome, self.options.sync.stuck_after);
+        for id in &outcome.reappeared {
+            if let Some(m) = release
+                .manifests
+                .iter()
+                .find(|m| m.is_delete() && &m.id == id)
+            {
+                events::reappeared(self.cluster, m).await;
+            }
+        }
+        let result = if summary.failed + summary.skipped > 0 {
+            "failed"
+        } else {
+            "applied"
+        };
+        let retry = &self.options.sync.apply.retry;
+        record_status(self.cluster, retry, metrics, outcome).await;
+        metrics.pass(trigger, result, seconds);
+        // Warnings repeat every pass: said once at warn level, then at debug.
+        for w in &outcome.warnings {
+            if trigger == "initial" {
+                tracing::warn!("{w}");
+            } else {
+                tracing::debug!("{w}");
+            }
+        }
+        if let Some(Err(e)) = &outcome.cluster_version {
+            tracing::warn!(error = %e, "ClusterVersion status not written");
+        }
+        tracing::info!(
+            trigger,
+            mode = ?outcome.mode,
+            created = summary.created,
+            updated = summary.updated,
+            unchanged = summary.unchanged,
+            deleted = summary.deleted,
+            failed = summary.failed,
+            skipped = summary.skipped,
+            writes,
+            seconds,
+            "full pass done"
+        );
+        report
+            .results
+            .iter()
+            .filter(|r| r.action == Action::Unmanaged)
+            .map(|r| r.index)
+            .collect()
+    }
+}

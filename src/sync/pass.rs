@@ -1,0 +1,265 @@
+//! The pass of a sync, with its progress: the walk of the task graph the mode asks for (an
+//! install's rounds included), a heartbeat that says what a stalled pass waits for, and the
+//! Progressing message of ClusterVersion kept current while it runs.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use crate::apply::{
+    Applier, ManifestResult, PassReport, flattened_graph, run_level_graph, run_pass,
+};
+use crate::cluster::Cluster;
+use crate::release::Release;
+use crate::status::clusterversion;
+use crate::status::conditions;
+use crate::status::update::name_list;
+use crate::status::{Condition, ConditionStatus};
+
+use super::{Mode, SyncOptions};
+
+/// Runs the pass `mode` asks for and returns its report and the rounds it took (1, or an
+/// install's rounds); `on_result` sees each manifest's final result.
+///
+/// While it runs: with [`SyncOptions::heartbeat`], a warning says every interval what the
+/// pass waits for; when `in_progress` (an update or unfinished install with a
+/// ClusterVersion), ClusterVersion's Progressing message is refreshed as often (a failed
+/// refresh is logged, never in the pass's way).
+pub(super) async fn run<F>(
+    cluster: &Cluster,
+    applier: &Applier<'_>,
+    options: &SyncOptions,
+    mode: Mode,
+    version: &str,
+    in_progress: bool,
+    on_result: F,
+) -> (PassReport, u32)
+where
+    F: Fn(&ManifestResult),
+{
+    let release = applier.release();
+    let done = AtomicUsize::new(0);
+    let counted = |r: &ManifestResult| {
+        done.fetch_add(1, Ordering::Relaxed);
+        on_result(r)
+    };
+    let pass = walk(applier, options, mode, &counted);
+    // While the pass runs: say what it waits for (heartbeat), and keep ClusterVersion's
+    // Progressing message current.
+    let tick = || {
+        let waiting = applier.waiting();
+        let done = done.load(Ordering::Relaxed);
+        if options.heartbeat.is_some() {
+            tracing::warn!(
+                "still working towards {version}: {done} of {} done; waiting on {}",
+                release.manifests.len(),
+                waiting_on(applier, &waiting),
+            );
+        }
+        let message = conditions::waiting_message(version, done, release.manifests.len(), &waiting);
+        async move {
+            if in_progress {
+                progressing(cluster, &options.apply.retry, message).await;
+            }
+        }
+    };
+    let every = options.heartbeat.unwrap_or(PROGRESS_EVERY);
+    heartbeat(pass, every, tick).await
+}
+
+/// The walk of the task graph `mode` asks for.
+async fn walk<F>(
+    applier: &Applier<'_>,
+    options: &SyncOptions,
+    mode: Mode,
+    on_result: &F,
+) -> (PassReport, u32)
+where
+    F: Fn(&ManifestResult),
+{
+    let release = applier.release();
+    match mode {
+        Mode::Initializing => install(applier, options, on_result).await,
+        Mode::Updating => {
+            let graph = run_level_graph(release);
+            (
+                run_pass(applier, &graph, options.parallelism, None, on_result).await,
+                1,
+            )
+        }
+        // One round of the install's walk: a failure stops nothing after it, not even in
+        // its node (adjacent run levels share one there).
+        Mode::Reconciling => {
+            let graph = flattened_graph(release);
+            (
+                run_pass(applier, &graph, options.parallelism, Some(None), on_result).await,
+                1,
+            )
+        }
+    }
+}
+
+/// What the pass waits for, for the heartbeat: the health checks' findings, else the
+/// manifests in flight, else the next install round.
+fn waiting_on(applier: &Applier<'_>, waiting: &[crate::health::Finding]) -> String {
+    if !waiting.is_empty() {
+        return waiting
+            .iter()
+            .map(|f| f.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+    }
+    let release: &Release = applier.release();
+    let in_flight: Vec<String> = applier
+        .in_flight()
+        .iter()
+        .map(|&i| release.manifests[i].id.to_string())
+        .collect();
+    if in_flight.is_empty() {
+        "the next install round".to_owned()
+    } else {
+        name_list(&in_flight)
+    }
+}
+
+/// How often a pass refreshes ClusterVersion's Progressing message when no heartbeat
+/// interval is set.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// Awaits `work`, calling `tick` every `every` while it runs (a run stalled on the server still
+/// says what it is waiting for). The futures `tick` returns run beside `work`, never in its way;
+/// those still running when `work` ends are dropped.
+async fn heartbeat<T, Fut>(
+    work: impl std::future::Future<Output = T>,
+    every: Duration,
+    tick: impl Fn() -> Fut,
+) -> T
+where
+    Fut: std::future::Future<Output = ()>,
+{
+    tokio::pin!(work);
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    let mut side = futures::stream::FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            out = &mut work => return out,
+            _ = ticker.tick() => side.push(tick()),
+            Some(()) = side.next(), if !side.is_empty() => {}
+        }
+    }
+}
+
+/// Writes Progressing=True with `message` to ClusterVersion; the write merges it into the
+/// other conditions and skips an unchanged status. A failure is logged, the pass goes on.
+async fn progressing(cluster: &Cluster, retry: &crate::apply::RetryPolicy, message: String) {
+    let progressing = [Condition::new(
+        "Progressing",
+        ConditionStatus::True,
+        "",
+        message,
+    )];
+    let update = clusterversion::Update::Conditions {
+        conditions: &progressing,
+        observed: None,
+    };
+    if let Err(e) = clusterversion::write_update(cluster, retry, update).await {
+        tracing::debug!(error = %e, "could not refresh the progress in ClusterVersion");
+    }
+}
+
+/// First backoff between two install rounds; it doubles up to [`ROUND_DELAY_MAX`].
+const ROUND_DELAY: Duration = Duration::from_secs(1);
+const ROUND_DELAY_MAX: Duration = Duration::from_secs(30);
+
+/// An install: the flattened graph, then further rounds over what failed or was not reached
+/// until nothing is left or the install timeout passes. Each round starts from a fresh view
+/// of the cluster.
+async fn install<F>(
+    applier: &Applier<'_>,
+    options: &SyncOptions,
+    on_result: &F,
+) -> (PassReport, u32)
+where
+    F: Fn(&crate::apply::ManifestResult),
+{
+    let deadline = tokio::time::Instant::now() + options.install_timeout;
+    let graph = flattened_graph(applier.release());
+    let report_final = |r: &crate::apply::ManifestResult| {
+        if r.is_final() {
+            on_result(r)
+        }
+    };
+    let mut report = run_pass(
+        applier,
+        &graph,
+        options.parallelism,
+        Some(None),
+        &report_final,
+    )
+    .await;
+    let mut rounds = 1;
+    let mut delay = ROUND_DELAY;
+    loop {
+        let left = report.results.iter().filter(|r| !r.is_final()).count();
+        if left == 0 || tokio::time::Instant::now() + delay >= deadline {
+            break;
+        }
+        tracing::info!(round = rounds, left, retry_in = ?delay, "install: manifests not done yet; retrying");
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(ROUND_DELAY_MAX);
+        applier.new_pass();
+        report = run_pass(
+            applier,
+            &graph,
+            options.parallelism,
+            Some(Some(&report)),
+            &report_final,
+        )
+        .await;
+        rounds += 1;
+    }
+    for r in report.results.iter().filter(|r| !r.is_final()) {
+        on_result(r);
+    }
+    (report, rounds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn a_long_pass_says_what_it_waits_for_every_interval() {
+        let said = AtomicUsize::new(0);
+        let work = tokio::time::sleep(Duration::from_secs(35));
+        heartbeat(work, Duration::from_secs(10), || {
+            said.fetch_add(1, Ordering::Relaxed);
+            std::future::ready(())
+        })
+        .await;
+        assert_eq!(said.load(Ordering::Relaxed), 3);
+        let quick = async { 7 };
+        assert_eq!(
+            heartbeat(
+                quick,
+                Duration::from_secs(10),
+                || -> std::future::Ready<()> { panic!("too early") }
+            )
+            .await,
+            7
+        );
+        // What a tick starts runs beside the work and does not hold it up.
+        let slow_ticks = AtomicUsize::new(0);
+        let work = tokio::time::sleep(Duration::from_secs(25));
+        let started = tokio::time::Instant::now();
+        heartbeat(work, Duration::from_secs(10), || {
+            slow_ticks.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_secs(100))
+        })
+        .await;
+        assert_eq!(started.elapsed(), Duration::from_secs(25));
+        assert_eq!(slow_ticks.load(Ordering::Relaxed), 2);
+    }
+}
