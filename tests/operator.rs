@@ -52,6 +52,16 @@ fn condition<'a>(cv: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
         .find(|c| c["type"] == type_)
 }
 
+/// Lease timings short enough for a standby to take over within seconds.
+const FAILOVER_LEASE: [&str; 6] = [
+    "--lease-duration",
+    "3s",
+    "--lease-renew-deadline",
+    "2s",
+    "--lease-retry",
+    "500ms",
+];
+
 /// Waits until ClusterVersion's newest history entry is `version` in `state`.
 async fn history(cvs: &Api<DynamicObject>, version: &str, state: &str) -> DynamicObject {
     poll_until(
@@ -445,18 +455,8 @@ async fn a_standby_takes_over_when_the_leader_is_killed() {
             configmap(ns, "settings", "one"),
         )],
     );
-    let args = [
-        "--resync-interval",
-        "1h",
-        "--lease-name",
-        lease,
-        "--lease-duration",
-        "3s",
-        "--lease-renew-deadline",
-        "2s",
-        "--lease-retry",
-        "500ms",
-    ];
+    let mut args = vec!["--resync-interval", "1h", "--lease-name", lease];
+    args.extend(FAILOVER_LEASE);
     let a = env.start(&args);
     let b = env.start(&args);
     history(cvs, "1.0.0", "Completed").await;
@@ -977,22 +977,14 @@ async fn only_the_leader_runs_the_operand_cleanup_component() {
             configmap(ns, "settings", "one"),
         )],
     );
-    let args = [
-        "--resync-interval",
-        "1h",
-        "--lease-name",
-        lease,
-        "--lease-duration",
-        "3s",
-        "--lease-renew-deadline",
-        "2s",
-        "--lease-retry",
-        "500ms",
+    let mut args = vec!["--resync-interval", "1h", "--lease-name", lease];
+    args.extend(FAILOVER_LEASE);
+    args.extend([
         "--components",
         "release,operand-cleanup",
         "--operand-cleanup-namespace",
         ns,
-    ];
+    ]);
     let a = env.start(&args);
     let b = env.start(&args);
     let started = |op: &Operator| {

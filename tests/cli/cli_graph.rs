@@ -5,20 +5,13 @@ use crate::common::cli::cvo;
 use predicates::prelude::*;
 
 fn graph(format: &str) -> String {
-    let out = cvo()
-        .args([
-            "graph",
-            "--release",
-            "manifests-example",
-            "--format",
-            format,
-        ])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    String::from_utf8(out).unwrap()
+    crate::common::cli::stdout(cvo().args([
+        "graph",
+        "--release",
+        "manifests-example",
+        "--format",
+        format,
+    ]))
 }
 
 #[test]

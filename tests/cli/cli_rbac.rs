@@ -239,16 +239,7 @@ fn no_by_name_grants_the_kinds_but_keeps_escalate_and_bind_named() {
 
 #[test]
 fn yaml_says_why_and_is_the_same_every_time() {
-    let run = || {
-        let out = cvo()
-            .args(["rbac", "--release", "manifests-example"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        String::from_utf8(out).unwrap()
-    };
+    let run = || common::cli::stdout(cvo().args(["rbac", "--release", "manifests-example"]));
     let yaml = run();
     assert_eq!(yaml, run());
     // The same objects as -o json.

@@ -45,3 +45,9 @@ pub fn process() -> std::process::Command {
     }
     cmd
 }
+
+/// Runs `cmd`, which must succeed, and returns its standard output.
+pub fn stdout(cmd: &mut assert_cmd::Command) -> String {
+    let out = cmd.assert().success().get_output().stdout.clone();
+    String::from_utf8(out).expect("UTF-8 output")
+}

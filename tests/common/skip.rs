@@ -29,7 +29,8 @@ pub fn skip(reason: &str) {
             .create(true)
             .append(true)
             .open(&path)
-            .and_then(|mut f| writeln!(f, "{line}"));
+            // One write of the whole line: lines of tests running at once do not interleave.
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
         if let Err(e) = written {
             panic!("{SKIP_LOG_ENV}={}: {e}", PathBuf::from(path).display());
         }

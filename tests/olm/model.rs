@@ -343,14 +343,18 @@ pub fn oracle_shared(w: &World, csv: &ClusterServiceVersion) -> bool {
     })
 }
 
+/// Whether `csv` carries the operand-cleanup finalizer.
+pub fn has_finalizer(csv: &ClusterServiceVersion) -> bool {
+    csv.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == FINALIZER)
+}
+
 pub fn oracle_cleanup_applies(csv: &ClusterServiceVersion) -> bool {
     csv.metadata.deletion_timestamp.is_some()
-        && csv
-            .metadata
-            .finalizers
-            .iter()
-            .flatten()
-            .any(|f| f == FINALIZER)
+        && has_finalizer(csv)
         && !oracle_copied(csv)
         && csv.spec.cleanup.as_ref().is_some_and(|c| c.enabled)
         && csv.status.as_ref().map(|s| s.phase.as_str()) == Some("Succeeded")
@@ -426,13 +430,7 @@ pub fn expected_outcome(w: &World) -> World {
         let mut changed = false;
         for i in 0..w.csvs.len() {
             let csv = w.csvs[i].clone();
-            let ours = csv.metadata.deletion_timestamp.is_some()
-                && csv
-                    .metadata
-                    .finalizers
-                    .iter()
-                    .flatten()
-                    .any(|f| f == FINALIZER);
+            let ours = csv.metadata.deletion_timestamp.is_some() && has_finalizer(&csv);
             if !ours {
                 continue;
             }

@@ -883,11 +883,7 @@ fn model_outcome(w: &model::World) -> Outcome {
             (
                 c.metadata.namespace.clone().unwrap(),
                 c.metadata.name.clone().unwrap(),
-                c.metadata
-                    .finalizers
-                    .iter()
-                    .flatten()
-                    .any(|f| f == FINALIZER),
+                model::has_finalizer(c),
             )
         })
         .collect();
@@ -913,11 +909,7 @@ async fn live_outcome(tc: &TestCluster, w: &model::World, crds: &[TestCrd]) -> O
             (
                 c.metadata.namespace.clone().unwrap(),
                 c.metadata.name.clone().unwrap(),
-                c.metadata
-                    .finalizers
-                    .iter()
-                    .flatten()
-                    .any(|f| f == FINALIZER),
+                model::has_finalizer(&c),
             )
         })
         .collect();

@@ -24,7 +24,7 @@ use crate::model;
 
 use model::*;
 
-use cvo::olm::plan::{self, CrRef, CrdInfo, Decision, FINALIZER, ReleaseReason, Snapshot};
+use cvo::olm::plan::{self, CrRef, CrdInfo, Decision, ReleaseReason, Snapshot};
 use cvo::olm::types::{CleanupSpec, CleanupStatus, OperatorGroup};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -103,13 +103,7 @@ fn reconcile(w: &mut World, idx: usize, stats: &mut Stats, case: u64) -> bool {
     match p.decision {
         Decision::Ignore(_) => {
             assert!(
-                csv.metadata.deletion_timestamp.is_none()
-                    || !csv
-                        .metadata
-                        .finalizers
-                        .iter()
-                        .flatten()
-                        .any(|f| f == FINALIZER),
+                csv.metadata.deletion_timestamp.is_none() || !model::has_finalizer(&csv),
                 "{id}: ignored although deleting with the finalizer"
             );
             false
@@ -279,14 +273,7 @@ fn run_case(case: u64, seed: u64, stats: &mut Stats) {
     }
     // Liveness at quiescence: whoever still carries the finalizer while deleting is blocked.
     for csv in &w.csvs {
-        if csv.metadata.deletion_timestamp.is_some()
-            && csv
-                .metadata
-                .finalizers
-                .iter()
-                .flatten()
-                .any(|f| f == FINALIZER)
-        {
+        if csv.metadata.deletion_timestamp.is_some() && model::has_finalizer(csv) {
             assert!(
                 oracle_cleanup_applies(csv) && !oracle_safe(&w, csv),
                 "case {case}: CSV {:?} still holds the finalizer but is not blocked",
