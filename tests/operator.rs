@@ -962,7 +962,7 @@ async fn a_desired_image_the_operator_already_runs_writes_nothing_to_its_deploym
 
 /// `--components release,operand-cleanup`: only the Lease holder runs the OLM reconciler; the
 /// standby starts it when it takes over. (What the reconciler does is tested in
-/// `tests/cli_operand_cleanup.rs`.)
+/// `tests/cli/cli_operand_cleanup.rs`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_runs_the_operand_cleanup_component() {
     let env = Env::new("operator-olm").await;

@@ -1,4 +1,10 @@
-//! The one way integration tests get a cluster.
+//! The support module of every integration test binary (`mod common;`, or
+//! `#[path = "../common/mod.rs"] mod common;` in a `tests/<area>/main.rs`), and the one way
+//! integration tests get a cluster. Its parts: [`cli`] (the `cvo` binary with one scrubbed
+//! environment), [`release`] (release directories and ConfigMap manifests), [`report`] (what a
+//! sync did), [`olm`] (OLM's CRDs and CSVs), [`lifecycle`] (the shipped lifecycle component),
+//! [`operator`] (`cvo operator` processes and the operator tests' `Env`), [`skip`] (visible
+//! skips).
 //!
 //! [`cluster`] returns a [`TestCluster`]: by default a fresh embedded in-memory API server
 //! (`cvo::cluster::memory`), or, when the environment variable `CVO_TEST_KUBECONFIG` names a
