@@ -25,12 +25,21 @@ static ONE_FAULT_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_n
 async fn faultable() -> Option<TestCluster> {
     let tc = common::cluster().await;
     if tc.is_memory() || std::env::var_os("REALK8S_RUN_DIR").is_none() {
-        eprintln!(
-            "SKIPPED: fault.sh kills and stalls processes of a real control plane; run with CVO_TEST_KUBECONFIG and REALK8S_RUN_DIR from ../shared/realk8s/start.sh"
+        common::skip(
+            "fault.sh kills and stalls processes of a real control plane; run with CVO_TEST_KUBECONFIG and REALK8S_RUN_DIR from ../shared/realk8s/start.sh",
         );
         return None;
     }
     Some(tc)
+}
+
+/// The directory of `fault.sh`: `CVO_TEST_REALK8S_DIR`, or `../shared/realk8s` beside the
+/// repository.
+fn realk8s_dir() -> PathBuf {
+    match std::env::var_os("CVO_TEST_REALK8S_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realk8s"),
+    }
 }
 
 /// Runs `fault.sh ACTION COMPONENT` on the test cluster (`start` waits until ready).
@@ -49,7 +58,7 @@ async fn fault(action: &'static str, component: &'static str) {
 }
 
 async fn fault_sh(action: &'static str, component: &'static str) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realk8s/fault.sh");
+    let script = realk8s_dir().join("fault.sh");
     let status = tokio::task::spawn_blocking(move || {
         std::process::Command::new("bash")
             .arg(script)
@@ -98,31 +107,21 @@ fn apiserver_addr() -> String {
 /// A namespace and `n` ConfigMaps in it, over several run levels.
 fn release(ns: &str, n: usize, version: Option<&str>) -> (tempfile::TempDir, Release) {
     let dir = tempfile::tempdir().expect("tempdir");
-    if let Some(v) = version {
-        std::fs::write(
-            dir.path().join("release-metadata"),
-            common::release_metadata(v),
-        )
-        .expect("write");
-    }
-    std::fs::write(
-        dir.path().join("0000_05_a_ns.yaml"),
+    let mut files = vec![(
+        "0000_05_a_ns.yaml".to_owned(),
         format!(
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels: {{{}: faults}}\n",
             common::TEST_LABEL
         ),
-    )
-    .expect("write");
+    )];
     for i in 0..n {
-        std::fs::write(
-            dir.path().join(format!("0000_{:02}_c{}_{i:04}.yaml", 10 + (i % 5) * 10, i % 4)),
-            format!(
-                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  namespace: {ns}\ndata:\n  v: \"{}\"\n",
-                version.unwrap_or("x")
-            ),
-        )
-        .expect("write");
+        files.push((
+            format!("0000_{:02}_c{}_{i:04}.yaml", 10 + (i % 5) * 10, i % 4),
+            common::configmap(ns, &format!("cm-{i}"), "", &[("v", version.unwrap_or("x"))]),
+        ));
     }
+    let files: Vec<(&str, String)> = files.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    common::write_release(dir.path(), version, &files);
     let rel = cvo::release::load(dir.path(), &LoadOptions::default()).expect("load");
     (dir, rel)
 }
@@ -243,7 +242,7 @@ async fn cvo_killed_mid_update_leaves_the_update_visible() {
     let (d2, v101) = release(&ns, 600, Some("1.0.1"));
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig: PathBuf = tc.kubeconfig_file(dir.path()).await;
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cvo"))
+    let mut child = common::cli::process()
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .args(["apply", "--parallelism", "2", "--release"])

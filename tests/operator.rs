@@ -14,195 +14,27 @@
 //! finalizer across a kill -9 is still reported by the next process, then recorded when it
 //! completes.
 //!
-//! Every test holds the ClusterVersion lock (`common::cluster_version`) and deletes
-//! `version` when done.
+//! Every test starts from `common::operator::Env` (it holds the ClusterVersion lock) and
+//! deletes `version` when done (`Env::finish`).
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::operator::{Env, Operator, metric};
 use common::{TestCluster, configmaps, poll_until};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-/// A running `cvo operator`; killed (SIGKILL) when dropped, its log printed when the test
-/// failed.
-struct Operator {
-    child: Option<std::process::Child>,
-    port: u16,
-    log: PathBuf,
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            eprintln!("--- operator log (port {}) ---\n{log}", self.port);
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
-impl Operator {
-    /// `cvo operator` with `--wait none` and `extra`.
-    fn start(
-        kubeconfig: &Path,
-        dir: &Path,
-        release: &Path,
-        namespace: &str,
-        extra: &[&str],
-    ) -> Self {
-        let mut args = vec!["--wait", "none"];
-        args.extend_from_slice(extra);
-        Self::start_with_wait(kubeconfig, dir, release, namespace, &args)
-    }
-
-    /// `cvo operator` with `extra`, which names its own `--wait`.
-    fn start_with_wait(
-        kubeconfig: &Path,
-        dir: &Path,
-        release: &Path,
-        namespace: &str,
-        extra: &[&str],
-    ) -> Self {
-        let port = free_port();
-        let log = dir.join(format!("operator-{port}.log"));
-        let file = std::fs::File::create(&log).expect("log file");
-        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cvo"))
-            .env_remove("KUBECONFIG")
-            // Not in a pod: the image the operator runs is --release-image's.
-            .env_remove("POD_NAME")
-            .env_remove("POD_NAMESPACE")
-            .env("CVO_LOG", "info,cvo::operator=debug")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(["operator", "--release"])
-            .arg(release)
-            .args(["--namespace", namespace])
-            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-            .args(extra)
-            .stdout(std::process::Stdio::null())
-            .stderr(file)
-            .spawn()
-            .expect("start cvo operator");
-        Operator {
-            child: Some(child),
-            port,
-            log,
-        }
-    }
-
-    fn pid(&self) -> String {
-        self.child.as_ref().expect("running").id().to_string()
-    }
-
-    /// The text of `/metrics`, or why not.
-    async fn scrape(&self) -> Result<String, String> {
-        common::http_get(self.port, "/metrics")
-            .await
-            .map(|(_, body)| body)
-    }
-
-    /// Waits until `/metrics` shows `name{labels}` at `value` or more.
-    async fn metric_at_least(&self, name: &str, labels: &[(&str, &str)], value: f64) -> String {
-        poll_until(
-            &format!("{name}{labels:?} >= {value}"),
-            Duration::from_secs(60),
-            || async {
-                let text = self.scrape().await?;
-                let v = metric(&text, name, labels);
-                if v >= value {
-                    Ok(text)
-                } else {
-                    Err(format!("{name} = {v}"))
-                }
-            },
-        )
-        .await
-    }
-
-    /// SIGTERM, then the process must exit 0 within 30 s.
-    async fn terminate(mut self) {
-        let mut child = self.child.take().expect("running");
-        let pid = child.id().to_string();
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill");
-        assert!(sent.success());
-        let started = Instant::now();
-        let status = tokio::task::spawn_blocking(move || {
-            loop {
-                if let Some(status) = child.try_wait().expect("wait") {
-                    return Some(status);
-                }
-                if started.elapsed() > Duration::from_secs(30) {
-                    let _ = child.kill();
-                    return None;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        })
-        .await
-        .expect("join");
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        match status {
-            Some(s) => assert!(s.success(), "exit status {s} after SIGTERM; log:\n{log}"),
-            None => panic!("still running 30 s after SIGTERM; log:\n{log}"),
-        }
-    }
-}
-
-/// The sum of the samples of `name` whose labels include `labels` (Prometheus text format).
-fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            let (metric_name, label_text) = match series.split_once('{') {
-                Some((n, rest)) => (n, rest.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            if metric_name != name {
-                return None;
-            }
-            let all = labels
-                .iter()
-                .all(|(k, v)| label_text.split(',').any(|kv| kv == format!("{k}=\"{v}\"")));
-            all.then(|| value.parse::<f64>().ok()).flatten()
-        })
-        .sum()
-}
-
 fn write_release(dir: &Path, version: &str, files: &[(&str, String)]) {
-    std::fs::create_dir_all(dir).expect("dir");
-    std::fs::write(
-        dir.join("release-metadata"),
-        common::release_metadata(version),
-    )
-    .expect("write");
-    for (name, text) in files {
-        std::fs::write(dir.join(name), text).expect("write");
-    }
+    common::write_release(dir, Some(version), files);
 }
 
 fn configmap(ns: &str, name: &str, value: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  a: \"{value}\"\n"
-    )
+    common::configmap(ns, name, "", &[("a", value)])
 }
 
 async fn cm_value(tc: &TestCluster, ns: &str, name: &str) -> Option<String> {
@@ -219,6 +51,16 @@ fn condition<'a>(cv: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
         .iter()
         .find(|c| c["type"] == type_)
 }
+
+/// Lease timings short enough for a standby to take over within seconds.
+const FAILOVER_LEASE: [&str; 6] = [
+    "--lease-duration",
+    "3s",
+    "--lease-renew-deadline",
+    "2s",
+    "--lease-retry",
+    "500ms",
+];
 
 /// Waits until ClusterVersion's newest history entry is `version` in `state`.
 async fn history(cvs: &Api<DynamicObject>, version: &str, state: &str) -> DynamicObject {
@@ -247,13 +89,6 @@ async fn lease_holder(tc: &TestCluster, ns: &str, name: &str) -> Option<String> 
         .filter(|h| !h.is_empty())
 }
 
-async fn delete_cluster_version(tc: &TestCluster, cv: &ApiResource) {
-    let _ = tc
-        .dynamic(cv, None)
-        .delete("version", &DeleteParams::default())
-        .await;
-}
-
 /// Waits for `ReleaseAccepted=False` on ClusterVersion and returns that condition.
 async fn release_refused(cvs: &Api<DynamicObject>) -> Value {
     poll_until("ReleaseAccepted=False", Duration::from_secs(60), || async {
@@ -268,22 +103,17 @@ async fn release_refused(cvs: &Api<DynamicObject>) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn installs_repairs_drift_from_watches_and_stops_on_sigterm() {
-    let tc = common::cluster().await;
-    let (_guard, cv) = common::cluster_version(&tc).await;
-    let cvs = common::create_cluster_version(&tc, &cv).await;
-    let ns = tc.namespace("operator").await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let release = dir.path().join("release");
-    write_release(
-        &release,
-        "1.0.0",
+    let env = Env::new("operator").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    env.write_release("1.0.0",
         &[
             (
                 "0000_10_a_00_settings.yaml",
-                configmap(&ns, "settings", "one"),
+                configmap(ns, "settings", "one"),
             ),
-            ("0000_20_b_00_other.yaml", configmap(&ns, "other", "two")),
+            ("0000_20_b_00_other.yaml", configmap(ns, "other", "two")),
             (
                 "0000_20_b_01_token.yaml",
                 format!(
@@ -292,20 +122,13 @@ async fn installs_repairs_drift_from_watches_and_stops_on_sigterm() {
             ),
         ],
     );
-    let lease = common::unique("lease");
     // A long resync: only the watches can explain a repair.
-    let op = Operator::start(
-        &kubeconfig,
-        dir.path(),
-        &release,
-        &ns,
-        &["--resync-interval", "1h", "--lease-name", &lease],
-    );
+    let op = env.start(&["--resync-interval", "1h", "--lease-name", lease]);
 
-    let installed = history(&cvs, "1.0.0", "Completed").await;
+    let installed = history(cvs, "1.0.0", "Completed").await;
     let accepted = condition(&installed, "ReleaseAccepted").expect("ReleaseAccepted");
     assert_eq!(accepted["status"], "True", "{accepted}");
-    assert_eq!(cm_value(&tc, &ns, "settings").await.as_deref(), Some("one"));
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("one"));
     let text = op
         .metric_at_least("cvo_sync_passes_total", &[("trigger", "initial")], 1.0)
         .await;
@@ -337,12 +160,12 @@ async fn installs_repairs_drift_from_watches_and_stops_on_sigterm() {
         Ok(200)
     );
     assert!(
-        lease_holder(&tc, &ns, &lease).await.is_some(),
+        lease_holder(tc, ns, lease).await.is_some(),
         "the leader holds the Lease"
     );
 
     // Someone edits a managed object: put back within 5 s, by a repair, not a pass.
-    let cms = tc.dynamic(&configmaps(), Some(&ns));
+    let cms = tc.dynamic(&configmaps(), Some(ns));
     cms.patch(
         "settings",
         &PatchParams::default(),
@@ -351,7 +174,7 @@ async fn installs_repairs_drift_from_watches_and_stops_on_sigterm() {
     .await
     .expect("edit");
     poll_until("the edit repaired", Duration::from_secs(5), || async {
-        match cm_value(&tc, &ns, "settings").await.as_deref() {
+        match cm_value(tc, ns, "settings").await.as_deref() {
             Some("one") => Ok(()),
             other => Err(format!("a = {other:?}")),
         }
@@ -362,14 +185,14 @@ async fn installs_repairs_drift_from_watches_and_stops_on_sigterm() {
         .await
         .expect("delete");
     poll_until("the deletion repaired", Duration::from_secs(5), || async {
-        match cm_value(&tc, &ns, "other").await.as_deref() {
+        match cm_value(tc, ns, "other").await.as_deref() {
             Some("two") => Ok(()),
             other => Err(format!("a = {other:?}")),
         }
     })
     .await;
     // The same for a Secret, watched in its namespace only (never cluster-wide).
-    let secrets = tc.dynamic(&common::builtin("", "v1", "Secret", "secrets"), Some(&ns));
+    let secrets = tc.dynamic(&common::builtin("", "v1", "Secret", "secrets"), Some(ns));
     let secret_value = || async {
         secrets
             .get_opt("token")
@@ -423,29 +246,24 @@ async fn installs_repairs_drift_from_watches_and_stops_on_sigterm() {
 
     op.terminate().await;
     assert_eq!(
-        lease_holder(&tc, &ns, &lease).await,
+        lease_holder(tc, ns, lease).await,
         None,
         "the Lease is released on SIGTERM"
     );
-    delete_cluster_version(&tc, &cv).await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passes_with_nothing_drifted_write_nothing() {
-    let tc = common::cluster().await;
-    let (_guard, cv) = common::cluster_version(&tc).await;
-    let cvs = common::create_cluster_version(&tc, &cv).await;
-    let ns = tc.namespace("operator-steady").await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let release = dir.path().join("release");
-    write_release(
-        &release,
-        "1.0.0",
+    let env = Env::new("operator-steady").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    env.write_release("1.0.0",
         &[
             (
                 "0000_10_a_00_settings.yaml",
-                configmap(&ns, "settings", "one"),
+                configmap(ns, "settings", "one"),
             ),
             (
                 "0000_10_a_01_sa.yaml",
@@ -455,15 +273,8 @@ async fn passes_with_nothing_drifted_write_nothing() {
             ),
         ],
     );
-    let lease = common::unique("lease");
-    let op = Operator::start(
-        &kubeconfig,
-        dir.path(),
-        &release,
-        &ns,
-        &["--resync-interval", "1s", "--lease-name", &lease],
-    );
-    history(&cvs, "1.0.0", "Completed").await;
+    let op = env.start(&["--resync-interval", "1s", "--lease-name", lease]);
+    history(cvs, "1.0.0", "Completed").await;
     let text = op
         .metric_at_least("cvo_sync_passes_total", &[("trigger", "resync")], 1.0)
         .await;
@@ -471,7 +282,7 @@ async fn passes_with_nothing_drifted_write_nothing() {
         (cm.metadata.resource_version, cv.metadata.resource_version)
     };
     let before = versions(
-        tc.dynamic(&configmaps(), Some(&ns))
+        tc.dynamic(&configmaps(), Some(ns))
             .get("settings")
             .await
             .expect("cm"),
@@ -498,7 +309,7 @@ async fn passes_with_nothing_drifted_write_nothing() {
         "{text}"
     );
     let after = versions(
-        tc.dynamic(&configmaps(), Some(&ns))
+        tc.dynamic(&configmaps(), Some(ns))
             .get("settings")
             .await
             .expect("cm"),
@@ -506,35 +317,22 @@ async fn passes_with_nothing_drifted_write_nothing() {
     );
     assert_eq!(before, after, "nothing was written by the later passes");
     op.terminate().await;
-    delete_cluster_version(&tc, &cv).await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_spec_edits_makes_passes_at_most_every_two_seconds() {
-    let tc = common::cluster().await;
-    let (_guard, cv) = common::cluster_version(&tc).await;
-    let cvs = common::create_cluster_version(&tc, &cv).await;
-    let ns = tc.namespace("operator-burst").await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let release = dir.path().join("release");
-    write_release(
-        &release,
+    let env = Env::new("operator-burst").await;
+    let Env { cvs, ns, lease, .. } = &env;
+    env.write_release(
         "1.0.0",
         &[(
             "0000_10_a_00_settings.yaml",
-            configmap(&ns, "settings", "one"),
+            configmap(ns, "settings", "one"),
         )],
     );
-    let lease = common::unique("lease");
-    let op = Operator::start(
-        &kubeconfig,
-        dir.path(),
-        &release,
-        &ns,
-        &["--resync-interval", "1h", "--lease-name", &lease],
-    );
-    history(&cvs, "1.0.0", "Completed").await;
+    let op = env.start(&["--resync-interval", "1h", "--lease-name", lease]);
+    history(cvs, "1.0.0", "Completed").await;
     let started = Instant::now();
     let mut generation = 0;
     for i in 0..10 {
@@ -574,14 +372,15 @@ async fn a_burst_of_spec_edits_makes_passes_at_most_every_two_seconds() {
         "{passes} passes for 10 edits in {edits_took:?} (at most {most})\n{text}"
     );
     op.terminate().await;
-    delete_cluster_version(&tc, &cv).await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_minor_update_applies_nothing_until_forced() {
-    let tc = common::cluster().await;
-    let (_guard, cv) = common::cluster_version(&tc).await;
-    let cvs = common::create_cluster_version(&tc, &cv).await;
+    let env = Env::new("operator-refused").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
     // The cluster runs 1.0.0 and says it must not take a minor update.
     cvs.patch_status(
         "version",
@@ -596,30 +395,18 @@ async fn a_refused_minor_update_applies_nothing_until_forced() {
     )
     .await
     .expect("status");
-    let ns = tc.namespace("operator-refused").await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let release = dir.path().join("release");
-    write_release(
-        &release,
+    env.write_release(
         "1.1.0",
-        &[("0000_10_a_00_new.yaml", configmap(&ns, "new", "x"))],
+        &[("0000_10_a_00_new.yaml", configmap(ns, "new", "x"))],
     );
-    let lease = common::unique("lease");
-    let op = Operator::start(
-        &kubeconfig,
-        dir.path(),
-        &release,
-        &ns,
-        &["--resync-interval", "1h", "--lease-name", &lease],
-    );
-    let refused = release_refused(&cvs).await;
+    let op = env.start(&["--resync-interval", "1h", "--lease-name", lease]);
+    let refused = release_refused(cvs).await;
     assert_eq!(refused["reason"], "UpgradeableFalse", "{refused}");
     let text = op
         .metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
         .await;
     assert_eq!(metric(&text, "cvo_upgradeable", &[]), 0.0, "{text}");
-    assert_eq!(cm_value(&tc, &ns, "new").await, None, "nothing applied");
+    assert_eq!(cm_value(tc, ns, "new").await, None, "nothing applied");
     let stored = cvs.get("version").await.expect("cv");
     assert_eq!(stored.data["status"]["history"][0]["version"], "1.0.0");
     assert_eq!(
@@ -636,7 +423,7 @@ async fn a_refused_minor_update_applies_nothing_until_forced() {
     )
     .await
     .expect("force");
-    let forced = history(&cvs, "1.1.0", "Completed").await;
+    let forced = history(cvs, "1.1.0", "Completed").await;
     let risks = forced.data["status"]["history"][0]["acceptedRisks"]
         .as_str()
         .unwrap_or_default()
@@ -650,44 +437,29 @@ async fn a_refused_minor_update_applies_nothing_until_forced() {
         condition(&forced, "ReleaseAccepted").expect("accepted")["status"],
         "True"
     );
-    assert_eq!(cm_value(&tc, &ns, "new").await.as_deref(), Some("x"));
+    assert_eq!(cm_value(tc, ns, "new").await.as_deref(), Some("x"));
     op.terminate().await;
-    delete_cluster_version(&tc, &cv).await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_when_the_leader_is_killed() {
-    let tc = common::cluster().await;
-    let (_guard, cv) = common::cluster_version(&tc).await;
-    let cvs = common::create_cluster_version(&tc, &cv).await;
-    let ns = tc.namespace("operator-ha").await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let release = dir.path().join("release");
-    write_release(
-        &release,
+    let env = Env::new("operator-ha").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    env.write_release(
         "1.0.0",
         &[(
             "0000_10_a_00_settings.yaml",
-            configmap(&ns, "settings", "one"),
+            configmap(ns, "settings", "one"),
         )],
     );
-    let lease = common::unique("lease");
-    let args = [
-        "--resync-interval",
-        "1h",
-        "--lease-name",
-        &lease,
-        "--lease-duration",
-        "3s",
-        "--lease-renew-deadline",
-        "2s",
-        "--lease-retry",
-        "500ms",
-    ];
-    let a = Operator::start(&kubeconfig, dir.path(), &release, &ns, &args);
-    let b = Operator::start(&kubeconfig, dir.path(), &release, &ns, &args);
-    history(&cvs, "1.0.0", "Completed").await;
+    let mut args = vec!["--resync-interval", "1h", "--lease-name", lease];
+    args.extend(FAILOVER_LEASE);
+    let a = env.start(&args);
+    let b = env.start(&args);
+    history(cvs, "1.0.0", "Completed").await;
     // Exactly one leads.
     let (leader, standby) = poll_until("one leader", Duration::from_secs(30), || async {
         let la = metric(&a.scrape().await?, "cvo_leader", &[]);
@@ -699,7 +471,7 @@ async fn a_standby_takes_over_when_the_leader_is_killed() {
         }
     })
     .await;
-    let holder = lease_holder(&tc, &ns, &lease).await.expect("held");
+    let holder = lease_holder(tc, ns, lease).await.expect("held");
     assert!(
         !standby
             .scrape()
@@ -722,21 +494,21 @@ async fn a_standby_takes_over_when_the_leader_is_killed() {
         "took over after {:?}",
         started.elapsed()
     );
-    assert_ne!(lease_holder(&tc, &ns, &lease).await, Some(holder));
+    assert_ne!(lease_holder(tc, ns, lease).await, Some(holder));
     // The new leader repairs drift too.
-    tc.dynamic(&configmaps(), Some(&ns))
+    tc.dynamic(&configmaps(), Some(ns))
         .delete("settings", &DeleteParams::default())
         .await
         .expect("delete");
     poll_until("the new leader repairs", Duration::from_secs(5), || async {
-        cm_value(&tc, &ns, "settings")
+        cm_value(tc, ns, "settings")
             .await
             .ok_or_else(|| "absent".to_owned())
     })
     .await;
     drop(a);
     drop(b);
-    delete_cluster_version(&tc, &cv).await;
+    env.finish().await;
 }
 
 #[test]
@@ -756,8 +528,7 @@ fn flags_that_cannot_work_are_refused_before_connecting() {
         (vec!["--resync-interval", "0s"], "--resync-interval"),
         (vec!["--resync-interval", "soon"], "not a duration"),
     ] {
-        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("cvo"))
-            .env_remove("KUBECONFIG")
+        let out = common::cli::process()
             // No cluster at all: the flags are refused first.
             .args([
                 "--kubeconfig",
@@ -777,44 +548,30 @@ fn flags_that_cannot_work_are_refused_before_connecting() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pass_stuck_on_health_does_not_hold_up_shutdown() {
-    let tc = common::cluster().await;
-    let (_guard, cv) = common::cluster_version(&tc).await;
-    common::create_cluster_version(&tc, &cv).await;
-    let ns = tc.namespace("operator-stuck").await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let release = dir.path().join("release");
+    let env = Env::new("operator-stuck").await;
+    let Env {
+        tc, cv, ns, lease, ..
+    } = &env;
     // No kubelet runs pods: with --wait ready the pass waits for a rollout that never ends.
     let deployment = format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: c\n        image: registry.example/app:1\n"
     );
-    write_release(
-        &release,
-        "1.0.0",
-        &[("0000_10_web_00_deployment.yaml", deployment)],
-    );
-    let lease = common::unique("lease");
-    let op = Operator::start_with_wait(
-        &kubeconfig,
-        dir.path(),
-        &release,
-        &ns,
-        &[
-            "--resync-interval",
-            "1h",
-            "--lease-name",
-            &lease,
-            "--wait",
-            "ready",
-            "--health-timeout",
-            "10m",
-            "--shutdown-grace",
-            "2s",
-        ],
-    );
+    env.write_release("1.0.0", &[("0000_10_web_00_deployment.yaml", deployment)]);
+    let op = env.start(&[
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        lease,
+        "--wait",
+        "ready",
+        "--health-timeout",
+        "10m",
+        "--shutdown-grace",
+        "2s",
+    ]);
     let deployments = tc.dynamic(
         &common::builtin("apps", "v1", "Deployment", "deployments"),
-        Some(&ns),
+        Some(ns),
     );
     poll_until(
         "the pass created the Deployment",
@@ -841,9 +598,9 @@ async fn a_pass_stuck_on_health_does_not_hold_up_shutdown() {
         "stopped after {:?}",
         started.elapsed()
     );
-    assert_eq!(lease_holder(&tc, &ns, &lease).await, None, "released");
+    assert_eq!(lease_holder(tc, ns, lease).await, None, "released");
     // The final status write: the install is still in progress, and says it was interrupted.
-    let cvs = tc.dynamic(&cv, None);
+    let cvs = tc.dynamic(cv, None);
     let version = cvs.get("version").await.expect("ClusterVersion");
     let progressing = condition(&version, "Progressing").expect("Progressing");
     assert_eq!(progressing["status"], "True", "{progressing}");
@@ -857,53 +614,42 @@ async fn a_pass_stuck_on_health_does_not_hold_up_shutdown() {
     let newest = &version.data["status"]["history"][0];
     assert_eq!(newest["version"], "1.0.0", "{newest}");
     assert_eq!(newest["state"], "Partial", "{newest}");
-    delete_cluster_version(&tc, &cv).await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_release_is_reported_and_a_desired_image_moves_the_operator_away() {
-    let tc = common::cluster().await;
-    let (_guard, cv) = common::cluster_version(&tc).await;
-    let cvs = common::create_cluster_version(&tc, &cv).await;
-    let ns = tc.namespace("operator-invalid").await;
-    let deployments = own_deployment(&tc, &ns, "cvo", "example.com/cvo:1.0.0").await;
+    let env = Env::new("operator-invalid").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    let deployments = own_deployment(tc, ns, "cvo", "example.com/cvo:1.0.0").await;
     let self_deployment = format!("{ns}/cvo");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let release = dir.path().join("release");
-    write_release(
-        &release,
+    env.write_release(
         "1.0.0",
         &[
-            ("0000_10_a_00_good.yaml", configmap(&ns, "good", "x")),
+            ("0000_10_a_00_good.yaml", configmap(ns, "good", "x")),
             (
                 "0000_10_a_01_broken.yaml",
                 "apiVersion: v1\nkind: ConfigMap\nmetadata: [unclosed\n".to_owned(),
             ),
         ],
     );
-    let lease = common::unique("lease");
-    let op = Operator::start(
-        &kubeconfig,
-        dir.path(),
-        &release,
-        &ns,
-        &[
-            "--resync-interval",
-            "1h",
-            "--lease-name",
-            &lease,
-            "--release-image",
-            "example.com/cvo:1.0.0",
-            "--self-deployment",
-            &self_deployment,
-        ],
-    );
-    let refused = release_refused(&cvs).await;
+    let op = env.start(&[
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        lease,
+        "--release-image",
+        "example.com/cvo:1.0.0",
+        "--self-deployment",
+        &self_deployment,
+    ]);
+    let refused = release_refused(cvs).await;
     assert_eq!(refused["reason"], "InvalidRelease", "{refused}");
     let message = refused["message"].as_str().unwrap_or_default();
     assert!(message.contains("0000_10_a_01_broken.yaml:"), "{message}");
-    assert_eq!(cm_value(&tc, &ns, "good").await, None, "nothing applied");
+    assert_eq!(cm_value(tc, ns, "good").await, None, "nothing applied");
     let text = op
         .metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
         .await;
@@ -930,15 +676,15 @@ async fn an_invalid_release_is_reported_and_a_desired_image_moves_the_operator_a
         },
     )
     .await;
-    condition_is(&cvs, "ReleaseAccepted", "Unknown", "OperatorImageUpdating").await;
+    condition_is(cvs, "ReleaseAccepted", "Unknown", "OperatorImageUpdating").await;
     assert_eq!(
-        cm_value(&tc, &ns, "good").await,
+        cm_value(tc, ns, "good").await,
         None,
         "still nothing applied"
     );
     op.terminate().await;
-    assert_eq!(lease_holder(&tc, &ns, &lease).await, None, "released");
-    delete_cluster_version(&tc, &cv).await;
+    assert_eq!(lease_holder(tc, ns, lease).await, None, "released");
+    env.finish().await;
 }
 
 /// A Deployment standing for the operator's own: its `operator` container runs `image`.
@@ -1045,16 +791,19 @@ fn start_image(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() {
-    let tc = common::cluster().await;
-    let (_guard, cv) = common::cluster_version(&tc).await;
-    let cvs = common::create_cluster_version(&tc, &cv).await;
-    let ns = tc.namespace("operator-move").await;
-    let deployments = own_deployment(&tc, &ns, "cvo", "example.com/cvo:1.0.0").await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let lease = common::unique("lease");
-    let op = start_self_updating(&kubeconfig, dir.path(), &ns, &lease);
-    history(&cvs, "1.0.0", "Completed").await;
+    let env = Env::new("operator-move").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        kubeconfig,
+        lease,
+        ..
+    } = &env;
+    let deployments = own_deployment(tc, ns, "cvo", "example.com/cvo:1.0.0").await;
+    let op = start_self_updating(kubeconfig, dir.path(), ns, lease);
+    history(cvs, "1.0.0", "Completed").await;
 
     cvs.patch(
         "version",
@@ -1080,7 +829,7 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
         },
     )
     .await;
-    let progressing = condition_is(&cvs, "Progressing", "True", "OperatorImageUpdating").await;
+    let progressing = condition_is(cvs, "Progressing", "True", "OperatorImageUpdating").await;
     let message = progressing["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("example.com/cvo:1.1.0")
@@ -1088,7 +837,7 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
             && message.contains("was example.com/cvo:1.0.0"),
         "{progressing}"
     );
-    let accepted = condition_is(&cvs, "ReleaseAccepted", "Unknown", "OperatorImageUpdating").await;
+    let accepted = condition_is(cvs, "ReleaseAccepted", "Unknown", "OperatorImageUpdating").await;
     assert!(
         accepted["message"]
             .as_str()
@@ -1108,16 +857,16 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
     // into the new image and stands by; the old pod gets SIGTERM and releases the Lease; the
     // new one leads and updates the cluster to its release.
     let (_, generation) = images(&deployments, "cvo").await;
-    let new_pod = start_image(&kubeconfig, dir.path(), &ns, &lease, "1.1.0", "two");
+    let new_pod = start_image(kubeconfig, dir.path(), ns, lease, "1.1.0", "two");
     new_pod.metric_at_least("cvo_leader", &[], 0.0).await;
     op.terminate().await;
-    history(&cvs, "1.1.0", "Completed").await;
+    history(cvs, "1.1.0", "Completed").await;
     assert_eq!(
-        cm_value(&tc, &ns, "settings").await.as_deref(),
+        cm_value(tc, ns, "settings").await.as_deref(),
         Some("two"),
         "the new release is applied"
     );
-    condition_is(&cvs, "ReleaseAccepted", "True", "PayloadLoaded").await;
+    condition_is(cvs, "ReleaseAccepted", "True", "PayloadLoaded").await;
     let cv_now = cvs.get("version").await.expect("ClusterVersion");
     let progressing = condition(&cv_now, "Progressing").expect("Progressing");
     assert_eq!(
@@ -1137,22 +886,25 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
         "the new pod runs the image asked for: it writes nothing to its Deployment"
     );
     new_pod.terminate().await;
-    delete_cluster_version(&tc, &cv).await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_desired_image_the_operator_already_runs_writes_nothing_to_its_deployment() {
-    let tc = common::cluster().await;
-    let (_guard, cv) = common::cluster_version(&tc).await;
-    let cvs = common::create_cluster_version(&tc, &cv).await;
-    let ns = tc.namespace("operator-same").await;
-    let deployments = own_deployment(&tc, &ns, "cvo", "example.com/cvo:1.0.0").await;
+    let env = Env::new("operator-same").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        kubeconfig,
+        lease,
+        ..
+    } = &env;
+    let deployments = own_deployment(tc, ns, "cvo", "example.com/cvo:1.0.0").await;
     let before = images(&deployments, "cvo").await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let lease = common::unique("lease");
-    let op = start_self_updating(&kubeconfig, dir.path(), &ns, &lease);
-    history(&cvs, "1.0.0", "Completed").await;
+    let op = start_self_updating(kubeconfig, dir.path(), ns, lease);
+    history(cvs, "1.0.0", "Completed").await;
     cvs.patch(
         "version",
         &PatchParams::default(),
@@ -1194,60 +946,47 @@ async fn a_desired_image_the_operator_already_runs_writes_nothing_to_its_deploym
         stored.data["status"]
     );
     // Drift is still repaired: the operator did not hand over.
-    tc.dynamic(&configmaps(), Some(&ns))
+    tc.dynamic(&configmaps(), Some(ns))
         .delete("settings", &DeleteParams::default())
         .await
         .expect("delete");
     poll_until("the deletion repaired", Duration::from_secs(5), || async {
-        cm_value(&tc, &ns, "settings")
+        cm_value(tc, ns, "settings")
             .await
             .ok_or_else(|| "absent".to_owned())
     })
     .await;
     op.terminate().await;
-    delete_cluster_version(&tc, &cv).await;
+    env.finish().await;
 }
 
 /// `--components release,operand-cleanup`: only the Lease holder runs the OLM reconciler; the
 /// standby starts it when it takes over. (What the reconciler does is tested in
-/// `tests/cli_operand_cleanup.rs`.)
+/// `tests/cli/cli_operand_cleanup.rs`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_runs_the_operand_cleanup_component() {
-    let tc = common::cluster().await;
-    let (_guard, cv) = common::cluster_version(&tc).await;
-    let cvs = common::create_cluster_version(&tc, &cv).await;
-    common::ensure_olm_crds(&tc).await;
-    let ns = tc.namespace("operator-olm").await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let release = dir.path().join("release");
-    write_release(
-        &release,
+    let env = Env::new("operator-olm").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    common::ensure_olm_crds(tc).await;
+    env.write_release(
         "1.0.0",
         &[(
             "0000_10_a_00_settings.yaml",
-            configmap(&ns, "settings", "one"),
+            configmap(ns, "settings", "one"),
         )],
     );
-    let lease = common::unique("lease");
-    let args = [
-        "--resync-interval",
-        "1h",
-        "--lease-name",
-        &lease,
-        "--lease-duration",
-        "3s",
-        "--lease-renew-deadline",
-        "2s",
-        "--lease-retry",
-        "500ms",
+    let mut args = vec!["--resync-interval", "1h", "--lease-name", lease];
+    args.extend(FAILOVER_LEASE);
+    args.extend([
         "--components",
         "release,operand-cleanup",
         "--operand-cleanup-namespace",
-        &ns,
-    ];
-    let a = Operator::start(&kubeconfig, dir.path(), &release, &ns, &args);
-    let b = Operator::start(&kubeconfig, dir.path(), &release, &ns, &args);
+        ns,
+    ]);
+    let a = env.start(&args);
+    let b = env.start(&args);
     let started = |op: &Operator| {
         std::fs::read_to_string(&op.log)
             .unwrap_or_default()
@@ -1273,7 +1012,7 @@ async fn only_the_leader_runs_the_operand_cleanup_component() {
     )
     .await;
     // The leader's initial pass is done, so the standby has been standing by all along.
-    history(&cvs, "1.0.0", "Completed").await;
+    history(cvs, "1.0.0", "Completed").await;
     assert!(!started(standby), "the standby runs no reconciler");
     let killed = std::process::Command::new("kill")
         .args(["-KILL", &leader.pid()])
@@ -1294,7 +1033,7 @@ async fn only_the_leader_runs_the_operand_cleanup_component() {
     .await;
     drop(a);
     drop(b);
-    delete_cluster_version(&tc, &cv).await;
+    env.finish().await;
 }
 
 /// The operator runs the image asked for, but its release sets its own Deployment to another
@@ -1302,24 +1041,20 @@ async fn only_the_leader_runs_the_operand_cleanup_component() {
 /// applied and the conflict is reported.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_that_would_move_the_operator_away_from_the_desired_image_is_refused() {
-    let tc = common::cluster().await;
-    let (_guard, cv) = common::cluster_version(&tc).await;
-    let cvs = common::create_cluster_version(&tc, &cv).await;
-    let ns = tc.namespace("operator-conflict").await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let release = dir.path().join("release");
+    let env = Env::new("operator-conflict").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
     let deployment = format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: cvo\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels:\n      app: cvo\n  template:\n    metadata:\n      labels:\n        app: cvo\n    spec:\n      containers:\n      - name: operator\n        image: example.com/cvo:1.0.0\n"
     );
-    write_release(
-        &release,
+    env.write_release(
         "1.0.0",
         &[
             ("0000_10_a_00_deployment.yaml", deployment),
             (
                 "0000_10_a_01_settings.yaml",
-                configmap(&ns, "settings", "one"),
+                configmap(ns, "settings", "one"),
             ),
         ],
     );
@@ -1333,25 +1068,18 @@ async fn a_release_that_would_move_the_operator_away_from_the_desired_image_is_r
     )
     .await
     .expect("desired image");
-    let lease = common::unique("lease");
     let self_deployment = format!("{ns}/cvo");
-    let op = Operator::start(
-        &kubeconfig,
-        dir.path(),
-        &release,
-        &ns,
-        &[
-            "--resync-interval",
-            "1h",
-            "--lease-name",
-            &lease,
-            "--release-image",
-            digest,
-            "--self-deployment",
-            &self_deployment,
-        ],
-    );
-    let refused = condition_is(&cvs, "ReleaseAccepted", "False", "OperatorImageConflict").await;
+    let op = env.start(&[
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        lease,
+        "--release-image",
+        digest,
+        "--self-deployment",
+        &self_deployment,
+    ]);
+    let refused = condition_is(cvs, "ReleaseAccepted", "False", "OperatorImageConflict").await;
     assert!(
         refused["message"]
             .as_str()
@@ -1360,13 +1088,9 @@ async fn a_release_that_would_move_the_operator_away_from_the_desired_image_is_r
     );
     op.metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
         .await;
-    assert_eq!(
-        cm_value(&tc, &ns, "settings").await,
-        None,
-        "nothing applied"
-    );
+    assert_eq!(cm_value(tc, ns, "settings").await, None, "nothing applied");
     assert!(
-        Api::<Deployment>::namespaced(tc.client.clone(), &ns)
+        Api::<Deployment>::namespaced(tc.client.clone(), ns)
             .get_opt("cvo")
             .await
             .expect("get")
@@ -1374,7 +1098,7 @@ async fn a_release_that_would_move_the_operator_away_from_the_desired_image_is_r
         "the operator's Deployment was not applied"
     );
     op.terminate().await;
-    delete_cluster_version(&tc, &cv).await;
+    env.finish().await;
 }
 
 /// Waits until ClusterVersion's Upgradeable condition has `status` and `reason`.
@@ -1395,30 +1119,19 @@ async fn upgradeable(cvs: &Api<DynamicObject>, status: &str, reason: &str) -> Va
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_override_stops_management_and_blocks_updates() {
-    let tc = common::cluster().await;
-    let (_guard, cv) = common::cluster_version(&tc).await;
-    let cvs = common::create_cluster_version(&tc, &cv).await;
-    let ns = tc.namespace("operator-override").await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let release = dir.path().join("release");
-    write_release(
-        &release,
+    let env = Env::new("operator-override").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    env.write_release(
         "1.0.0",
         &[
-            ("0000_10_a_00_mine.yaml", configmap(&ns, "mine", "1")),
-            ("0000_10_a_01_kept.yaml", configmap(&ns, "kept", "1")),
+            ("0000_10_a_00_mine.yaml", configmap(ns, "mine", "1")),
+            ("0000_10_a_01_kept.yaml", configmap(ns, "kept", "1")),
         ],
     );
-    let lease = common::unique("lease");
-    let op = Operator::start(
-        &kubeconfig,
-        dir.path(),
-        &release,
-        &ns,
-        &["--resync-interval", "1h", "--lease-name", &lease],
-    );
-    history(&cvs, "1.0.0", "Completed").await;
+    let op = env.start(&["--resync-interval", "1h", "--lease-name", lease]);
+    history(cvs, "1.0.0", "Completed").await;
 
     // The administrator takes `mine` over: the spec change starts a pass, which says so.
     let spec = json!({"spec": {"overrides": [
@@ -1426,14 +1139,14 @@ async fn an_override_stops_management_and_blocks_updates() {
     cvs.patch("version", &PatchParams::default(), &Patch::Merge(&spec))
         .await
         .expect("override");
-    let c = upgradeable(&cvs, "False", "ClusterVersionOverrides").await;
+    let c = upgradeable(cvs, "False", "ClusterVersionOverrides").await;
     assert!(
         c["message"].as_str().unwrap_or_default().contains("mine"),
         "{c}"
     );
     // Both are edited, `mine` first: `kept` is put back, `mine` is not (its event came first
     // on the same watch, so it was handled before `kept` was repaired).
-    let cms = tc.dynamic(&configmaps(), Some(&ns));
+    let cms = tc.dynamic(&configmaps(), Some(ns));
     for name in ["mine", "kept"] {
         cms.patch(
             name,
@@ -1444,49 +1157,44 @@ async fn an_override_stops_management_and_blocks_updates() {
         .expect("edit");
     }
     poll_until("kept repaired", Duration::from_secs(5), || async {
-        match cm_value(&tc, &ns, "kept").await.as_deref() {
+        match cm_value(tc, ns, "kept").await.as_deref() {
             Some("1") => Ok(()),
             other => Err(format!("{other:?}")),
         }
     })
     .await;
-    assert_eq!(cm_value(&tc, &ns, "mine").await.as_deref(), Some("edited"));
+    assert_eq!(cm_value(tc, ns, "mine").await.as_deref(), Some("edited"));
     op.terminate().await;
-    delete_cluster_version(&tc, &cv).await;
+    env.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
-    let tc = common::cluster().await;
-    let (_guard, cv) = common::cluster_version(&tc).await;
-    let cvs = common::create_cluster_version(&tc, &cv).await;
-    let ns = tc.namespace("operator-crash").await;
+    let env = Env::new("operator-crash").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
     // A ConfigMap a finalizer holds: its deletion cannot finish until the test says so.
     let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "held", "namespace": ns, "finalizers": [common::TEST_FINALIZER]}});
-    tc.dynamic(&configmaps(), Some(&ns))
+    tc.dynamic(&configmaps(), Some(ns))
         .patch("held", &PatchParams::apply("test"), &Patch::Apply(&obj))
         .await
         .expect("create held");
-    tc.hold(&configmaps(), Some(&ns), "held");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
-    let release = dir.path().join("release");
+    tc.hold(&configmaps(), Some(ns), "held");
     let delete = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: {ns}\n  annotations:\n    release.openshift.io/delete: \"true\"\n"
     );
-    write_release(
-        &release,
+    env.write_release(
         "1.0.0",
         &[
-            ("0000_10_a_00_x.yaml", configmap(&ns, "x", "1")),
+            ("0000_10_a_00_x.yaml", configmap(ns, "x", "1")),
             ("0000_10_a_01_held.yaml", delete),
         ],
     );
-    let lease = common::unique("lease");
     let fast_lease = [
         "--lease-name",
-        &lease,
+        lease,
         "--lease-duration",
         "3s",
         "--lease-renew-deadline",
@@ -1496,12 +1204,12 @@ async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
     ];
     let mut args = vec!["--resync-interval", "1h"];
     args.extend_from_slice(&fast_lease);
-    let op = Operator::start(&kubeconfig, dir.path(), &release, &ns, &args);
-    upgradeable(&cvs, "False", "ResourceDeletionInProgress").await;
+    let op = env.start(&args);
+    upgradeable(cvs, "False", "ResourceDeletionInProgress").await;
     // The deletion record (in the operator's namespace) has it requested, not completed.
     let entry = || async {
         let cm = tc
-            .dynamic(&configmaps(), Some(&ns))
+            .dynamic(&configmaps(), Some(ns))
             .get_opt("cvo-deletion-record")
             .await
             .map_err(|e| e.to_string())?
@@ -1523,14 +1231,14 @@ async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
     drop(op);
     let mut args = vec!["--resync-interval", "2s"];
     args.extend_from_slice(&fast_lease);
-    let op = Operator::start(&kubeconfig, dir.path(), &release, &ns, &args);
+    let op = env.start(&args);
     op.metric_at_least("cvo_deletions_in_progress", &[], 1.0)
         .await;
-    upgradeable(&cvs, "False", "ResourceDeletionInProgress").await;
+    upgradeable(cvs, "False", "ResourceDeletionInProgress").await;
 
     // The finalizer goes: the next pass sees the object gone, records the deletion as
     // completed, and the cluster is upgradeable again.
-    common::strip_finalizers(&tc, &ns, "held").await;
+    common::strip_finalizers(tc, ns, "held").await;
     let completed = poll_until("held completed", Duration::from_secs(30), || async {
         let e = entry().await?;
         if e["completed"].is_string() {
@@ -1542,11 +1250,11 @@ async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
     .await;
     assert_eq!(completed["release"], "1.0.0", "{completed}");
     assert_eq!(completed["requested"], requested["requested"]);
-    upgradeable(&cvs, "True", "AsExpected").await;
+    upgradeable(cvs, "True", "AsExpected").await;
     let text = op
         .metric_at_least("cvo_deletion_duration_seconds_count", &[], 1.0)
         .await;
     assert_eq!(metric(&text, "cvo_deletions_in_progress", &[]), 0.0);
     op.terminate().await;
-    delete_cluster_version(&tc, &cv).await;
+    env.finish().await;
 }

@@ -1,4 +1,10 @@
-//! The one way integration tests get a cluster.
+//! The support module of every integration test binary (`mod common;`, or
+//! `#[path = "../common/mod.rs"] mod common;` in a `tests/<area>/main.rs`), and the one way
+//! integration tests get a cluster. Its parts: [`cli`] (the `cvo` binary with one scrubbed
+//! environment), [`release`] (release directories and ConfigMap manifests), [`report`] (what a
+//! sync did), [`olm`] (OLM's CRDs and CSVs), [`lifecycle`] (the shipped lifecycle component),
+//! [`operator`] (`cvo operator` processes and the operator tests' `Env`), [`skip`] (visible
+//! skips).
 //!
 //! [`cluster`] returns a [`TestCluster`]: by default a fresh embedded in-memory API server
 //! (`memory_apiserver`), or, when the environment variable `CVO_TEST_KUBECONFIG` names a
@@ -17,6 +23,22 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub mod cli;
+pub mod lifecycle;
+pub mod olm;
+pub mod operator;
+pub mod release;
+pub mod report;
+pub mod skip;
+
+// Shortcuts to what most tests use; each test binary uses some of them.
+#[allow(unused_imports)]
+pub use olm::ensure_olm_crds;
+#[allow(unused_imports)]
+pub use release::{DELETE_ANNOTATION, configmap, release, release_metadata, write_release};
+#[allow(unused_imports)]
+pub use skip::skip;
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -289,37 +311,13 @@ pub fn sync_options(initial: Duration) -> cvo::sync::SyncOptions {
     }
 }
 
-/// A release directory of `files` (name, text), with `release-metadata` for `version` when
-/// given, loaded; a release with errors fails the test.
-pub fn release(
-    version: Option<&str>,
-    files: &[(&str, String)],
-) -> (tempfile::TempDir, cvo::release::Release) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    if let Some(version) = version {
-        std::fs::write(
-            dir.path().join("release-metadata"),
-            release_metadata(version),
-        )
-        .expect("write release-metadata");
-    }
-    for (name, text) in files {
-        std::fs::write(dir.path().join(name), text).expect("write manifest");
-    }
-    let rel = cvo::release::load(dir.path(), &Default::default()).expect("load");
-    assert!(!rel.has_errors(), "{:?}", rel.diagnostics);
-    (dir, rel)
-}
-
 /// Runs `cvo --kubeconfig FILE ARGS…` off the runtime (the in-memory server must keep
 /// answering it): exit code, stdout, stderr. Stdin is not a terminal.
 pub async fn run_cvo(kubeconfig: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     let kubeconfig = kubeconfig.to_owned();
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     tokio::task::spawn_blocking(move || {
-        let out = assert_cmd::Command::cargo_bin("cvo")
-            .expect("binary")
-            .env_remove("KUBECONFIG")
+        let out = cli::cvo()
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .args(&args)
@@ -334,11 +332,6 @@ pub async fn run_cvo(kubeconfig: &std::path::Path, args: &[&str]) -> (i32, Strin
     })
     .await
     .expect("join")
-}
-
-/// The text of a `release-metadata` file for `version`.
-pub fn release_metadata(version: &str) -> String {
-    format!(r#"{{"kind": "cincinnati-metadata-v0", "version": "{version}"}}"#)
 }
 
 /// A DNS-1123 label `<prefix>-<suffix>`, unique across tests, processes and runs: the suffix
@@ -814,19 +807,7 @@ pub async fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
     .map_err(|e| e.to_string())?
 }
 
-/// OLM's CRDs (`cvo::dev::olm_crds`), installed only where the cluster has none: they are
-/// cluster-wide, and a real cluster may have OLM's own or the ones another test installed.
-pub async fn ensure_olm_crds(tc: &TestCluster) {
-    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-        Api::all(tc.client.clone());
-    if crds
-        .get_opt("clusterserviceversions.operators.coreos.com")
-        .await
-        .expect("get the CSV CRD")
-        .is_none()
-    {
-        cvo::dev::olm_crds::install(&tc.client)
-            .await
-            .expect("OLM CRDs");
-    }
+/// A dynamic object from JSON.
+pub fn object(v: serde_json::Value) -> DynamicObject {
+    serde_json::from_value(v).expect("object")
 }

@@ -1,0 +1,419 @@
+//! `cvo apply` / `cvo plan` as a user runs them: exit codes, JSON shape, kubeconfig. The
+//! binary reaches the test cluster (`tests/common`) through a kubeconfig file: the real
+//! cluster's, or one for the in-memory server served on loopback.
+
+use crate::common;
+
+use std::path::Path;
+
+use serde_json::Value;
+
+/// Exit code and stdout.
+async fn cvo(kubeconfig: &Path, args: &[&str]) -> (i32, String) {
+    let (code, stdout, _) = common::run_cvo(kubeconfig, args).await;
+    (code, stdout)
+}
+
+fn release(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files: Vec<(&str, String)> = files.iter().map(|(n, t)| (*n, t.to_string())).collect();
+    common::write_release(dir.path(), Some("1.0.0"), &files);
+    dir
+}
+
+/// The manifests of the test, in namespace `ns`.
+struct Manifests {
+    ns: String,
+}
+
+impl Manifests {
+    fn namespace(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {}\n  labels: {{{}: cli}}\n",
+            self.ns,
+            common::TEST_LABEL
+        )
+    }
+
+    fn settings(&self, value: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {}\ndata:\n  a: {value}\n",
+            self.ns
+        )
+    }
+
+    fn held(&self, delete: Option<&str>) -> String {
+        let meta = match delete {
+            None => format!("  finalizers: [{}]\n", common::TEST_FINALIZER),
+            Some(value) => {
+                format!("  annotations:\n    release.openshift.io/delete: \"{value}\"\n")
+            }
+        };
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: {}\n{meta}",
+            self.ns
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_codes_and_json_report() {
+    let tc = common::cluster().await;
+    // `cvo apply` reads and writes ClusterVersion `version`, which other tests of this binary own.
+    let _turn = common::sync_turn(&tc).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let m = Manifests {
+        ns: common::unique("cli"),
+    };
+    tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &m.ns);
+    tc.hold(&common::configmaps(), Some(&m.ns), "held");
+    let path = |d: &tempfile::TempDir| d.path().display().to_string();
+
+    // 2: unreadable input.
+    let (code, _) = cvo(&kubeconfig, &["apply", "--release", "/nonexistent/release"]).await;
+    assert_eq!(code, 2);
+
+    // 0: everything applied; JSON shape of DESIGN.md §2.
+    let first = release(&[
+        ("0000_10_a_ns.yaml", &m.namespace()),
+        ("0000_20_a_cm.yaml", &m.settings("b")),
+        ("0000_20_b_held.yaml", &m.held(None)),
+    ]);
+    let (code, out) = cvo(
+        &kubeconfig,
+        &["apply", "--release", &path(&first), "-o", "json"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(report["release"]["version"], "1.0.0");
+    assert_eq!(report["summary"]["total"], 3);
+    assert_eq!(report["summary"]["created"], 3);
+    for key in [
+        "updated",
+        "unchanged",
+        "deleted",
+        "deletionInProgress",
+        "alreadyAbsent",
+        "skipped",
+        "failed",
+    ] {
+        assert_eq!(report["summary"][key], 0, "{key}");
+    }
+    let r = &report["results"][1];
+    for key in [
+        "file",
+        "document",
+        "kind",
+        "apiVersion",
+        "namespace",
+        "name",
+        "action",
+        "error",
+    ] {
+        assert!(r.get(key).is_some(), "result lacks {key}: {r}");
+    }
+    assert_eq!(
+        (r["kind"].as_str(), r["name"].as_str(), r["action"].as_str()),
+        (Some("ConfigMap"), Some("settings"), Some("created"))
+    );
+    let types: Vec<_> = report["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .map(|c| c["type"].clone())
+        .collect();
+    assert_eq!(
+        types,
+        ["Available", "Progressing", "Failing", "Upgradeable"]
+    );
+
+    // plan: a changed ConfigMap is an update with a field diff; nothing is written.
+    let settings = tc.dynamic(&common::configmaps(), Some(&m.ns));
+    let rv = settings
+        .get("settings")
+        .await
+        .expect("get")
+        .metadata
+        .resource_version;
+    let changed = release(&[
+        ("0000_10_a_ns.yaml", &m.namespace()),
+        ("0000_20_a_cm.yaml", &m.settings("c")),
+    ]);
+    let (code, out) = cvo(
+        &kubeconfig,
+        &["plan", "--release", &path(&changed), "-o", "json"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    let plan: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(plan["results"][1]["action"], "updated");
+    assert_eq!(plan["results"][1]["changes"][0]["path"], "/data/a");
+    let after = settings
+        .get("settings")
+        .await
+        .expect("get")
+        .metadata
+        .resource_version;
+    assert_eq!(after, rv, "plan wrote something");
+
+    // 3: a deletion held by a finalizer.
+    let deleting = release(&[
+        ("0000_10_a_ns.yaml", &m.namespace()),
+        ("0000_20_b_held.yaml", &m.held(Some("true"))),
+    ]);
+    let (code, out) = cvo(&kubeconfig, &["apply", "--release", &path(&deleting)]).await;
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.contains("Upgradeable=False ResourceDeletionInProgress"),
+        "{out}"
+    );
+    let (code, out) = cvo(
+        &kubeconfig,
+        &[
+            "apply",
+            "--release",
+            &path(&deleting),
+            "--stuck-after",
+            "0s",
+        ],
+    )
+    .await;
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.contains("ResourceDeletionStuck")
+            && out.contains(&format!(
+                "ConfigMap {}/held (finalizers: {})",
+                m.ns,
+                common::TEST_FINALIZER
+            )),
+        "{out}"
+    );
+
+    // 1: a manifest failed.
+    let bad = release(&[
+        ("0000_10_a_ns.yaml", &m.namespace()),
+        ("0000_20_c_bad.yaml", &m.held(Some("false"))),
+    ]);
+    let (code, out) = cvo(&kubeconfig, &["apply", "--release", &path(&bad)]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("release.openshift.io/delete must be exactly"),
+        "{out}"
+    );
+}
+
+#[test]
+fn in_memory_quickstart_shows_the_stuck_deletion() {
+    let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests-example");
+    let out = common::cli::cvo()
+        .args([
+            "apply",
+            "--in-memory",
+            "--stuck-after",
+            "0s",
+            "-o",
+            "json",
+            "--release",
+        ])
+        .arg(&manifests)
+        .output()
+        .expect("run");
+    // The seeded legacy Widget keeps a finalizer nothing removes: exit 3.
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["summary"]["failed"], 0);
+    assert_eq!(report["summary"]["deletionInProgress"], 1);
+    let upgradeable = report["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Upgradeable"))
+        .expect("Upgradeable");
+    assert_eq!(upgradeable["reason"], "ResourceDeletionStuck");
+    assert!(
+        upgradeable["message"]
+            .as_str()
+            .is_some_and(|m| m
+                .contains("Widget widget-operator/legacy (finalizers: example.com/never-removed)")),
+        "{upgradeable}"
+    );
+}
+
+/// The warnings of `cvo apply --in-memory -o json` over `release`, after asserting its exit code.
+fn in_memory_warnings(release: &Path, exit: i32) -> Vec<String> {
+    let out = common::cli::cvo()
+        .args(["apply", "--in-memory", "-o", "json", "--release"])
+        .arg(release)
+        .timeout(std::time::Duration::from_secs(50))
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(exit),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    report["warnings"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .filter_map(|w| w.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A cluster without ClusterVersion is warned about only when the release does not ship one:
+/// manifests-example ships it (the install creates it), a bare release does not.
+#[test]
+fn no_cluster_version_warning_only_when_the_release_ships_none() {
+    let no_cv = "the cluster has no ClusterVersion version";
+    let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests-example");
+    // The seeded legacy Widget keeps a finalizer nothing removes: exit 3.
+    let warnings = in_memory_warnings(&manifests, 3);
+    assert!(!warnings.iter().any(|w| w.contains(no_cv)), "{warnings:?}");
+    let bare = release(&[(
+        "0000_10_app_00_ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: no-cluster-version\n",
+    )]);
+    let warnings = in_memory_warnings(bare.path(), 0);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(no_cv) && w.contains("manifests-example")),
+        "{warnings:?}"
+    );
+}
+
+/// With `--in-memory` nothing runs the release's operators, so `cvo` plays them: a release
+/// whose run level 20 waits for its ClusterOperator (and whose CRD comes in the same release)
+/// completes at once instead of waiting for the health timeout.
+#[test]
+fn in_memory_operators_report_the_release() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: clusteroperators.config.openshift.io\nspec:\n  group: config.openshift.io\n  scope: Cluster\n  names:\n    kind: ClusterOperator\n    plural: clusteroperators\n    singular: clusteroperator\n    listKind: ClusterOperatorList\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    subresources:\n      status: {}\n    schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true\n";
+    let files = [
+        ("0000_00_co_00_crd.yaml", crd.to_owned()),
+        (
+            "0000_10_dns_00_operator.yaml",
+            "apiVersion: config.openshift.io/v1\nkind: ClusterOperator\nmetadata:\n  name: dns\nstatus:\n  versions:\n  - name: operator\n    version: 4.2.0\n".to_owned(),
+        ),
+        (
+            "0000_20_next_00_ns.yaml",
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: after-dns\n".to_owned(),
+        ),
+    ];
+    for (name, text) in &files {
+        std::fs::write(dir.path().join(name), text).expect("write");
+    }
+    let out = common::cli::cvo()
+        .args([
+            "apply",
+            "--in-memory",
+            "--health-timeout",
+            "60s",
+            "-o",
+            "json",
+            "--release",
+        ])
+        .arg(dir.path())
+        .timeout(std::time::Duration::from_secs(50))
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["summary"]["failed"], 0, "{report}");
+    assert_eq!(report["summary"]["created"], 3, "{report}");
+}
+
+/// Exit code and everything printed (stdout and stderr).
+async fn cvo_all(kubeconfig: &Path, args: &[&str]) -> (i32, String) {
+    let (code, stdout, stderr) = common::run_cvo(kubeconfig, args).await;
+    (code, stdout + &stderr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_values_are_never_printed() {
+    let tc = common::cluster().await;
+    // `cvo apply` reads and writes ClusterVersion `version`, which other tests of this binary own.
+    let _turn = common::sync_turn(&tc).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let ns = tc.namespace("cli-secret").await;
+    let secret = |data: &str, string: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  namespace: {ns}\ndata:\n  password: {data}\nstringData:\n  token: {string}\n"
+        )
+    };
+    let (old_plain, new_plain) = ("hunter2-old-value", "s3cr3t-new-value");
+    let b64 = |s: &str| {
+        use std::io::Write;
+        let mut child = std::process::Command::new("base64")
+            .arg("-w0")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("base64");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(s.as_bytes())
+            .expect("write");
+        String::from_utf8(child.wait_with_output().expect("base64").stdout).expect("utf8")
+    };
+    let first = release(&[(
+        "0000_10_a_secret.yaml",
+        &secret(&b64(old_plain), "tok-old-123"),
+    )]);
+    let second = release(&[(
+        "0000_10_a_secret.yaml",
+        &secret(&b64(new_plain), "tok-new-456"),
+    )]);
+    let path = |d: &tempfile::TempDir| d.path().display().to_string();
+    let mut printed = String::new();
+    let (code, out) = cvo_all(&kubeconfig, &["-vv", "apply", "--release", &path(&first)]).await;
+    assert_eq!(code, 0, "{out}");
+    printed.push_str(&out);
+    for args in [
+        vec!["plan", "--release"],
+        vec!["-vv", "plan", "-o", "json", "--release"],
+        vec!["-v", "plan", "--release"],
+    ] {
+        let mut args = args.clone();
+        let p = path(&second);
+        args.push(&p);
+        let (code, out) = cvo_all(&kubeconfig, &args).await;
+        assert_eq!(code, 0, "{out}");
+        printed.push_str(&out);
+    }
+    assert!(
+        printed.contains("*** (after)"),
+        "the change is shown masked: {printed}"
+    );
+    let (code, out) = cvo_all(
+        &kubeconfig,
+        &["-vv", "apply", "-o", "json", "--release", &path(&second)],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    printed.push_str(&out);
+    for value in [old_plain, new_plain, "tok-old-123", "tok-new-456"] {
+        assert!(!printed.contains(value), "{value} was printed");
+        assert!(
+            !printed.contains(&b64(value)),
+            "{value} was printed in base64"
+        );
+    }
+}

@@ -1,0 +1,533 @@
+//! `cvo validate` end to end: exit codes, every rule on its fixtures (both sides), the three
+//! output formats, the example release, and the real OpenShift corpus when it is present.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fixtures() -> PathBuf {
+    root().join("tests/fixtures/validate")
+}
+
+fn cvo() -> Command {
+    let mut cmd = common::cli::cvo();
+    cmd.current_dir(root());
+    cmd
+}
+
+/// `--release` (and `--previous`, when the fixture has one) for a fixture side.
+fn fixture_args(dir: &Path) -> Vec<String> {
+    if dir.join("previous").is_dir() {
+        vec![
+            "--release".into(),
+            dir.join("release").display().to_string(),
+            "--previous".into(),
+            dir.join("previous").display().to_string(),
+        ]
+    } else {
+        vec!["--release".into(), dir.display().to_string()]
+    }
+}
+
+/// Runs validate with JSON output; returns the exit code and the parsed report.
+fn validate_json(args: &[String]) -> (i32, Value) {
+    let out = cvo()
+        .arg("validate")
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().expect("exited"), report)
+}
+
+fn rules_in(report: &Value) -> Vec<String> {
+    report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["rule"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+use crate::common::skip::corpus;
+
+#[test]
+fn every_rule_fires_on_its_bad_fixture_and_not_on_its_good_one() {
+    for rule in cvo::validate::RULES {
+        let dir = fixtures().join(rule.id);
+        assert!(dir.is_dir(), "no fixture for rule {}", rule.id);
+
+        let (code, report) = validate_json(&fixture_args(&dir.join("bad")));
+        let fired = rules_in(&report);
+        assert!(
+            fired.iter().any(|r| r == rule.id),
+            "{} did not fire on its bad fixture: {report:#}",
+            rule.id
+        );
+        let expected = if rule.severity == cvo::diagnostic::Severity::Error {
+            1
+        } else {
+            0
+        };
+        assert_eq!(code, expected, "exit code of {}/bad: {report:#}", rule.id);
+        for d in report["diagnostics"].as_array().unwrap() {
+            // Whole-file loader findings (a sub-directory, release-metadata) have no line.
+            if !rule.from_loader {
+                assert!(d["location"]["line"].as_u64().is_some(), "no line: {d}");
+            }
+            assert!(d["help"].as_str().is_some(), "no help: {d}");
+        }
+
+        let (code, report) = validate_json(&fixture_args(&dir.join("good")));
+        assert!(
+            !rules_in(&report).iter().any(|r| r == rule.id),
+            "{} fired on its good fixture: {report:#}",
+            rule.id
+        );
+        assert_eq!(code, 0, "{}/good is not clean: {report:#}", rule.id);
+        assert_eq!(
+            report["summary"]["warnings"], 0,
+            "{}/good: {report:#}",
+            rule.id
+        );
+    }
+}
+
+#[test]
+fn every_rule_is_documented() {
+    let docs = std::fs::read_to_string(root().join("docs/validation.md")).unwrap();
+    for rule in cvo::validate::RULES {
+        assert!(
+            docs.contains(&format!("### `{}`", rule.id)),
+            "docs/validation.md has no section for {}",
+            rule.id
+        );
+    }
+}
+
+#[test]
+fn own_rules_name_the_object() {
+    for rule in cvo::validate::RULES.iter().filter(|r| !r.from_loader) {
+        let (_, report) = validate_json(&fixture_args(&fixtures().join(rule.id).join("bad")));
+        for d in report["diagnostics"].as_array().unwrap() {
+            assert!(
+                d["object"]["kind"].is_string(),
+                "{}: no object: {d}",
+                rule.id
+            );
+        }
+    }
+}
+
+#[test]
+fn example_release_validates_clean() {
+    for profile in [None, Some("self-managed-high-availability")] {
+        let mut cmd = cvo();
+        cmd.args(["validate", "--release", "manifests-example"]);
+        if let Some(p) = profile {
+            cmd.args(["--profile", p]);
+        }
+        cmd.assert()
+            .code(0)
+            .stdout("0 errors, 0 warnings, 0 notes\n");
+    }
+}
+
+#[test]
+fn text_output_is_rustc_style() {
+    let dir = fixtures().join("invalid-delete-value/bad");
+    cvo()
+        .args(["validate", "--release"])
+        .arg(&dir)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "error[invalid-delete-value]: ConfigMap app/old-settings:",
+        ))
+        .stdout(
+            predicate::str::is_match(r"(?m)^  --> .*0000_50_app_90_old-settings-delete\.yaml:1")
+                .unwrap(),
+        )
+        .stdout(predicate::str::contains("   = help: "))
+        .stdout(predicate::str::ends_with("2 errors, 0 warnings, 0 notes\n"));
+}
+
+#[test]
+fn warnings_alone_exit_zero() {
+    cvo()
+        .args([
+            "validate",
+            "--release",
+            "tests/fixtures/validate/file-name-convention/bad",
+        ])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("warning[file-name-convention]"))
+        .stdout(predicate::str::contains("0 errors, 1 warning, 0 notes"));
+}
+
+#[test]
+fn unreadable_input_exits_two() {
+    cvo()
+        .args([
+            "validate",
+            "--release",
+            "tests/fixtures/validate/does-not-exist",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot read release directory"));
+    cvo()
+        .args([
+            "validate",
+            "--release",
+            "manifests-example",
+            "--previous",
+            "tests/fixtures/validate/does-not-exist",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--previous"));
+    cvo()
+        .args(["validate", "--release", "Cargo.toml"])
+        .assert()
+        .code(2);
+}
+
+/// Each kind of broken document gets its own message and help, with file, document and line,
+/// and nothing of the parser's internals (type names, options) reaches the user.
+#[test]
+fn each_kind_of_broken_document_is_explained_in_plain_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n---\n";
+    let cases: &[(&str, &[u8], &str)] = &[
+        ("dup.yaml", b"a: 1\na: 2\n", "duplicate key `a`"),
+        (
+            "utf8.yaml",
+            b"data:\n  x: caf\xe9\n",
+            "invalid UTF-8: byte 0xE9 at byte offset",
+        ),
+        ("syntax.yaml", b"a: [\n", "YAML syntax error"),
+        ("nullkeys.yaml", b": : :\n", "a key is empty or null"),
+        (
+            "list.yaml",
+            b"- a\n",
+            "the document is a list, not a mapping",
+        ),
+        (
+            "nokind.yaml",
+            b"apiVersion: v1\nmetadata:\n  name: x\n",
+            "`kind` is missing",
+        ),
+        (
+            "type.yaml",
+            b"apiVersion: v1\nkind: 5\nmetadata:\n  name: x\n",
+            "`kind` is a number, not a string",
+        ),
+    ];
+    for (name, doc, _) in cases {
+        let mut bytes = ok.as_bytes().to_vec();
+        bytes.extend_from_slice(doc);
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+    }
+    let (code, report) = validate_json(&["--release".into(), dir.path().display().to_string()]);
+    assert_eq!(code, 1, "{report}");
+    let diagnostics = report["diagnostics"].as_array().unwrap();
+    let mut helps = std::collections::HashSet::new();
+    for (name, _, message) in cases {
+        let d = diagnostics
+            .iter()
+            .find(|d| {
+                d["location"]["file"]
+                    .as_str()
+                    .is_some_and(|f| f.ends_with(name))
+                    && (d["rule"] == "parse-error" || d["rule"] == "invalid-object")
+            })
+            .unwrap_or_else(|| panic!("{name}: no error in {report}"));
+        let text = d["message"].as_str().unwrap();
+        assert!(text.contains(message), "{name}: {text}");
+        assert_eq!(d["location"]["document"], 1, "{name}: {d}");
+        assert!(d["location"]["line"].as_u64().unwrap() >= 5, "{name}: {d}");
+        let help = d["help"].as_str().unwrap();
+        for internal in ["Option<", "String>", "serde", "Policy", "deserialize"] {
+            assert!(
+                !text.contains(internal) && !help.contains(internal),
+                "{name}: {d}"
+            );
+        }
+        helps.insert(help.to_owned());
+    }
+    assert_eq!(helps.len(), cases.len(), "one help per kind: {helps:?}");
+}
+
+#[test]
+fn json_has_a_stable_shape() {
+    let (code, report) =
+        validate_json(&fixture_args(&fixtures().join("stale-delete-manifest/bad")));
+    assert_eq!(code, 1);
+    assert_eq!(report["summary"]["errors"], 1);
+    let d = &report["diagnostics"][0];
+    for key in ["rule", "severity", "location", "object", "message", "help"] {
+        assert!(d.get(key).is_some(), "missing {key}: {d}");
+    }
+    assert_eq!(d["rule"], "stale-delete-manifest");
+    assert_eq!(d["severity"], "error");
+    assert_eq!(d["object"]["name"], "legacy");
+}
+
+#[test]
+fn sarif_has_what_code_scanning_needs() {
+    let out = cvo()
+        .args([
+            "validate",
+            "--format",
+            "sarif",
+            "--release",
+            "tests/fixtures/validate/delete-annotation-typo/bad",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let sarif: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(sarif["version"], "2.1.0");
+    assert!(sarif["$schema"].as_str().unwrap().contains("sarif"));
+    let run = &sarif["runs"][0];
+    let driver = &run["tool"]["driver"];
+    assert_eq!(driver["name"], "cvo");
+    let rules = driver["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), cvo::validate::RULES.len());
+    for r in rules {
+        assert!(r["id"].is_string() && r["shortDescription"]["text"].is_string());
+        assert!(
+            ["error", "warning", "note"]
+                .contains(&r["defaultConfiguration"]["level"].as_str().unwrap())
+        );
+    }
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    for r in results {
+        assert_eq!(r["ruleId"], "delete-annotation-typo");
+        assert_eq!(r["level"], "error");
+        assert!(r["message"]["text"].as_str().unwrap().contains("near miss"));
+        let loc = &r["locations"][0]["physicalLocation"];
+        let uri = loc["artifactLocation"]["uri"].as_str().unwrap();
+        assert!(
+            uri.starts_with("tests/fixtures/validate/delete-annotation-typo/bad/0000_50_app_9"),
+            "{uri}"
+        );
+        assert!(!uri.contains('\\'));
+        assert!(loc["region"]["startLine"].as_u64().unwrap() >= 1);
+    }
+}
+
+#[test]
+fn corpus_names_the_duplicate_key_file_and_line() {
+    let Some(dir) = corpus("openshift-release") else {
+        return;
+    };
+    let out = cvo()
+        .args([
+            "validate",
+            "--profile",
+            "self-managed-high-availability",
+            "--release",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| {
+            l.contains("0000_50_cluster-csi-snapshot-controller-operator_04_serviceaccount.yaml")
+        })
+        .expect("the duplicate-key file is named");
+    assert!(line.contains(":14"), "line 14 named: {line}");
+    assert!(
+        stdout.contains("error[parse-error]: duplicate key `capability.openshift.io/name`"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn corpus_delete_annotated_folders_never_panic() {
+    let Some(dir) = corpus("delete-annotated") else {
+        return;
+    };
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    folders.sort();
+    assert!(!folders.is_empty());
+    for folder in folders {
+        for format in ["text", "json", "sarif"] {
+            let out = cvo()
+                .args(["validate", "--format", format, "--release"])
+                .arg(&folder)
+                .output()
+                .unwrap();
+            let code = out.status.code();
+            assert!(
+                matches!(code, Some(0 | 1)),
+                "{} ({format}) exited {code:?}: {}",
+                folder.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// `--max-file-bytes` and `--max-release-bytes` (docs/limits.md), on `--previous` too.
+#[test]
+fn size_limits_are_flags_with_plain_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("0000_10_a_cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: ns\n",
+    )
+    .unwrap();
+    let release = dir.path().display().to_string();
+    cvo()
+        .args(["validate", "--release", &release, "--max-file-bytes", "10"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "larger than the limit of 10 bytes per file",
+        ))
+        .stdout(predicate::str::contains("--max-file-bytes"));
+    cvo()
+        .args([
+            "validate",
+            "--release",
+            &release,
+            "--max-release-bytes",
+            "10",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--max-release-bytes"));
+    cvo()
+        .args([
+            "validate",
+            "--release",
+            &release,
+            "--previous",
+            "manifests-example",
+        ])
+        .args(["--max-release-bytes", "200"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--previous: release manifests-example is larger",
+        ));
+    cvo()
+        .args(["validate", "--release", &release])
+        .assert()
+        .success();
+}
+
+/// Two files whose names differ only in bytes that are not UTF-8 stay two distinct files in
+/// every machine-readable output (a lossy conversion would make both `0000_10_a_�.yaml`).
+#[cfg(unix)]
+#[test]
+fn file_names_that_are_not_utf8_stay_distinct_in_json_and_sarif() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    for byte in [0xFEu8, 0xFF] {
+        let mut name = b"0000_10_a_".to_vec();
+        name.push(byte);
+        name.extend_from_slice(b".yaml");
+        std::fs::write(
+            dir.path().join(std::ffi::OsStr::from_bytes(&name)),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: ns\n  annotations:\n    release.openshift.io/delete: \"yes\"\n",
+        )
+        .unwrap();
+    }
+    let release = dir.path().display().to_string();
+    let (code, report) = validate_json(&["--release".into(), release.clone()]);
+    assert_eq!(code, 1);
+    let mut files: Vec<String> = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["rule"] == "invalid-delete-value")
+        .map(|d| d["location"]["file"].as_str().unwrap().to_owned())
+        .collect();
+    files.sort();
+    files.dedup();
+    assert_eq!(files.len(), 2, "{report}");
+    assert!(files[0].ends_with("0000_10_a_\\xFE.yaml"), "{files:?}");
+    assert!(files[1].ends_with("0000_10_a_\\xFF.yaml"), "{files:?}");
+
+    let out = cvo()
+        .args(["validate", "--format", "sarif", "--release", &release])
+        .output()
+        .unwrap();
+    let sarif: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut uris: Vec<String> = sarif["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["ruleId"] == "invalid-delete-value")
+        .map(|r| {
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    uris.sort();
+    uris.dedup();
+    assert_eq!(uris.len(), 2, "{uris:?}");
+}
+
+/// A message quotes at most 200 characters of the input, whatever the rule.
+#[test]
+fn messages_quote_at_most_200_characters_of_the_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let value = "y".repeat(5000);
+    std::fs::write(
+        dir.path().join("0000_10_a_cm.yaml"),
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: ns\n  annotations:\n    release.openshift.io/delete: \"{value}\"\n"),
+    )
+    .unwrap();
+    let (_, report) = validate_json(&["--release".into(), dir.path().display().to_string()]);
+    let diagnostics = report["diagnostics"].as_array().unwrap();
+    let invalid = diagnostics
+        .iter()
+        .find(|d| d["rule"] == "invalid-delete-value")
+        .unwrap_or_else(|| panic!("{report}"));
+    let message = invalid["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("{}…", "y".repeat(200))),
+        "{message}"
+    );
+    assert!(!message.contains(&"y".repeat(201)), "{message}");
+    for d in diagnostics {
+        let text = format!("{} {}", d["message"], d["help"]);
+        assert!(!text.contains(&"y".repeat(201)), "{text}");
+    }
+}

@@ -1,0 +1,17 @@
+//! The `cvo` command line as a user runs it (the real binary, `env!("CARGO_BIN_EXE_cvo")`):
+//! one module per area (flags, validate, graph, rbac, apply, operand-cleanup, hardening, the
+//! Dockerfile). Tests that reach a cluster use `common` (in-memory by default, a real control
+//! plane with `CVO_TEST_KUBECONFIG`); those that sync hold `common::sync_turn`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod apply_cli;
+mod cli_dev_apiserver;
+mod cli_flags;
+mod cli_graph;
+mod cli_hardening;
+mod cli_operand_cleanup;
+mod cli_rbac;
+mod cli_validate;
+mod dockerfile;

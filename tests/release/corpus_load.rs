@@ -1,0 +1,157 @@
+//! The real OpenShift corpus in `../shared/corpus/` loads as CVO would read it.
+//! Skipped visibly (`common::skip`) when the corpus is absent.
+
+use std::collections::BTreeSet;
+
+use cvo::diagnostic::Severity;
+use cvo::release::{DeleteIntent, Filters, LoadOptions, load};
+
+/// File names of the diagnostics of `rule`s.
+fn files_with(release: &cvo::release::Release, rules: &[&str]) -> BTreeSet<String> {
+    release
+        .diagnostics
+        .iter()
+        .filter(|d| rules.contains(&d.rule))
+        .map(|d| {
+            d.location
+                .file
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+use crate::common::skip::corpus;
+
+const DUPLICATE_KEY_FILE: &str =
+    "0000_50_cluster-csi-snapshot-controller-operator_04_serviceaccount.yaml";
+
+#[test]
+fn openshift_release_loads_every_file_but_the_duplicate_key_one() {
+    let Some(dir) = corpus("openshift-release") else {
+        return;
+    };
+    let release = load(&dir, &LoadOptions::default()).expect("corpus is readable");
+    let broken = files_with(
+        &release,
+        &["parse-error", "invalid-object", "template-error"],
+    );
+    assert_eq!(broken, BTreeSet::from([DUPLICATE_KEY_FILE.to_owned()]));
+    let dup = release
+        .diagnostics
+        .iter()
+        .find(|d| d.rule == "parse-error")
+        .unwrap();
+    assert_eq!(dup.location.line, Some(14), "{dup}");
+    assert_eq!(dup.location.document, Some(0));
+    assert!(
+        dup.message.contains("capability.openshift.io/name"),
+        "{dup}"
+    );
+
+    // SOURCES.md: 1081 non-empty documents, one of them in the duplicate-key file.
+    assert_eq!(release.manifests.len() + release.excluded.len(), 1080);
+    let files: BTreeSet<_> = release
+        .all_manifests()
+        .map(|m| m.file_name().to_owned())
+        .collect();
+    assert_eq!(files.len(), 798);
+
+    // 15 delete-annotated documents, all "true".
+    let deletes = release
+        .all_manifests()
+        .filter(|m| m.intent == DeleteIntent::Delete)
+        .count();
+    assert_eq!(deletes, 15);
+
+    // The CVO's own install templates are flagged, since this folder is not a payload.
+    let templates = files_with(&release, &["unrendered-template"]);
+    assert_eq!(
+        templates,
+        BTreeSet::from([
+            "0000_00_cluster-version-operator_30_deployment.yaml".to_owned(),
+            "0000_90_cluster-version-operator_02_prometheusrule_servicemonitor.yaml".to_owned(),
+            "0000_90_cluster-version-operator_02_servicemonitor.yaml".to_owned(),
+        ])
+    );
+}
+
+#[test]
+fn edge_cases_read_like_kubernetes_tooling() {
+    let Some(dir) = corpus("openshift-release") else {
+        return;
+    };
+    let release = load(&dir, &LoadOptions::default()).unwrap();
+    let by_file = |name: &str| {
+        release
+            .all_manifests()
+            .find(|m| m.file_name() == name)
+            .unwrap_or_else(|| panic!("{name} not loaded"))
+    };
+    // A UTF-8 BOM at the start of a file.
+    let bom = by_file("0000_50_console-operator_node-with-s2i.yaml");
+    assert_eq!(bom.id.kind, "ConsoleQuickStart");
+    // A bare `- =` enum entry is the string "=".
+    let eq = by_file(
+        "0000_50_cluster-monitoring-operator_00_0alertmanager-config-custom-resource-definition.yaml",
+    );
+    assert!(eq.object.to_string().contains("\"=\""));
+    // A quoted scalar whose continuation lines are under-indented (libyaml accepts it).
+    let scc = by_file("0000_20_kube-apiserver-operator_00_scc-nested-container.yaml");
+    let description = scc.annotation("kubernetes.io/description").unwrap();
+    assert!(description.starts_with("nested-container is specially tailored"));
+    assert!(description.contains("running nested containers. It balances"));
+}
+
+#[test]
+fn profile_filter_keeps_only_included_manifests() {
+    let Some(dir) = corpus("openshift-release") else {
+        return;
+    };
+    let options = LoadOptions {
+        filters: Filters {
+            profile: Some("hypershift".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let release = load(&dir, &options).unwrap();
+    assert!(!release.manifests.is_empty());
+    assert!(
+        release
+            .manifests
+            .iter()
+            .all(|m| { m.annotation("include.release.openshift.io/hypershift") == Some("true") })
+    );
+}
+
+#[test]
+fn delete_annotated_corpus_loads_without_panics() {
+    let Some(dir) = corpus("delete-annotated") else {
+        return;
+    };
+    let mut deletes = 0;
+    let mut documents = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let sub = entry.unwrap().path();
+        if !sub.is_dir() {
+            continue;
+        }
+        let release = load(&sub, &LoadOptions::default()).unwrap();
+        let parse_errors: Vec<_> = release
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error && d.rule == "parse-error")
+            .collect();
+        assert!(parse_errors.is_empty(), "{parse_errors:?}");
+        let all: Vec<_> = release.all_manifests().collect();
+        documents += all.len();
+        deletes += all.iter().filter(|m| m.is_delete()).count();
+    }
+    // SOURCES.md: 125 documents, 87 delete-annotated objects, all "true".
+    assert_eq!(documents, 125);
+    assert_eq!(deletes, 87);
+}
