@@ -337,7 +337,8 @@ async fn lead(
     let mut cv_watching = true;
     // Failed repairs are tried again with backoff (a namespace being recreated, say), not
     // only at the next full pass.
-    let mut retries: std::collections::HashMap<usize, Duration> = Default::default();
+    // Failed repairs in a row, per object (`Backoff::REPAIR`: 2 s, doubling up to 60 s).
+    let mut retries: std::collections::HashMap<usize, u32> = Default::default();
     let mut delayed = futures::stream::FuturesUnordered::new();
     let mut next_pass = Instant::now() + resync::next_delay(options.resync_interval);
     // A ClusterVersion change starts a pass no sooner than PASS_SPACING after the previous
@@ -384,10 +385,9 @@ async fn lead(
                     if repaired {
                         retries.remove(&index);
                     } else {
-                        let wait = retries
-                            .get(&index)
-                            .map_or(REPAIR_RETRY, |w| (*w * 2).min(REPAIR_RETRY_MAX));
-                        retries.insert(index, wait);
+                        let failed = retries.entry(index).or_insert(0);
+                        *failed += 1;
+                        let wait = crate::cluster::retry::Backoff::REPAIR.delay(*failed);
                         delayed.push(async move {
                             tokio::time::sleep(wait).await;
                             index
@@ -549,10 +549,6 @@ fn interrupted_message(version: &str, last: &str) -> String {
 }
 
 const INTERRUPTED_SUFFIX: &str = ". Interrupted: the operator stopped before this pass finished; the next operator to lead resumes it";
-
-/// First wait before a failed repair is tried again; it doubles up to [`REPAIR_RETRY_MAX`].
-const REPAIR_RETRY: Duration = Duration::from_secs(2);
-const REPAIR_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// Re-applies manifest `index` after drift (one GET, at most one write); false when it failed.
 async fn repair_one(
