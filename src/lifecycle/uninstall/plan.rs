@@ -585,16 +585,23 @@ pub fn operator_items(
     };
     let ar = operator_resource();
     let label = operator_label(&op.name);
+    // An item about the Operator object itself.
+    let operator = |action: Action, reason: String| {
+        item(
+            Step::Operator,
+            action,
+            &ar,
+            None,
+            &op.name,
+            op.uid.clone(),
+            reason,
+        )
+    };
     let scan = match &inv.label_carriers {
         Ok(scan) => scan,
         Err(e) => {
-            items.push(item(
-                Step::Operator,
+            items.push(operator(
                 Action::Keep,
-                &ar,
-                None,
-                &op.name,
-                op.uid.clone(),
                 format!("cannot tell which objects carry the label {label}: {e}"),
             ));
             return (items, notes);
@@ -622,13 +629,8 @@ pub fn operator_items(
         ));
     }
     if !scan.unlisted.is_empty() {
-        items.push(item(
-            Step::Operator,
+        items.push(operator(
             Action::Keep,
-            &ar,
-            None,
-            &op.name,
-            op.uid.clone(),
             format!(
                 "cannot tell whether anything still carries the label {label}: could not list {}",
                 scan.unlisted.join("; ")
@@ -637,13 +639,8 @@ pub fn operator_items(
         return (items, notes);
     }
     if carriers.is_empty() {
-        items.push(item(
-            Step::Operator,
+        items.push(operator(
             Action::Delete,
-            &ar,
-            None,
-            &op.name,
-            op.uid.clone(),
             format!("nothing else carries the label {label}"),
         ));
     } else if opts.remove_labels {
@@ -658,29 +655,19 @@ pub fn operator_items(
                 format!("--remove-labels: the label {label} is removed, the object kept"),
             ));
         }
-        items.push(item(
-            Step::Operator,
+        items.push(operator(
             Action::Delete,
-            &ar,
-            None,
-            &op.name,
-            op.uid.clone(),
             format!("the label {label} is removed from what remains (--remove-labels)"),
         ));
     } else {
         let names: Vec<String> = carriers.iter().take(10).map(|f| f.describe()).collect();
-        items.push(item(
-            Step::Operator,
+        let more = if carriers.len() > 10 { ", …" } else { "" };
+        items.push(operator(
             Action::Keep,
-            &ar,
-            None,
-            &op.name,
-            op.uid.clone(),
             format!(
-                "{} object(s) still carry the label {label} ({}{}): OLM would create the Operator again; pass --remove-labels to remove the label from them",
+                "{} object(s) still carry the label {label} ({}{more}): OLM would create the Operator again; pass --remove-labels to remove the label from them",
                 carriers.len(),
                 names.join(", "),
-                if carriers.len() > 10 { ", …" } else { "" }
             ),
         ));
     }
