@@ -610,43 +610,42 @@ fn comparable(obj: &DynamicObject) -> Value {
     value
 }
 
-/// Field-level differences between two JSON values (leaves, as JSON pointers).
+/// Field-level differences between two JSON values, as JSON pointers sorted by field:
+/// where `json_patch::diff` adds, removes or replaces something. A list is one field, shown
+/// whole before and after (a patch's indices shift as elements are removed, so they would
+/// name the wrong elements of the list as it was).
 pub fn diff(before: &Value, after: &Value) -> Vec<FieldChange> {
-    let mut out = Vec::new();
-    diff_into(before, after, &mut String::new(), &mut out);
-    out
+    let fields: std::collections::BTreeSet<Vec<String>> = json_patch::diff(before, after)
+        .iter()
+        .map(|op| field_of(op.path(), before, after))
+        .collect();
+    fields
+        .into_iter()
+        .map(|tokens| {
+            let path: String = tokens.iter().map(|t| format!("/{t}")).collect();
+            FieldChange {
+                before: before.pointer(&path).cloned(),
+                after: after.pointer(&path).cloned(),
+                path: if path.is_empty() { "/".into() } else { path },
+            }
+        })
+        .collect()
 }
 
-fn diff_into(before: &Value, after: &Value, path: &mut String, out: &mut Vec<FieldChange>) {
-    match (before, after) {
-        (Value::Object(b), Value::Object(a)) => {
-            let keys: std::collections::BTreeSet<&String> = b.keys().chain(a.keys()).collect();
-            for key in keys {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                match (b.get(key), a.get(key)) {
-                    (Some(bv), Some(av)) => diff_into(bv, av, path, out),
-                    (bv, av) => out.push(FieldChange {
-                        path: path.clone(),
-                        before: bv.cloned(),
-                        after: av.cloned(),
-                    }),
-                }
-                path.truncate(len);
-            }
+/// The (escaped) tokens of `path` up to the first list, on either side.
+fn field_of(path: &json_patch::jsonptr::Pointer, before: &Value, after: &Value) -> Vec<String> {
+    let (mut b, mut a) = (Some(before), Some(after));
+    let mut out = Vec::new();
+    for token in path.tokens() {
+        if b.is_some_and(Value::is_array) || a.is_some_and(Value::is_array) {
+            break;
         }
-        (b, a) if b != a => out.push(FieldChange {
-            path: if path.is_empty() {
-                "/".into()
-            } else {
-                path.clone()
-            },
-            before: Some(b.clone()),
-            after: Some(a.clone()),
-        }),
-        _ => {}
+        let key = token.decoded();
+        b = b.and_then(|v| v.get(key.as_ref()));
+        a = a.and_then(|v| v.get(key.as_ref()));
+        out.push(token.encoded().to_owned());
     }
+    out
 }
 
 #[cfg(test)]
@@ -661,6 +660,58 @@ mod tests {
         let paths: Vec<_> = diff(&before, &after).into_iter().map(|c| c.path).collect();
         assert_eq!(paths, ["/b/c", "/b/d", "/gone", "/new"]);
         assert!(diff(&before, &before).is_empty());
+    }
+
+    #[test]
+    fn a_changed_list_shows_whole_and_keys_stay_escaped() {
+        let before = json!({"l": [1, 2, 3], "m": {"a/b": "x", "t~": 1}, "kept": [1]});
+        let after = json!({"l": [1], "m": {"a/b": "y"}, "kept": [1]});
+        let changes = diff(&before, &after);
+        assert_eq!(
+            changes,
+            [
+                FieldChange {
+                    path: "/l".into(),
+                    before: Some(json!([1, 2, 3])),
+                    after: Some(json!([1])),
+                },
+                FieldChange {
+                    path: "/m/a~1b".into(),
+                    before: Some(json!("x")),
+                    after: Some(json!("y")),
+                },
+                FieldChange {
+                    path: "/m/t~0".into(),
+                    before: Some(json!(1)),
+                    after: None,
+                },
+            ]
+        );
+        // A whole document of another type: the root.
+        let root = diff(&json!(1), &json!("1"));
+        assert_eq!(root.len(), 1);
+        assert_eq!(root[0].path, "/");
+        // A list of objects is one field too.
+        let before = json!({"spec": {"containers": [{"name": "a", "image": "x:1"}]}});
+        let after = json!({"spec": {"containers": [{"name": "a", "image": "x:2"}]}});
+        let changes = diff(&before, &after);
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].path, "/spec/containers");
+        assert_eq!(changes[0].after, Some(after["spec"]["containers"].clone()));
+    }
+
+    #[test]
+    fn secret_values_stay_masked_in_a_diff() {
+        let mut before = json!({"data": {"pw": "b2xk", "same": "c2FtZQ=="}});
+        let mut after = json!({"data": {"pw": "bmV3", "same": "c2FtZQ==", "added": "eA=="}});
+        super::super::secrets::mask_pair(&mut before, &mut after);
+        let changes = diff(&before, &after);
+        let text = serde_json::to_string(&changes).unwrap();
+        for plain in ["b2xk", "bmV3", "c2FtZQ==", "eA=="] {
+            assert!(!text.contains(plain), "{text}");
+        }
+        let paths: Vec<_> = changes.iter().map(|c| c.path.as_str()).collect();
+        assert_eq!(paths, ["/data/added", "/data/pw"]);
     }
 
     fn object(value: Value) -> DynamicObject {

@@ -122,9 +122,10 @@ impl Discovery {
     }
 
     /// Like [`Discovery::resolve`], but a kind not served yet (or a failed discovery request)
-    /// is asked for again — 20 ms, growing ×1.5 to 500 ms — until it is served or `timeout`
-    /// passes: a real API server lists a new CRD's kind a moment after the CRD is
-    /// `Established` (DESIGN.md §3.14). Discovery has no watch, so this one wait polls.
+    /// is asked for again — [`super::retry::Backoff::DISCOVERY_LAG`]: 20 ms, growing ×1.5 to
+    /// 500 ms — until it is served or `timeout` passes: a real API server lists a new CRD's
+    /// kind a moment after the CRD is `Established` (docs/apply.md). Discovery has no watch,
+    /// so this one wait polls.
     pub async fn resolve_within(
         &self,
         api_version: &str,
@@ -132,7 +133,8 @@ impl Discovery {
         timeout: Duration,
     ) -> Result<Resolved, DiscoveryError> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut delay = Duration::from_millis(20);
+        let mut delays = super::retry::Backoff::DISCOVERY_LAG.delays();
+        let mut delay = delays.next_wait();
         loop {
             match self.resolve(api_version, kind).await {
                 Ok(resolved) => return Ok(resolved),
@@ -142,7 +144,7 @@ impl Discovery {
                 }
             }
             tokio::time::sleep(delay).await;
-            delay = (delay * 3 / 2).min(Duration::from_millis(500));
+            delay = delays.next_wait();
         }
     }
 

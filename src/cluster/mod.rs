@@ -22,6 +22,7 @@ pub mod name;
 pub mod objects;
 pub mod request_error;
 pub mod retry;
+pub mod selector;
 pub mod wait;
 
 pub use discovery::{Discovery, Resolved};

@@ -2,7 +2,8 @@
 //! ([`kube::runtime::wait::await_condition`]) instead of polling.
 //!
 //! A watch can break (the server restarts, a proxy closes the stream, a 410 Gone on resume):
-//! [`until`] starts a new one after a short backoff, so only the deadline ends a wait. The
+//! [`until`] starts a new one after a short backoff ([`super::retry::Backoff::WATCH_RESTART`]),
+//! so only the deadline ends a wait. The
 //! condition is evaluated on the object as the watch sees it, `None` meaning absent.
 
 use std::fmt::Debug;
@@ -31,7 +32,7 @@ where
     F: Fn(Option<&K>) -> bool + Clone + Send + 'static,
 {
     let deadline = Instant::now() + timeout;
-    let mut backoff = Duration::from_millis(100);
+    let mut delays = super::retry::Backoff::WATCH_RESTART.delays();
     loop {
         let attempt = await_condition(api.clone(), name, cond.clone());
         match tokio::time::timeout_at(deadline, attempt).await {
@@ -39,11 +40,11 @@ where
             Ok(Ok(obj)) => return Ok(obj),
             Ok(Err(e)) => {
                 tracing::debug!(object = name, error = %e, "watch broke; starting a new one");
+                let backoff = delays.next_wait();
                 if Instant::now() + backoff >= deadline {
                     return Err(TimedOut(timeout));
                 }
                 tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
             }
         }
     }

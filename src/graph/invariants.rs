@@ -4,38 +4,27 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use fastrand::Rng;
+
 use super::{Layout, NodeId, TaskGraph, TaskInput, build, build_flattened, run};
 
-/// Small deterministic generator (no dependency, same cases on every run).
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-}
-
-fn random_tasks(rng: &mut Lcg) -> Vec<TaskInput> {
-    let n = rng.below(30) as usize;
+fn random_tasks(rng: &mut Rng) -> Vec<TaskInput> {
+    let n = rng.u64(..30) as usize;
     let mut runlevel = 0;
     (0..n)
         .map(|i| {
             let t = TaskInput::new(format!("f{i}"), format!("t{i}"));
-            if rng.below(6) == 0 {
+            if rng.u64(..6) == 0 {
                 return t;
             }
             // Mostly ascending run levels, sometimes a step back (unsorted input).
-            match rng.below(5) {
+            match rng.u64(..5) {
                 0 => runlevel += 10,
                 1 if runlevel >= 10 => runlevel -= 10,
                 _ => {}
             }
-            let comp = ["a", "b", "c"][rng.below(3) as usize];
-            t.with_key(runlevel, comp).with_delete(rng.below(4) == 0)
+            let comp = ["a", "b", "c"][rng.u64(..3) as usize];
+            t.with_key(runlevel, comp).with_delete(rng.u64(..4) == 0)
         })
         .collect()
 }
@@ -109,7 +98,8 @@ fn check_graph(g: &TaskGraph) {
 
 #[test]
 fn random_graphs_keep_apply_order() {
-    let mut rng = Lcg(7);
+    // Seeded: the same cases on every run.
+    let mut rng = Rng::with_seed(7);
     for _ in 0..300 {
         let tasks = random_tasks(&mut rng);
         check_graph(&build(tasks.clone()));
@@ -119,16 +109,16 @@ fn random_graphs_keep_apply_order() {
 
 #[tokio::test]
 async fn random_runs_keep_executor_contract() {
-    let mut rng = Lcg(11);
+    let mut rng = Rng::with_seed(11);
     for _ in 0..200 {
         let tasks = random_tasks(&mut rng);
-        let g = if rng.below(3) == 0 {
+        let g = if rng.u64(..3) == 0 {
             build_flattened(tasks)
         } else {
             build(tasks)
         };
-        let failing: HashSet<NodeId> = g.node_ids().filter(|_| rng.below(5) == 0).collect();
-        let parallelism = 1 + rng.below(4) as usize;
+        let failing: HashSet<NodeId> = g.node_ids().filter(|_| rng.u64(..5) == 0).collect();
+        let parallelism = 1 + rng.u64(..4) as usize;
         let (current, max) = (AtomicUsize::new(0), AtomicUsize::new(0));
         let started = Mutex::new(Vec::new());
         let report = run(&g, parallelism, |id, _| {

@@ -20,8 +20,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
+
+use crate::cluster::selector;
 
 use super::types::{
     ClusterServiceVersion, CsvCondition, CsvStatus, OperatorGroup, ResourceInstance, ResourceList,
@@ -387,13 +389,13 @@ pub fn targets(
         return Ok(Targets::Namespaces(list.iter().cloned().collect()));
     }
     match og.spec.selector.as_ref() {
-        Some(sel) if !selector_is_empty(sel) => {
-            // Validate up front: an invalid selector must block even if no namespace is
-            // evaluated far enough to reach the bad expression.
-            selector_matches(sel, &BTreeMap::new()).map_err(invalid)?;
+        Some(sel) if !selector::is_empty(sel) => {
+            // Validate up front: an invalid selector blocks even with no namespace to match.
+            let invalid_selector = |e: selector::SelectorError| invalid(e.to_string());
+            selector::validate(sel).map_err(invalid_selector)?;
             let mut set = BTreeSet::new();
             for ns in namespaces {
-                if selector_matches(sel, &ns.labels).map_err(invalid)? {
+                if selector::matches(sel, &ns.labels).map_err(invalid_selector)? {
                     set.insert(ns.name.clone());
                 }
             }
@@ -401,50 +403,6 @@ pub fn targets(
         }
         _ => Ok(Targets::AllNamespaces),
     }
-}
-
-fn selector_is_empty(sel: &LabelSelector) -> bool {
-    sel.match_labels.as_ref().is_none_or(|m| m.is_empty())
-        && sel.match_expressions.as_ref().is_none_or(|e| e.is_empty())
-}
-
-/// Kubernetes label-selector semantics (`matchLabels` AND every `matchExpressions` entry).
-/// An unknown operator is an error, never a silent match.
-pub fn selector_matches(
-    sel: &LabelSelector,
-    labels: &BTreeMap<String, String>,
-) -> Result<bool, String> {
-    for expr in sel.match_expressions.iter().flatten() {
-        if !matches!(
-            expr.operator.as_str(),
-            "In" | "NotIn" | "Exists" | "DoesNotExist"
-        ) {
-            return Err(format!(
-                "unknown label selector operator {:?}",
-                expr.operator
-            ));
-        }
-    }
-    for (k, v) in sel.match_labels.iter().flatten() {
-        if labels.get(k) != Some(v) {
-            return Ok(false);
-        }
-    }
-    for expr in sel.match_expressions.iter().flatten() {
-        let values = expr.values.as_deref().unwrap_or(&[]);
-        let got = labels.get(&expr.key);
-        let ok = match expr.operator.as_str() {
-            "In" => got.is_some_and(|g| values.contains(g)),
-            "NotIn" => got.is_none_or(|g| !values.contains(g)),
-            "Exists" => got.is_some(),
-            "DoesNotExist" => got.is_none(),
-            other => return Err(format!("unknown label selector operator {other:?}")),
-        };
-        if !ok {
-            return Ok(false);
-        }
-    }
-    Ok(true)
 }
 
 fn csv_key(csv: &ClusterServiceVersion) -> (String, String) {
@@ -734,7 +692,9 @@ mod tests {
     use crate::olm::types::{
         CleanupSpec, CrdDescription, CsvSpec, OperatorGroupSpec, SubscriptionStatus,
     };
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, Time};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        LabelSelector, LabelSelectorRequirement, Time,
+    };
 
     const CRD: &str = "widgets.example.com";
 

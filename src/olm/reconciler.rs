@@ -29,6 +29,8 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tracing::{Instrument, debug, info, info_span, warn};
 
+use crate::cluster::retry::Backoff;
+
 use super::plan::{
     self, CrRef, CrdInfo, Decision, NamespaceInfo, REASON_BLOCKED, REASON_WAITING, ReleaseReason,
     Snapshot,
@@ -104,16 +106,12 @@ struct Ctx {
 }
 
 impl Ctx {
+    /// The next requeue delay of `key`: `min_backoff`, doubling per call up to `max_backoff`.
     fn backoff(&self, key: &str) -> Duration {
         let mut map = self.attempts.lock().expect("poisoned backoff map");
         let n = map.entry(key.to_string()).or_insert(0);
-        let d = self
-            .config
-            .min_backoff
-            .saturating_mul(1u32 << (*n).min(16))
-            .min(self.config.max_backoff);
         *n = n.saturating_add(1);
-        d
+        Backoff::doubling(self.config.min_backoff, self.config.max_backoff).delay(*n)
     }
 
     fn reset(&self, key: &str) {

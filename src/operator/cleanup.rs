@@ -4,17 +4,15 @@
 //! it), and on shutdown gets the same grace period as a pass in flight.
 //!
 //! The reconciler fails fast when OLM's ClusterServiceVersion type is not served (OLM not
-//! installed yet; a release may install it): it is started again after [`RETRY_FIRST`],
-//! doubling up to [`RETRY_MAX`], for as long as the operator leads.
+//! installed yet; a release may install it): it is started again after
+//! [`Backoff::RECONCILER_RESTART`] (10 s, doubling up to 5 min), for as long as the operator
+//! leads.
 
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-/// First wait before the reconciler is started again after it ended with an error.
-pub const RETRY_FIRST: Duration = Duration::from_secs(10);
-/// Longest wait between two starts.
-pub const RETRY_MAX: Duration = Duration::from_secs(300);
+use crate::cluster::retry::Backoff;
 
 /// Runs the reconciler with `config` until `stop` turns true (in-flight reconciles get
 /// `grace` to finish), starting it again after errors. `leading` turning false (the Lease
@@ -27,7 +25,7 @@ pub async fn run_while_leading(
     leading: watch::Receiver<bool>,
     grace: Duration,
 ) {
-    let mut delay = RETRY_FIRST;
+    let mut delays = Backoff::RECONCILER_RESTART.delays();
     let mut stopped = stop.clone();
     loop {
         let (mut signal, mut lost) = (stop.clone(), leading.clone());
@@ -38,16 +36,17 @@ pub async fn run_while_leading(
             }
         };
         let reconciler = crate::olm::run_with_config(client.clone(), config.clone(), shutdown);
-        match super::shutdown::until_stopped(reconciler, &mut stopped, grace).await {
+        let delay = match super::shutdown::until_stopped(reconciler, &mut stopped, grace).await {
             Err(_) | Ok(Ok(())) => return,
             Ok(Err(e)) => {
+                let delay = delays.next_wait();
                 tracing::warn!(error = %e, retry_in = ?delay, "operand-cleanup reconciler not running; starting it again later");
+                delay
             }
-        }
+        };
         tokio::select! {
             _ = stopped.wait_for(|s| *s) => return,
             () = tokio::time::sleep(delay) => {}
         }
-        delay = (delay * 2).min(RETRY_MAX);
     }
 }

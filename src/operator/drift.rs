@@ -149,9 +149,6 @@ impl Shape {
     }
 }
 
-/// How long to wait before resolving a kind again that is not served.
-const RESOLVE_AGAIN: Duration = Duration::from_secs(5);
-
 /// One watch: a kind, in every namespace or in one.
 #[derive(Clone, Copy)]
 struct Watched<'a> {
@@ -168,14 +165,13 @@ async fn watch_kind(
     drifted: &UnboundedSender<usize>,
 ) {
     let (api_version, kind) = (what.api_version, what.kind);
-    let mut wait = RESOLVE_AGAIN;
+    let mut waits = crate::cluster::retry::Backoff::RESOLVE_KIND.delays();
     let resolved = loop {
         match cluster.discovery().resolve(api_version, kind).await {
             Ok(r) => break r,
             Err(e) => {
                 tracing::debug!(%kind, error = %e, "cannot watch this kind yet; trying again");
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(RESOLVE_AGAIN * 12);
+                tokio::time::sleep(waits.next_wait()).await;
             }
         }
     };
@@ -263,7 +259,8 @@ pub async fn watch_cluster_version(
             .await
         {
             Ok(r) => break r,
-            Err(_) => tokio::time::sleep(RESOLVE_AGAIN * 6).await,
+            // A steady poll, not a backoff: ClusterVersion is served or not for long.
+            Err(_) => tokio::time::sleep(Duration::from_secs(30)).await,
         }
     };
     let api: Api<PartialObjectMeta<DynamicObject>> =

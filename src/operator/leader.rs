@@ -114,7 +114,7 @@ pub fn default_identity() -> String {
         })
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "cvo".to_owned());
-    format!("{host}_{:016x}", super::resync::random_u64())
+    format!("{host}_{:016x}", fastrand::u64(..))
 }
 
 /// How long releasing the Lease at shutdown may take.

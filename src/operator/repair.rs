@@ -18,10 +18,6 @@ use crate::cluster::Cluster;
 use crate::health::WaitMode;
 use crate::release::Release;
 
-/// First wait before a failed repair is tried again; it doubles up to [`REPAIR_RETRY_MAX`].
-const REPAIR_RETRY: Duration = Duration::from_secs(2);
-const REPAIR_RETRY_MAX: Duration = Duration::from_secs(60);
-
 /// The applier of repairs: no health wait (health is judged by the passes), and one GET per
 /// object rather than a LIST of its kind.
 pub(super) fn repairer<'a>(
@@ -40,7 +36,7 @@ pub(super) fn repairer<'a>(
 #[derive(Default)]
 pub(super) struct Repairs {
     /// The current backoff of each manifest whose last repair failed.
-    retries: HashMap<usize, Duration>,
+    retries: HashMap<usize, u32>,
     /// Each resolves to its manifest when its backoff is over.
     delayed: FuturesUnordered<BoxFuture<'static, usize>>,
 }
@@ -75,11 +71,9 @@ impl Repairs {
             if repaired {
                 self.retries.remove(&index);
             } else {
-                let wait = self
-                    .retries
-                    .get(&index)
-                    .map_or(REPAIR_RETRY, |w| (*w * 2).min(REPAIR_RETRY_MAX));
-                self.retries.insert(index, wait);
+                let failed = self.retries.entry(index).or_insert(0);
+                *failed += 1;
+                let wait = crate::cluster::retry::Backoff::REPAIR.delay(*failed);
                 self.delayed.push(Box::pin(async move {
                     tokio::time::sleep(wait).await;
                     index

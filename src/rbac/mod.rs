@@ -251,6 +251,21 @@ struct Grant {
     object: Option<String>,
 }
 
+impl Grant {
+    /// A grant of `verb` on `resource` of `group` (`name` `None`: every name) for no object of
+    /// the release: the operator's own requests (set `object` for a release's object).
+    fn own(group: &str, resource: &str, verb: Verb, name: Option<&str>, why: Why) -> Grant {
+        Grant {
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+            verb,
+            name: name.map(str::to_owned),
+            why,
+            object: None,
+        }
+    }
+}
+
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The RBAC the operator needs for `release`, or every kind whose resource is unknown.
@@ -321,13 +336,12 @@ fn manifest_grants(
 ) {
     let name = &manifest.id.name;
     let object = object_text(manifest);
-    let grant_of = |resource: &str, verb: Verb, named: bool, why: Why| Grant {
-        group: manifest.id.group.clone(),
-        resource: resource.to_owned(),
-        verb,
-        name: named.then(|| name.clone()),
-        why,
-        object: named.then(|| object.clone()),
+    let grant_of = |resource: &str, verb: Verb, named: bool, why: Why| {
+        let name = named.then_some(name.as_str());
+        Grant {
+            object: named.then(|| object.clone()),
+            ..Grant::own(&manifest.id.group, resource, verb, name, why)
+        }
     };
     let mut grant = |resource: &str, verb: Verb, named: bool, why: Why| {
         out.push(grant_of(resource, verb, named, why));
@@ -375,12 +389,8 @@ fn manifest_grants(
 fn rbac_grants(manifest: &Manifest, object: &str, out: &mut Vec<Grant>) {
     let mut grant = |resource: &str, verb: Verb, name: &str, why: Why| {
         out.push(Grant {
-            group: RBAC_GROUP.to_owned(),
-            resource: resource.to_owned(),
-            verb,
-            name: Some(name.to_owned()),
-            why,
             object: Some(object.to_owned()),
+            ..Grant::own(RBAC_GROUP, resource, verb, Some(name), why)
         });
     };
     match manifest.id.kind.as_str() {
@@ -416,27 +426,19 @@ fn rbac_grants(manifest: &Manifest, object: &str, out: &mut Vec<Grant>) {
 fn operator_cluster_grants(deletes: bool, out: &mut Vec<Grant>) {
     if deletes {
         for verb in [Verb::Create, Verb::Patch] {
-            out.push(Grant {
-                group: "events.k8s.io".to_owned(),
-                resource: "events".to_owned(),
+            out.push(Grant::own(
+                "events.k8s.io",
+                "events",
                 verb,
-                name: None,
-                why: Why::Events,
-                object: None,
-            });
+                None,
+                Why::Events,
+            ));
         }
     }
     use crate::status::clusterversion::{API_VERSION, NAME};
     let (group, _) = crate::cluster::discovery::split_api_version(API_VERSION);
     let mut grant = |resource: &str, verb: Verb, why: Why| {
-        out.push(Grant {
-            group: group.to_owned(),
-            resource: resource.to_owned(),
-            verb,
-            name: Some(NAME.to_owned()),
-            why,
-            object: None,
-        });
+        out.push(Grant::own(group, resource, verb, Some(NAME), why));
     };
     for verb in [Verb::Get, Verb::List, Verb::Watch] {
         grant("clusterversions", verb, Why::ClusterVersion);
@@ -453,14 +455,7 @@ fn operator_cluster_grants(deletes: bool, out: &mut Vec<Grant>) {
 /// `plural.group`) and their custom resources (listed and deleted, every name), and Events.
 fn operand_cleanup_grants(owned: &BTreeSet<String>, out: &mut Vec<Grant>) {
     let mut grant = |group: &str, resource: &str, verb: Verb, name: Option<&str>, why: Why| {
-        out.push(Grant {
-            group: group.to_owned(),
-            resource: resource.to_owned(),
-            verb,
-            name: name.map(str::to_owned),
-            why,
-            object: None,
-        });
+        out.push(Grant::own(group, resource, verb, name, why));
     };
     let olm = crate::olm::types::GROUP;
     for verb in [Verb::Get, Verb::List, Verb::Watch, Verb::Patch] {
@@ -505,14 +500,9 @@ fn operator_namespace_grants(options: &Options) -> BTreeMap<String, Vec<Grant>> 
                      verb: Verb,
                      name: Option<&str>,
                      why: Why| {
-        out.entry(namespace.to_owned()).or_default().push(Grant {
-            group: group.to_owned(),
-            resource: resource.to_owned(),
-            verb,
-            name: name.map(str::to_owned),
-            why,
-            object: None,
-        });
+        out.entry(namespace.to_owned())
+            .or_default()
+            .push(Grant::own(group, resource, verb, name, why));
     };
     let (ns, lease) = (&options.namespace, Some(options.lease_name.as_str()));
     let leases = ("coordination.k8s.io", "leases");

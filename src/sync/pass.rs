@@ -168,10 +168,6 @@ async fn progressing(cluster: &Cluster, retry: &crate::apply::RetryPolicy, messa
     }
 }
 
-/// First backoff between two install rounds; it doubles up to [`ROUND_DELAY_MAX`].
-const ROUND_DELAY: Duration = Duration::from_secs(1);
-const ROUND_DELAY_MAX: Duration = Duration::from_secs(30);
-
 /// An install: the flattened graph, then further rounds over what failed or was not reached
 /// until nothing is left or the install timeout passes. Each round starts from a fresh view
 /// of the cluster.
@@ -199,7 +195,9 @@ where
     )
     .await;
     let mut rounds = 1;
-    let mut delay = ROUND_DELAY;
+    // 1 s between rounds, doubling up to 30 s.
+    let mut delays = crate::cluster::retry::Backoff::INSTALL_ROUND.delays();
+    let mut delay = delays.next_wait();
     loop {
         let left = report.results.iter().filter(|r| !r.is_final()).count();
         if left == 0 || tokio::time::Instant::now() + delay >= deadline {
@@ -207,7 +205,7 @@ where
         }
         tracing::info!(round = rounds, left, retry_in = ?delay, "install: manifests not done yet; retrying");
         tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(ROUND_DELAY_MAX);
+        delay = delays.next_wait();
         applier.new_pass();
         report = run_pass(
             applier,
