@@ -27,7 +27,7 @@ pub const DIGEST_ANNOTATION: &str = "cvo.io/applied-digest";
 /// Puts [`MANAGED_LABEL`] and [`DIGEST_ANNOTATION`] on an apply body. The label also makes
 /// every apply own at least one field: a body with nothing but a name (a bare Namespace)
 /// leaves no managed fields behind, and the server then re-owns the object's defaulted fields
-/// to `before-first-apply` on the next apply — one write more (DESIGN.md §3.16).
+/// to `before-first-apply` on the next apply — one write more (docs/kubernetes-semantics.md §16).
 pub fn mark(body: &mut Value) {
     set(body, "labels", MANAGED_LABEL, "true".to_owned());
     if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut)

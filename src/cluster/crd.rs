@@ -1,5 +1,5 @@
 //! Waiting for a CustomResourceDefinition to be `Established=True`: a CRD's kind is served
-//! only from then on (DESIGN.md §3.7), so its custom resources must wait for it.
+//! only from then on (docs/kubernetes-semantics.md §7), so its custom resources must wait for it.
 
 use std::time::Duration;
 

@@ -188,7 +188,7 @@ pub fn round_trip(api_version: &str, kind: &str, object: &Value) -> Result<Round
 
 /// Removes every field whose value is an empty list. A real API server stores built-in kinds
 /// as protobuf, where an empty list and an absent one are the same, so it never keeps `[]`
-/// (DESIGN.md §3.15); an apply body that says `ingress: []` then differs from the stored
+/// (docs/kubernetes-semantics.md §15); an apply body that says `ingress: []` then differs from the stored
 /// object on every pass, and some kinds (NetworkPolicy) are rewritten each time — a hot loop.
 /// Sending what the server keeps makes a repeated apply write nothing. Only for built-in
 /// kinds: custom resources are stored as JSON and keep `[]`.

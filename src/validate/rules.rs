@@ -71,7 +71,7 @@ pub const STALE_DELETE_MANIFEST: &str = "stale-delete-manifest";
 pub const DROPPED_FIELD: &str = "dropped-field";
 pub const SCHEMA_MISMATCH: &str = "schema-mismatch";
 
-/// Every rule, loader rules first, then `validate`'s own in the order.
+/// Every rule, loader rules first, then `validate`'s own in the order of docs/validation.md.
 pub const RULES: &[Rule] = &[
     loader(
         PARSE_ERROR,

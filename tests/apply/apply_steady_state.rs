@@ -2,7 +2,7 @@
 //! resourceVersion stays, and ClusterVersion status is not rewritten (but for the
 //! observedGeneration of a ClusterVersion the first apply created) — on both servers; an
 //! object already up to date is not even sent, and drift is still put back. Covers
-//! what a real server normalizes (empty lists of built-in kinds, DESIGN.md §3.15) and
+//! what a real server normalizes (empty lists of built-in kinds, docs/kubernetes-semantics.md §15) and
 //! re-owns (a Namespace applied with nothing but its name, §3.16).
 
 use crate::common;

@@ -74,7 +74,7 @@ async fn exit_codes_and_json_report() {
     let (code, _) = cvo(&kubeconfig, &["apply", "--release", "/nonexistent/release"]).await;
     assert_eq!(code, 2);
 
-    // 0: everything applied; JSON shape of DESIGN.md §2.
+    // 0: everything applied; JSON shape of docs/apply.md, "Output".
     let first = release(&[
         ("0000_10_a_ns.yaml", &m.namespace()),
         ("0000_20_a_cm.yaml", &m.settings("b")),

@@ -245,7 +245,8 @@ fn mutants_of_corpus_files_never_panic_and_report_plainly() {
     assert!(diagnostics > 100, "the mutants should break something");
 }
 
-/// Each wording of the list, from a document that produces it, comes out plain.
+/// Each internal wording users once saw (decoder and budget messages naming Rust types), from a
+/// document that produces it, comes out plain.
 #[test]
 fn deny_list_catches_the_reported_internals() {
     for bad in [

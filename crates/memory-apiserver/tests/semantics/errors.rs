@@ -232,7 +232,7 @@ async fn overload_and_transient_errors_look_like_kube_apiserver() {
     }
 }
 
-/// Beyond DESIGN.md section 3, but the same principle: kube-apiserver validates built-in specs,
+/// Beyond the semantics listed in the README, but the same principle: kube-apiserver validates built-in specs,
 /// so a manifest it would reject must not be accepted here either.
 #[tokio::test]
 async fn invalid_builtin_objects_are_rejected() {
