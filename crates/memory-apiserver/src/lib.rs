@@ -76,6 +76,8 @@ mod status_rules;
 mod store;
 #[cfg(test)]
 mod test_support;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod validation;
 mod watch;
 
