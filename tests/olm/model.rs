@@ -15,22 +15,21 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, Time,
 };
 
-pub struct Rng(pub u64);
+/// The random worlds' generator: `fastrand`'s, seeded per case so a failing case reproduces
+/// from its seed and number.
+pub struct Rng(fastrand::Rng);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
+    /// The generator of case `case` of a run with `seed` (nearby cases get unrelated worlds:
+    /// fastrand mixes its state on every output).
+    pub fn for_case(seed: u64, case: u64) -> Rng {
+        Rng(fastrand::Rng::with_seed(seed ^ case.rotate_left(32)))
     }
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.usize(..n)
     }
     pub fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
+        self.0.u64(..100) < percent
     }
     pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
         &xs[self.below(xs.len())]
@@ -400,14 +399,6 @@ pub fn remove_finalizer(w: &mut World, idx: usize) {
     {
         w.csvs.remove(idx);
     }
-}
-
-/// SplitMix64: decorrelates the per-case seeds (nearby seeds give unrelated worlds).
-pub fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// What the cluster must look like once the reconciler is quiescent, for a world with no CR

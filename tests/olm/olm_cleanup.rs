@@ -1032,7 +1032,7 @@ async fn random_worlds_settle_where_the_oracle_says() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x0C0F_FEE5);
     for case in 0..cases {
-        let mut rng = model::Rng(model::splitmix(model::splitmix(seed) ^ case) | 1);
+        let mut rng = model::Rng::for_case(seed, case);
         let prefix = common::unique("w");
         let group = format!("{prefix}.{}", common::TEST_GROUP_SUFFIX);
         let max_csvs = if case % 3 == 2 { 6 } else { 2 };
