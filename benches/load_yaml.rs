@@ -1,4 +1,4 @@
-//! YAML loading throughput in MB/s (issue 13): clean input, and the worst case for the
+//! YAML loading throughput in MB/s (docs/performance.md): clean input, and the worst case for the
 //! under-indented quoted-scalar repair (every line of the document a continuation line that
 //! must be repaired), one file of about 1 MB each. Loading is linear, so both are a constant
 //! number of MB/s whatever the size.

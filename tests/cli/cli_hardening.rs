@@ -1,4 +1,4 @@
-//! Hostile input to the command line (issue 13): releases that use cluster profiles, absurd
+//! Hostile input to the command line (docs/limits.md): releases that use cluster profiles, absurd
 //! flag values, a `--release-image` that would inject YAML, graph exit codes, a stdout closed
 //! early, and connection errors that say what failed.
 //!

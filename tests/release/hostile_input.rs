@@ -1,4 +1,4 @@
-//! Issue 13, "hostile input": special files, oversized input, pathological YAML and odd file
+//! Hostile input (docs/limits.md): special files, oversized input, pathological YAML and odd file
 //! names never hang the loader, never exhaust memory, and never reach the user as parser
 //! internals.
 

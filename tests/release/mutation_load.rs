@@ -1,6 +1,6 @@
-//! A seeded mutation test (issue 13): thousands of mutants of real corpus files go through the
-//! loader and the validator. None may panic, every diagnostic must point inside its own file,
-//! and no message may carry parser or Rust internals.
+//! A seeded mutation test of hostile input (docs/limits.md): thousands of mutants of real
+//! corpus files go through the loader and the validator. None may panic, every diagnostic must
+//! point inside its own file, and no message may carry parser or Rust internals.
 //!
 //! The generator is `fastrand`'s with a fixed seed, so a failure reproduces; set
 //! `CVO_MUTATION_SEED` to explore other seeds.
