@@ -20,7 +20,7 @@ use crate::status::{Condition, ConditionStatus};
 use super::{Mode, SyncOptions};
 
 /// Runs the pass `mode` asks for and returns its report and the rounds it took (1, or an
-/// install's rounds); `on_result` sees each manifest's final result.
+/// install's rounds); `on_result` sees each manifest's final result, and `done` counts them.
 ///
 /// While it runs: with [`SyncOptions::heartbeat`], a warning says every interval what the
 /// pass waits for; when `in_progress` (an update or unfinished install with a
@@ -33,13 +33,13 @@ pub(super) async fn run<F>(
     mode: Mode,
     version: &str,
     in_progress: bool,
+    done: &AtomicUsize,
     on_result: F,
 ) -> (PassReport, u32)
 where
     F: Fn(&ManifestResult),
 {
     let release = applier.release();
-    let done = AtomicUsize::new(0);
     let counted = |r: &ManifestResult| {
         done.fetch_add(1, Ordering::Relaxed);
         on_result(r)
