@@ -222,9 +222,11 @@ where
         &applier,
         options,
         pre.mode,
-        &pre.version,
-        announced.in_progress,
-        &done,
+        pass::Progress {
+            version: &pre.version,
+            in_progress: announced.in_progress,
+            done: &done,
+        },
         on_result,
     )
     .await;
