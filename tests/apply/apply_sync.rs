@@ -394,22 +394,6 @@ async fn a_completed_release_is_reconciled_without_waiting_on_run_levels() {
         .expect("delete cv");
 }
 
-/// The condition `type_` of the stored ClusterVersion, as `(status, reason, message)`.
-async fn stored_condition(
-    cvs: &kube::Api<kube::api::DynamicObject>,
-    type_: &str,
-) -> Result<(String, String, String), String> {
-    let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
-    let conditions = cv.data["status"]["conditions"].as_array().cloned();
-    let found = conditions
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c["type"] == type_)
-        .ok_or_else(|| format!("no {type_} in {}", cv.data["status"]))?;
-    let text = |k: &str| found[k].as_str().unwrap_or_default().to_owned();
-    Ok((text("status"), text("reason"), text("message")))
-}
-
 /// The Upgradeable gate closes before a synchronous deletion waits: while the sync is still
 /// waiting on the held object, the stored ClusterVersion already says
 /// `Upgradeable=False ResourceDeletionInProgress` naming it, and Progressing=True.
@@ -438,7 +422,7 @@ async fn the_gate_is_closed_in_clusterversion_before_a_synchronous_deletion_wait
         "Upgradeable=False in the stored ClusterVersion",
         tc.deadline(),
         || async {
-            let up = stored_condition(&cvs, "Upgradeable").await?;
+            let up = common::stored_condition(&cvs, "Upgradeable").await?;
             match up {
                 (s, r, m) if s == "False" => Ok((r, m)),
                 other => Err(format!("{other:?}")),
@@ -454,7 +438,7 @@ async fn the_gate_is_closed_in_clusterversion_before_a_synchronous_deletion_wait
         message.contains(&format!("Deletion in progress: {object}")),
         "{message}"
     );
-    let (status, _, message) = stored_condition(&cvs, "Progressing")
+    let (status, _, message) = common::stored_condition(&cvs, "Progressing")
         .await
         .expect("Progressing");
     assert_eq!(status, "True", "{message}");
@@ -471,7 +455,7 @@ async fn the_gate_is_closed_in_clusterversion_before_a_synchronous_deletion_wait
     let report = out.report.as_ref().expect("pass");
     assert_eq!(report.results[1].action, Action::Deleted, "{report:?}");
     assert_eq!(upgradeable(&out).status, ConditionStatus::True);
-    let (status, ..) = stored_condition(&cvs, "Upgradeable")
+    let (status, ..) = common::stored_condition(&cvs, "Upgradeable")
         .await
         .expect("Upgradeable");
     assert_eq!(status, "True");

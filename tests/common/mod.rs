@@ -248,6 +248,23 @@ pub async fn create_cluster_version(
     cvs
 }
 
+/// The condition `type_` of the stored `ClusterVersion version`, as `(status, reason,
+/// message)`; an error (for [`poll_until`]) when it cannot be read or has no such condition.
+pub async fn stored_condition(
+    cvs: &Api<DynamicObject>,
+    type_: &str,
+) -> Result<(String, String, String), String> {
+    let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+    let conditions = cv.data["status"]["conditions"].as_array().cloned();
+    let found = conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c["type"] == type_)
+        .ok_or_else(|| format!("no {type_} in {}", cv.data["status"]))?;
+    let text = |k: &str| found[k].as_str().unwrap_or_default().to_owned();
+    Ok((text("status"), text("reason"), text("message")))
+}
+
 /// `inner`, counting the requests that may write (every method but GET).
 pub fn counting_client(inner: Client) -> (Client, std::sync::Arc<AtomicU64>) {
     let count = std::sync::Arc::new(AtomicU64::new(0));
