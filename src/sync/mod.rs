@@ -16,8 +16,10 @@
 //! Unknown, which refuses a minor update exactly as False does.
 //!
 //! [`sync`] is a short sequence of named phases, each documented with what is true after it;
-//! the walk of the graph with its progress lives in `pass`, the deletion bookkeeping (stale
-//! delete targets, unfinished deletions, the deletion record) in `deletions`.
+//! the walk of the graph with its progress lives in `pass`, the `Upgradeable` gate closed in
+//! ClusterVersion as soon as a deletion is requested (before any wait) in `gate`, the deletion
+//! bookkeeping (stale delete targets, unfinished deletions, the deletion record) in
+//! `deletions`.
 
 mod deletions;
 mod gate;
