@@ -1258,3 +1258,80 @@ async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
     op.terminate().await;
     env.finish().await;
 }
+
+/// The operator closes the gate before it waits: while its pass waits on a synchronous
+/// deletion held by a finalizer, the stored ClusterVersion already says
+/// `Upgradeable=False ResourceDeletionInProgress` (and Progressing=True), and a kill -9 during
+/// the wait leaves it so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_is_closed_while_a_pass_waits_on_a_synchronous_deletion() {
+    let env = Env::new("operator-gate").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "held", "namespace": ns, "finalizers": [common::TEST_FINALIZER]}});
+    tc.dynamic(&configmaps(), Some(ns))
+        .patch("held", &PatchParams::apply("test"), &Patch::Apply(&obj))
+        .await
+        .expect("create held");
+    tc.hold(&configmaps(), Some(ns), "held");
+    let delete = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: {ns}\n  annotations:\n    release.openshift.io/delete: \"true\"\n"
+    );
+    env.write_release(
+        "1.0.0",
+        &[
+            ("0000_10_a_00_x.yaml", configmap(ns, "x", "1")),
+            ("0000_10_a_01_held.yaml", delete),
+        ],
+    );
+    let op = env.start(&[
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        lease,
+        "--deletion-strategy",
+        "synchronous",
+        "--deletion-timeout",
+        "120s",
+    ]);
+    let closed = poll_until(
+        "Upgradeable=False in the stored ClusterVersion",
+        tc.deadline(),
+        || async {
+            match common::stored_condition(cvs, "Upgradeable").await? {
+                (s, r, m) if s == "False" => Ok((r, m)),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    // Still in its pass, waiting on the held object.
+    let log = op.log();
+    assert!(!log.contains("full pass done"), "the pass ended: {log}");
+    assert_eq!(closed.0, "ResourceDeletionInProgress", "{}", closed.1);
+    assert!(
+        closed.1.contains(&format!("ConfigMap {ns}/held")),
+        "{}",
+        closed.1
+    );
+    let (status, _, message) = common::stored_condition(cvs, "Progressing")
+        .await
+        .expect("Progressing");
+    assert_eq!(status, "True", "{message}");
+    assert!(message.starts_with("Working towards 1.0.0: "), "{message}");
+
+    // kill -9 during the wait: the gate stays closed.
+    drop(op);
+    let after = common::stored_condition(cvs, "Upgradeable")
+        .await
+        .expect("Upgradeable");
+    assert_eq!(
+        (after.0.as_str(), after.1.as_str()),
+        ("False", "ResourceDeletionInProgress"),
+        "{after:?}"
+    );
+    common::strip_finalizers(tc, ns, "held").await;
+    env.finish().await;
+}
