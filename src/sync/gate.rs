@@ -96,7 +96,7 @@ impl Gate {
             .map(conditions::object_name)
             .collect();
         if state.stored.as_ref().is_some_and(|c| {
-            c.status == ConditionStatus::False && names.iter().all(|n| c.message.contains(n))
+            c.status == ConditionStatus::False && names.iter().all(|n| names_object(&c.message, n))
         }) {
             return;
         }
@@ -129,5 +129,34 @@ impl Gate {
                 names.join(", ")
             ),
         }
+    }
+}
+
+/// `message` names `object` (`kind ns/name`) as a whole: after a space (or at the start), and
+/// followed by the end, `,`, `;` or ` (` — so `ConfigMap ns/held` is not found in
+/// `ConfigMap ns/held2`, nor `Map ns/a` in `ConfigMap ns/a`.
+fn names_object(message: &str, object: &str) -> bool {
+    message.match_indices(object).any(|(at, _)| {
+        let rest = &message[at + object.len()..];
+        let starts = at == 0 || message[..at].ends_with(' ');
+        starts && (rest.is_empty() || rest.starts_with([',', ';']) || rest.starts_with(" ("))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_object;
+
+    #[test]
+    fn an_object_is_named_only_as_a_whole() {
+        let message = "Deletion in progress: ConfigMap ns/held2, Widget w/legacy";
+        assert!(names_object(message, "ConfigMap ns/held2"));
+        assert!(names_object(message, "Widget w/legacy"));
+        assert!(!names_object(message, "ConfigMap ns/held"));
+        let stuck = "Deletion stuck for more than 10m: Widget w/legacy (finalizers: x); ConfigMap ns/a (finalizers: y)";
+        assert!(names_object(stuck, "Widget w/legacy"));
+        assert!(names_object(stuck, "ConfigMap ns/a"));
+        assert!(!names_object(stuck, "ConfigMap ns/b"));
+        assert!(!names_object(stuck, "Map ns/a"));
     }
 }
