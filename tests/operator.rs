@@ -1168,13 +1168,10 @@ async fn an_override_stops_management_and_blocks_updates() {
     env.finish().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
-    let env = Env::new("operator-crash").await;
-    let Env {
-        tc, cvs, ns, lease, ..
-    } = &env;
-    // A ConfigMap a finalizer holds: its deletion cannot finish until the test says so.
+/// A ConfigMap `held` in the env's namespace that a finalizer holds (its deletion cannot finish
+/// until the test says so), and release 1.0.0: ConfigMap `x` and the deletion of `held`.
+async fn held_for_deletion(env: &Env) {
+    let Env { tc, ns, .. } = env;
     let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "held", "namespace": ns, "finalizers": [common::TEST_FINALIZER]}});
     tc.dynamic(&configmaps(), Some(ns))
@@ -1192,6 +1189,15 @@ async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
             ("0000_10_a_01_held.yaml", delete),
         ],
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
+    let env = Env::new("operator-crash").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    held_for_deletion(&env).await;
     let fast_lease = [
         "--lease-name",
         lease,
@@ -1269,23 +1275,7 @@ async fn the_gate_is_closed_while_a_pass_waits_on_a_synchronous_deletion() {
     let Env {
         tc, cvs, ns, lease, ..
     } = &env;
-    let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "held", "namespace": ns, "finalizers": [common::TEST_FINALIZER]}});
-    tc.dynamic(&configmaps(), Some(ns))
-        .patch("held", &PatchParams::apply("test"), &Patch::Apply(&obj))
-        .await
-        .expect("create held");
-    tc.hold(&configmaps(), Some(ns), "held");
-    let delete = format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: {ns}\n  annotations:\n    release.openshift.io/delete: \"true\"\n"
-    );
-    env.write_release(
-        "1.0.0",
-        &[
-            ("0000_10_a_00_x.yaml", configmap(ns, "x", "1")),
-            ("0000_10_a_01_held.yaml", delete),
-        ],
-    );
+    held_for_deletion(&env).await;
     let op = env.start(&[
         "--resync-interval",
         "1h",
@@ -1296,17 +1286,7 @@ async fn the_gate_is_closed_while_a_pass_waits_on_a_synchronous_deletion() {
         "--deletion-timeout",
         "120s",
     ]);
-    let closed = poll_until(
-        "Upgradeable=False in the stored ClusterVersion",
-        tc.deadline(),
-        || async {
-            match common::stored_condition(cvs, "Upgradeable").await? {
-                (s, r, m) if s == "False" => Ok((r, m)),
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .await;
+    let closed = common::gate_closed(cvs, tc.deadline()).await;
     // Still in its pass, waiting on the held object.
     let log = op.log();
     assert!(!log.contains("full pass done"), "the pass ended: {log}");

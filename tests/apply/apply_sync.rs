@@ -418,17 +418,7 @@ async fn the_gate_is_closed_in_clusterversion_before_a_synchronous_deletion_wait
     let syncing = sync(&cluster, &rel, &opts, |_| {});
     tokio::pin!(syncing);
     let object = format!("ConfigMap {ns}/held");
-    let closed = common::poll_until(
-        "Upgradeable=False in the stored ClusterVersion",
-        tc.deadline(),
-        || async {
-            let up = common::stored_condition(&cvs, "Upgradeable").await?;
-            match up {
-                (s, r, m) if s == "False" => Ok((r, m)),
-                other => Err(format!("{other:?}")),
-            }
-        },
-    );
+    let closed = common::gate_closed(&cvs, tc.deadline());
     let (reason, message) = tokio::select! {
         out = &mut syncing => panic!("the sync ended before the gate closed: {:?}", out.map(|o| o.conditions)),
         closed = closed => closed,

@@ -455,17 +455,7 @@ async fn apply_killed_during_a_synchronous_deletion_leaves_the_gate_closed() {
         .spawn()
         .expect("spawn cvo");
     let object = format!("ConfigMap {ns}/held");
-    let closed = common::poll_until(
-        "Upgradeable=False in the stored ClusterVersion",
-        tc.deadline(),
-        || async {
-            match common::stored_condition(&cvs, "Upgradeable").await? {
-                (s, r, m) if s == "False" => Ok((r, m)),
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .await;
+    let closed = common::gate_closed(&cvs, tc.deadline()).await;
     // Still waiting on the held object (the deletion cannot finish), then killed.
     assert_eq!(child.try_wait().expect("try_wait"), None, "cvo apply ended");
     child.kill().expect("kill -9");

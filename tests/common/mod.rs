@@ -265,6 +265,22 @@ pub async fn stored_condition(
     Ok((text("status"), text("reason"), text("message")))
 }
 
+/// Waits up to `timeout` until the stored `ClusterVersion version` says `Upgradeable=False`,
+/// and returns its reason and message.
+pub async fn gate_closed(cvs: &Api<DynamicObject>, timeout: Duration) -> (String, String) {
+    poll_until(
+        "Upgradeable=False in the stored ClusterVersion",
+        timeout,
+        || async {
+            match stored_condition(cvs, "Upgradeable").await? {
+                (status, reason, message) if status == "False" => Ok((reason, message)),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+}
+
 /// `inner`, counting the requests that may write (every method but GET).
 pub fn counting_client(inner: Client) -> (Client, std::sync::Arc<AtomicU64>) {
     let count = std::sync::Arc::new(AtomicU64::new(0));
