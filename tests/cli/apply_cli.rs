@@ -455,7 +455,8 @@ async fn apply_killed_during_a_synchronous_deletion_leaves_the_gate_closed() {
         .spawn()
         .expect("spawn cvo");
     let object = format!("ConfigMap {ns}/held");
-    let closed = common::gate_closed(&cvs, tc.deadline()).await;
+    common::gate_closed(&cvs, tc.deadline()).await;
+    common::assert_gate_closed(&cvs, &object, "1.0.0").await;
     // Still waiting on the held object (the deletion cannot finish), then killed.
     assert_eq!(child.try_wait().expect("try_wait"), None, "cvo apply ended");
     child.kill().expect("kill -9");
@@ -463,22 +464,7 @@ async fn apply_killed_during_a_synchronous_deletion_leaves_the_gate_closed() {
         .await
         .expect("join")
         .expect("wait");
-    assert_eq!(closed.0, "ResourceDeletionInProgress", "{}", closed.1);
-    assert!(closed.1.contains(&object), "{}", closed.1);
-    let after = common::stored_condition(&cvs, "Upgradeable")
-        .await
-        .expect("Upgradeable");
-    assert_eq!(
-        (after.0.as_str(), after.1.as_str()),
-        ("False", "ResourceDeletionInProgress"),
-        "{after:?}"
-    );
-    assert!(after.2.contains(&object), "{}", after.2);
-    let (status, _, message) = common::stored_condition(&cvs, "Progressing")
-        .await
-        .expect("Progressing");
-    assert_eq!(status, "True", "{message}");
-    assert!(message.starts_with("Working towards 1.0.0: "), "{message}");
+    common::assert_gate_closed(&cvs, &object, "1.0.0").await;
 
     common::strip_finalizers(&tc, &ns, "held").await;
     cvs.delete("version", &Default::default())

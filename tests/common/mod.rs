@@ -265,20 +265,46 @@ pub async fn stored_condition(
     Ok((text("status"), text("reason"), text("message")))
 }
 
-/// Waits up to `timeout` until the stored `ClusterVersion version` says `Upgradeable=False`,
-/// and returns its reason and message.
-pub async fn gate_closed(cvs: &Api<DynamicObject>, timeout: Duration) -> (String, String) {
+/// Waits up to `timeout` until the stored `ClusterVersion version` says `Upgradeable=False`
+/// (then check what it says with [`assert_gate_closed`]).
+pub async fn gate_closed(cvs: &Api<DynamicObject>, timeout: Duration) {
     poll_until(
         "Upgradeable=False in the stored ClusterVersion",
         timeout,
         || async {
             match stored_condition(cvs, "Upgradeable").await? {
-                (status, reason, message) if status == "False" => Ok((reason, message)),
+                (status, ..) if status == "False" => Ok(()),
                 other => Err(format!("{other:?}")),
             }
         },
     )
     .await
+}
+
+/// Asserts that the stored `ClusterVersion version` keeps the gate closed for `object`
+/// (`kind ns/name`): `Upgradeable=False ResourceDeletionInProgress` naming it, and
+/// `Progressing=True` working towards `version`.
+pub async fn assert_gate_closed(cvs: &Api<DynamicObject>, object: &str, version: &str) {
+    let (status, reason, message) = stored_condition(cvs, "Upgradeable")
+        .await
+        .expect("Upgradeable");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ResourceDeletionInProgress"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("Deletion in progress: {object}")),
+        "{message}"
+    );
+    let (status, _, message) = stored_condition(cvs, "Progressing")
+        .await
+        .expect("Progressing");
+    assert_eq!(status, "True", "{message}");
+    assert!(
+        message.starts_with(&format!("Working towards {version}: ")),
+        "{message}"
+    );
 }
 
 /// `inner`, counting the requests that may write (every method but GET).
