@@ -1168,13 +1168,10 @@ async fn an_override_stops_management_and_blocks_updates() {
     env.finish().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
-    let env = Env::new("operator-crash").await;
-    let Env {
-        tc, cvs, ns, lease, ..
-    } = &env;
-    // A ConfigMap a finalizer holds: its deletion cannot finish until the test says so.
+/// A ConfigMap `held` in the env's namespace that a finalizer holds (its deletion cannot finish
+/// until the test says so), and release 1.0.0: ConfigMap `x` and the deletion of `held`.
+async fn held_for_deletion(env: &Env) {
+    let Env { tc, ns, .. } = env;
     let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "held", "namespace": ns, "finalizers": [common::TEST_FINALIZER]}});
     tc.dynamic(&configmaps(), Some(ns))
@@ -1192,6 +1189,15 @@ async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
             ("0000_10_a_01_held.yaml", delete),
         ],
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
+    let env = Env::new("operator-crash").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    held_for_deletion(&env).await;
     let fast_lease = [
         "--lease-name",
         lease,
@@ -1256,5 +1262,40 @@ async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
         .await;
     assert_eq!(metric(&text, "cvo_deletions_in_progress", &[]), 0.0);
     op.terminate().await;
+    env.finish().await;
+}
+
+/// The operator closes the gate before it waits: while its pass waits on a synchronous
+/// deletion held by a finalizer, the stored ClusterVersion already says
+/// `Upgradeable=False ResourceDeletionInProgress` (and Progressing=True), and a kill -9 during
+/// the wait leaves it so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_is_closed_while_a_pass_waits_on_a_synchronous_deletion() {
+    let env = Env::new("operator-gate").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    held_for_deletion(&env).await;
+    let op = env.start(&[
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        lease,
+        "--deletion-strategy",
+        "synchronous",
+        "--deletion-timeout",
+        "120s",
+    ]);
+    common::gate_closed(cvs, tc.deadline()).await;
+    // Still in its pass, waiting on the held object.
+    let log = op.log();
+    assert!(!log.contains("full pass done"), "the pass ended: {log}");
+    let object = format!("ConfigMap {ns}/held");
+    common::assert_gate_closed(cvs, &object, "1.0.0").await;
+
+    // kill -9 during the wait: the gate stays closed.
+    drop(op);
+    common::assert_gate_closed(cvs, &object, "1.0.0").await;
+    common::strip_finalizers(tc, ns, "held").await;
     env.finish().await;
 }

@@ -87,6 +87,28 @@ pub struct Options {
     /// Objects left alone entirely — no apply, no delete, no health check — because
     /// ClusterVersion `spec.overrides` marks them `unmanaged` ([`Action::Unmanaged`]).
     pub unmanaged: std::collections::BTreeSet<ObjectId>,
+    /// Told of each deletion this engine requested ([`DeletionRequested`]); never in a dry
+    /// run.
+    pub on_deletion_requested: Option<DeletionRequested>,
+}
+
+/// A delete manifest's deletion was requested — the DELETE accepted, or its object found
+/// already terminating — and its task is about to wait on something (the synchronous
+/// strategy's wait, its node's health gate, the next run level). The task awaits the future
+/// this returns before it goes on, so whatever it records is done before any wait; it cannot
+/// fail the manifest. `sync` closes ClusterVersion's `Upgradeable` gate with it (the engine
+/// itself writes no status: docs/apply.md, "Conditions and status").
+#[derive(Clone)]
+pub struct DeletionRequested(pub std::sync::Arc<DeletionRequestedFn>);
+
+/// The callback of [`DeletionRequested`].
+pub type DeletionRequestedFn =
+    dyn Fn(PendingDeletion) -> futures::future::BoxFuture<'static, ()> + Send + Sync;
+
+impl fmt::Debug for DeletionRequested {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DeletionRequested")
+    }
 }
 
 impl Default for Options {
@@ -100,6 +122,7 @@ impl Default for Options {
             health: crate::health::Options::default(),
             list_objects: true,
             unmanaged: Default::default(),
+            on_deletion_requested: None,
         }
     }
 }

@@ -506,14 +506,21 @@ impl<'r> Applier<'r> {
                 Err((e, n)) => return Err(ManifestError::from_request("delete", e, n)),
             }
         };
-        if strategy == Strategy::Synchronous && !self.options.dry_run {
-            return self.wait_gone(&resolved, manifest, uid).await;
-        }
-        result.pending = Some(PendingDeletion {
+        let pending = PendingDeletion {
             id: manifest.id.clone(),
             since,
             finalizers,
-        });
+        };
+        // Before any wait: whoever watches deletions hears of this one first.
+        if let Some(hook) = &self.options.on_deletion_requested
+            && !self.options.dry_run
+        {
+            (hook.0)(pending.clone()).await;
+        }
+        if strategy == Strategy::Synchronous && !self.options.dry_run {
+            return self.wait_gone(&resolved, manifest, uid).await;
+        }
+        result.pending = Some(pending);
         Ok(Action::DeletionInProgress)
     }
 

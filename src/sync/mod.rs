@@ -16,10 +16,13 @@
 //! Unknown, which refuses a minor update exactly as False does.
 //!
 //! [`sync`] is a short sequence of named phases, each documented with what is true after it;
-//! the walk of the graph with its progress lives in `pass`, the deletion bookkeeping (stale
-//! delete targets, unfinished deletions, the deletion record) in `deletions`.
+//! the walk of the graph with its progress lives in `pass`, the `Upgradeable` gate closed in
+//! ClusterVersion as soon as a deletion is requested (before any wait) in `gate`, the deletion
+//! bookkeeping (stale delete targets, unfinished deletions, the deletion record) in
+//! `deletions`.
 
 mod deletions;
+mod gate;
 mod pass;
 pub mod report;
 
@@ -205,7 +208,12 @@ where
 {
     let retries_before = options.apply.retry.retries() + cluster.discovery().retries();
     let pre = Preflight::read(cluster, release, options).await?;
-    let applier = Applier::new(cluster.clone(), release, pre.apply_options(options));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let applier = Applier::new(
+        cluster.clone(),
+        release,
+        pre.apply_options(cluster, release, options, &done),
+    );
     let mut checked = Checked::run(cluster, &applier, options, &pre).await;
     if !checked.refused.is_empty() && !options.force {
         return Ok(refuse(cluster, options, pre, checked).await);
@@ -216,8 +224,11 @@ where
         &applier,
         options,
         pre.mode,
-        &pre.version,
-        announced.in_progress,
+        pass::Progress {
+            version: &pre.version,
+            in_progress: announced.in_progress,
+            done: &done,
+        },
         on_result,
     )
     .await;
@@ -312,12 +323,48 @@ impl Preflight {
     }
 
     /// The per-manifest options of this sync: an install's health rules, the spec's
-    /// unmanaged objects.
-    fn apply_options(&self, options: &SyncOptions) -> Options {
+    /// unmanaged objects, and — with a ClusterVersion, not in a dry run — the `Upgradeable`
+    /// gate closed as soon as a deletion is requested (`gate`; `done` counts the manifests
+    /// the pass has done, for its Progressing message).
+    fn apply_options(
+        &self,
+        cluster: &Cluster,
+        release: &Release,
+        options: &SyncOptions,
+        done: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ) -> Options {
         let mut apply = options.apply.clone();
         apply.health.initializing = self.mode == Mode::Initializing;
         apply.unmanaged = self.spec.unmanaged.clone();
+        apply.on_deletion_requested = (self.cv.is_some() && !options.apply.dry_run).then(|| {
+            gate::Gate::hook(
+                gate::Inputs {
+                    cluster,
+                    version: &self.version,
+                    total: release.manifests.len(),
+                    done: done.clone(),
+                    in_progress: self.in_progress(options),
+                    spec: &self.spec,
+                    stored: self
+                        .cv
+                        .as_ref()
+                        .and_then(|cv| clusterversion::condition(cv, "Upgradeable")),
+                },
+                &options.apply.retry,
+                options.stuck_after,
+            )
+        });
         apply
+    }
+
+    /// ClusterVersion does not record this release as completed (an install or update under
+    /// way): progress is written.
+    fn in_progress(&self, options: &SyncOptions) -> bool {
+        !options.apply.dry_run
+            && self
+                .cv
+                .as_ref()
+                .is_some_and(|cv| !clusterversion::completed(cv, &self.version))
     }
 }
 
@@ -488,11 +535,7 @@ impl Announced {
             .as_ref()
             .and_then(|cv| clusterversion::started(cv, &pre.version))
             .unwrap_or_else(jiff::Timestamp::now);
-        let in_progress = !options.apply.dry_run
-            && pre
-                .cv
-                .as_ref()
-                .is_some_and(|cv| !clusterversion::completed(cv, &pre.version));
+        let in_progress = pre.in_progress(options);
         let announced = Announced {
             accepted_risks,
             accepted,

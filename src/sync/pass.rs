@@ -20,26 +20,29 @@ use crate::status::{Condition, ConditionStatus};
 use super::{Mode, SyncOptions};
 
 /// Runs the pass `mode` asks for and returns its report and the rounds it took (1, or an
-/// install's rounds); `on_result` sees each manifest's final result.
+/// install's rounds); `on_result` sees each manifest's final result, and
+/// [`Progress::done`] counts them.
 ///
 /// While it runs: with [`SyncOptions::heartbeat`], a warning says every interval what the
-/// pass waits for; when `in_progress` (an update or unfinished install with a
-/// ClusterVersion), ClusterVersion's Progressing message is refreshed as often (a failed
-/// refresh is logged, never in the pass's way).
+/// pass waits for; when [`Progress::in_progress`], ClusterVersion's Progressing message is
+/// refreshed as often (a failed refresh is logged, never in the pass's way).
 pub(super) async fn run<F>(
     cluster: &Cluster,
     applier: &Applier<'_>,
     options: &SyncOptions,
     mode: Mode,
-    version: &str,
-    in_progress: bool,
+    progress: Progress<'_>,
     on_result: F,
 ) -> (PassReport, u32)
 where
     F: Fn(&ManifestResult),
 {
+    let Progress {
+        version,
+        in_progress,
+        done,
+    } = progress;
     let release = applier.release();
-    let done = AtomicUsize::new(0);
     let counted = |r: &ManifestResult| {
         done.fetch_add(1, Ordering::Relaxed);
         on_result(r)
@@ -66,6 +69,16 @@ where
     };
     let every = options.heartbeat.unwrap_or(PROGRESS_EVERY);
     heartbeat(pass, every, tick).await
+}
+
+/// The progress of a pass, as ClusterVersion states it.
+pub(super) struct Progress<'a> {
+    /// The release as status names it.
+    pub version: &'a str,
+    /// An update or unfinished install with a ClusterVersion: Progressing is written.
+    pub in_progress: bool,
+    /// Manifests done so far (shared with the `gate`, which writes it with Upgradeable).
+    pub done: &'a AtomicUsize,
 }
 
 /// The walk of the task graph `mode` asks for.

@@ -393,3 +393,54 @@ async fn a_completed_release_is_reconciled_without_waiting_on_run_levels() {
         .await
         .expect("delete cv");
 }
+
+/// The Upgradeable gate closes before a synchronous deletion waits: while the sync is still
+/// waiting on the held object, the stored ClusterVersion already says
+/// `Upgradeable=False ResourceDeletionInProgress` naming it, and Progressing=True.
+#[tokio::test]
+async fn the_gate_is_closed_in_clusterversion_before_a_synchronous_deletion_waits() {
+    let tc = common::cluster().await;
+    let (_guard, cv_resource) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv_resource).await;
+    let ns = tc.namespace("gate-sync").await;
+    held_configmap(&tc, &ns, "held").await;
+    let (_dir, rel) = common::release(
+        Some("1.0.0"),
+        &[
+            ("0000_10_a_cm.yaml", configmap(&ns, "keep", "")),
+            ("0000_20_a_cm.yaml", configmap(&ns, "held", DELETE)),
+        ],
+    );
+    let mut opts = options();
+    opts.apply.strategy = Strategy::Synchronous;
+    opts.apply.deletion_timeout = Duration::from_secs(300);
+    let cluster = Cluster::new(tc.client.clone());
+    let syncing = sync(&cluster, &rel, &opts, |_| {});
+    tokio::pin!(syncing);
+    let object = format!("ConfigMap {ns}/held");
+    let closed = common::gate_closed(&cvs, tc.deadline());
+    tokio::select! {
+        out = &mut syncing => panic!("the sync ended before the gate closed: {:?}", out.map(|o| o.conditions)),
+        () = closed => {}
+    };
+    common::assert_gate_closed(&cvs, &object, "1.0.0").await;
+    // Still waiting: the deletion has not finished.
+    assert!(
+        futures::poll!(&mut syncing).is_pending(),
+        "the sync no longer waits on {object}"
+    );
+
+    // Released, the deletion finishes and the sync ends with the gate open.
+    common::strip_finalizers(&tc, &ns, "held").await;
+    let out = syncing.await.expect("sync");
+    let report = out.report.as_ref().expect("pass");
+    assert_eq!(report.results[1].action, Action::Deleted, "{report:?}");
+    assert_eq!(upgradeable(&out).status, ConditionStatus::True);
+    let (status, ..) = common::stored_condition(&cvs, "Upgradeable")
+        .await
+        .expect("Upgradeable");
+    assert_eq!(status, "True");
+    cvs.delete("version", &Default::default())
+        .await
+        .expect("delete cv");
+}

@@ -417,3 +417,57 @@ async fn secret_values_are_never_printed() {
         );
     }
 }
+
+/// `cvo apply` killed (SIGKILL) while a synchronous deletion waits leaves the gate closed:
+/// the stored ClusterVersion said `Upgradeable=False` before the wait, and still does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_killed_during_a_synchronous_deletion_leaves_the_gate_closed() {
+    let tc = common::cluster().await;
+    let (_guard, cv_resource) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv_resource).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let ns = tc.namespace("cli-gate").await;
+    let m = Manifests { ns: ns.clone() };
+    let configmaps = tc.dynamic(&common::configmaps(), Some(&ns));
+    let held = common::object(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "held", "namespace": ns, "finalizers": [common::TEST_FINALIZER]}}));
+    configmaps
+        .create(&Default::default(), &held)
+        .await
+        .expect("create held");
+    tc.hold(&common::configmaps(), Some(&ns), "held");
+    let deleting = release(&[("0000_20_b_held.yaml", &m.held(Some("true")))]);
+    let mut child = common::cli::process()
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["apply", "--release"])
+        .arg(deleting.path())
+        .args([
+            "--deletion-strategy",
+            "synchronous",
+            "--deletion-timeout",
+            "60s",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn cvo");
+    let object = format!("ConfigMap {ns}/held");
+    common::gate_closed(&cvs, tc.deadline()).await;
+    common::assert_gate_closed(&cvs, &object, "1.0.0").await;
+    // Still waiting on the held object (the deletion cannot finish), then killed.
+    assert_eq!(child.try_wait().expect("try_wait"), None, "cvo apply ended");
+    child.kill().expect("kill -9");
+    tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("join")
+        .expect("wait");
+    common::assert_gate_closed(&cvs, &object, "1.0.0").await;
+
+    common::strip_finalizers(&tc, &ns, "held").await;
+    cvs.delete("version", &Default::default())
+        .await
+        .expect("delete cv");
+}

@@ -248,6 +248,65 @@ pub async fn create_cluster_version(
     cvs
 }
 
+/// The condition `type_` of the stored `ClusterVersion version`, as `(status, reason,
+/// message)`; an error (for [`poll_until`]) when it cannot be read or has no such condition.
+pub async fn stored_condition(
+    cvs: &Api<DynamicObject>,
+    type_: &str,
+) -> Result<(String, String, String), String> {
+    let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+    let conditions = cv.data["status"]["conditions"].as_array().cloned();
+    let found = conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c["type"] == type_)
+        .ok_or_else(|| format!("no {type_} in {}", cv.data["status"]))?;
+    let text = |k: &str| found[k].as_str().unwrap_or_default().to_owned();
+    Ok((text("status"), text("reason"), text("message")))
+}
+
+/// Waits up to `timeout` until the stored `ClusterVersion version` says `Upgradeable=False`
+/// (then check what it says with [`assert_gate_closed`]).
+pub async fn gate_closed(cvs: &Api<DynamicObject>, timeout: Duration) {
+    poll_until(
+        "Upgradeable=False in the stored ClusterVersion",
+        timeout,
+        || async {
+            match stored_condition(cvs, "Upgradeable").await? {
+                (status, ..) if status == "False" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+}
+
+/// Asserts that the stored `ClusterVersion version` keeps the gate closed for `object`
+/// (`kind ns/name`): `Upgradeable=False ResourceDeletionInProgress` naming it, and
+/// `Progressing=True` working towards `version`.
+pub async fn assert_gate_closed(cvs: &Api<DynamicObject>, object: &str, version: &str) {
+    let (status, reason, message) = stored_condition(cvs, "Upgradeable")
+        .await
+        .expect("Upgradeable");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ResourceDeletionInProgress"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("Deletion in progress: {object}")),
+        "{message}"
+    );
+    let (status, _, message) = stored_condition(cvs, "Progressing")
+        .await
+        .expect("Progressing");
+    assert_eq!(status, "True", "{message}");
+    assert!(
+        message.starts_with(&format!("Working towards {version}: ")),
+        "{message}"
+    );
+}
+
 /// `inner`, counting the requests that may write (every method but GET).
 pub fn counting_client(inner: Client) -> (Client, std::sync::Arc<AtomicU64>) {
     let count = std::sync::Arc::new(AtomicU64::new(0));
