@@ -1101,22 +1101,6 @@ async fn a_release_that_would_move_the_operator_away_from_the_desired_image_is_r
     env.finish().await;
 }
 
-/// Waits until ClusterVersion's Upgradeable condition has `status` and `reason`.
-async fn upgradeable(cvs: &Api<DynamicObject>, status: &str, reason: &str) -> Value {
-    poll_until(
-        &format!("Upgradeable={status} {reason}"),
-        Duration::from_secs(60),
-        || async {
-            let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
-            match condition(&cv, "Upgradeable") {
-                Some(c) if c["status"] == status && c["reason"] == reason => Ok(c.clone()),
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_override_stops_management_and_blocks_updates() {
     let env = Env::new("operator-override").await;
@@ -1139,7 +1123,7 @@ async fn an_override_stops_management_and_blocks_updates() {
     cvs.patch("version", &PatchParams::default(), &Patch::Merge(&spec))
         .await
         .expect("override");
-    let c = upgradeable(cvs, "False", "ClusterVersionOverrides").await;
+    let c = condition_is(cvs, "Upgradeable", "False", "ClusterVersionOverrides").await;
     assert!(
         c["message"].as_str().unwrap_or_default().contains("mine"),
         "{c}"
@@ -1211,7 +1195,7 @@ async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
     let mut args = vec!["--resync-interval", "1h"];
     args.extend_from_slice(&fast_lease);
     let op = env.start(&args);
-    upgradeable(cvs, "False", "ResourceDeletionInProgress").await;
+    condition_is(cvs, "Upgradeable", "False", "ResourceDeletionInProgress").await;
     // The deletion record (in the operator's namespace) has it requested, not completed.
     let entry = || async {
         let cm = tc
@@ -1240,7 +1224,7 @@ async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
     let op = env.start(&args);
     op.metric_at_least("cvo_deletions_in_progress", &[], 1.0)
         .await;
-    upgradeable(cvs, "False", "ResourceDeletionInProgress").await;
+    condition_is(cvs, "Upgradeable", "False", "ResourceDeletionInProgress").await;
 
     // The finalizer goes: the next pass sees the object gone, records the deletion as
     // completed, and the cluster is upgradeable again.
@@ -1256,7 +1240,7 @@ async fn a_deletion_held_across_a_crash_is_still_reported_then_recorded() {
     .await;
     assert_eq!(completed["release"], "1.0.0", "{completed}");
     assert_eq!(completed["requested"], requested["requested"]);
-    upgradeable(cvs, "True", "AsExpected").await;
+    condition_is(cvs, "Upgradeable", "True", "AsExpected").await;
     let text = op
         .metric_at_least("cvo_deletion_duration_seconds_count", &[], 1.0)
         .await;
