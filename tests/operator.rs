@@ -23,7 +23,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::operator::{Env, Operator, metric};
-use common::{TestCluster, configmaps, poll_until};
+use common::{TestCluster, configmaps, cv_condition as condition, poll_until};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
@@ -43,13 +43,6 @@ async fn cm_value(tc: &TestCluster, ns: &str, name: &str) -> Option<String> {
         .await
         .expect("get configmap")
         .map(|cm| cm.data["data"]["a"].as_str().unwrap_or_default().to_owned())
-}
-
-fn condition<'a>(cv: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
-    cv.data["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
 }
 
 /// Lease timings short enough for a standby to take over within seconds.

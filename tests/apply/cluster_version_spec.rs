@@ -34,10 +34,7 @@ async fn run(client: &kube::Client, rel: &Release) -> SyncOutcome {
 }
 
 fn condition<'a>(cv: &'a DynamicObject, type_: &str) -> &'a Value {
-    cv.data["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == type_))
-        .unwrap_or_else(|| panic!("no {type_} in {}", cv.data["status"]))
+    common::cv_condition(cv, type_).unwrap_or_else(|| panic!("no {type_} in {}", cv.data["status"]))
 }
 
 fn override_of(ns: &str, name: &str) -> Value {

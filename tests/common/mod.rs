@@ -248,6 +248,14 @@ pub async fn create_cluster_version(
     cvs
 }
 
+/// The condition `type_` of a ClusterVersion object's status, if it has one.
+pub fn cv_condition<'a>(cv: &'a DynamicObject, type_: &str) -> Option<&'a serde_json::Value> {
+    cv.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
 /// The condition `type_` of the stored `ClusterVersion version`, as `(status, reason,
 /// message)`; an error (for [`poll_until`]) when it cannot be read or has no such condition.
 pub async fn stored_condition(
@@ -255,12 +263,8 @@ pub async fn stored_condition(
     type_: &str,
 ) -> Result<(String, String, String), String> {
     let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
-    let conditions = cv.data["status"]["conditions"].as_array().cloned();
-    let found = conditions
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c["type"] == type_)
-        .ok_or_else(|| format!("no {type_} in {}", cv.data["status"]))?;
+    let found =
+        cv_condition(&cv, type_).ok_or_else(|| format!("no {type_} in {}", cv.data["status"]))?;
     let text = |k: &str| found[k].as_str().unwrap_or_default().to_owned();
     Ok((text("status"), text("reason"), text("message")))
 }
