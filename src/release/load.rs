@@ -110,11 +110,15 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
     check_release_size(root, options.limits, total)?;
 
     let limits = options.limits;
+    let mut metadata_text = None;
     let metadata = found.metadata.and_then(|path| {
         read_small_file(
             &path,
             limits,
-            ReleaseMetadata::parse,
+            |text: &str| {
+                metadata_text = Some(text.to_owned());
+                ReleaseMetadata::parse(text)
+            },
             r#"write JSON like {"kind": "cincinnati-metadata-v0", "version": "4.16.2"}"#,
             &mut diagnostics,
         )
@@ -141,17 +145,30 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
         images,
     };
 
-    let per_file: Vec<(Vec<Manifest>, Vec<Diagnostic>, u64)> = found
+    let per_file: Vec<FileRead> = found
         .files
         .par_iter()
         .map(|f| load_file(f, &values, limits))
         .collect();
-    let read: u64 = per_file.iter().map(|(_, _, bytes)| bytes).sum();
+    let read: u64 = per_file.iter().map(|f| f.bytes).sum();
     check_release_size(root, limits, read)?;
+    let version_hash = version_hash(
+        found
+            .files
+            .iter()
+            .zip(&per_file)
+            .map(|(f, r)| (f.name.as_str(), r.digest.as_ref().map(AsRef::as_ref))),
+        metadata_text.as_deref(),
+    );
 
     let mut manifests = Vec::new();
     let mut excluded = Vec::new();
-    for (file_manifests, file_diagnostics, _) in per_file {
+    for FileRead {
+        manifests: file_manifests,
+        diagnostics: file_diagnostics,
+        ..
+    } in per_file
+    {
         diagnostics.extend(file_diagnostics);
         for manifest in file_manifests {
             match options.filters.exclusion(&manifest) {
@@ -163,6 +180,8 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
     diagnostics.extend(duplicate_identities(&manifests));
     Ok(Release {
         root: root.to_path_buf(),
+        image: options.release_image.clone(),
+        version_hash,
         metadata,
         manifests,
         excluded,
@@ -300,11 +319,74 @@ fn read_dir_sorted(dir: &Path) -> std::io::Result<Vec<(PathBuf, String, bool)>> 
     Ok(entries)
 }
 
-/// Reads, renders and parses one file into manifests; also returns the bytes read.
-fn load_file(
+/// A stable hash of a release's contents, as ClusterVersion `status.versionHash` records it:
+/// SHA-256 over, for each manifest file in file-name (apply) order, its name, a NUL byte and
+/// the SHA-256 of its bytes as read (before any template is rendered; a file that could not
+/// be read counts as empty), then the same for `release-metadata` when the release has one;
+/// written as 64 lowercase hex digits. The same files give the same hash on every machine;
+/// any changed byte, renamed, added or removed file gives another. Inclusion filters and
+/// `--release-image` do not change it.
+pub fn version_hash<'a>(
+    files: impl Iterator<Item = (&'a str, Option<&'a [u8]>)>,
+    metadata: Option<&str>,
+) -> String {
+    use ring::digest::{Context, SHA256, digest};
+    let mut all = Context::new(&SHA256);
+    let mut add = |name: &str, file_digest: Option<&[u8]>| {
+        all.update(name.as_bytes());
+        all.update(&[0]);
+        match file_digest {
+            Some(d) => all.update(d),
+            None => all.update(digest(&SHA256, b"").as_ref()),
+        }
+    };
+    for (name, file_digest) in files {
+        add(name, file_digest);
+    }
+    if let Some(text) = metadata {
+        add(
+            "release-metadata",
+            Some(digest(&SHA256, text.as_bytes()).as_ref()),
+        );
+    }
+    all.finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// One manifest file read: its manifests and problems, the bytes read and their SHA-256
+/// (`None` when the file could not be read).
+struct FileRead {
+    manifests: Vec<Manifest>,
+    diagnostics: Vec<Diagnostic>,
+    bytes: u64,
+    digest: Option<ring::digest::Digest>,
+}
+
+/// Reads, renders and parses one file into manifests; also returns the bytes read and their
+/// digest.
+fn load_file(file: &SourceFile, values: &TemplateValues, limits: Limits) -> FileRead {
+    let read_bytes = read_capped(&file.path, limits.max_file_bytes);
+    let digest = read_bytes
+        .as_ref()
+        .ok()
+        .map(|b| ring::digest::digest(&ring::digest::SHA256, b));
+    let (manifests, diagnostics, bytes) = parse_file(file, read_bytes, values);
+    FileRead {
+        manifests,
+        diagnostics,
+        bytes,
+        digest,
+    }
+}
+
+/// Renders and parses one file's bytes into manifests; also returns the bytes read.
+fn parse_file(
     file: &SourceFile,
+    read_bytes: Result<Vec<u8>, ReadError>,
     values: &TemplateValues,
-    limits: Limits,
 ) -> (Vec<Manifest>, Vec<Diagnostic>, u64) {
     let mut diagnostics = Vec::new();
     let at = |document: Option<usize>, line: Option<usize>| Location {
@@ -322,7 +404,7 @@ fn load_file(
         )
         .with_help(e.kind.help())
     };
-    let bytes = match read_capped(&file.path, limits.max_file_bytes) {
+    let bytes = match read_bytes {
         Ok(bytes) => bytes,
         Err(e) => {
             let d = Diagnostic::new(
@@ -589,6 +671,55 @@ mod tests {
         format!(
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns\n  annotations:\n    x: y\n{extra_annotations}"
         )
+    }
+
+    #[test]
+    fn version_hash_is_stable_and_changes_with_any_file_byte_name_or_the_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "0000_10_a_x.yaml", &cm("a", ""));
+        write(dir.path(), "0000_20_b_x.yaml", &cm("b", ""));
+        let hash = |options: &LoadOptions| load(dir.path(), options).unwrap().version_hash;
+        let first = hash(&LoadOptions::default());
+        assert_eq!(first.len(), 64, "{first}");
+        assert!(
+            first
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
+        assert_eq!(
+            hash(&LoadOptions::default()),
+            first,
+            "same files, same hash"
+        );
+        let with_image = LoadOptions {
+            release_image: Some("quay.io/r@sha256:1".into()),
+            ..LoadOptions::default()
+        };
+        assert_eq!(hash(&with_image), first, "the image is recorded apart");
+
+        write(dir.path(), "0000_20_b_x.yaml", &cm("c", ""));
+        let changed = hash(&LoadOptions::default());
+        assert_ne!(changed, first, "one byte changed");
+        fs::rename(
+            dir.path().join("0000_20_b_x.yaml"),
+            dir.path().join("0000_30_b_x.yaml"),
+        )
+        .unwrap();
+        let renamed = hash(&LoadOptions::default());
+        assert_ne!(renamed, changed, "renamed file");
+        write(
+            dir.path(),
+            "release-metadata",
+            r#"{"kind": "cincinnati-metadata-v0", "version": "1.0.0"}"#,
+        );
+        let with_metadata = hash(&LoadOptions::default());
+        assert_ne!(with_metadata, renamed, "release-metadata counts");
+        write(
+            dir.path(),
+            "release-metadata",
+            r#"{"kind": "cincinnati-metadata-v0", "version": "1.0.1"}"#,
+        );
+        assert_ne!(hash(&LoadOptions::default()), with_metadata);
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub use annotations::{
 pub use filename::{FileOrder, parse_file_name};
 pub use filter::{DEFAULT_FEATURE_SET, Filters, Selectors};
 pub use identity::ObjectId;
-pub use load::{DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, load};
+pub use load::{DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, load, version_hash};
 pub use locate::field_line;
 pub use metadata::{MetadataError, ReleaseMetadata};
 pub use read::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_RELEASE_BYTES, Limits};
@@ -99,6 +99,12 @@ impl Manifest {
 pub struct Release {
     /// The directory given by the user.
     pub root: PathBuf,
+    /// `--release-image`: the pull spec of the release image, when given. ClusterVersion
+    /// records it as `desired.image` and in history (the empty string without it).
+    pub image: Option<String>,
+    /// A stable hash of the release's files ([`version_hash`]): ClusterVersion
+    /// `status.versionHash`.
+    pub version_hash: String,
     /// `release-metadata`, when the release has one and it is valid.
     pub metadata: Option<ReleaseMetadata>,
     /// Manifests kept by the filters, in apply order (file name, then document).

@@ -182,6 +182,8 @@ pub(crate) mod testing {
     pub fn release(manifests: Vec<Manifest>) -> Release {
         Release {
             root: "rel".into(),
+            image: None,
+            version_hash: String::new(),
             metadata: None,
             manifests,
             excluded: Vec::new(),
