@@ -22,7 +22,7 @@ pub(super) async fn pass_stopped(
 ) {
     if stopped == Stopped::Abandoned {
         let version = crate::status::conditions::version_text(release);
-        record_interrupted(cluster, &options.sync.apply.retry, &version).await;
+        record_interrupted(cluster, &options.sync.apply.retry, release, &version).await;
     }
 }
 
@@ -77,7 +77,12 @@ pub const INTERRUPTED: &str = "Interrupted";
 /// and the `Partial` history entry of `version` (added if the pass had not written it yet).
 /// Bounded by [`FINAL_WRITE_TIMEOUT`]; a failure is logged (the next leader's first pass
 /// rewrites the status from what it reads back).
-async fn record_interrupted(cluster: &Cluster, retry: &crate::apply::RetryPolicy, version: &str) {
+async fn record_interrupted(
+    cluster: &Cluster,
+    retry: &crate::apply::RetryPolicy,
+    release: &Release,
+    version: &str,
+) {
     let write = async {
         let Some(cv) = clusterversion::read(cluster, retry).await? else {
             return Ok(false);
@@ -97,6 +102,8 @@ async fn record_interrupted(cluster: &Cluster, retry: &crate::apply::RetryPolicy
         )];
         let update = clusterversion::Update::Pass {
             version,
+            image: release.image.as_deref().unwrap_or(""),
+            version_hash: &release.version_hash,
             conditions: &condition,
             complete: false,
             accepted_risks: None,

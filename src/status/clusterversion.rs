@@ -1,8 +1,10 @@
 //! `ClusterVersion/version` (config.openshift.io/v1): read the current version and the last
 //! Upgradeable condition, and write a pass's status the way CVO does — `desired`, `history`
-//! (newest first, Partial → Completed, at most [`HISTORY_LIMIT`] entries) and conditions.
-//! The status is written only when it changed, and the write retries on conflict.
-//! Without a ClusterVersion, nothing is read or written.
+//! (newest first, Partial → Completed, at most [`HISTORY_LIMIT`] entries), `versionHash` and
+//! conditions. Every status written holds what OpenShift's ClusterVersion schema requires
+//! ([`fill_required`]), so a server serving OpenShift's own CRD accepts it. The status is
+//! written only when it changed, and the write retries on conflict. Without a
+//! ClusterVersion, nothing is read or written.
 
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
@@ -134,14 +136,26 @@ pub fn condition(cv: &DynamicObject, type_: &str) -> Option<Condition> {
         .and_then(|c| serde_json::from_value(c.clone()).ok())
 }
 
-/// The status after a pass towards `version` (pure). `complete`: every manifest applied.
+/// The release a pass works towards, as `status.desired` and the history record it.
+#[derive(Clone, Copy, Debug)]
+pub struct Desired<'a> {
+    pub version: &'a str,
+    /// The release image's pull spec (`--release-image`); the empty string when unknown.
+    pub image: &'a str,
+    /// The release's [`crate::release::version_hash`].
+    pub version_hash: &'a str,
+}
+
+/// The status after a pass towards `desired` (pure). `complete`: every manifest applied.
 /// Conditions keep their `lastTransitionTime` while their status is unchanged, so an
 /// identical pass yields an identical status; conditions of other types (written by someone
 /// else, or `ReleaseAccepted` by the operator) are kept as they are. `accepted_risks`: the
 /// preconditions a forced update overrode, recorded in its history entry as the CVO does.
+/// A new history entry supersedes the one before it: an entry still without a completion
+/// time (a Partial update) gets `now`, the start of the new one.
 pub fn next_status(
     old: &Value,
-    version: &str,
+    desired: Desired<'_>,
     conditions: &[Condition],
     complete: bool,
     accepted_risks: Option<&str>,
@@ -153,7 +167,13 @@ pub fn next_status(
         json!({})
     };
     let now_text = now.to_string();
-    status["desired"] = json!({"version": version});
+    let Desired {
+        version,
+        image,
+        version_hash,
+    } = desired;
+    status["desired"] = json!({"version": version, "image": image});
+    status["versionHash"] = json!(version_hash);
     let mut history: Vec<Value> = old
         .get("history")
         .and_then(Value::as_array)
@@ -162,8 +182,22 @@ pub fn next_status(
     let same = history
         .first()
         .is_some_and(|h| h.get("version").and_then(Value::as_str) == Some(version));
-    if !same {
-        history.insert(0, json!({"state": "Partial", "version": version, "startedTime": now_text, "completionTime": null, "verified": false}));
+    if same {
+        if history[0]
+            .get("image")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            == ""
+        {
+            history[0]["image"] = json!(image);
+        }
+    } else {
+        if let Some(superseded) = history.first_mut()
+            && superseded.get("completionTime").is_none_or(Value::is_null)
+        {
+            superseded["completionTime"] = json!(now_text);
+        }
+        history.insert(0, json!({"state": "Partial", "version": version, "image": image, "startedTime": now_text, "completionTime": null, "verified": false}));
     }
     if let Some(risks) = accepted_risks {
         history[0]["acceptedRisks"] = json!(risks);
@@ -230,6 +264,10 @@ pub enum Update<'a> {
     /// A pass towards `version`: desired, history and conditions (see [`next_status`]).
     Pass {
         version: &'a str,
+        /// The release image's pull spec, the empty string when unknown.
+        image: &'a str,
+        /// The release's [`crate::release::version_hash`].
+        version_hash: &'a str,
         conditions: &'a [Condition],
         complete: bool,
         accepted_risks: Option<&'a str>,
@@ -250,14 +288,23 @@ impl Update<'_> {
         let (mut next, observed) = match *self {
             Update::Pass {
                 version,
+                image,
+                version_hash,
                 conditions,
                 complete,
                 accepted_risks,
                 observed,
-            } => (
-                next_status(old, version, conditions, complete, accepted_risks, now),
-                observed,
-            ),
+            } => {
+                let desired = Desired {
+                    version,
+                    image,
+                    version_hash,
+                };
+                (
+                    next_status(old, desired, conditions, complete, accepted_risks, now),
+                    observed,
+                )
+            }
             Update::Conditions {
                 conditions,
                 observed,
@@ -279,8 +326,97 @@ fn observe(status: &mut Value, generation: i64) {
     }
 }
 
-/// Writes `update` to the status, only when it changes it. A conflict re-reads at once; any
-/// other transient error waits as the retry policy says and tries again (up to its attempts).
+/// Completes `status` with what OpenShift's ClusterVersion schema requires, never changing
+/// a value that is there (pure):
+/// - `desired {version, image}`: when absent, the newest history entry's, else empty strings;
+/// - `versionHash`: the empty string when absent (a pass writes the release's);
+/// - `availableUpdates`: `null` when the key is absent — an existing list, written by
+///   whoever reads an update graph, is never touched;
+/// - `observedGeneration`: `generation` (of the object read for this write) when absent;
+/// - every history entry: `image` (empty), `verified` (false), `state` (Partial),
+///   `startedTime` and `completionTime` (null on the newest entry; on an older one, the time
+///   the entry after it started, which is when it was superseded);
+/// - every condition: `lastTransitionTime` (`now`) when a writer left it out.
+pub fn fill_required(status: &mut Value, generation: Option<i64>, now: jiff::Timestamp) {
+    if !status.is_object() {
+        *status = json!({});
+    }
+    let now_text = now.to_string();
+    let newest = status
+        .get("history")
+        .and_then(|h| h.get(0))
+        .filter(|h| h.is_object())
+        .cloned();
+    if !status["desired"].is_object() {
+        let from = |key| {
+            newest
+                .as_ref()
+                .and_then(|h| h.get(key))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        status["desired"] = json!({"version": from("version"), "image": from("image")});
+    }
+    for key in ["version", "image"] {
+        if !status["desired"][key].is_string() {
+            status["desired"][key] = json!("");
+        }
+    }
+    if !status["versionHash"].is_string() {
+        status["versionHash"] = json!("");
+    }
+    if status.get("availableUpdates").is_none() {
+        status["availableUpdates"] = Value::Null;
+    }
+    if !status["observedGeneration"].is_i64() {
+        status["observedGeneration"] = json!(generation.unwrap_or(0));
+    }
+    if let Some(history) = status.get_mut("history").and_then(Value::as_array_mut) {
+        let mut next_started: Option<Value> = None;
+        for (i, entry) in history.iter_mut().enumerate() {
+            if !entry.is_object() {
+                continue;
+            }
+            if !entry["image"].is_string() {
+                entry["image"] = json!("");
+            }
+            if !entry["verified"].is_boolean() {
+                entry["verified"] = json!(false);
+            }
+            if !entry["state"].is_string() {
+                entry["state"] = json!("Partial");
+            }
+            if !entry["startedTime"].is_string() {
+                let started = entry
+                    .get("completionTime")
+                    .filter(|t| t.is_string())
+                    .cloned()
+                    .unwrap_or_else(|| json!(now_text));
+                entry["startedTime"] = started;
+            }
+            if i == 0 {
+                if entry.get("completionTime").is_none() {
+                    entry["completionTime"] = Value::Null;
+                }
+            } else if !entry["completionTime"].is_string() {
+                entry["completionTime"] = next_started.clone().unwrap_or_else(|| json!(now_text));
+            }
+            next_started = Some(entry["startedTime"].clone());
+        }
+    }
+    if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+        for c in conditions.iter_mut().filter(|c| c.is_object()) {
+            if !c["lastTransitionTime"].is_string() {
+                c["lastTransitionTime"] = json!(now_text);
+            }
+        }
+    }
+}
+
+/// Writes `update` to the status, only when it changes it, completed with what the schema
+/// requires ([`fill_required`]). A conflict re-reads at once; any other transient error waits
+/// as the retry policy says and tries again (up to its attempts).
 pub async fn write_update(
     cluster: &Cluster,
     retry: &RetryPolicy,
@@ -288,7 +424,9 @@ pub async fn write_update(
 ) -> Result<WriteOutcome, ClusterVersionError> {
     read_modify_write(cluster, retry, Part::Status, |cv| {
         let old = status(cv).clone();
-        let new = update.next(&old, jiff::Timestamp::now());
+        let now = jiff::Timestamp::now();
+        let mut new = update.next(&old, now);
+        fill_required(&mut new, cv.metadata.generation, now);
         let changed = new != old;
         cv.data["status"] = new;
         changed
@@ -403,6 +541,14 @@ pub fn completed(cv: &DynamicObject, version: &str) -> bool {
 mod tests {
     use super::*;
 
+    fn d(version: &str) -> Desired<'_> {
+        Desired {
+            version,
+            image: "quay.io/r@sha256:1",
+            version_hash: "h",
+        }
+    }
+
     fn conds(status: ConditionStatus) -> Vec<Condition> {
         vec![Condition::new("Failing", status, "", "")]
     }
@@ -412,6 +558,8 @@ mod tests {
         let now = jiff::Timestamp::from_second(1_000).unwrap();
         let pass = |observed| Update::Pass {
             version: "1.0.0",
+            image: "",
+            version_hash: "",
             conditions: &[],
             complete: true,
             accepted_risks: None,
@@ -433,7 +581,7 @@ mod tests {
         let t0 = jiff::Timestamp::from_second(1_000).unwrap();
         let s1 = next_status(
             &Value::Null,
-            "1.0.0",
+            d("1.0.0"),
             &conds(ConditionStatus::True),
             false,
             None,
@@ -441,12 +589,19 @@ mod tests {
         );
         assert_eq!(s1["history"][0]["state"], "Partial");
         assert_eq!(s1["desired"]["version"], "1.0.0");
-        let s2 = next_status(&s1, "1.0.0", &conds(ConditionStatus::False), true, None, t0);
+        let s2 = next_status(
+            &s1,
+            d("1.0.0"),
+            &conds(ConditionStatus::False),
+            true,
+            None,
+            t0,
+        );
         assert_eq!(s2["history"].as_array().unwrap().len(), 1);
         assert_eq!(s2["history"][0]["state"], "Completed");
         let s3 = next_status(
             &s2,
-            "1.1.0",
+            d("1.1.0"),
             &conds(ConditionStatus::False),
             false,
             None,
@@ -462,21 +617,28 @@ mod tests {
         let t1 = jiff::Timestamp::from_second(2_000).unwrap();
         let s1 = next_status(
             &Value::Null,
-            "1.0.0",
+            d("1.0.0"),
             &conds(ConditionStatus::False),
             true,
             None,
             t0,
         );
         assert_eq!(
-            next_status(&s1, "1.0.0", &conds(ConditionStatus::False), true, None, t1),
+            next_status(
+                &s1,
+                d("1.0.0"),
+                &conds(ConditionStatus::False),
+                true,
+                None,
+                t1
+            ),
             s1
         );
         let mut s = s1;
         for i in 0..150 {
             s = next_status(
                 &s,
-                &format!("1.{i}.0"),
+                d(&format!("1.{i}.0")),
                 &conds(ConditionStatus::False),
                 true,
                 None,
@@ -501,7 +663,7 @@ mod tests {
         assert!(s0.get("history").is_none(), "conditions only: {s0}");
         let s1 = next_status(
             &s0,
-            "1.0.0",
+            d("1.0.0"),
             &conds(ConditionStatus::False),
             false,
             Some("UpgradeableFalse"),
@@ -519,5 +681,109 @@ mod tests {
         // Same status again: the transition time stays.
         let s2 = with_conditions(&s1, &accepted, t1);
         assert_eq!(s2, s1);
+    }
+
+    #[test]
+    fn a_pass_records_the_release_image_and_hash_in_desired_and_history() {
+        let t0 = jiff::Timestamp::from_second(1_000).unwrap();
+        let s1 = next_status(&Value::Null, d("1.0.0"), &[], false, None, t0);
+        assert_eq!(
+            s1["desired"],
+            json!({"version": "1.0.0", "image": "quay.io/r@sha256:1"})
+        );
+        assert_eq!(s1["history"][0]["image"], "quay.io/r@sha256:1");
+        assert_eq!(s1["versionHash"], "h");
+        let without = Desired {
+            version: "1.0.0",
+            image: "",
+            version_hash: "",
+        };
+        let s0 = next_status(&Value::Null, without, &[], false, None, t0);
+        assert_eq!(s0["desired"], json!({"version": "1.0.0", "image": ""}));
+        assert_eq!(s0["history"][0]["image"], "", "never absent");
+        // The same release, now with its image known: the entry learns it.
+        let s2 = next_status(&s0, d("1.0.0"), &[], true, None, t0);
+        assert_eq!(s2["history"][0]["image"], "quay.io/r@sha256:1");
+    }
+
+    #[test]
+    fn a_superseded_partial_entry_gets_the_time_it_was_superseded() {
+        let t0 = jiff::Timestamp::from_second(1_000).unwrap();
+        let t1 = jiff::Timestamp::from_second(2_000).unwrap();
+        let t2 = jiff::Timestamp::from_second(3_000).unwrap();
+        let done = next_status(&Value::Null, d("1.0.0"), &[], true, None, t0);
+        let partial = next_status(&done, d("1.1.0"), &[], false, None, t1);
+        assert_eq!(partial["history"][0]["completionTime"], Value::Null);
+        assert_eq!(
+            partial["history"][1]["completionTime"],
+            t0.to_string(),
+            "a completed entry keeps its own time"
+        );
+        let next = next_status(&partial, d("1.2.0"), &[], false, None, t2);
+        assert_eq!(next["history"][0]["completionTime"], Value::Null);
+        assert_eq!(next["history"][1]["version"], "1.1.0");
+        assert_eq!(next["history"][1]["state"], "Partial");
+        assert_eq!(next["history"][1]["completionTime"], t2.to_string());
+        assert_eq!(next["history"][2]["completionTime"], t0.to_string());
+    }
+
+    #[test]
+    fn every_written_status_holds_what_openshifts_schema_requires() {
+        let now = jiff::Timestamp::from_second(5_000).unwrap();
+        // A conditions-only write to a ClusterVersion without status.
+        let mut s = with_conditions(
+            &Value::Null,
+            &[Condition::new(
+                "ReleaseAccepted",
+                ConditionStatus::False,
+                "X",
+                "",
+            )],
+            now,
+        );
+        fill_required(&mut s, Some(2), now);
+        assert_eq!(s["desired"], json!({"version": "", "image": ""}));
+        assert_eq!(s["versionHash"], "");
+        assert_eq!(s["observedGeneration"], 2);
+        assert!(s["availableUpdates"].is_null());
+        assert!(s.as_object().unwrap().contains_key("availableUpdates"));
+
+        // A status written by an older cvo: entries without image, verified or completion
+        // time; a foreign condition without transition time; an update list someone filled.
+        let mut old = json!({
+            "desired": {"version": "1.1.0"},
+            "observedGeneration": 7,
+            "availableUpdates": [{"version": "1.2.0", "image": "quay.io/r:1.2.0"}],
+            "history": [
+                {"state": "Partial", "version": "1.1.0", "startedTime": "1970-01-01T00:33:20Z"},
+                {"state": "Partial", "version": "1.0.1", "startedTime": "1970-01-01T00:25:00Z", "completionTime": null},
+                {"state": "Completed", "version": "1.0.0", "startedTime": "1970-01-01T00:16:40Z", "completionTime": "1970-01-01T00:20:00Z", "image": "img", "verified": true},
+            ],
+            "conditions": [{"type": "Foreign", "status": "True"}],
+        });
+        let kept = old.clone();
+        fill_required(&mut old, Some(9), now);
+        assert_eq!(old["desired"], json!({"version": "1.1.0", "image": ""}));
+        assert_eq!(old["observedGeneration"], 7, "never changed once there");
+        assert_eq!(
+            old["availableUpdates"], kept["availableUpdates"],
+            "never overwritten"
+        );
+        assert_eq!(old["history"][0]["completionTime"], Value::Null);
+        assert_eq!(old["history"][0]["image"], "");
+        assert_eq!(old["history"][0]["verified"], false);
+        assert_eq!(
+            old["history"][1]["completionTime"], "1970-01-01T00:33:20Z",
+            "superseded when the next one started"
+        );
+        assert_eq!(
+            old["history"][2], kept["history"][2],
+            "complete entries untouched"
+        );
+        assert_eq!(old["conditions"][0]["lastTransitionTime"], now.to_string());
+        // Filling again changes nothing: a write of the same status is no write.
+        let once = old.clone();
+        fill_required(&mut old, Some(10), now);
+        assert_eq!(old, once);
     }
 }

@@ -575,6 +575,8 @@ impl Announced {
         starting.extend(self.accepted.clone());
         let update = clusterversion::Update::Pass {
             version: &pre.version,
+            image: release.image.as_deref().unwrap_or(""),
+            version_hash: &release.version_hash,
             conditions: &starting,
             complete: false,
             accepted_risks: self.accepted_risks.as_deref(),
@@ -661,6 +663,7 @@ struct AfterPass<'a> {
 impl Concluded {
     async fn run(cluster: &Cluster, after: &AfterPass<'_>) -> Self {
         let AfterPass {
+            release,
             options,
             pre,
             announced,
@@ -675,6 +678,8 @@ impl Concluded {
             let complete = summary.failed == 0 && summary.skipped == 0;
             let update = clusterversion::Update::Pass {
                 version: &pre.version,
+                image: release.image.as_deref().unwrap_or(""),
+                version_hash: &release.version_hash,
                 conditions: &conditions,
                 complete,
                 accepted_risks: announced.accepted_risks.as_deref(),
