@@ -196,7 +196,7 @@ pub(super) fn execute(
         };
         super::print_stdout(&report)?;
         if let Some(Err(e)) = &outcome.cluster_version {
-            stderr_line!("warning: {e}");
+            stderr_line!("error: {e}");
         }
         Ok(outcome.exit())
     })

@@ -185,7 +185,7 @@ impl Passes<'_> {
         let refusal = release_accepted(&version, &outcome.refused, false);
         tracing::error!(reason = %refusal.reason, message = %refusal.message, "release refused: nothing applied");
         if let Some(Err(e)) = &outcome.cluster_version {
-            tracing::warn!(error = %e, "could not record {RELEASE_ACCEPTED}=False in ClusterVersion");
+            tracing::error!(error = %e, "could not record {RELEASE_ACCEPTED}=False in ClusterVersion");
         }
         // Status metrics first: a scrape that sees the pass counted sees its status too.
         record_status(
@@ -229,7 +229,8 @@ impl Passes<'_> {
                 events::reappeared(self.cluster, m).await;
             }
         }
-        let result = if summary.failed + summary.skipped > 0 {
+        let status_not_written = matches!(outcome.cluster_version, Some(Err(_)));
+        let result = if summary.failed + summary.skipped > 0 || status_not_written {
             "failed"
         } else {
             "applied"
@@ -246,7 +247,7 @@ impl Passes<'_> {
             }
         }
         if let Some(Err(e)) = &outcome.cluster_version {
-            tracing::warn!(error = %e, "ClusterVersion status not written");
+            tracing::error!(error = %e, "ClusterVersion status not written");
         }
         tracing::info!(
             trigger,

@@ -31,7 +31,9 @@ pub enum ClusterVersionError {
         "looking up the ClusterVersion kind: {0}; nothing was applied (run again when the server answers)"
     )]
     Discovery(#[source] DiscoveryError),
-    #[error("writing ClusterVersion {NAME} status: {0}")]
+    #[error(
+        "writing ClusterVersion {NAME} status: {0}; the cluster does not record this run (if the server refused the status, check which ClusterVersion CRD it serves: `kubectl get crd clusterversions.config.openshift.io -o yaml`)"
+    )]
     Write(#[source] RequestError),
     #[error("writing ClusterVersion {NAME} spec: {0}")]
     WriteSpec(#[source] RequestError),

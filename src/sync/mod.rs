@@ -134,7 +134,8 @@ pub struct SyncOutcome {
 
 impl SyncOutcome {
     /// How the sync ended (README, "Exit codes"): [`Exit::Refused`] when a precondition
-    /// refused it, [`Exit::Failed`] when a manifest failed or was skipped,
+    /// refused it, [`Exit::Failed`] when a manifest failed or was skipped or ClusterVersion
+    /// status could not be written (the cluster would not say what was applied),
     /// [`Exit::InProgress`] when deletions are unfinished or not known to be finished
     /// (`Upgradeable` not True for another reason than overrides), else [`Exit::Success`].
     pub fn exit(&self) -> Exit {
@@ -143,7 +144,8 @@ impl SyncOutcome {
         };
         let summary = report.summary();
         let upgradeable = self.conditions.iter().find(|c| c.type_ == "Upgradeable");
-        if summary.failed > 0 || summary.skipped > 0 {
+        let status_not_written = matches!(self.cluster_version, Some(Err(_)));
+        if summary.failed > 0 || summary.skipped > 0 || status_not_written {
             Exit::Failed
         } else if upgradeable.is_some_and(|c| {
             // Overrides alone are the administrator's choice, not unfinished work.
