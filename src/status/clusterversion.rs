@@ -189,7 +189,7 @@ pub fn next_status(
             .get("image")
             .and_then(Value::as_str)
             .unwrap_or("")
-            == ""
+            .is_empty()
         {
             history[0]["image"] = json!(image);
         }
