@@ -266,6 +266,109 @@ async fn custom_resources_are_validated_and_pruned_by_their_schema() {
     );
 }
 
+/// A status write is validated against the CRD's schema like any other write: a required
+/// field left out is `422 Invalid` naming `status.<path>: Required value` (what an OpenShift
+/// CRD answers a ClusterVersion status without `desired.image`), a wrong type too; `null` is
+/// accepted only where the schema says `nullable`.
+#[tokio::test]
+async fn status_writes_are_validated_against_the_schema_required_fields_included() {
+    let tc = cluster().await;
+    let crd = TestCrd::new("Dial", false, true);
+    let mut manifest = serde_json::to_value(crd.manifest()).expect("json");
+    manifest["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"] = json!({
+        "type": "object",
+        "required": ["desired", "observedGeneration"],
+        "properties": {
+            "desired": {"type": "object", "required": ["image", "version"], "properties": {
+                "image": {"type": "string"}, "version": {"type": "string"}}},
+            "observedGeneration": {"type": "integer", "format": "int64"},
+            "history": {"type": "array", "items": {"type": "object",
+                "required": ["image", "completionTime"], "properties": {
+                    "image": {"type": "string"},
+                    "completionTime": {"type": "string", "format": "date-time", "nullable": true}}}},
+        },
+    });
+    let manifest: CustomResourceDefinition = serde_json::from_value(manifest).expect("CRD");
+    Api::<CustomResourceDefinition>::all(tc.client.clone())
+        .create(&pp(), &manifest)
+        .await
+        .expect("create CRD");
+    tc.track_crd(&crd.name);
+    wait_established(&tc, &crd.name).await;
+    let api = tc.dynamic(&crd.resource(), None);
+    let name = unique("dial");
+    tc.track_cluster_object(&crd.resource(), &name);
+    let mut dial = api
+        .create(&pp(), &crd.object(&name, None, json!({"spec": {}})))
+        .await
+        .expect("create without status: status is not required on create");
+
+    dial.data["status"] =
+        json!({"desired": {"version": "1.0.0"}, "history": [{"completionTime": null}]});
+    let refused = expect_status(
+        api.replace_status(&name, &pp(), &dial).await,
+        422,
+        "Invalid",
+        "status without required fields",
+    );
+    let mut fields: Vec<(String, String)> = refused
+        .details
+        .as_ref()
+        .expect("details")
+        .causes
+        .iter()
+        .map(|c| (c.field.clone(), c.message.clone()))
+        .collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        [
+            (
+                "status.desired.image".to_owned(),
+                "Required value".to_owned()
+            ),
+            (
+                "status.history[0].image".to_owned(),
+                "Required value".to_owned()
+            ),
+            (
+                "status.observedGeneration".to_owned(),
+                "Required value".to_owned()
+            ),
+        ],
+        "{refused:?}"
+    );
+    assert!(
+        refused
+            .message
+            .contains("status.desired.image: Required value"),
+        "{}",
+        refused.message
+    );
+    expect_status(
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &merge(json!({"status": {"desired": {"version": "1.0.0", "image": ""}, "observedGeneration": "one"}})),
+        )
+        .await,
+        422,
+        "Invalid",
+        "status of the wrong type",
+    );
+
+    dial.data["status"] = json!({"desired": {"version": "1.0.0", "image": ""}, "observedGeneration": 1,
+        "history": [{"image": "", "completionTime": null}]});
+    let stored = api
+        .replace_status(&name, &pp(), &dial)
+        .await
+        .expect("a status with every required field, null where nullable");
+    assert_eq!(
+        stored.data["status"]["history"][0]["completionTime"],
+        Value::Null
+    );
+}
+
 #[tokio::test]
 async fn crd_kinds_appear_in_discovery_with_scope_verbs_and_subresources() {
     let tc = cluster().await;

@@ -20,7 +20,7 @@
 //!    `create_in_a_missing_namespace_is_not_found`
 //! 6. CRD deletion: `crd_deletion_deletes_custom_resources_first_…`
 //! 7. CRD establish/serve: `custom_resources_are_served_only_once_…`, `crd_kinds_appear_…`,
-//!    `custom_resources_are_validated_and_pruned_…`
+//!    `custom_resources_are_validated_and_pruned_…`, `status_writes_are_validated_against_…`
 //! 8. server-side apply and dry run: `apply_*`, `dry_run_all_…`
 //! 9. generation and status: `generation_bumps_…`, `custom_resource_status_subresource_…`
 //! 10. immutable fields: `immutable_fields_…`, `service_cluster_ip_…`
