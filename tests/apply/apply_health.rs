@@ -33,7 +33,7 @@ fn configmap(ns: &str, name: &str) -> String {
 
 fn cluster_operator(name: &str) -> String {
     format!(
-        "apiVersion: config.openshift.io/v1\nkind: ClusterOperator\nmetadata:\n  name: {name}\nstatus:\n  versions:\n  - name: operator\n    version: 1.0.0\n"
+        "apiVersion: config.openshift.io/v1\nkind: ClusterOperator\nmetadata:\n  name: {name}\nspec: {{}}\nstatus:\n  versions:\n  - name: operator\n    version: 1.0.0\n"
     )
 }
 

@@ -45,22 +45,7 @@ async fn manifests_example_second_apply_writes_nothing() {
     // Leave nothing behind: on a real cluster its Deployments (widget-operator, and the
     // operator's own cvo-operator) never run (no kubelet) and are past their progress deadline
     // ten minutes later — unhealthy for whoever applies it next.
-    for ns in [
-        "cluster-version",
-        "cluster-config",
-        "widget-operator",
-        "cluster-lifecycle",
-    ] {
-        tc.track_namespace(ns);
-    }
-    tc.track_crd("widgets.example.com");
-    tc.track_crd("alives.lifecycle.cvo.io");
-    let rbac =
-        |kind: &str, plural: &str| common::builtin("rbac.authorization.k8s.io", "v1", kind, plural);
-    tc.track_cluster_object(&rbac("ClusterRole", "clusterroles"), "widget-operator");
-    for binding in ["widget-operator", "cvo-operator"] {
-        tc.track_cluster_object(&rbac("ClusterRoleBinding", "clusterrolebindings"), binding);
-    }
+    common::example::track(&tc);
     let options = SyncOptions {
         mode: None,
         ..common::sync_options(Duration::from_millis(20))
@@ -70,17 +55,12 @@ async fn manifests_example_second_apply_writes_nothing() {
     let first = apply(&tc.client, &rel, &options).await;
     assert!(writes(&first) > 0);
     let after_first = status().await;
+    // The first pass created ClusterVersion (it read none): its status write already answers
+    // the generation it read back then.
+    assert_eq!(after_first["observedGeneration"], 1, "{after_first}");
     let second = apply(&tc.client, &rel, &options).await;
     assert_eq!(writes(&second), 0, "{:?}", second.report);
-    // The first pass created ClusterVersion (it read none): the second is the first to read
-    // its spec, and records only that (observedGeneration); after it, nothing.
-    let mut after_second = status().await;
-    assert_eq!(after_second["observedGeneration"], 1, "{after_second}");
-    after_second
-        .as_object_mut()
-        .expect("status")
-        .remove("observedGeneration");
-    assert_eq!(after_second, after_first);
+    assert_eq!(status().await, after_first);
     // Not even a no-op write is sent (a PATCH the server answers unchanged still counts).
     let (recording, log) = common::recording_client(tc.client.clone());
     let third = apply(&recording, &rel, &options).await;
@@ -112,23 +92,7 @@ async fn manifests_example_second_apply_writes_nothing() {
         .delete("version", &Default::default())
         .await
         .expect("delete cv");
-    // The example's guard denies deleting its Alive object, which would hold the namespace
-    // cleanup: the guard goes first (docs/cluster-deletion.md).
-    for (kind, plural) in [
-        (
-            "ValidatingAdmissionPolicyBinding",
-            "validatingadmissionpolicybindings",
-        ),
-        ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
-    ] {
-        let api = tc.dynamic(
-            &common::builtin("admissionregistration.k8s.io", "v1", kind, plural),
-            None,
-        );
-        api.delete("alive-deletion-guard.lifecycle.cvo.io", &Default::default())
-            .await
-            .unwrap_or_else(|e| panic!("delete the example's {kind}: {e}"));
-    }
+    common::example::remove_guard(&tc).await;
 }
 
 #[tokio::test]

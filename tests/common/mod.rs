@@ -1,7 +1,8 @@
 //! The support module of every integration test binary (`mod common;`, or
 //! `#[path = "../common/mod.rs"] mod common;` in a `tests/<area>/main.rs`), and the one way
 //! integration tests get a cluster. Its parts: [`cli`] (the `cvo` binary with one scrubbed
-//! environment), [`release`] (release directories and ConfigMap manifests), [`report`] (what a
+//! environment), [`release`] (release directories and ConfigMap manifests), [`example`]
+//! (manifests-example on a cluster, and with OpenShift's own CRDs), [`report`] (what a
 //! sync did), [`olm`] (OLM's CRDs and CSVs), [`lifecycle`] (the shipped lifecycle component),
 //! [`operator`] (`cvo operator` processes and the operator tests' `Env`), [`skip`] (visible
 //! skips).
@@ -16,6 +17,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod example;
 pub mod lifecycle;
 pub mod olm;
 pub mod operator;
