@@ -1276,3 +1276,74 @@ async fn the_gate_is_closed_while_a_pass_waits_on_a_synchronous_deletion() {
     common::strip_finalizers(tc, ns, "held").await;
     env.finish().await;
 }
+
+/// With OpenShift's own ClusterVersion and ClusterOperator CRDs in the release (manifests-
+/// example with the corpus CRDs), the operator installs 1.4.0 and updates to 1.5.0 and 1.5.1
+/// (each release run by a new operator, as a new pod would), and every status it writes is
+/// accepted: the history ends Completed three times, each entry with its release image, and
+/// desired, versionHash and observedGeneration are those of the last release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_with_openshifts_crds_writes_only_status_the_server_accepts() {
+    let env = Env::new("operator-openshift-api").await;
+    let Env { tc, cvs, lease, .. } = &env;
+    common::example::prepare(tc).await;
+    let image = |v: &str| format!("quay.io/cvo-project/release:{v}");
+    let mut logs = String::new();
+    for (version, previous) in [("1.4.0", "1.3.0"), ("1.5.0", "1.4.0"), ("1.5.1", "1.5.0")] {
+        let Some(()) = common::example::with_openshift_crds(&env.release, version, previous) else {
+            env.finish().await;
+            return;
+        };
+        let op = env.start(&[
+            "--resync-interval",
+            "1h",
+            "--lease-name",
+            lease,
+            "--release-image",
+            &image(version),
+        ]);
+        history(cvs, version, "Completed").await;
+        logs.push_str(&op.log());
+        op.terminate().await;
+    }
+    for line in logs.lines() {
+        assert!(
+            !line.contains("422") && !line.contains("status not written"),
+            "{line}"
+        );
+    }
+    let cv = cvs.get("version").await.expect("cv");
+    let status = &cv.data["status"];
+    let entries: Vec<(String, String, String)> = status["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .map(|h| {
+            let text = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+            (text("version"), text("state"), text("image"))
+        })
+        .collect();
+    let expected: Vec<(String, String, String)> = ["1.5.1", "1.5.0", "1.4.0"]
+        .iter()
+        .map(|v| (v.to_string(), "Completed".to_owned(), image(v)))
+        .collect();
+    assert_eq!(entries, expected, "{status}");
+    assert_eq!(
+        status["desired"],
+        json!({"version": "1.5.1", "image": image("1.5.1")})
+    );
+    let loaded = cvo::release::load(&env.release, &Default::default()).expect("load");
+    assert_eq!(status["versionHash"], loaded.version_hash.as_str());
+    assert_eq!(
+        status["observedGeneration"].as_i64(),
+        cv.metadata.generation
+    );
+    assert!(status["availableUpdates"].is_null(), "{status}");
+    cvs.delete("version", &DeleteParams::default())
+        .await
+        .expect("delete cv");
+    common::wait_gone(tc, cvs, "version", "ClusterVersion version").await;
+    common::example::restore_stand_in_crds(tc).await;
+    common::example::remove_guard(tc).await;
+    env.finish().await;
+}

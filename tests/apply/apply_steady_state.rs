@@ -45,7 +45,7 @@ async fn manifests_example_second_apply_writes_nothing() {
     // Leave nothing behind: on a real cluster its Deployments (widget-operator, and the
     // operator's own cvo-operator) never run (no kubelet) and are past their progress deadline
     // ten minutes later — unhealthy for whoever applies it next.
-    common::example::track(&tc);
+    common::example::prepare(&tc).await;
     let options = SyncOptions {
         mode: None,
         ..common::sync_options(Duration::from_millis(20))

@@ -88,7 +88,7 @@ async fn cvo_apply_with_openshifts_crds_writes_status_the_server_accepts() {
     let Some(()) = common::example::with_openshift_crds(&release, "1.4.0", "1.3.0") else {
         return;
     };
-    common::example::track(&tc);
+    common::example::prepare(&tc).await;
     let cvs = tc.dynamic(&cv_resource, None);
     let kubeconfig = tc.kubeconfig_file(dir.path()).await;
     let release_arg = release.to_str().expect("utf-8 path");

@@ -23,16 +23,36 @@ pub fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests-example")
 }
 
-/// Tracks for cleanup what an apply of manifests-example creates beside ClusterVersion and
-/// its CRDs: on a real cluster its Deployments never run (no kubelet) and would be unhealthy
-/// for whoever applies it next.
-pub fn track(tc: &TestCluster) {
-    for ns in [
-        "cluster-version",
-        "cluster-config",
-        "widget-operator",
-        "cluster-lifecycle",
-    ] {
+/// The namespaces manifests-example creates.
+const NAMESPACES: [&str; 4] = [
+    "cluster-version",
+    "cluster-config",
+    "widget-operator",
+    "cluster-lifecycle",
+];
+
+/// Makes the cluster ready for an apply of manifests-example and tracks for cleanup what it
+/// creates beside ClusterVersion and its CRDs (on a real cluster its Deployments never run —
+/// no kubelet — and would be unhealthy for whoever applies it next). The cleanup of an earlier
+/// test deletes the example's namespaces without waiting: an apply into a namespace still
+/// terminating would fail, so this waits until none is.
+pub async fn prepare(tc: &TestCluster) {
+    let namespaces = tc.dynamic(&super::builtin("", "v1", "Namespace", "namespaces"), None);
+    for ns in NAMESPACES {
+        super::poll_until(
+            &format!("namespace {ns} not terminating"),
+            tc.deadline(),
+            || async {
+                match namespaces.get_opt(ns).await {
+                    Ok(Some(n)) if n.data["status"]["phase"] == "Terminating" => {
+                        Err("terminating".to_owned())
+                    }
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e.to_string()),
+                }
+            },
+        )
+        .await;
         tc.track_namespace(ns);
     }
     tc.track_crd("widgets.example.com");
@@ -102,14 +122,29 @@ pub async fn restore_stand_in_crds(tc: &TestCluster) {
     let crds = Api::<CustomResourceDefinition>::all(tc.client.clone());
     for kind in ["ClusterVersion", "ClusterOperator"] {
         let stand_in = TestCrd::in_group("config.openshift.io", kind, false, true);
-        let Some(mut current) = crds.get_opt(&stand_in.name).await.expect("get CRD") else {
-            continue;
-        };
-        current.spec = stand_in.manifest().spec;
-        current.metadata.managed_fields = None;
-        crds.replace(&stand_in.name, &PostParams::default(), &current)
-            .await
-            .unwrap_or_else(|e| panic!("put the stand-in {kind} CRD back: {e}"));
-        super::wait_established(tc, &stand_in.name).await;
+        // The server's CRD controllers write its status meanwhile: a conflict reads again.
+        let replaced = super::poll_until(
+            &format!("the stand-in {kind} CRD put back"),
+            tc.deadline(),
+            || async {
+                let Some(mut current) = crds
+                    .get_opt(&stand_in.name)
+                    .await
+                    .map_err(|e| e.to_string())?
+                else {
+                    return Ok(false);
+                };
+                current.spec = stand_in.manifest().spec;
+                current.metadata.managed_fields = None;
+                crds.replace(&stand_in.name, &PostParams::default(), &current)
+                    .await
+                    .map(|_| true)
+                    .map_err(|e| e.to_string())
+            },
+        )
+        .await;
+        if replaced {
+            super::wait_established(tc, &stand_in.name).await;
+        }
     }
 }
