@@ -42,9 +42,9 @@ fn json_has_the_run_level_shape_of_the_example() {
         .collect();
     assert_eq!(edges, [(0, 1), (0, 2), (1, 3), (2, 3)]);
     // 22, the 5 documents of the cluster-lifecycle component (namespace, Alive CRD,
-    // admission policy and binding, Alive) and the operator's own 4 (ServiceAccount,
-    // ClusterRoleBinding, Deployment, metrics Service).
-    assert_eq!(v["tasks"], 31);
+    // admission policy and binding, Alive) and the operator's own 5 (ClusterOperator CRD,
+    // ServiceAccount, ClusterRoleBinding, Deployment, metrics Service).
+    assert_eq!(v["tasks"], 32);
     let deletes = v["nodes"]
         .as_array()
         .unwrap()
