@@ -713,14 +713,23 @@ impl Concluded {
             ),
             &pre.spec,
         );
-        let ever = pre.cv.as_ref().is_some_and(clusterversion::ever_completed);
+        let completed = pre
+            .cv
+            .as_ref()
+            .and_then(clusterversion::current_version)
+            .map(|v| v.to_string());
+        let standing = conditions::Standing {
+            completed: completed.as_deref(),
+            reconciling: pre.mode == Mode::Reconciling,
+        };
         let grace = Grace {
             elapsed: jiff::Timestamp::now()
                 .duration_since(announced.update_started)
                 .unsigned_abs(),
             period: options.failing_after,
         };
-        let mut conds = conditions::after_pass(release, &report.results, upgradeable, ever, grace);
+        let mut conds =
+            conditions::after_pass(release, &report.results, upgradeable, standing, grace);
         conds.extend(announced.accepted.clone());
         match pre.spec.invalid_condition() {
             Some(invalid) => conds.push(invalid),
