@@ -14,3 +14,4 @@ mod apply_steady_state;
 mod apply_sync;
 mod cluster_version_spec;
 mod deletion_record;
+mod status_truth;
