@@ -54,10 +54,7 @@ where
     let tick = || {
         let waiting = applier.waiting();
         let done = done.load(Ordering::Relaxed);
-        let why = errors
-            .most_frequent()
-            .map(|g| format!("; last round: {g}"))
-            .unwrap_or_default();
+        let why = errors.why();
         if options.heartbeat.is_some() {
             tracing::warn!(
                 "still working towards {version}: {done} of {} done; waiting on {}{why}",
@@ -113,6 +110,17 @@ impl RoundErrors {
         match &*lock(&self.last) {
             Some(last) => last.most_frequent(),
             None => lock(&self.current).most_frequent(),
+        }
+    }
+
+    /// What a progress line adds: `; last round: 5000 failed: …` once an install round
+    /// finished, `; so far: 3 failed: …` before (an update's single walk), or nothing.
+    fn why(&self) -> String {
+        let finished = lock(&self.last).is_some();
+        match (self.most_frequent(), finished) {
+            (Some(g), true) => format!("; last round: {g}"),
+            (Some(g), false) => format!("; so far: {g}"),
+            (None, _) => String::new(),
         }
     }
 }
@@ -283,6 +291,49 @@ where
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn progress_lines_name_the_errors_so_far_then_the_last_rounds() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..3 {
+            std::fs::write(
+                dir.path().join(format!("0000_10_c{i}_cm.yaml")),
+                format!(
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  namespace: ns\n"
+                ),
+            )
+            .unwrap();
+        }
+        let release = crate::release::load(dir.path(), &Default::default()).unwrap();
+        let failed = |i: usize| {
+            let mut r = ManifestResult::new(i, crate::apply::Action::Failed);
+            r.error = Some(format!("configmaps \"cm-{i}\" is forbidden"));
+            r
+        };
+        let errors = RoundErrors::default();
+        assert_eq!(errors.why(), "");
+        errors.add(&release, &failed(0));
+        errors.add(&release, &failed(1));
+        assert_eq!(
+            errors.why(),
+            "; so far: 2 failed: configmaps \"cm-0\" is forbidden"
+        );
+        errors.add(&release, &failed(2));
+        errors.end_round();
+        // The next round's first error does not hide the last round's count.
+        errors.add(&release, &failed(0));
+        assert_eq!(
+            errors.why(),
+            "; last round: 3 failed: configmaps \"cm-0\" is forbidden"
+        );
+        errors.end_round();
+        assert_eq!(
+            errors.why(),
+            "; last round: 1 failed: configmaps \"cm-0\" is forbidden"
+        );
+        errors.end_round();
+        assert_eq!(errors.why(), "");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_long_pass_says_what_it_waits_for_every_interval() {
