@@ -307,7 +307,8 @@ fn colour_on_stderr() -> bool {
 }
 
 /// A client like kubectl's: the kubeconfig from `--kubeconfig` (that one file), else the
-/// files listed in `$KUBECONFIG` (merged: the first file to set a value wins), else
+/// files listed in `$KUBECONFIG` (merged: the first file to set a value wins; files that do
+/// not exist are skipped, as kubectl does), else
 /// `~/.kube/config`; with none of them, the in-cluster service account. `--context` picks a
 /// context of that kubeconfig instead of its `current-context`.
 ///
@@ -403,7 +404,7 @@ fn find_kubeconfig(
     }
     if let Some(list) = std::env::var_os("KUBECONFIG") {
         let source = format!("KUBECONFIG={}", list.to_string_lossy());
-        match Kubeconfig::from_env() {
+        match kubeconfig_list(&list) {
             Ok(Some(k)) => return Ok(Some((k, source))),
             Ok(None) => {} // empty: as if unset
             Err(e) => return Err(format!("{source}: {e}")),
@@ -417,6 +418,39 @@ fn find_kubeconfig(
         }
         Err(e) => Err(format!("~/.kube/config: {e}")),
     }
+}
+
+/// The files of a `KUBECONFIG` list merged as kubectl merges them (client-go's loading
+/// rules): empty entries are ignored, files that do not exist are skipped, the first file to
+/// set a value wins, and a file that exists but cannot be read or parsed is an error naming
+/// it. `None` when the list names no file at all; an error when it names only missing ones.
+fn kubeconfig_list(list: &std::ffi::OsStr) -> Result<Option<kube::config::Kubeconfig>, String> {
+    use kube::config::{Kubeconfig, KubeconfigError};
+    let paths: Vec<PathBuf> = std::env::split_paths(list)
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    if paths.is_empty() {
+        return Ok(None);
+    }
+    let mut merged: Option<Kubeconfig> = None;
+    for path in &paths {
+        let next = match Kubeconfig::read_from(path) {
+            Ok(k) => k,
+            Err(KubeconfigError::ReadConfig(e, _)) if e.kind() == std::io::ErrorKind::NotFound => {
+                continue;
+            }
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        merged = Some(match merged {
+            None => next,
+            Some(m) => m
+                .merge(next)
+                .map_err(|e| format!("{}: {e}", path.display()))?,
+        });
+    }
+    merged.map(Some).ok_or_else(|| {
+        "none of these kubeconfig files exists; set KUBECONFIG to an existing file or pass --kubeconfig".to_owned()
+    })
 }
 
 /// A multi-threaded tokio runtime for the commands that talk to API servers.

@@ -196,33 +196,85 @@ impl Grace {
     }
 }
 
-/// Available / Progressing / Failing / Upgradeable after a pass.
+/// Where the cluster stands, for the conditions after a pass.
+#[derive(Clone, Copy, Debug)]
+pub struct Standing<'a> {
+    /// The version the cluster is at before this pass: the newest `Completed` history entry.
+    pub completed: Option<&'a str>,
+    /// The release is already that completed version (OpenShift's reconciling mode):
+    /// Progressing stays False, and problems show in `Failing` only.
+    pub reconciling: bool,
+}
+
+/// Available / Progressing / Failing / Upgradeable after a pass, as OpenShift's CVO sets them,
+/// so that they never contradict the history:
+/// - `Available=True "Done applying V"` names the version the cluster is at: this release once
+///   it completed, else the newest completed one (an update that failed leaves the cluster at
+///   the version it came from); `False` when nothing ever completed.
+/// - `Progressing` is True only while installing or updating: "Working towards V: n of m done
+///   (p% complete)" (with what it waits on), or "Unable to apply V: …" when manifests failed;
+///   in the reconciling mode it stays False: "Cluster version is V", or "Error while
+///   reconciling V: …" naming the most frequent error.
 pub fn after_pass(
     release: &Release,
     results: &[ManifestResult],
     upgradeable: Condition,
-    ever_completed: bool,
+    standing: Standing<'_>,
     grace: Grace,
 ) -> Vec<Condition> {
     let summary = Summary::of(results);
     let version = version_text(release);
     let complete = summary.failed == 0 && summary.skipped == 0;
-    let available = if complete || ever_completed {
-        Condition::new(
+    let at = if complete {
+        Some(version.as_str())
+    } else {
+        standing.completed
+    };
+    let available = match at {
+        Some(at) => Condition::new(
             "Available",
             ConditionStatus::True,
             "",
-            format!("Done applying {version}"),
-        )
-    } else {
-        Condition::new("Available", ConditionStatus::False, "", "")
+            format!("Done applying {at}"),
+        ),
+        None => Condition::new("Available", ConditionStatus::False, "", ""),
     };
-    let progressing = if complete {
+    let failing = failing(release, results, grace);
+    let why = || {
+        most_frequent_error(release, results)
+            .map(|g| g.to_string())
+            .unwrap_or_else(|| format!("{} manifests not applied", summary.skipped))
+    };
+    let progressing = if standing.reconciling {
+        let message = if failing.status == ConditionStatus::True {
+            format!("Error while reconciling {version}: {}", why())
+        } else {
+            format!("Cluster version is {version}")
+        };
+        Condition::new(
+            "Progressing",
+            ConditionStatus::False,
+            &failing.reason,
+            message,
+        )
+    } else if complete {
         Condition::new(
             "Progressing",
             ConditionStatus::False,
             "",
             format!("Cluster version is {version}"),
+        )
+    } else if failing.status == ConditionStatus::True {
+        Condition::new(
+            "Progressing",
+            ConditionStatus::True,
+            &failing.reason,
+            format!(
+                "Unable to apply {version}: {} of {} done; {}",
+                summary.done(),
+                summary.total,
+                why()
+            ),
         )
     } else {
         let waiting: Vec<crate::health::Finding> = results
@@ -237,12 +289,106 @@ pub fn after_pass(
             waiting_message(&version, summary.done(), summary.total, &waiting),
         )
     };
-    vec![
-        available,
-        progressing,
-        failing(release, results, grace),
-        upgradeable,
-    ]
+    vec![available, progressing, failing, upgradeable]
+}
+
+/// The most frequent error among failed results: how many failed with it, and one of them in
+/// full (bounded). Errors are grouped by their words with the object's own name and namespace
+/// taken out, so that one cause hitting 5,000 objects (403 Forbidden for each ConfigMap) is one
+/// group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorGroup {
+    pub count: usize,
+    /// The error of the first result of the group, at most [`ERROR_MESSAGE_MAX`] characters.
+    pub message: String,
+}
+
+/// The longest error message [`ErrorGroup`] keeps (characters); longer ones end in `…`.
+pub const ERROR_MESSAGE_MAX: usize = 300;
+
+impl std::fmt::Display for ErrorGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} failed: {}", self.count, self.message)
+    }
+}
+
+/// [`ErrorGroup`] of the failed results (`None` when none failed with an error). Ties go to
+/// the group seen first.
+pub fn most_frequent_error(release: &Release, results: &[ManifestResult]) -> Option<ErrorGroup> {
+    let mut tally = ErrorTally::default();
+    for r in results {
+        tally.add(release, r);
+    }
+    tally.most_frequent()
+}
+
+/// Counts failed results by their error's group (see [`ErrorGroup`]) as they come.
+#[derive(Clone, Debug, Default)]
+pub struct ErrorTally {
+    /// Group key → (count, first message, order of first sight).
+    groups: std::collections::HashMap<String, (usize, String, usize)>,
+}
+
+/// At most this many distinct groups are kept (a bound on memory for hostile input); errors of
+/// further groups are not counted.
+const MAX_GROUPS: usize = 1000;
+
+impl ErrorTally {
+    /// Counts `r` when it failed with an error.
+    pub fn add(&mut self, release: &Release, r: &ManifestResult) {
+        if r.action != crate::apply::Action::Failed {
+            return;
+        }
+        let Some(error) = r.error.as_deref() else {
+            return;
+        };
+        let id = release.manifests.get(r.index).map(|m| &m.id);
+        let key = error_key(error, id);
+        let seen = self.groups.len();
+        if let Some(group) = self.groups.get_mut(&key) {
+            group.0 += 1;
+        } else if seen < MAX_GROUPS {
+            self.groups
+                .insert(key, (1, bounded(error, ERROR_MESSAGE_MAX), seen));
+        }
+    }
+
+    /// The largest group, if any failed.
+    pub fn most_frequent(&self) -> Option<ErrorGroup> {
+        self.groups
+            .values()
+            .max_by(|a, b| a.0.cmp(&b.0).then(b.2.cmp(&a.2)))
+            .map(|(count, message, _)| ErrorGroup {
+                count: *count,
+                message: message.clone(),
+            })
+    }
+}
+
+/// The words of `error` with the object's name and namespace replaced by `*` where they stand
+/// as names (quoted, or as `ns/name`), so that the same failure of other objects groups
+/// together; bounded in length.
+fn error_key(error: &str, id: Option<&crate::release::ObjectId>) -> String {
+    let mut key = bounded(error, 2 * ERROR_MESSAGE_MAX);
+    if let Some(id) = id {
+        if let Some(ns) = &id.namespace {
+            key = key.replace(&format!("{ns}/{}", id.name), "*/*");
+            key = key.replace(&format!("\"{ns}\""), "\"*\"");
+        }
+        if !id.name.is_empty() {
+            key = key.replace(&format!("\"{}\"", id.name), "\"*\"");
+            key = key.replace(&format!(" {} ", id.name), " * ");
+        }
+    }
+    key
+}
+
+/// `text` cut to at most `max` characters, ending in `…` when cut.
+fn bounded(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
 }
 
 /// The progress message, and what the pass waits on when it waits:
@@ -264,7 +410,8 @@ pub fn waiting_message(
 /// `Failing`: one failure names it, with its health reason when it has one (the CVO's
 /// reasons); ClusterOperators failing for the same reason are condensed into one line with the
 /// CVO's plural reason ("Cluster operators a, b are degraded"); several lines → reason
-/// `MultipleErrors`. Failures the grace period still excuses ([`Grace::excuses`]) are left
+/// `MultipleErrors`, naming the most frequent error with its count and listing at most
+/// [`FAILING_LINES`] lines. Failures the grace period still excuses ([`Grace::excuses`]) are left
 /// out.
 pub fn failing(release: &Release, results: &[ManifestResult], grace: Grace) -> Condition {
     let failed: Vec<&ManifestResult> = results
@@ -312,22 +459,41 @@ pub fn failing(release: &Release, results: &[ManifestResult], grace: Grace) -> C
         [(reason, message)] => {
             Condition::new("Failing", ConditionStatus::True, reason, message.clone())
         }
-        _ => Condition::new(
-            "Failing",
-            ConditionStatus::True,
-            "MultipleErrors",
-            format!(
-                "{} manifests failed:\n* {}",
-                failed.len(),
-                lines
-                    .iter()
-                    .map(|(_, m)| m.as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n* ")
-            ),
-        ),
+        _ => {
+            let mut tally = ErrorTally::default();
+            for r in &failed {
+                tally.add(release, r);
+            }
+            let most = tally
+                .most_frequent()
+                .map(|g| format!(" (most often, {g})"))
+                .unwrap_or_default();
+            let shown: Vec<&str> = lines
+                .iter()
+                .take(FAILING_LINES)
+                .map(|(_, m)| m.as_str())
+                .collect();
+            let more = match lines.len().saturating_sub(FAILING_LINES) {
+                0 => String::new(),
+                n => format!("\n* … and {n} more"),
+            };
+            Condition::new(
+                "Failing",
+                ConditionStatus::True,
+                "MultipleErrors",
+                format!(
+                    "{} manifests failed{most}:\n* {}{more}",
+                    failed.len(),
+                    shown.join("\n* ")
+                ),
+            )
+        }
     }
 }
+
+/// At most this many failures are listed one per line in `Failing`'s message; the rest are
+/// counted.
+const FAILING_LINES: usize = 10;
 
 /// The condition `cvo operator` adds to ClusterVersion: whether the release was accepted.
 pub const RELEASE_ACCEPTED: &str = "ReleaseAccepted";
@@ -535,7 +701,11 @@ mod tests {
             ConditionStatus::False
         );
         let upgradeable = Condition::new("Upgradeable", ConditionStatus::True, "", "");
-        let conds = after_pass(&rel, &results, upgradeable.clone(), false, early);
+        let installing = Standing {
+            completed: None,
+            reconciling: false,
+        };
+        let conds = after_pass(&rel, &results, upgradeable.clone(), installing, early);
         let progressing = conds.iter().find(|c| c.type_ == "Progressing").unwrap();
         assert_eq!(
             progressing.message,
@@ -559,6 +729,157 @@ mod tests {
             "{}",
             c.message
         );
+    }
+
+    fn failed(index: usize, error: &str) -> ManifestResult {
+        let mut r = ManifestResult::new(index, crate::apply::Action::Failed);
+        r.error = Some(error.to_owned());
+        r
+    }
+
+    fn configmaps_release(count: usize) -> Release {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..count {
+            std::fs::write(
+                dir.path().join(format!("0000_10_c_{i:03}_cm.yaml")),
+                format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  namespace: ns-{i}\n"),
+            )
+            .unwrap();
+        }
+        std::fs::write(
+            dir.path().join("release-metadata"),
+            r#"{"kind": "cincinnati-metadata-v0", "version": "1.6.0"}"#,
+        )
+        .unwrap();
+        crate::release::load(dir.path(), &Default::default()).unwrap()
+    }
+
+    fn forbidden(i: usize) -> String {
+        format!(
+            "apply rejected by the server (403 Forbidden): configmaps \"cm-{i}\" is forbidden: User \"system:serviceaccount:default:nobody\" cannot patch resource \"configmaps\" in API group \"\" in the namespace \"ns-{i}\""
+        )
+    }
+
+    #[test]
+    fn the_same_error_on_different_objects_is_one_group() {
+        let rel = configmaps_release(12);
+        let mut results: Vec<ManifestResult> = (0..10).map(|i| failed(i, &forbidden(i))).collect();
+        results.push(failed(
+            10,
+            "apply failed after 5 attempts: 503 Service Unavailable",
+        ));
+        results.push(ManifestResult::new(11, crate::apply::Action::Created));
+        let group = most_frequent_error(&rel, &results).expect("a group");
+        assert_eq!(group.count, 10);
+        assert_eq!(group.message, forbidden(0));
+        assert!(
+            group.to_string().starts_with(
+                "10 failed: apply rejected by the server (403 Forbidden): configmaps \"cm-0\""
+            ),
+            "{group}"
+        );
+        // Failing names it with its count, and lists a bounded number of lines.
+        let c = failing(&rel, &results, Grace::NONE);
+        assert_eq!(c.reason, "MultipleErrors");
+        assert!(
+            c.message.starts_with("11 manifests failed (most often, 10 failed: apply rejected by the server (403 Forbidden)"),
+            "{}",
+            c.message
+        );
+        assert_eq!(
+            c.message.matches("\n* ").count(),
+            FAILING_LINES + 1,
+            "{}",
+            c.message
+        );
+        assert!(c.message.ends_with("\n* … and 1 more"), "{}", c.message);
+        // A very long error is cut.
+        let long = "x".repeat(5000);
+        let group = most_frequent_error(&rel, &[failed(0, &long)]).expect("a group");
+        assert_eq!(group.message.chars().count(), ERROR_MESSAGE_MAX + 1);
+        assert!(group.message.ends_with('…'));
+        assert_eq!(most_frequent_error(&rel, &results[11..]), None);
+    }
+
+    #[test]
+    fn a_failed_update_is_available_at_the_version_it_came_from() {
+        let rel = configmaps_release(3);
+        let results = [
+            ManifestResult::new(0, crate::apply::Action::Created),
+            failed(1, &forbidden(1)),
+            ManifestResult::new(2, crate::apply::Action::Created),
+        ];
+        let upgradeable = Condition::new("Upgradeable", ConditionStatus::True, "AsExpected", "");
+        let find =
+            |conds: &[Condition], t: &str| conds.iter().find(|c| c.type_ == t).unwrap().clone();
+        let updating = Standing {
+            completed: Some("1.4.0"),
+            reconciling: false,
+        };
+        let conds = after_pass(&rel, &results, upgradeable.clone(), updating, Grace::NONE);
+        let available = find(&conds, "Available");
+        assert_eq!(
+            (available.status, available.message.as_str()),
+            (ConditionStatus::True, "Done applying 1.4.0")
+        );
+        let progressing = find(&conds, "Progressing");
+        assert_eq!(progressing.status, ConditionStatus::True);
+        assert!(
+            progressing
+                .message
+                .starts_with("Unable to apply 1.6.0: 2 of 3 done; 1 failed: apply rejected"),
+            "{}",
+            progressing.message
+        );
+        assert_eq!(find(&conds, "Failing").status, ConditionStatus::True);
+        // Never completed anything: not available.
+        let installing = Standing {
+            completed: None,
+            reconciling: false,
+        };
+        let conds = after_pass(&rel, &results, upgradeable.clone(), installing, Grace::NONE);
+        assert_eq!(find(&conds, "Available").status, ConditionStatus::False);
+        // Completed now: done applying this release.
+        let done = [
+            ManifestResult::new(0, crate::apply::Action::Created),
+            ManifestResult::new(1, crate::apply::Action::Created),
+            ManifestResult::new(2, crate::apply::Action::Unchanged),
+        ];
+        let conds = after_pass(&rel, &done, upgradeable.clone(), updating, Grace::NONE);
+        assert_eq!(find(&conds, "Available").message, "Done applying 1.6.0");
+        let progressing = find(&conds, "Progressing");
+        assert_eq!(
+            (progressing.status, progressing.message.as_str()),
+            (ConditionStatus::False, "Cluster version is 1.6.0")
+        );
+    }
+
+    #[test]
+    fn reconciling_never_reports_progressing_and_shows_the_failure_in_failing() {
+        let rel = configmaps_release(3);
+        let results = [
+            ManifestResult::new(0, crate::apply::Action::Unchanged),
+            failed(1, &forbidden(1)),
+            ManifestResult::new(2, crate::apply::Action::Unchanged),
+        ];
+        let upgradeable = Condition::new("Upgradeable", ConditionStatus::True, "AsExpected", "");
+        let reconciling = Standing {
+            completed: Some("1.6.0"),
+            reconciling: true,
+        };
+        let conds = after_pass(&rel, &results, upgradeable, reconciling, Grace::NONE);
+        let find = |t: &str| conds.iter().find(|c| c.type_ == t).unwrap();
+        assert_eq!(find("Available").message, "Done applying 1.6.0");
+        let progressing = find("Progressing");
+        assert_eq!(progressing.status, ConditionStatus::False);
+        assert!(
+            progressing
+                .message
+                .starts_with("Error while reconciling 1.6.0: 1 failed: apply rejected"),
+            "{}",
+            progressing.message
+        );
+        assert_eq!(find("Failing").status, ConditionStatus::True);
     }
 
     #[test]

@@ -5,10 +5,14 @@
 //! is in progress, `Progressing=True "Working towards …"`. A process killed at any moment after
 //! the request leaves the gate closed; the end of the pass writes the final conditions.
 //!
-//! Only with a ClusterVersion to write and not in a dry run: an install whose release creates
-//! ClusterVersion later has nothing to write to until then (docs/apply.md, "Conditions and
-//! status"). A failed write is logged and does not fail the manifest; the status the pass
-//! concludes with counts the deletion anyway, so it never reports `Upgradeable=True` for it.
+//! The gate is also the pass's status writer: every heartbeat tick refreshes the Progressing
+//! message through it (so that writes land in order), and writes a gate a deletion closed
+//! while there was no ClusterVersion yet. Not in a dry run. ClusterVersion is found lazily: an
+//! install whose release creates it gets the gate and the progress once it exists; while it
+//! does not, nothing is written (fail closed: the gate counts as not written, and the next
+//! write tries again). A failed write is logged and does not fail the manifest; the status the
+//! pass concludes with counts the deletion anyway, so it never reports `Upgradeable=True` for
+//! it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,7 +20,7 @@ use std::time::Duration;
 
 use crate::apply::{DeletionRequested, PendingDeletion, RetryPolicy};
 use crate::cluster::Cluster;
-use crate::status::clusterversion;
+use crate::status::clusterversion::{self, WriteOutcome};
 use crate::status::conditions;
 use crate::status::spec::{Spec, upgradeable_with_overrides};
 use crate::status::{Condition, ConditionStatus};
@@ -58,13 +62,10 @@ pub(super) struct Inputs<'a> {
 }
 
 impl Gate {
-    /// The hook for [`crate::apply::Options::on_deletion_requested`].
-    pub(super) fn hook(
-        inputs: Inputs<'_>,
-        retry: &RetryPolicy,
-        stuck_after: Duration,
-    ) -> DeletionRequested {
-        let gate = Arc::new(Gate {
+    /// The gate, shared by the hook for [`crate::apply::Options::on_deletion_requested`]
+    /// ([`Self::hook`]) and the pass's progress ticks ([`Self::tick`]).
+    pub(super) fn new(inputs: Inputs<'_>, retry: &RetryPolicy, stuck_after: Duration) -> Arc<Gate> {
+        Arc::new(Gate {
             cluster: inputs.cluster.clone(),
             retry: retry.clone(),
             version: inputs.version.to_owned(),
@@ -77,7 +78,12 @@ impl Gate {
                 requested: Vec::new(),
                 stored: inputs.stored,
             }),
-        });
+        })
+    }
+
+    /// The hook for [`crate::apply::Options::on_deletion_requested`].
+    pub(super) fn hook(self: &Arc<Self>) -> DeletionRequested {
+        let gate = self.clone();
         DeletionRequested(Arc::new(move |pending| {
             let gate = gate.clone();
             Box::pin(async move { gate.close(pending).await })
@@ -90,44 +96,76 @@ impl Gate {
         let mut state = self.state.lock().await;
         state.requested.retain(|p| p.id != pending.id);
         state.requested.push(pending);
+        let progress = conditions::progress_message(
+            &self.version,
+            self.done.load(Ordering::Relaxed),
+            self.total,
+        );
+        self.write(&mut state, progress).await;
+    }
+
+    /// A progress tick of the pass: while an install or update is in progress, Progressing
+    /// with `message`; and the gate, when a deletion closed it but it is not stored yet (no
+    /// ClusterVersion then, or a failed write). Nothing else is written.
+    pub(super) async fn tick(&self, message: String) {
+        let mut state = self.state.lock().await;
+        self.write(&mut state, message).await;
+    }
+
+    /// Writes Progressing (`progress`, while in progress) and, unless already stored, the
+    /// closed gate, in one write; skipped when there is nothing to write.
+    async fn write(&self, state: &mut State, progress: String) {
         let names: Vec<String> = state
             .requested
             .iter()
             .map(conditions::object_name)
             .collect();
-        if state.stored.as_ref().is_some_and(|c| {
-            c.status == ConditionStatus::False && names.iter().all(|n| names_object(&c.message, n))
-        }) {
-            return;
+        let gate_stored = names.is_empty()
+            || state.stored.as_ref().is_some_and(|c| {
+                c.status == ConditionStatus::False
+                    && names.iter().all(|n| names_object(&c.message, n))
+            });
+        let mut written = Vec::new();
+        let mut upgradeable = None;
+        if !gate_stored {
+            let requested: Vec<&PendingDeletion> = state.requested.iter().collect();
+            let closed = upgradeable_with_overrides(
+                conditions::upgradeable(&requested, &[], self.stuck_after, jiff::Timestamp::now()),
+                &self.spec,
+            );
+            written.push(closed.clone());
+            upgradeable = Some(closed);
         }
-        let requested: Vec<&PendingDeletion> = state.requested.iter().collect();
-        let upgradeable = upgradeable_with_overrides(
-            conditions::upgradeable(&requested, &[], self.stuck_after, jiff::Timestamp::now()),
-            &self.spec,
-        );
-        let mut written = vec![upgradeable.clone()];
         if self.in_progress {
             written.push(Condition::new(
                 "Progressing",
                 ConditionStatus::True,
                 "",
-                conditions::progress_message(
-                    &self.version,
-                    self.done.load(Ordering::Relaxed),
-                    self.total,
-                ),
+                progress,
             ));
+        }
+        if written.is_empty() {
+            return;
         }
         let update = clusterversion::Update::Conditions {
             conditions: &written,
             observed: None,
         };
         match clusterversion::write_update(&self.cluster, &self.retry, update).await {
-            Ok(_) => state.stored = Some(upgradeable),
-            Err(e) => tracing::warn!(
+            // No ClusterVersion (yet): nothing stored, the next write tries again.
+            Ok(WriteOutcome::Absent) => {}
+            Ok(_) => {
+                if let Some(closed) = upgradeable {
+                    state.stored = Some(closed);
+                }
+            }
+            Err(e) if upgradeable.is_some() => tracing::warn!(
                 "could not mark ClusterVersion not upgradeable while {} is being deleted: {e}",
                 names.join(", ")
             ),
+            Err(e) => {
+                tracing::debug!(error = %e, "could not refresh the progress in ClusterVersion")
+            }
         }
     }
 }

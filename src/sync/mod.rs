@@ -211,24 +211,20 @@ where
     let retries_before = options.apply.retry.retries() + cluster.discovery().retries();
     let pre = Preflight::read(cluster, release, options).await?;
     let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let applier = Applier::new(
-        cluster.clone(),
-        release,
-        pre.apply_options(cluster, release, options, &done),
-    );
+    let (apply_options, gate) = pre.apply_options(cluster, release, options, &done);
+    let applier = Applier::new(cluster.clone(), release, apply_options);
     let mut checked = Checked::run(cluster, &applier, options, &pre).await;
     if !checked.refused.is_empty() && !options.force {
         return Ok(refuse(cluster, options, pre, checked).await);
     }
     let announced = Announced::run(cluster, &applier, options, &pre, &mut checked).await;
     let (report, rounds) = pass::run(
-        cluster,
         &applier,
         options,
         pre.mode,
         pass::Progress {
             version: &pre.version,
-            in_progress: announced.in_progress,
+            gate: gate.as_deref(),
             done: &done,
         },
         on_result,
@@ -324,28 +320,29 @@ impl Preflight {
         })
     }
 
-    /// The per-manifest options of this sync: an install's health rules, the spec's
-    /// unmanaged objects, and — with a ClusterVersion, not in a dry run — the `Upgradeable`
-    /// gate closed as soon as a deletion is requested (`gate`; `done` counts the manifests
-    /// the pass has done, for its Progressing message).
+    /// The per-manifest options of this sync — an install's health rules, the spec's
+    /// unmanaged objects, and (not in a dry run) the `Upgradeable` gate closed as soon as a
+    /// deletion is requested — and that gate, which also writes the pass's progress (`gate`;
+    /// `done` counts the manifests the pass has done, for its Progressing message). The gate
+    /// finds ClusterVersion when it writes: one the release creates gets it too.
     fn apply_options(
         &self,
         cluster: &Cluster,
         release: &Release,
         options: &SyncOptions,
         done: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    ) -> Options {
+    ) -> (Options, Option<std::sync::Arc<gate::Gate>>) {
         let mut apply = options.apply.clone();
         apply.health.initializing = self.mode == Mode::Initializing;
         apply.unmanaged = self.spec.unmanaged.clone();
-        apply.on_deletion_requested = (self.cv.is_some() && !options.apply.dry_run).then(|| {
-            gate::Gate::hook(
+        let gate = (!options.apply.dry_run).then(|| {
+            gate::Gate::new(
                 gate::Inputs {
                     cluster,
                     version: &self.version,
                     total: release.manifests.len(),
                     done: done.clone(),
-                    in_progress: self.in_progress(options),
+                    in_progress: self.writes_progress(options),
                     spec: &self.spec,
                     stored: self
                         .cv
@@ -356,7 +353,18 @@ impl Preflight {
                 options.stuck_after,
             )
         });
-        apply
+        apply.on_deletion_requested = gate.as_ref().map(gate::Gate::hook);
+        (apply, gate)
+    }
+
+    /// The pass writes Progressing: not a dry run, and this release is not the completed one
+    /// (an install — whose ClusterVersion may only come with the release — or an update).
+    fn writes_progress(&self, options: &SyncOptions) -> bool {
+        !options.apply.dry_run
+            && self
+                .cv
+                .as_ref()
+                .is_none_or(|cv| !clusterversion::completed(cv, &self.version))
     }
 
     /// ClusterVersion does not record this release as completed (an install or update under
@@ -495,8 +503,6 @@ struct Announced {
     accepted: Option<Condition>,
     /// When the update started (the history entry's start, or now).
     update_started: jiff::Timestamp,
-    /// ClusterVersion does not record this release as completed: progress is written.
-    in_progress: bool,
 }
 
 impl Announced {
@@ -542,7 +548,6 @@ impl Announced {
             accepted_risks,
             accepted,
             update_started,
-            in_progress,
         };
         if in_progress && let Err(e) = announced.write_start(cluster, release, options, pre).await {
             warnings.push(format!("could not record the start of the update: {e}"));
@@ -720,14 +725,23 @@ impl Concluded {
             ),
             &pre.spec,
         );
-        let ever = pre.cv.as_ref().is_some_and(clusterversion::ever_completed);
+        let completed = pre
+            .cv
+            .as_ref()
+            .and_then(clusterversion::current_version)
+            .map(|v| v.to_string());
+        let standing = conditions::Standing {
+            completed: completed.as_deref(),
+            reconciling: pre.mode == Mode::Reconciling,
+        };
         let grace = Grace {
             elapsed: jiff::Timestamp::now()
                 .duration_since(announced.update_started)
                 .unsigned_abs(),
             period: options.failing_after,
         };
-        let mut conds = conditions::after_pass(release, &report.results, upgradeable, ever, grace);
+        let mut conds =
+            conditions::after_pass(release, &report.results, upgradeable, standing, grace);
         conds.extend(announced.accepted.clone());
         match pre.spec.invalid_condition() {
             Some(invalid) => conds.push(invalid),

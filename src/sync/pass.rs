@@ -1,7 +1,9 @@
 //! The pass of a sync, with its progress: the walk of the task graph the mode asks for (an
-//! install's rounds included), a heartbeat that says what a stalled pass waits for, and the
-//! Progressing message of ClusterVersion kept current while it runs.
+//! install's rounds included), a heartbeat that says what a stalled pass waits for and why
+//! (the most frequent error of the last round, with its count), and the Progressing message
+//! of ClusterVersion kept current while it runs (through the `gate`, which writes it).
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -10,13 +12,11 @@ use futures::StreamExt;
 use crate::apply::{
     Applier, ManifestResult, PassReport, flattened_graph, run_level_graph, run_pass,
 };
-use crate::cluster::Cluster;
 use crate::release::Release;
-use crate::status::clusterversion;
-use crate::status::conditions;
+use crate::status::conditions::{self, ErrorTally};
 use crate::status::update::name_list;
-use crate::status::{Condition, ConditionStatus};
 
+use super::gate::Gate;
 use super::{Mode, SyncOptions};
 
 /// Runs the pass `mode` asks for and returns its report and the rounds it took (1, or an
@@ -24,10 +24,10 @@ use super::{Mode, SyncOptions};
 /// [`Progress::done`] counts them.
 ///
 /// While it runs: with [`SyncOptions::heartbeat`], a warning says every interval what the
-/// pass waits for; when [`Progress::in_progress`], ClusterVersion's Progressing message is
-/// refreshed as often (a failed refresh is logged, never in the pass's way).
+/// pass waits for and the most frequent error of the last round; through [`Progress::gate`],
+/// ClusterVersion's Progressing message is refreshed as often, with the same error (a failed
+/// refresh is logged, never in the pass's way).
 pub(super) async fn run<F>(
-    cluster: &Cluster,
     applier: &Applier<'_>,
     options: &SyncOptions,
     mode: Mode,
@@ -39,31 +39,36 @@ where
 {
     let Progress {
         version,
-        in_progress,
+        gate,
         done,
     } = progress;
     let release = applier.release();
+    let errors = RoundErrors::default();
     let counted = |r: &ManifestResult| {
         done.fetch_add(1, Ordering::Relaxed);
         on_result(r)
     };
-    let pass = walk(applier, options, mode, &counted);
-    // While the pass runs: say what it waits for (heartbeat), and keep ClusterVersion's
-    // Progressing message current.
+    let pass = walk(applier, options, mode, &errors, &counted);
+    // While the pass runs: say what it waits for and why (heartbeat), and keep
+    // ClusterVersion's Progressing message current.
     let tick = || {
         let waiting = applier.waiting();
         let done = done.load(Ordering::Relaxed);
+        let why = errors.why();
         if options.heartbeat.is_some() {
             tracing::warn!(
-                "still working towards {version}: {done} of {} done; waiting on {}",
+                "still working towards {version}: {done} of {} done; waiting on {}{why}",
                 release.manifests.len(),
                 waiting_on(applier, &waiting),
             );
         }
-        let message = conditions::waiting_message(version, done, release.manifests.len(), &waiting);
+        let message = format!(
+            "{}{why}",
+            conditions::waiting_message(version, done, release.manifests.len(), &waiting)
+        );
         async move {
-            if in_progress {
-                progressing(cluster, &options.apply.retry, message).await;
+            if let Some(gate) = gate {
+                gate.tick(message).await;
             }
         }
     };
@@ -75,10 +80,54 @@ where
 pub(super) struct Progress<'a> {
     /// The release as status names it.
     pub version: &'a str,
-    /// An update or unfinished install with a ClusterVersion: Progressing is written.
-    pub in_progress: bool,
+    /// Writes the progress (and the gate) to ClusterVersion; `None` in a dry run.
+    pub gate: Option<&'a Gate>,
     /// Manifests done so far (shared with the `gate`, which writes it with Upgradeable).
     pub done: &'a AtomicUsize,
+}
+
+/// The errors of the round under way and of the last finished one, grouped
+/// ([`conditions::ErrorTally`]): what the progress lines name.
+#[derive(Default)]
+struct RoundErrors {
+    current: Mutex<ErrorTally>,
+    last: Mutex<Option<ErrorTally>>,
+}
+
+impl RoundErrors {
+    fn add(&self, release: &Release, r: &ManifestResult) {
+        lock(&self.current).add(release, r);
+    }
+
+    /// The round under way is over: its errors are now the last round's.
+    fn end_round(&self) {
+        let finished = std::mem::take(&mut *lock(&self.current));
+        *lock(&self.last) = Some(finished);
+    }
+
+    /// The most frequent error of the last finished round, else of the round under way.
+    fn most_frequent(&self) -> Option<conditions::ErrorGroup> {
+        match &*lock(&self.last) {
+            Some(last) => last.most_frequent(),
+            None => lock(&self.current).most_frequent(),
+        }
+    }
+
+    /// What a progress line adds: `; last round: 5000 failed: …` once an install round
+    /// finished, `; so far: 3 failed: …` before (an update's single walk), or nothing.
+    fn why(&self) -> String {
+        let finished = lock(&self.last).is_some();
+        match (self.most_frequent(), finished) {
+            (Some(g), true) => format!("; last round: {g}"),
+            (Some(g), false) => format!("; so far: {g}"),
+            (None, _) => String::new(),
+        }
+    }
+}
+
+/// The guard of `m`, also after a panic elsewhere (the tallies stay usable).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The walk of the task graph `mode` asks for.
@@ -86,14 +135,19 @@ async fn walk<F>(
     applier: &Applier<'_>,
     options: &SyncOptions,
     mode: Mode,
+    errors: &RoundErrors,
     on_result: &F,
 ) -> (PassReport, u32)
 where
     F: Fn(&ManifestResult),
 {
     let release = applier.release();
+    let on_result = &|r: &ManifestResult| {
+        errors.add(release, r);
+        on_result(r)
+    };
     match mode {
-        Mode::Initializing => install(applier, options, on_result).await,
+        Mode::Initializing => install(applier, options, errors, on_result).await,
         Mode::Updating => {
             let graph = run_level_graph(release);
             (
@@ -163,40 +217,27 @@ where
     }
 }
 
-/// Writes Progressing=True with `message` to ClusterVersion; the write merges it into the
-/// other conditions and skips an unchanged status. A failure is logged, the pass goes on.
-async fn progressing(cluster: &Cluster, retry: &crate::apply::RetryPolicy, message: String) {
-    let progressing = [Condition::new(
-        "Progressing",
-        ConditionStatus::True,
-        "",
-        message,
-    )];
-    let update = clusterversion::Update::Conditions {
-        conditions: &progressing,
-        observed: None,
-    };
-    if let Err(e) = clusterversion::write_update(cluster, retry, update).await {
-        tracing::debug!(error = %e, "could not refresh the progress in ClusterVersion");
-    }
-}
-
 /// An install: the flattened graph, then further rounds over what failed or was not reached
 /// until nothing is left or the install timeout passes. Each round starts from a fresh view
 /// of the cluster.
 async fn install<F>(
     applier: &Applier<'_>,
     options: &SyncOptions,
+    errors: &RoundErrors,
     on_result: &F,
 ) -> (PassReport, u32)
 where
     F: Fn(&crate::apply::ManifestResult),
 {
     let deadline = tokio::time::Instant::now() + options.install_timeout;
-    let graph = flattened_graph(applier.release());
+    let release = applier.release();
+    let graph = flattened_graph(release);
+    // Every result of a round counts for its errors; only final ones are reported.
     let report_final = |r: &crate::apply::ManifestResult| {
         if r.is_final() {
             on_result(r)
+        } else {
+            errors.add(release, r);
         }
     };
     let mut report = run_pass(
@@ -212,11 +253,21 @@ where
     let mut delays = crate::cluster::retry::Backoff::INSTALL_ROUND.delays();
     let mut delay = delays.next_wait();
     loop {
+        errors.end_round();
         let left = report.results.iter().filter(|r| !r.is_final()).count();
         if left == 0 || tokio::time::Instant::now() + delay >= deadline {
             break;
         }
-        tracing::info!(round = rounds, left, retry_in = ?delay, "install: manifests not done yet; retrying");
+        let why = errors
+            .most_frequent()
+            .map(|g| format!("; {g}"))
+            .unwrap_or_default();
+        tracing::info!(
+            round = rounds,
+            left,
+            retry_in = ?delay,
+            "install: {left} manifests not done after round {rounds}; retrying in {delay:?}{why}"
+        );
         tokio::time::sleep(delay).await;
         delay = delays.next_wait();
         applier.new_pass();
@@ -240,6 +291,49 @@ where
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn progress_lines_name_the_errors_so_far_then_the_last_rounds() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..3 {
+            std::fs::write(
+                dir.path().join(format!("0000_10_c{i}_cm.yaml")),
+                format!(
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  namespace: ns\n"
+                ),
+            )
+            .unwrap();
+        }
+        let release = crate::release::load(dir.path(), &Default::default()).unwrap();
+        let failed = |i: usize| {
+            let mut r = ManifestResult::new(i, crate::apply::Action::Failed);
+            r.error = Some(format!("configmaps \"cm-{i}\" is forbidden"));
+            r
+        };
+        let errors = RoundErrors::default();
+        assert_eq!(errors.why(), "");
+        errors.add(&release, &failed(0));
+        errors.add(&release, &failed(1));
+        assert_eq!(
+            errors.why(),
+            "; so far: 2 failed: configmaps \"cm-0\" is forbidden"
+        );
+        errors.add(&release, &failed(2));
+        errors.end_round();
+        // The next round's first error does not hide the last round's count.
+        errors.add(&release, &failed(0));
+        assert_eq!(
+            errors.why(),
+            "; last round: 3 failed: configmaps \"cm-0\" is forbidden"
+        );
+        errors.end_round();
+        assert_eq!(
+            errors.why(),
+            "; last round: 1 failed: configmaps \"cm-0\" is forbidden"
+        );
+        errors.end_round();
+        assert_eq!(errors.why(), "");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_long_pass_says_what_it_waits_for_every_interval() {

@@ -15,3 +15,4 @@ mod apply_sync;
 mod cluster_version_spec;
 mod deletion_record;
 mod openshift_schema;
+mod status_truth;

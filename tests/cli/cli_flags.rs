@@ -212,17 +212,19 @@ fn kubeconfig_flag_wins_over_the_list_and_home_is_the_fallback() {
         .assert()
         .code(0);
 
-    // A file of the list that cannot be read is an error that names it.
+    // A file of the list that exists but cannot be read is an error that names it.
+    let unreadable = dir.path().join("a-directory");
+    std::fs::create_dir(&unreadable).unwrap();
     cvo(dir.path())
-        .env(
-            "KUBECONFIG",
-            list(&[&contexts, Path::new("/nonexistent/kubeconfig")]),
-        )
+        .env("KUBECONFIG", list(&[&contexts, &unreadable]))
         .args(["plan", "--release"])
         .arg(&release)
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("/nonexistent/kubeconfig"));
+        .stderr(predicate::str::contains(format!(
+            "{}: ",
+            unreadable.display()
+        )));
 
     // Without flag and KUBECONFIG: ~/.kube/config.
     let home = dir.path().join("home");
@@ -233,6 +235,62 @@ fn kubeconfig_flag_wins_over_the_list_and_home_is_the_fallback() {
         .arg(&release)
         .assert()
         .code(0);
+}
+
+/// `KUBECONFIG=missing:good` works as with kubectl (files of the list that do not exist are
+/// skipped), on both servers; a list of only missing files is a usage error that says so.
+#[tokio::test]
+async fn missing_files_in_the_kubeconfig_list_are_skipped_as_kubectl_does() {
+    let tc = common::cluster().await;
+    let dir = tempfile::tempdir().unwrap();
+    let good = tc.kubeconfig_file(dir.path()).await;
+    let ns = tc.namespace("kubeconfig-list").await;
+    let release = dir.path().join("release");
+    std::fs::create_dir(&release).unwrap();
+    std::fs::write(
+        release.join("0000_10_x_cm.yaml"),
+        common::configmap(&ns, "listed", "", &[("a", "b")]),
+    )
+    .unwrap();
+    let home = dir.path().to_owned();
+    let run = move |list: std::ffi::OsString| {
+        let release = release.clone();
+        let home = home.clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                cvo(&home)
+                    .env("KUBECONFIG", list)
+                    .args(["plan", "--release"])
+                    .arg(&release)
+                    .output()
+                    .expect("run cvo")
+            })
+            .await
+            .expect("join")
+        }
+    };
+    let out = run(list(&[Path::new("/nonexistent/kubeconfig"), &good])).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("ConfigMap {ns}/listed")),
+        "{stdout}"
+    );
+
+    let out = run(list(&[
+        Path::new("/nonexistent/a"),
+        Path::new("/nonexistent/b"),
+    ]))
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "KUBECONFIG=/nonexistent/a:/nonexistent/b: none of these kubeconfig files exists"
+        ),
+        "{stderr}"
+    );
 }
 
 #[test]

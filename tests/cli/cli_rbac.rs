@@ -495,7 +495,7 @@ async fn put(tc: &common::TestCluster, object: &Value) {
 }
 
 /// A kubeconfig for the real cluster `admin` that authenticates as `token`.
-fn token_kubeconfig(admin: &Path, token: &str, dir: &Path) -> PathBuf {
+pub(crate) fn token_kubeconfig(admin: &Path, token: &str, dir: &Path) -> PathBuf {
     let config = kube::config::Kubeconfig::read_from(admin).expect("admin kubeconfig");
     let context = config
         .contexts

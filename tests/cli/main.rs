@@ -12,6 +12,7 @@ mod cli_flags;
 mod cli_graph;
 mod cli_hardening;
 mod cli_operand_cleanup;
+mod cli_progress;
 mod cli_rbac;
 mod cli_validate;
 mod dockerfile;
