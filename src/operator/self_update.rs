@@ -137,11 +137,13 @@ impl Decision {
     }
 }
 
-/// The image `spec.desiredUpdate.image` names (not empty), if any.
-pub fn desired_image(cv: &DynamicObject) -> Option<&str> {
-    cv.data
-        .pointer("/spec/desiredUpdate/image")
-        .and_then(Value::as_str)
+/// The image `spec.desiredUpdate` asks for: its `image`, or the image its `version` alone
+/// resolves to (`status.availableUpdates`, else `status.history`); `None` when it asks for no
+/// image or is invalid (an invalid request is not acted on).
+pub fn desired_image(cv: &DynamicObject) -> Option<String> {
+    crate::status::spec::Spec::of(cv)
+        .desired_update
+        .map(|d| d.image)
         .filter(|s| !s.is_empty())
 }
 
