@@ -12,7 +12,11 @@
 //! the operator runs writes nothing to its Deployment); only the leader runs the operand-cleanup component; an
 //! override stops management and makes the cluster not upgradeable; a deletion held by a
 //! finalizer across a kill -9 is still reported by the next process, then recorded when it
-//! completes.
+//! completes. `spec.desiredUpdate` as OpenShift's CVO reads it: `{version}` alone resolved from
+//! `availableUpdates` or `history` (else `Invalid` with the CVO's message), `{image, force}`
+//! forcing the release of the image the operator runs, a version that is not the image's
+//! release refused, another architecture refused, and a stale `Progressing` from an earlier
+//! leader rewritten.
 //!
 //! Every test starts from `common::operator::Env` (it holds the ClusterVersion lock) and
 //! deletes `version` when done (`Env::finish`).

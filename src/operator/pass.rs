@@ -156,9 +156,6 @@ impl Passes<'_> {
             .as_ref()
             .and_then(|cv| clusterversion::condition(cv, "Invalid"));
         move_conditions.extend(spec.invalid_update(stored_invalid.as_ref()));
-        if let Some(problem) = spec.invalid_condition() {
-            tracing::warn!(message = %problem.message, "ClusterVersion spec is invalid: the invalid fields are ignored");
-        }
         let paused = |result: &'static str| {
             metrics.pass(trigger, result, started.elapsed().as_secs_f64());
             PassEnd {

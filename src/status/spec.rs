@@ -1,10 +1,16 @@
 //! What `ClusterVersion version`'s spec asks of a sync, checked field by field: the
-//! `overrides` that take objects out of management, and whether the spec is valid at all.
+//! `overrides` that take objects out of management, the `desiredUpdate` asked for, and whether
+//! the spec is valid at all.
 //!
 //! As the CVO: an override `{kind, group, namespace, name, unmanaged: true}` leaves that object
 //! alone (no apply, no delete, no health check) and makes the cluster `Upgradeable=False`
-//! (`ClusterVersionOverrides`) while it is there. An invalid field is reported (`Invalid=True`
-//! with what is wrong, by JSON path) and ignored; the rest of the spec still counts.
+//! (`ClusterVersionOverrides`) while it is there. `desiredUpdate` is validated as the CVO
+//! validates it (and as the CRD's rules do): a `version` without an `image` must name exactly
+//! one payload of `status.availableUpdates`, or a `status.history` entry with an image, and is
+//! resolved to that image; `architecture` other than the cluster's is refused (cvo releases are
+//! single-architecture); `acceptRisks` is read. An invalid field is reported (`Invalid=True`,
+//! worded as the CVO words it, by JSON path) and ignored — an invalid `desiredUpdate` as a
+//! whole; the rest of the spec still counts.
 
 use std::collections::BTreeSet;
 
@@ -671,11 +677,8 @@ mod tests {
                 "The target release img@sha256:2 is exposed to the risks [RiskA] which were all explicitly accepted by the cluster administrator."
             )
         );
-        assert_eq!(
-            exposed_risks_accepted(&cv, &desired, "9.9.9")
-                .as_deref()
-                .is_some(),
-            true,
+        assert!(
+            exposed_risks_accepted(&cv, &desired, "9.9.9").is_some(),
             "matched by image"
         );
         let plain = cv_with(json!({"image": "img@sha256:2"}), json!({}));
