@@ -1521,9 +1521,23 @@ async fn an_image_forced_without_a_version_goes_through_a_refusal() {
     assert_eq!(refused["reason"], "UpgradeableFalse", "{refused}");
     assert_eq!(cm_value(tc, ns, "new").await, None, "nothing applied");
 
+    // The update service lists 1.1.0 as a conditional update with a risk the administrator
+    // accepted (`oc adm upgrade accept RiskA`).
+    cvs.patch_status(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"conditionalUpdates": [
+            {"release": {"version": "1.1.0", "image": "example.com/cvo:1.1.0"},
+             "risks": [{"name": "RiskA", "url": "https://example.com/risk-a", "message": "m",
+                        "matchingRules": [{"type": "Always"}]}]},
+        ]}})),
+    )
+    .await
+    .expect("conditional updates");
     desire(
         cvs,
-        json!({"version": "", "image": "example.com/cvo:1.1.0", "force": true}),
+        json!({"version": "", "image": "example.com/cvo:1.1.0", "force": true,
+               "acceptRisks": [{"name": "RiskA"}]}),
     )
     .await;
     let forced = history(cvs, "1.1.0", "Completed").await;
@@ -1535,6 +1549,10 @@ async fn an_image_forced_without_a_version_goes_through_a_refusal() {
         risks.contains("UpgradeableFalse"),
         "{}",
         forced.data["status"]
+    );
+    assert!(
+        risks.contains("The target release example.com/cvo:1.1.0 is exposed to the risks [RiskA] which were all explicitly accepted by the cluster administrator."),
+        "{risks}"
     );
     assert_eq!(
         condition(&forced, "ReleaseAccepted").expect("accepted")["status"],
