@@ -7,7 +7,6 @@ use serde_json::Value;
 
 use super::metrics::Metrics;
 use crate::cluster::Cluster;
-use crate::diagnostic::excerpt;
 use crate::status::clusterversion;
 use crate::status::conditions::RELEASE_ACCEPTED;
 use crate::status::spec::DesiredUpdate;
@@ -86,12 +85,7 @@ pub fn version_mismatch(desired: &DesiredUpdate, version: &str) -> Condition {
         RELEASE_ACCEPTED,
         ConditionStatus::False,
         VERIFY_VERSION,
-        format!(
-            "Verifying payload failed version=\"{}\" image=\"{}\" failure=release image version {version} does not match the expected upstream version {}",
-            excerpt(&desired.version),
-            excerpt(&desired.image),
-            excerpt(&desired.version)
-        ),
+        desired.version_mismatch(version),
     )
 }
 

@@ -239,6 +239,18 @@ pub fn exposed_risks_accepted(
     ))
 }
 
+impl DesiredUpdate {
+    /// Why the release at `version` is not the one asked for, as the CVO says it when the
+    /// release in the image asked for is another version.
+    pub fn version_mismatch(&self, version: &str) -> String {
+        let asked = crate::diagnostic::excerpt(&self.version);
+        format!(
+            "Verifying payload failed version=\"{asked}\" image=\"{}\" failure=release image version {version} does not match the expected upstream version {asked}",
+            crate::diagnostic::excerpt(&self.image),
+        )
+    }
+}
+
 /// A field error as the API server words it: `PATH: Invalid value: "VALUE": DETAIL`.
 fn invalid_value(path: &str, value: &str, detail: &str) -> String {
     format!(
