@@ -655,20 +655,35 @@ async fn an_invalid_release_is_reported_and_a_desired_image_moves_the_operator_a
     assert_eq!(refused["reason"], "InvalidRelease", "{refused}");
     let message = refused["message"].as_str().unwrap_or_default();
     assert!(message.contains("0000_10_a_01_broken.yaml:"), "{message}");
+    // Nothing is applied, and Progressing says so.
+    let progressing = condition_is(cvs, "Progressing", "False", "InvalidRelease").await;
+    assert!(
+        progressing["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Nothing is applied:")),
+        "{progressing}"
+    );
     assert_eq!(cm_value(tc, ns, "good").await, None, "nothing applied");
     let text = op
         .metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
         .await;
     assert_eq!(metric(&text, "cvo_leader", &[]), 1.0, "{text}");
+    // A version no update source lists: said as the CVO says it, and not acted on.
+    desire(cvs, json!({"version": "1.0.1"})).await;
+    let invalid = condition_is(cvs, "Invalid", "True", "InvalidClusterVersion").await;
+    assert!(
+        invalid["message"].as_str().is_some_and(
+            |m| m.ends_with("when image is empty the update must be an available update")
+        ),
+        "{invalid}"
+    );
     // The way out without a restart: an image with a fixed release. The spec change is acted
     // on at once (the resync interval is an hour).
-    cvs.patch(
-        "version",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"desiredUpdate": {"image": "example.com/cvo:1.0.1"}}})),
+    desire(
+        cvs,
+        json!({"version": "", "image": "example.com/cvo:1.0.1"}),
     )
-    .await
-    .expect("desired image");
+    .await;
     poll_until(
         "the operator container moved",
         Duration::from_secs(30),

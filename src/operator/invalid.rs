@@ -14,6 +14,7 @@ use super::{Election, Options, drift, resync};
 use crate::cluster::Cluster;
 use crate::status::clusterversion;
 use crate::status::conditions::RELEASE_ACCEPTED;
+use crate::status::spec::Spec;
 use crate::status::{Condition, ConditionStatus};
 
 /// Runs the operator for a release that cannot be used (unreadable, or with errors): elects
@@ -130,6 +131,12 @@ async fn report_invalid(
             (vec![refused, idle], "refused")
         }
     };
+    // The spec is read here too: an invalid request is said, and not acted on.
+    let mut conditions = conditions;
+    if let Some(cv) = &cv {
+        let stored = clusterversion::condition(cv, "Invalid");
+        conditions.extend(Spec::of(cv).invalid_update(stored.as_ref()));
+    }
     let written = clusterversion::write_update(
         cluster,
         retry,
