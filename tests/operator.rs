@@ -1329,18 +1329,25 @@ async fn seed_status(cvs: &Api<DynamicObject>, available: Value, conditions: Val
 }
 
 /// Sets `spec.desiredUpdate` to `desired` (a merge patch, as `oc adm upgrade` writes it) and
-/// returns the new `metadata.generation`.
+/// returns the new `metadata.generation`. Fails when the server dropped a field: the installed
+/// ClusterVersion CRD must carry every field `oc` writes (`architecture`, `acceptRisks`).
 async fn desire(cvs: &Api<DynamicObject>, desired: Value) -> i64 {
-    cvs.patch(
-        "version",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"desiredUpdate": desired}})),
-    )
-    .await
-    .expect("desired update")
-    .metadata
-    .generation
-    .expect("generation")
+    let stored = cvs
+        .patch(
+            "version",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"desiredUpdate": desired}})),
+        )
+        .await
+        .expect("desired update");
+    for field in desired.as_object().into_iter().flat_map(|o| o.keys()) {
+        assert!(
+            stored.data["spec"]["desiredUpdate"].get(field).is_some(),
+            "the server dropped spec.desiredUpdate.{field}: the installed ClusterVersion CRD \
+             (kubectl get crd clusterversions.config.openshift.io) lacks it, as OpenShift's has it"
+        );
+    }
+    stored.metadata.generation.expect("generation")
 }
 
 /// Waits until the operator container of Deployment `cvo` runs `image`.
