@@ -12,7 +12,11 @@
 //! the operator runs writes nothing to its Deployment); only the leader runs the operand-cleanup component; an
 //! override stops management and makes the cluster not upgradeable; a deletion held by a
 //! finalizer across a kill -9 is still reported by the next process, then recorded when it
-//! completes.
+//! completes. `spec.desiredUpdate` as OpenShift's CVO reads it: `{version}` alone resolved from
+//! `availableUpdates` or `history` (else `Invalid` with the CVO's message), `{image, force}`
+//! forcing the release of the image the operator runs, a version that is not the image's
+//! release refused, another architecture refused, and a stale `Progressing` from an earlier
+//! leader rewritten.
 //!
 //! Every test starts from `common::operator::Env` (it holds the ClusterVersion lock) and
 //! deletes `version` when done (`Env::finish`).
@@ -384,6 +388,8 @@ async fn a_refused_minor_update_applies_nothing_until_forced() {
                          "completionTime": "2026-01-01T00:01:00Z", "verified": false}],
             "conditions": [{"type": "Upgradeable", "status": "False", "reason": "AdminAckRequired",
                             "message": "not yet", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            // The update service lists 1.1.0: `{version}` alone names its image.
+            "availableUpdates": [{"version": "1.1.0", "image": "example.com/cvo:1.1.0"}],
         }})),
     )
     .await
@@ -392,7 +398,14 @@ async fn a_refused_minor_update_applies_nothing_until_forced() {
         "1.1.0",
         &[("0000_10_a_00_new.yaml", configmap(ns, "new", "x"))],
     );
-    let op = env.start(&["--resync-interval", "1h", "--lease-name", lease]);
+    let op = env.start(&[
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        lease,
+        "--release-image",
+        "example.com/cvo:1.1.0",
+    ]);
     let refused = release_refused(cvs).await;
     assert_eq!(refused["reason"], "UpgradeableFalse", "{refused}");
     let text = op
@@ -642,20 +655,35 @@ async fn an_invalid_release_is_reported_and_a_desired_image_moves_the_operator_a
     assert_eq!(refused["reason"], "InvalidRelease", "{refused}");
     let message = refused["message"].as_str().unwrap_or_default();
     assert!(message.contains("0000_10_a_01_broken.yaml:"), "{message}");
+    // Nothing is applied, and Progressing says so.
+    let progressing = condition_is(cvs, "Progressing", "False", "InvalidRelease").await;
+    assert!(
+        progressing["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Nothing is applied:")),
+        "{progressing}"
+    );
     assert_eq!(cm_value(tc, ns, "good").await, None, "nothing applied");
     let text = op
         .metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
         .await;
     assert_eq!(metric(&text, "cvo_leader", &[]), 1.0, "{text}");
+    // A version no update source lists: said as the CVO says it, and not acted on.
+    desire(cvs, json!({"version": "1.0.1"})).await;
+    let invalid = condition_is(cvs, "Invalid", "True", "InvalidClusterVersion").await;
+    assert!(
+        invalid["message"].as_str().is_some_and(
+            |m| m.ends_with("when image is empty the update must be an available update")
+        ),
+        "{invalid}"
+    );
     // The way out without a restart: an image with a fixed release. The spec change is acted
     // on at once (the resync interval is an hour).
-    cvs.patch(
-        "version",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"desiredUpdate": {"image": "example.com/cvo:1.0.1"}}})),
+    desire(
+        cvs,
+        json!({"version": "", "image": "example.com/cvo:1.0.1"}),
     )
-    .await
-    .expect("desired image");
+    .await;
     poll_until(
         "the operator container moved",
         Duration::from_secs(30),
@@ -1345,5 +1373,427 @@ async fn an_update_with_openshifts_crds_writes_only_status_the_server_accepts() 
     common::wait_gone(tc, cvs, "version", "ClusterVersion version").await;
     common::example::restore_stand_in_crds(tc).await;
     common::example::remove_guard(tc).await;
+
+/// Seeds ClusterVersion status: cluster at `1.0.0` Completed (image `example.com/cvo:1.0.0`)
+/// after `0.9.0` (image `example.com/cvo:0.9.0`), with `available` as `availableUpdates`
+/// and `conditions`.
+async fn seed_status(cvs: &Api<DynamicObject>, available: Value, conditions: Value) {
+    cvs.patch_status(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "desired": {"version": "1.0.0", "image": "example.com/cvo:1.0.0"},
+            "history": [
+                {"state": "Completed", "version": "1.0.0", "image": "example.com/cvo:1.0.0",
+                 "startedTime": "2026-01-02T00:00:00Z", "completionTime": "2026-01-02T00:01:00Z", "verified": false},
+                {"state": "Completed", "version": "0.9.0", "image": "example.com/cvo:0.9.0",
+                 "startedTime": "2026-01-01T00:00:00Z", "completionTime": "2026-01-01T00:01:00Z", "verified": false},
+            ],
+            "availableUpdates": available,
+            "conditions": conditions,
+        }})),
+    )
+    .await
+    .expect("seed status");
+}
+
+/// Sets `spec.desiredUpdate` to `desired` (a merge patch, as `oc adm upgrade` writes it) and
+/// returns the new `metadata.generation`. Fails when the server dropped a field: the installed
+/// ClusterVersion CRD must carry every field `oc` writes (`architecture`, `acceptRisks`).
+async fn desire(cvs: &Api<DynamicObject>, desired: Value) -> i64 {
+    let stored = cvs
+        .patch(
+            "version",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"desiredUpdate": desired}})),
+        )
+        .await
+        .expect("desired update");
+    for field in desired.as_object().into_iter().flat_map(|o| o.keys()) {
+        assert!(
+            stored.data["spec"]["desiredUpdate"].get(field).is_some(),
+            "the server dropped spec.desiredUpdate.{field}: the installed ClusterVersion CRD \
+             (kubectl get crd clusterversions.config.openshift.io) lacks it, as OpenShift's has it"
+        );
+    }
+    stored.metadata.generation.expect("generation")
+}
+
+/// Waits until the operator container of Deployment `cvo` runs `image`.
+async fn moved_to(deployments: &Api<Deployment>, image: &str) {
+    poll_until(
+        &format!("the operator container moved to {image}"),
+        Duration::from_secs(30),
+        || async {
+            let (images, _) = images(deployments, "cvo").await;
+            if images.contains(&("operator".to_owned(), image.to_owned())) {
+                Ok(())
+            } else {
+                Err(format!("{images:?}"))
+            }
+        },
+    )
+    .await;
+}
+
+/// `{version}` alone (no image) that neither `availableUpdates` nor `history` lists: the CVO's
+/// `Invalid` condition, word for word; the spec generation is observed; nothing moves and the
+/// release stays applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_alone_that_is_not_an_available_update_is_invalid_and_nothing_moves() {
+    let env = Env::new("desired-invalid").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        kubeconfig,
+        lease,
+        ..
+    } = &env;
+    let deployments = own_deployment(tc, ns, "cvo", "example.com/cvo:1.0.0").await;
+    seed_status(
+        cvs,
+        json!([{"version": "1.2.0", "image": "example.com/cvo:1.2.0"}]),
+        json!([]),
+    )
+    .await;
+    let op = start_self_updating(kubeconfig, dir.path(), ns, lease);
+    // The first pass is done: the request below is a spec change it did not see.
+    op.metric_at_least("cvo_sync_passes_total", &[("trigger", "initial")], 1.0)
+        .await;
+    let (_, deployment_generation) = images(&deployments, "cvo").await;
+
+    let generation = desire(
+        cvs,
+        json!({"version": "1.1.0", "image": "", "force": false}),
+    )
+    .await;
+    let invalid = condition_is(cvs, "Invalid", "True", "InvalidClusterVersion").await;
+    assert_eq!(
+        invalid["message"],
+        "The cluster version is invalid: spec.desiredUpdate.version: Invalid value: \"1.1.0\": when image is empty the update must be an available update"
+    );
+    poll_until("observedGeneration", Duration::from_secs(30), || async {
+        let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+        match cv.data["status"]["observedGeneration"].as_i64() {
+            Some(g) if g >= generation => Ok(()),
+            other => Err(format!("{other:?} < {generation}")),
+        }
+    })
+    .await;
+    op.metric_at_least(
+        "cvo_sync_passes_total",
+        &[("trigger", "clusterversion"), ("result", "applied")],
+        1.0,
+    )
+    .await;
+    assert_eq!(
+        images(&deployments, "cvo").await,
+        (
+            vec![
+                ("sidecar".to_owned(), "example.com/sidecar:1".to_owned()),
+                ("operator".to_owned(), "example.com/cvo:1.0.0".to_owned()),
+            ],
+            deployment_generation
+        ),
+        "the request was not acted on"
+    );
+    let stored = cvs.get("version").await.expect("cv");
+    assert_eq!(stored.data["status"]["history"][0]["version"], "1.0.0");
+    assert_eq!(
+        condition(&stored, "ReleaseAccepted").expect("accepted")["status"],
+        "True"
+    );
+
+    // Clearing the request (`oc adm upgrade --clear`) makes the spec valid again.
+    desire(cvs, Value::Null).await;
+    condition_is(cvs, "Invalid", "False", "AsExpected").await;
+    op.terminate().await;
+    env.finish().await;
+}
+
+/// `{version}` alone that `availableUpdates` lists (what an update graph offers): the operator
+/// moves its Deployment to that entry's image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_alone_in_available_updates_moves_the_operator_to_its_image() {
+    let env = Env::new("desired-available").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        kubeconfig,
+        lease,
+        ..
+    } = &env;
+    let deployments = own_deployment(tc, ns, "cvo", "example.com/cvo:1.0.0").await;
+    seed_status(
+        cvs,
+        json!([{"version": "1.1.0", "image": "example.com/cvo@sha256:11"}]),
+        json!([]),
+    )
+    .await;
+    let op = start_self_updating(kubeconfig, dir.path(), ns, lease);
+    // The first pass is done: the request below is a spec change it did not see.
+    op.metric_at_least("cvo_sync_passes_total", &[("trigger", "initial")], 1.0)
+        .await;
+    desire(cvs, json!({"version": "1.1.0"})).await;
+    moved_to(&deployments, "example.com/cvo@sha256:11").await;
+    let progressing = condition_is(cvs, "Progressing", "True", "OperatorImageUpdating").await;
+    assert!(
+        progressing["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("example.com/cvo@sha256:11")),
+        "{progressing}"
+    );
+    let stored = cvs.get("version").await.expect("cv");
+    assert!(condition(&stored, "Invalid").is_none_or(|c| c["status"] != "True"));
+    op.terminate().await;
+    env.finish().await;
+}
+
+/// `{version}` alone naming an earlier release in `history` with an image (`oc adm upgrade
+/// rollback`): the operator moves its Deployment back to that image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_to_a_version_in_history_moves_the_operator_to_its_image() {
+    let env = Env::new("desired-rollback").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        kubeconfig,
+        lease,
+        ..
+    } = &env;
+    let deployments = own_deployment(tc, ns, "cvo", "example.com/cvo:1.0.0").await;
+    seed_status(cvs, Value::Null, json!([])).await;
+    let op = start_self_updating(kubeconfig, dir.path(), ns, lease);
+    // The first pass is done: the request below is a spec change it did not see.
+    op.metric_at_least("cvo_sync_passes_total", &[("trigger", "initial")], 1.0)
+        .await;
+    desire(cvs, json!({"version": "0.9.0", "image": ""})).await;
+    moved_to(&deployments, "example.com/cvo:0.9.0").await;
+    condition_is(cvs, "Progressing", "True", "OperatorImageUpdating").await;
+    op.terminate().await;
+    env.finish().await;
+}
+
+/// `{image, force: true}` with an empty version (`oc adm upgrade --to-image=IMG --force`): the
+/// operator running that image treats its release as forced — the minor update that
+/// `Upgradeable=False` refuses goes through, and its history entry records what was overridden.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_forced_without_a_version_goes_through_a_refusal() {
+    let env = Env::new("desired-force").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    seed_status(
+        cvs,
+        Value::Null,
+        json!([{"type": "Upgradeable", "status": "False", "reason": "AdminAckRequired",
+                "message": "not yet", "lastTransitionTime": "2026-01-01T00:00:00Z"}]),
+    )
+    .await;
+    env.write_release(
+        "1.1.0",
+        &[("0000_10_a_00_new.yaml", configmap(ns, "new", "x"))],
+    );
+    let op = env.start(&[
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        lease,
+        "--release-image",
+        "example.com/cvo:1.1.0",
+    ]);
+    let refused = release_refused(cvs).await;
+    assert_eq!(refused["reason"], "UpgradeableFalse", "{refused}");
+    assert_eq!(cm_value(tc, ns, "new").await, None, "nothing applied");
+
+    // The update service lists 1.1.0 as a conditional update with a risk the administrator
+    // accepted (`oc adm upgrade accept RiskA`).
+    cvs.patch_status(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"conditionalUpdates": [
+            {"release": {"version": "1.1.0", "image": "example.com/cvo:1.1.0"},
+             "risks": [{"name": "RiskA", "url": "https://example.com/risk-a", "message": "m",
+                        "matchingRules": [{"type": "Always"}]}]},
+        ]}})),
+    )
+    .await
+    .expect("conditional updates");
+    desire(
+        cvs,
+        json!({"version": "", "image": "example.com/cvo:1.1.0", "force": true,
+               "acceptRisks": [{"name": "RiskA"}]}),
+    )
+    .await;
+    let forced = history(cvs, "1.1.0", "Completed").await;
+    let risks = forced.data["status"]["history"][0]["acceptedRisks"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        risks.contains("UpgradeableFalse"),
+        "{}",
+        forced.data["status"]
+    );
+    assert!(
+        risks.contains("The target release example.com/cvo:1.1.0 is exposed to the risks [RiskA] which were all explicitly accepted by the cluster administrator."),
+        "{risks}"
+    );
+    assert_eq!(
+        condition(&forced, "ReleaseAccepted").expect("accepted")["status"],
+        "True"
+    );
+    assert_eq!(cm_value(tc, ns, "new").await.as_deref(), Some("x"));
+    op.terminate().await;
+    env.finish().await;
+}
+
+/// `{image, version}` where the release in that image is another version: refused as the CVO
+/// refuses it (`VerifyPayloadVersion`), nothing applied, even with `force`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_whose_release_is_not_the_version_asked_for_is_refused() {
+    let env = Env::new("desired-mismatch").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    seed_status(cvs, Value::Null, json!([])).await;
+    desire(
+        cvs,
+        json!({"version": "1.2.0", "image": "example.com/cvo:1.1.0", "force": true}),
+    )
+    .await;
+    env.write_release(
+        "1.1.0",
+        &[("0000_10_a_00_new.yaml", configmap(ns, "new", "x"))],
+    );
+    let op = env.start(&[
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        lease,
+        "--release-image",
+        "example.com/cvo:1.1.0",
+    ]);
+    let refused = condition_is(cvs, "ReleaseAccepted", "False", "VerifyPayloadVersion").await;
+    assert_eq!(
+        refused["message"],
+        "Verifying payload failed version=\"1.2.0\" image=\"example.com/cvo:1.1.0\" failure=release image version 1.1.0 does not match the expected upstream version 1.2.0"
+    );
+    op.metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
+        .await;
+    assert_eq!(cm_value(tc, ns, "new").await, None, "nothing applied");
+    op.terminate().await;
+    env.finish().await;
+}
+
+/// `{architecture: Multi, version}` (`oc adm upgrade --to-multi-arch`): cvo releases are
+/// single-architecture, so the request is `Invalid` with a clear message and not acted on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_architecture_is_refused_and_nothing_moves() {
+    let env = Env::new("desired-arch").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        kubeconfig,
+        lease,
+        ..
+    } = &env;
+    let deployments = own_deployment(tc, ns, "cvo", "example.com/cvo:1.0.0").await;
+    seed_status(
+        cvs,
+        json!([{"version": "1.0.0", "image": "example.com/cvo-multi:1.0.0"}]),
+        json!([]),
+    )
+    .await;
+    let op = start_self_updating(kubeconfig, dir.path(), ns, lease);
+    // The first pass is done: the request below is a spec change it did not see.
+    op.metric_at_least("cvo_sync_passes_total", &[("trigger", "initial")], 1.0)
+        .await;
+    let (before, _) = images(&deployments, "cvo").await;
+    desire(cvs, json!({"architecture": "Multi", "version": "1.0.0"})).await;
+    let invalid = condition_is(cvs, "Invalid", "True", "InvalidClusterVersion").await;
+    assert_eq!(
+        invalid["message"],
+        "The cluster version is invalid: spec.desiredUpdate.architecture: Unsupported value: \"Multi\": cvo releases are single-architecture, so the cluster cannot move to another architecture; leave architecture empty"
+    );
+    op.metric_at_least(
+        "cvo_sync_passes_total",
+        &[("trigger", "clusterversion"), ("result", "applied")],
+        1.0,
+    )
+    .await;
+    assert_eq!(images(&deployments, "cvo").await.0, before, "nothing moved");
+    op.terminate().await;
+    env.finish().await;
+}
+
+/// An old leader left `Progressing=True OperatorImageUpdating` (it moved the Deployment, then
+/// stopped); the new leader refuses its release: its pass rewrites Progressing from what it
+/// does (False, the version the cluster is at, why), and so does every later pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_progressing_from_an_old_leader_is_rewritten_by_a_refusing_leader() {
+    let env = Env::new("desired-stale").await;
+    let Env { cvs, ns, lease, .. } = &env;
+    seed_status(
+        cvs,
+        Value::Null,
+        json!([
+            {"type": "Upgradeable", "status": "False", "reason": "AdminAckRequired",
+             "message": "not yet", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "Progressing", "status": "True", "reason": "OperatorImageUpdating",
+             "message": "Moving the operator to image example.com/cvo:1.1.0: Deployment x/cvo now runs it (was example.com/cvo:1.0.0)",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        ]),
+    )
+    .await;
+    env.write_release(
+        "1.1.0",
+        &[("0000_10_a_00_new.yaml", configmap(ns, "new", "x"))],
+    );
+    let op = env.start(&[
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        lease,
+        "--release-image",
+        "example.com/cvo:1.1.0",
+    ]);
+    let rewritten = || async {
+        poll_until("Progressing rewritten", Duration::from_secs(60), || async {
+            let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+            match condition(&cv, "Progressing") {
+                Some(c) if c["reason"] != "OperatorImageUpdating" => Ok(c.clone()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await
+    };
+    let progressing = rewritten().await;
+    assert_eq!(progressing["status"], "False", "{progressing}");
+    assert_eq!(progressing["reason"], "UpgradeableFalse", "{progressing}");
+    assert_eq!(
+        progressing["message"],
+        "Cluster version is 1.0.0: release 1.1.0 is not accepted, nothing of it is applied (see ReleaseAccepted)"
+    );
+    assert_eq!(release_refused(cvs).await["reason"], "UpgradeableFalse");
+    // A request cleared (`oc adm upgrade --clear`) runs another pass: still truthful.
+    desire(cvs, json!({"image": "example.com/cvo:1.1.0"})).await;
+    desire(cvs, Value::Null).await;
+    op.metric_at_least(
+        "cvo_sync_passes_total",
+        &[("trigger", "clusterversion"), ("result", "refused")],
+        1.0,
+    )
+    .await;
+    assert_eq!(rewritten().await["status"], "False");
+    op.terminate().await;
     env.finish().await;
 }

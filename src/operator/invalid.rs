@@ -9,10 +9,12 @@ use tokio::time::Instant;
 
 use super::metrics::{self, Metrics};
 use super::self_update::{self, Decision, SelfUpdate};
+use super::status::not_progressing;
 use super::{Election, Options, drift, resync};
 use crate::cluster::Cluster;
 use crate::status::clusterversion;
 use crate::status::conditions::RELEASE_ACCEPTED;
+use crate::status::spec::Spec;
 use crate::status::{Condition, ConditionStatus};
 
 /// Runs the operator for a release that cannot be used (unreadable, or with errors): elects
@@ -93,13 +95,8 @@ async fn report_invalid(
         }
     };
     let generation = cv.as_ref().and_then(|cv| cv.metadata.generation);
-    let decision = mover
-        .decide(
-            cluster,
-            cv.as_ref().and_then(self_update::desired_image),
-            None,
-        )
-        .await;
+    let desired = cv.as_ref().and_then(self_update::desired_image);
+    let decision = mover.decide(cluster, desired.as_deref(), None).await;
     let (conditions, result) = match &decision {
         Decision::HandedOver { to, .. } => {
             tracing::warn!(%to, "the release cannot be used; the operator's Deployment runs the image spec.desiredUpdate names: handed over");
@@ -125,9 +122,21 @@ async fn report_invalid(
                 INVALID_RELEASE,
                 message,
             );
-            (vec![refused], "refused")
+            // Nothing is applied: no earlier leader's Progressing stays.
+            let idle = not_progressing(
+                cv.as_ref(),
+                "the release this operator holds",
+                INVALID_RELEASE,
+            );
+            (vec![refused, idle], "refused")
         }
     };
+    // The spec is read here too: an invalid request is said, and not acted on.
+    let mut conditions = conditions;
+    if let Some(cv) = &cv {
+        let stored = clusterversion::condition(cv, "Invalid");
+        conditions.extend(Spec::of(cv).invalid_update(stored.as_ref()));
+    }
     let written = clusterversion::write_update(
         cluster,
         retry,

@@ -24,12 +24,17 @@
 //! (`--resync-interval`, jittered ±25 %), runs a full pass. A pass with nothing drifted sends
 //! no write (the engine skips up-to-date objects; statuses are written only when they change).
 //!
+//! `spec.desiredUpdate` is read as OpenShift's CVO reads it ([`crate::status::spec`]): a
+//! `version` without an `image` names the image `status.availableUpdates` (or a
+//! `status.history` entry) gives it; a request that is invalid is reported as `Invalid` and not
+//! acted on. The image asked for, when it is not the operator's, gets its Deployment moved
+//! there, and the operator hands over: it applies nothing more (see [`self_update`]).
+//!
 //! A release the preconditions refuse is reported as `ReleaseAccepted=False` (reason: the
-//! precondition) and nothing is applied; `spec.desiredUpdate {version: <this release>, force:
-//! true}` forces it, and the history entry records the overridden preconditions
-//! (`acceptedRisks`). `spec.desiredUpdate.image` naming another image than the operator's
-//! moves its Deployment there, and the operator hands over: it applies nothing more (see
-//! [`self_update`]).
+//! precondition) and `Progressing=False` saying so, and nothing is applied; a request for the
+//! image the operator runs with `force: true` forces it (whatever its version), and the history
+//! entry records the overridden preconditions (`acceptedRisks`). Every pass rewrites
+//! `Progressing` from what this leader does, so nothing an earlier leader wrote there stays.
 //!
 //! Nothing that must survive a restart is kept here: a new leader starts with a full pass,
 //! which reads everything back from the cluster — the objects, ClusterVersion, and the

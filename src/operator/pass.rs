@@ -3,12 +3,16 @@
 
 use std::collections::BTreeSet;
 
+use kube::api::DynamicObject;
 use tokio::time::Instant;
 
 use super::drift::Known;
 use super::metrics::Metrics;
-use super::self_update::{self, Decision, SelfUpdate};
-use super::status::{forced_by_spec, record_status, write_move_conditions};
+use super::self_update::{Decision, IMAGE_CONFLICT, SelfUpdate};
+use super::status::{
+    VERIFY_VERSION, forced_by_spec, not_progressing, record_status, version_mismatch,
+    write_move_conditions,
+};
 use super::{Options, events};
 use crate::apply::Action;
 use crate::cluster::Cluster;
@@ -16,6 +20,7 @@ use crate::release::Release;
 use crate::status::Condition;
 use crate::status::clusterversion;
 use crate::status::conditions::{RELEASE_ACCEPTED, release_accepted};
+use crate::status::spec::{Spec, exposed_risks_accepted};
 use crate::sync::{SyncOptions, SyncOutcome, sync};
 
 /// How a full pass ended.
@@ -47,7 +52,10 @@ pub(super) struct Passes<'a> {
 struct Decided {
     sync_options: SyncOptions,
     generation: Option<i64>,
+    /// What the operator records besides the sync's status: the self-update, `Invalid`.
     move_conditions: Vec<Condition>,
+    /// The ClusterVersion the pass started from.
+    cv: Option<DynamicObject>,
 }
 
 impl Passes<'_> {
@@ -64,7 +72,8 @@ impl Passes<'_> {
         let Decided {
             sync_options,
             generation,
-            move_conditions,
+            mut move_conditions,
+            cv,
         } = decided;
         let (release, metrics) = (self.release, self.metrics);
         let outcome = sync(self.cluster, release, &sync_options, |r| {
@@ -76,6 +85,18 @@ impl Passes<'_> {
         })
         .await;
         let retry = &self.options.sync.apply.retry;
+        if let Ok(o) = &outcome
+            && o.report.is_none()
+        {
+            // Refused: nothing is applied, and Progressing says so.
+            let version = crate::status::conditions::version_text(release);
+            let refusal = release_accepted(&version, &o.refused, false);
+            move_conditions.push(not_progressing(
+                cv.as_ref(),
+                &format!("release {version}"),
+                &refusal.reason,
+            ));
+        }
         write_move_conditions(self.cluster, retry, &move_conditions, generation).await;
         let end = |accepted| PassEnd {
             accepted,
@@ -108,32 +129,33 @@ impl Passes<'_> {
         }
     }
 
-    /// Reads ClusterVersion and decides what the self-update asks; `Err` is how the pass
-    /// ended already: ClusterVersion unreadable, handed over, or a conflict of images.
+    /// Reads ClusterVersion and decides what `spec.desiredUpdate` asks (a version alone is
+    /// the image `availableUpdates` or `history` gives it; an invalid request is ignored and
+    /// reported as `Invalid`); `Err` is how the pass ended already: ClusterVersion unreadable,
+    /// handed over, a conflict of images, or a release that is not the version asked for.
     async fn decide(&self, trigger: &'static str, started: Instant) -> Result<Decided, PassEnd> {
         let (cluster, metrics, mover) = (self.cluster, self.metrics, self.mover);
         let retry = &self.options.sync.apply.retry;
         let version = crate::status::conditions::version_text(self.release);
         let mut sync_options = self.options.sync.clone();
-        let (forced, generation, decision) = match clusterversion::read(cluster, retry).await {
-            Ok(cv) => (
-                cv.as_ref().is_some_and(|cv| forced_by_spec(cv, &version)),
-                cv.as_ref().and_then(|cv| cv.metadata.generation),
-                mover
-                    .decide(
-                        cluster,
-                        cv.as_ref().and_then(self_update::desired_image),
-                        Some(self.release),
-                    )
-                    .await,
-            ),
+        let cv = match clusterversion::read(cluster, retry).await {
+            Ok(cv) => cv,
             Err(e) => {
                 tracing::error!(error = %e, "full pass not started");
                 metrics.pass(trigger, "error", started.elapsed().as_secs_f64());
                 return Err(PassEnd::default());
             }
         };
-        let move_conditions = decision.conditions(mover.deployment(), &version);
+        let generation = cv.as_ref().and_then(|cv| cv.metadata.generation);
+        let spec = cv.as_ref().map(Spec::of).unwrap_or_default();
+        let desired = spec.desired_update.as_ref();
+        let image = desired.map(|d| d.image.as_str()).filter(|i| !i.is_empty());
+        let decision = mover.decide(cluster, image, Some(self.release)).await;
+        let mut move_conditions = decision.conditions(mover.deployment(), &version);
+        let stored_invalid = cv
+            .as_ref()
+            .and_then(|cv| clusterversion::condition(cv, "Invalid"));
+        move_conditions.extend(spec.invalid_update(stored_invalid.as_ref()));
         let paused = |result: &'static str| {
             metrics.pass(trigger, result, started.elapsed().as_secs_f64());
             PassEnd {
@@ -142,6 +164,9 @@ impl Passes<'_> {
                 ..PassEnd::default()
             }
         };
+        // Not applying: Progressing says so (nothing an earlier leader wrote stays).
+        let idle =
+            |reason: &str| not_progressing(cv.as_ref(), &format!("release {version}"), reason);
         match &decision {
             Decision::Stay => {}
             Decision::HandedOver { to, from, written } => {
@@ -158,6 +183,7 @@ impl Passes<'_> {
                 release_image,
             } => {
                 tracing::error!(%image, %release_image, "the release sets the operator's Deployment to another image than the one spec.desiredUpdate names and the operator runs: nothing applied");
+                move_conditions.push(idle(IMAGE_CONFLICT));
                 write_move_conditions(cluster, retry, &move_conditions, generation).await;
                 return Err(paused("refused"));
             }
@@ -167,14 +193,35 @@ impl Passes<'_> {
                 sync_options.release_accepted = false;
             }
         }
-        if forced {
-            tracing::warn!(%version, "spec.desiredUpdate forces this release: preconditions are overridden");
-            sync_options.force = true;
+        // The operator runs the image asked for: its release is the one asked for.
+        let runs_desired = image.is_some() && decision == Decision::Stay;
+        if let Some(d) = desired.filter(|_| runs_desired) {
+            if !d.version.is_empty() && d.version != version {
+                let refusal = version_mismatch(d, &version);
+                tracing::error!(message = %refusal.message, "the release is not the version spec.desiredUpdate names: nothing applied");
+                move_conditions.push(refusal);
+                move_conditions.push(idle(VERIFY_VERSION));
+                write_move_conditions(cluster, retry, &move_conditions, generation).await;
+                return Err(paused("refused"));
+            }
+            if forced_by_spec(d, runs_desired) {
+                tracing::warn!(%version, "spec.desiredUpdate forces this release: preconditions are overridden");
+                sync_options.force = true;
+            }
+            let updating = cv
+                .as_ref()
+                .is_some_and(|cv| !clusterversion::completed(cv, &version));
+            if updating {
+                sync_options.accepted_risks = cv
+                    .as_ref()
+                    .and_then(|cv| exposed_risks_accepted(cv, d, &version));
+            }
         }
         Ok(Decided {
             sync_options,
             generation,
             move_conditions,
+            cv,
         })
     }
 

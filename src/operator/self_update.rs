@@ -1,5 +1,6 @@
-//! Moving the operator to another image: when `ClusterVersion spec.desiredUpdate.image` names
-//! an image other than the one this process runs, the leader sets its own Deployment's
+//! Moving the operator to another image: when `ClusterVersion spec.desiredUpdate` asks for an
+//! image other than the one this process runs — its `image`, or the image a `version` alone
+//! resolves to ([`desired_image`]) — the leader sets its own Deployment's
 //! operator container to that image; the Deployment's new pod then runs the release baked
 //! into it. The release is the image's: an operator cannot apply a release it does not hold,
 //! so this is how an update reaches the operator (OpenShift's CVO does the same by applying
@@ -137,11 +138,13 @@ impl Decision {
     }
 }
 
-/// The image `spec.desiredUpdate.image` names (not empty), if any.
-pub fn desired_image(cv: &DynamicObject) -> Option<&str> {
-    cv.data
-        .pointer("/spec/desiredUpdate/image")
-        .and_then(Value::as_str)
+/// The image `spec.desiredUpdate` asks for: its `image`, or the image its `version` alone
+/// resolves to (`status.availableUpdates`, else `status.history`); `None` when it asks for no
+/// image or is invalid (an invalid request is not acted on).
+pub fn desired_image(cv: &DynamicObject) -> Option<String> {
+    crate::status::spec::Spec::of(cv)
+        .desired_update
+        .map(|d| d.image)
         .filter(|s| !s.is_empty())
 }
 

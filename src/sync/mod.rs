@@ -68,6 +68,9 @@ pub struct SyncOptions {
     /// the pass, or False with the precondition's reason when refused (then only that
     /// condition is written).
     pub release_accepted: bool,
+    /// Risks the administrator accepted for this update besides the preconditions `force`
+    /// overrides (`spec.desiredUpdate.acceptRisks`), recorded in its history entry.
+    pub accepted_risks: Option<String>,
     /// Where the deletion record lives (`status::record`); `None` keeps none, and then every
     /// absent delete target counts as deleted earlier (a minor update shipping its manifest is
     /// refused).
@@ -99,6 +102,7 @@ impl Default for SyncOptions {
             heartbeat: None,
             failing_after: Duration::from_secs(30 * 60),
             release_accepted: false,
+            accepted_risks: None,
             record: None,
         }
     }
@@ -524,6 +528,10 @@ impl Announced {
                 .collect::<Vec<_>>()
                 .join("; ")
         });
+        let accepted_risks = match (accepted_risks, options.accepted_risks.clone()) {
+            (Some(overridden), Some(accepted)) => Some(format!("{overridden}; {accepted}")),
+            (overridden, accepted) => overridden.or(accepted),
+        };
         warnings.extend(
             refused
                 .iter()
