@@ -1373,6 +1373,8 @@ async fn an_update_with_openshifts_crds_writes_only_status_the_server_accepts() 
     common::wait_gone(tc, cvs, "version", "ClusterVersion version").await;
     common::example::restore_stand_in_crds(tc).await;
     common::example::remove_guard(tc).await;
+    env.finish().await;
+}
 
 /// Seeds ClusterVersion status: cluster at `1.0.0` Completed (image `example.com/cvo:1.0.0`)
 /// after `0.9.0` (image `example.com/cvo:0.9.0`), with `available` as `availableUpdates`
