@@ -1,5 +1,6 @@
 //! What the leader does until told to stop: a full pass, then the steady state — drift
-//! repaired from watches, a full pass on a ClusterVersion change or the resync timer.
+//! repaired from watches, a full pass on a ClusterVersion change or the resync timer, each
+//! full pass followed by a look at the update service.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use super::repair::{Repairs, repairer};
 use super::resync;
 use super::self_update::SelfUpdate;
 use super::shutdown::{pass_stopped, until_stopped};
+use super::updates::Updates;
 use crate::cluster::Cluster;
 use crate::release::Release;
 
@@ -87,6 +89,12 @@ pub(super) async fn lead(
         Ok(end) => end,
         Err(stopped) => return pass_stopped(cluster, release, options, stopped).await,
     };
+    let mut updates = Updates::default();
+    let retry = &options.sync.apply.retry;
+    tokio::select! {
+        _ = stop.wait_for(|s| *s) => return,
+        () = updates.refresh(cluster, release, retry) => {}
+    }
     let mut watching = first.accepted && !first.paused;
     let mut unmanaged = first.unmanaged;
     let kinds = Kinds::of(release);
@@ -150,6 +158,10 @@ pub(super) async fn lead(
             Err(stopped) => return pass_stopped(cluster, release, options, stopped).await,
         };
         unmanaged = end.unmanaged;
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            () = updates.refresh(cluster, release, retry) => {}
+        }
         if end.paused {
             // Handed over to another image (repairing would undo that), or the release would
             // move the operator away from it.
