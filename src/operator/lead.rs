@@ -16,7 +16,7 @@ use super::repair::{Repairs, repairer};
 use super::resync;
 use super::self_update::SelfUpdate;
 use super::shutdown::{pass_stopped, until_stopped};
-use super::updates::Updates;
+use super::updates::Refresher;
 use crate::cluster::Cluster;
 use crate::release::Release;
 
@@ -89,12 +89,8 @@ pub(super) async fn lead(
         Ok(end) => end,
         Err(stopped) => return pass_stopped(cluster, release, options, stopped).await,
     };
-    let mut updates = Updates::default();
-    let retry = &options.sync.apply.retry;
-    tokio::select! {
-        _ = stop.wait_for(|s| *s) => return,
-        () = updates.refresh(cluster, release, retry) => {}
-    }
+    let mut updates = Refresher::new(cluster, release, &options.sync.apply.retry);
+    updates.start();
     let mut watching = first.accepted && !first.paused;
     let mut unmanaged = first.unmanaged;
     let kinds = Kinds::of(release);
@@ -158,10 +154,7 @@ pub(super) async fn lead(
             Err(stopped) => return pass_stopped(cluster, release, options, stopped).await,
         };
         unmanaged = end.unmanaged;
-        tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            () = updates.refresh(cluster, release, retry) => {}
-        }
+        updates.start();
         if end.paused {
             // Handed over to another image (repairing would undo that), or the release would
             // move the operator away from it.

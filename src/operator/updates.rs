@@ -2,6 +2,8 @@
 //! ClusterVersion spec change — a new `spec.upstream` or `spec.channel` among them) the
 //! operator asks the update service ([`crate::updates`]) and writes `availableUpdates`,
 //! `conditionalUpdates` and `RetrievedUpdates` to ClusterVersion (only when they change).
+//! The request runs beside the leader's loop ([`Refresher`]): a slow service holds up
+//! neither passes nor drift repairs, and a pass while one is in flight asks nothing more.
 //!
 //! When the service fails (`RemoteFailed`, `ResponseFailed`, `ResponseInvalid`) the stored
 //! lists stay, unless this leader last fetched them from another upstream or channel: then
@@ -9,15 +11,63 @@
 //! and keeps what is stored. The only memory is that (upstream, channel); losing it on a
 //! restart costs nothing but that choice.
 
+use std::sync::Arc;
+
 use crate::apply::RetryPolicy;
 use crate::cluster::Cluster;
 use crate::release::Release;
 use crate::status::clusterversion::{self, WriteOutcome};
 use crate::updates::{self, Lists, Retrieval, Source};
 
-/// The update-graph side of a leader.
+/// Starts retrievals in their own task, one at a time; the one in flight is stopped when the
+/// refresher is dropped (leadership lost, shutdown).
+pub(super) struct Refresher {
+    cluster: Cluster,
+    version: Option<String>,
+    retry: RetryPolicy,
+    state: Arc<tokio::sync::Mutex<Updates>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Refresher {
+    pub(super) fn new(cluster: &Cluster, release: &Release, retry: &RetryPolicy) -> Self {
+        Refresher {
+            cluster: cluster.clone(),
+            version: release.version().map(ToString::to_string),
+            retry: retry.clone(),
+            state: Arc::default(),
+            task: None,
+        }
+    }
+
+    /// Starts a retrieval, unless one is still in flight.
+    pub(super) fn start(&mut self) {
+        if self.task.as_ref().is_some_and(|t| !t.is_finished()) {
+            tracing::debug!("available updates: the previous request is still in flight");
+            return;
+        }
+        let (cluster, version, retry) = (self.cluster.clone(), self.version.clone(), self.retry.clone());
+        let state = self.state.clone();
+        self.task = Some(tokio::spawn(async move {
+            state
+                .lock()
+                .await
+                .refresh(&cluster, version.as_deref(), &retry)
+                .await;
+        }));
+    }
+}
+
+impl Drop for Refresher {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
 #[derive(Debug, Default)]
-pub(super) struct Updates {
+struct Updates {
     /// (upstream, channel) of the last lists this leader wrote from an answer.
     fetched_from: Option<(String, String)>,
 }
@@ -26,7 +76,7 @@ impl Updates {
     /// Asks the update service ClusterVersion names and records the answer. Never fails:
     /// what went wrong is in `RetrievedUpdates`, or logged when ClusterVersion cannot be read
     /// or written.
-    pub(super) async fn refresh(&mut self, cluster: &Cluster, release: &Release, retry: &RetryPolicy) {
+    async fn refresh(&mut self, cluster: &Cluster, version: Option<&str>, retry: &RetryPolicy) {
         let cv = match clusterversion::read(cluster, retry).await {
             Ok(Some(cv)) => cv,
             Ok(None) => return,
@@ -36,8 +86,7 @@ impl Updates {
             }
         };
         let source = Source::of_spec(cv.data.get("spec").unwrap_or(&serde_json::Value::Null));
-        let version = release.version().map(ToString::to_string);
-        let mut retrieval = updates::retrieve(&source, version.as_deref()).await;
+        let mut retrieval = updates::retrieve(&source, version).await;
         self.settle(&source, &mut retrieval);
         let c = &retrieval.condition;
         if c.is_false() {

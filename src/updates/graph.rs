@@ -120,6 +120,9 @@ fn invalid(message: String) -> Failure {
 
 /// What the graph in `body` offers a cluster at `version` in `channel`.
 pub fn offered(body: &[u8], version: &semver::Version, channel: &str) -> Result<Offered, Failure> {
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(invalid("the response is not a JSON object".into()));
+    }
     let graph: Graph = serde_json::from_slice(body).map_err(|e| invalid(e.to_string()))?;
     let mut versions = Vec::with_capacity(graph.nodes.len());
     for node in &graph.nodes {
@@ -359,8 +362,11 @@ mod tests {
         assert_eq!(release.version, "1.6.0");
         assert_eq!(risks[0].name, "Widgets");
         assert_eq!(risks[0].matching_rules[0].type_, "Always");
-        // Build metadata does not matter for finding the current node.
-        assert_eq!(offered_from(&graph(), "1.4.0+abc").unwrap().updates.len(), 2);
+        // Build metadata does not matter for finding the current node; conditional edges
+        // name versions as text, so they do not match then (as in the CVO).
+        let with_build = offered_from(&graph(), "1.4.0+abc").unwrap();
+        assert_eq!(with_build.updates.len(), 3);
+        assert!(with_build.conditional.is_empty());
         // The newest version has nothing to go to.
         assert_eq!(offered_from(&graph(), "1.6.0").unwrap(), Offered::default());
     }
