@@ -54,8 +54,7 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "operator",
         &[
-            "apply", "cluster", "exit", "health", "olm", "release", "status", "sync",
-            "updates",
+            "apply", "cluster", "exit", "health", "olm", "release", "status", "sync", "updates",
         ],
     ),
     // What an empty embedded server lacks that a real cluster has (the `in-memory` feature).

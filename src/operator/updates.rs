@@ -46,7 +46,11 @@ impl Refresher {
             tracing::debug!("available updates: the previous request is still in flight");
             return;
         }
-        let (cluster, version, retry) = (self.cluster.clone(), self.version.clone(), self.retry.clone());
+        let (cluster, version, retry) = (
+            self.cluster.clone(),
+            self.version.clone(),
+            self.retry.clone(),
+        );
         let state = self.state.clone();
         self.task = Some(tokio::spawn(async move {
             state
@@ -131,7 +135,12 @@ mod tests {
 
     fn retrieval(lists: Lists) -> Retrieval {
         Retrieval {
-            condition: Condition::new("RetrievedUpdates", ConditionStatus::False, "RemoteFailed", ""),
+            condition: Condition::new(
+                "RetrievedUpdates",
+                ConditionStatus::False,
+                "RemoteFailed",
+                "",
+            ),
             lists,
         }
     }
@@ -151,7 +160,10 @@ mod tests {
         let mut r = retrieval(Lists::Keep);
         u.settle(&source("a"), &mut r);
         assert_eq!(r.lists, Lists::Keep);
-        let mut r = retrieval(Lists::Replace { available: vec![], conditional: vec![] });
+        let mut r = retrieval(Lists::Replace {
+            available: vec![],
+            conditional: vec![],
+        });
         u.settle(&source("a"), &mut r);
         let mut r = retrieval(Lists::Keep);
         u.settle(&source("a"), &mut r);
@@ -161,6 +173,10 @@ mod tests {
         assert_eq!(r.lists, Lists::Clear, "the lists were of channel a");
         let mut r = retrieval(Lists::Keep);
         u.settle(&source("b"), &mut r);
-        assert_eq!(r.lists, Lists::Keep, "nothing of another channel is stored any more");
+        assert_eq!(
+            r.lists,
+            Lists::Keep,
+            "nothing of another channel is stored any more"
+        );
     }
 }

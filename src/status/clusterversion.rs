@@ -439,11 +439,8 @@ pub fn with_available_updates(
     } else if status.get("availableUpdates").is_none() {
         status["availableUpdates"] = Value::Null;
     }
-    status["conditions"] = Value::Array(merge_conditions(
-        old,
-        std::slice::from_ref(condition),
-        now,
-    ));
+    status["conditions"] =
+        Value::Array(merge_conditions(old, std::slice::from_ref(condition), now));
     status
 }
 
@@ -509,9 +506,17 @@ mod available_updates_tests {
             json!([{"release": {"version": "1.6.0", "image": "i:1.6.0"}, "risks": [],
                     "conditions": [{"type": "Recommended", "status": "False", "reason": "R", "message": "m", "lastTransitionTime": time}]}])
         };
-        let lists = (json!([{"version": "1.5.0", "image": "i:1.5.0"}]), conditional("t0"));
+        let lists = (
+            json!([{"version": "1.5.0", "image": "i:1.5.0"}]),
+            conditional("t0"),
+        );
         let ok = retrieved(ConditionStatus::True, "");
-        let s1 = with_available_updates(&json!({"desired": {"version": "1.4.0"}}), Some(&lists), &ok, t0);
+        let s1 = with_available_updates(
+            &json!({"desired": {"version": "1.4.0"}}),
+            Some(&lists),
+            &ok,
+            t0,
+        );
         assert_eq!(s1["availableUpdates"], lists.0);
         assert_eq!(s1["desired"]["version"], "1.4.0", "the rest is kept");
         assert_eq!(s1["conditions"][0]["type"], "RetrievedUpdates");
@@ -531,7 +536,10 @@ mod available_updates_tests {
         assert!(s3.get("conditionalUpdates").is_none(), "{s3}");
         // Nothing stored and nothing known: availableUpdates is there, null.
         let s4 = with_available_updates(&Value::Null, None, &failed, t0);
-        assert!(s4.get("availableUpdates").is_some_and(Value::is_null), "{s4}");
+        assert!(
+            s4.get("availableUpdates").is_some_and(Value::is_null),
+            "{s4}"
+        );
     }
 }
 

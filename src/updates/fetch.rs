@@ -22,12 +22,15 @@ const GRAPH_MEDIA_TYPE: &str = "application/json";
 /// The body of the graph at `request`, or why not.
 pub async fn get(request: &Request, timeout: Duration, max_body: usize) -> Result<Bytes, Failure> {
     let deadline = Instant::now() + timeout;
-    let remote = |why: String| {
-        Failure::new("RemoteFailed", format!("Get {:?}: {why}", request.shown))
-    };
+    let remote =
+        |why: String| Failure::new("RemoteFailed", format!("Get {:?}: {why}", request.shown));
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_native_roots()
-        .map_err(|e| remote(format!("no root CA certificates could be read on this system: {e}")))?
+        .map_err(|e| {
+            remote(format!(
+                "no root CA certificates could be read on this system: {e}"
+            ))
+        })?
         .https_or_http()
         .enable_http1()
         .build();
@@ -66,7 +69,10 @@ pub async fn get(request: &Request, timeout: Duration, max_body: usize) -> Resul
     let too_big = || {
         Failure::new(
             "ResponseFailed",
-            format!("the response is larger than {} bytes, the most cvo reads", max_body),
+            format!(
+                "the response is larger than {} bytes, the most cvo reads",
+                max_body
+            ),
         )
     };
     let declared = response
@@ -114,12 +120,17 @@ mod tests {
 
     /// A one-connection server on loopback (a thread): reads the request head, sends it back
     /// through the channel, then writes `response` (after `delay`).
-    async fn serve(response: Vec<u8>, delay: Duration) -> (u16, tokio::sync::oneshot::Receiver<String>) {
+    async fn serve(
+        response: Vec<u8>,
+        delay: Duration,
+    ) -> (u16, tokio::sync::oneshot::Receiver<String>) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let (tx, rx) = tokio::sync::oneshot::channel();
         std::thread::spawn(move || {
-            let Ok((mut socket, _)) = listener.accept() else { return };
+            let Ok((mut socket, _)) = listener.accept() else {
+                return;
+            };
             let mut head = Vec::new();
             let mut buf = [0u8; 1024];
             while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -151,51 +162,95 @@ mod tests {
     #[tokio::test]
     async fn a_graph_is_fetched_with_the_query_and_accept_header() {
         let body = br#"{"nodes": []}"#;
-        let mut response = format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+        let mut response = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
         response.extend_from_slice(body);
         let (port, head) = serve(response, Duration::ZERO).await;
-        let got = get(&to(port, "http"), Duration::from_secs(5), 1024).await.expect("body");
+        let got = get(&to(port, "http"), Duration::from_secs(5), 1024)
+            .await
+            .expect("body");
         assert_eq!(&got[..], body);
         let head = head.await.expect("request head");
         assert!(
             head.starts_with("GET /graph?arch=amd64&channel=stable-1&id=0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0&version=1.4.0 HTTP/1.1\r\n"),
             "{head}"
         );
-        assert!(head.to_ascii_lowercase().contains("\r\naccept: application/json\r\n"), "{head}");
-        assert!(!head.contains("pw") && !head.to_ascii_lowercase().contains("authorization"), "{head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("\r\naccept: application/json\r\n"),
+            "{head}"
+        );
+        assert!(
+            !head.contains("pw") && !head.to_ascii_lowercase().contains("authorization"),
+            "{head}"
+        );
     }
 
     #[tokio::test]
     async fn not_200_is_response_failed() {
-        let (port, _head) = serve(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec(), Duration::ZERO).await;
-        let f = get(&to(port, "http"), Duration::from_secs(5), 1024).await.expect_err("404");
-        assert_eq!(f, Failure::new("ResponseFailed", "unexpected HTTP status: 404 Not Found"));
+        let (port, _head) = serve(
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec(),
+            Duration::ZERO,
+        )
+        .await;
+        let f = get(&to(port, "http"), Duration::from_secs(5), 1024)
+            .await
+            .expect_err("404");
+        assert_eq!(
+            f,
+            Failure::new("ResponseFailed", "unexpected HTTP status: 404 Not Found")
+        );
     }
 
     #[tokio::test]
     async fn a_body_over_the_cap_is_response_failed_declared_or_not() {
         let declared = b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n".to_vec();
         let (port, _h) = serve(declared, Duration::ZERO).await;
-        let f = get(&to(port, "http"), Duration::from_secs(5), 1024).await.expect_err("too big");
+        let f = get(&to(port, "http"), Duration::from_secs(5), 1024)
+            .await
+            .expect_err("too big");
         assert_eq!(f.reason, "ResponseFailed");
-        assert!(f.message.contains("larger than 1024 bytes"), "{}", f.message);
+        assert!(
+            f.message.contains("larger than 1024 bytes"),
+            "{}",
+            f.message
+        );
         // No length: the body ends when the connection closes.
         let mut undeclared = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n".to_vec();
         undeclared.extend(std::iter::repeat_n(b' ', 5000));
         let (port, _h) = serve(undeclared, Duration::ZERO).await;
-        let f = get(&to(port, "http"), Duration::from_secs(5), 1024).await.expect_err("too big");
-        assert!(f.message.contains("larger than 1024 bytes"), "{}", f.message);
+        let f = get(&to(port, "http"), Duration::from_secs(5), 1024)
+            .await
+            .expect_err("too big");
+        assert!(
+            f.message.contains("larger than 1024 bytes"),
+            "{}",
+            f.message
+        );
     }
 
     #[tokio::test]
     async fn a_silent_server_times_out_as_remote_failed() {
         let (port, _h) = serve(Vec::new(), Duration::from_secs(30)).await;
         let started = std::time::Instant::now();
-        let f = get(&to(port, "http"), SHORT, 1024).await.expect_err("timeout");
+        let f = get(&to(port, "http"), SHORT, 1024)
+            .await
+            .expect_err("timeout");
         assert!(started.elapsed() < Duration::from_secs(5));
         assert_eq!(f.reason, "RemoteFailed");
-        assert!(f.message.starts_with("Get \"http://***@127.0.0.1:"), "{}", f.message);
-        assert!(f.message.ends_with("no response within 300ms (timed out)"), "{}", f.message);
+        assert!(
+            f.message.starts_with("Get \"http://***@127.0.0.1:"),
+            "{}",
+            f.message
+        );
+        assert!(
+            f.message.ends_with("no response within 300ms (timed out)"),
+            "{}",
+            f.message
+        );
     }
 
     #[tokio::test]
@@ -204,7 +259,9 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
             l.local_addr().expect("addr").port()
         };
-        let f = get(&to(port, "http"), Duration::from_secs(5), 1024).await.expect_err("refused");
+        let f = get(&to(port, "http"), Duration::from_secs(5), 1024)
+            .await
+            .expect_err("refused");
         assert_eq!(f.reason, "RemoteFailed", "{}", f.message);
         // https to a server that answers in plain HTTP.
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -214,7 +271,9 @@ mod tests {
                 let _ = socket.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
             }
         });
-        let f = get(&to(port, "https"), Duration::from_secs(5), 1024).await.expect_err("not TLS");
+        let f = get(&to(port, "https"), Duration::from_secs(5), 1024)
+            .await
+            .expect_err("not TLS");
         assert!(!f.message.contains("timed out"), "{}", f.message);
         assert_eq!(f.reason, "RemoteFailed", "{}", f.message);
         assert!(!f.message.contains("pw"), "{}", f.message);

@@ -140,7 +140,9 @@ pub fn offered(body: &[u8], version: &semver::Version, channel: &str) -> Result<
     else {
         return Err(Failure::new(
             "VersionNotFound",
-            format!("currently reconciling cluster version {version} not found in the {channel:?} channel"),
+            format!(
+                "currently reconciling cluster version {version} not found in the {channel:?} channel"
+            ),
         ));
     };
     release(&graph.nodes[current], &versions[current])
@@ -226,11 +228,12 @@ fn acceptable(risks: &mut [Risk]) -> Result<(), String> {
             return Err(format!("risk {:?} is listed twice", risk.name));
         }
         let before = risk.matching_rules.len();
-        risk.matching_rules.retain(|rule| match rule.type_.as_str() {
-            "Always" => rule.promql.is_none(),
-            "PromQL" => rule.promql.as_ref().is_some_and(|p| !p.promql.is_empty()),
-            _ => false,
-        });
+        risk.matching_rules
+            .retain(|rule| match rule.type_.as_str() {
+                "Always" => rule.promql.is_none(),
+                "PromQL" => rule.promql.as_ref().is_some_and(|p| !p.promql.is_empty()),
+                _ => false,
+            });
         if risk.matching_rules.len() < before {
             tracing::warn!(risk = %risk.name, "matching rules of an unknown type, or invalid, were pruned");
         }
@@ -253,9 +256,7 @@ fn release(node: &Node, version: &semver::Version) -> Result<Release, String> {
     let mut errors = Vec::new();
     let url = match node.metadata.get("url") {
         None => None,
-        Some(Value::String(u)) if u.parse::<http::Uri>().is_ok() || u.is_empty() => {
-            Some(u.clone())
-        }
+        Some(Value::String(u)) if u.parse::<http::Uri>().is_ok() || u.is_empty() => Some(u.clone()),
         Some(Value::String(u)) => {
             errors.push(format!("invalid release URL {u:?}"));
             None
@@ -395,19 +396,35 @@ mod tests {
             format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)),
             format!(r#"{{"nodes": {}}}"#, "[".repeat(5000)),
         ] {
-            let f = offered(body.as_bytes(), &v("1.4.0"), "c").expect_err(&body[..body.len().min(60)]);
-            assert_eq!(f.reason, "ResponseInvalid", "{}: {}", &body[..body.len().min(60)], f.message);
+            let f =
+                offered(body.as_bytes(), &v("1.4.0"), "c").expect_err(&body[..body.len().min(60)]);
+            assert_eq!(
+                f.reason,
+                "ResponseInvalid",
+                "{}: {}",
+                &body[..body.len().min(60)],
+                f.message
+            );
         }
     }
 
     #[test]
     fn edges_out_of_range_are_invalid_not_a_crash() {
-        for edge in [json!([0, 5]), json!([0, -1]), json!([-7, 0]), json!([0, 9_223_372_036_854_775_807i64])] {
+        for edge in [
+            json!([0, 5]),
+            json!([0, -1]),
+            json!([-7, 0]),
+            json!([0, 9_223_372_036_854_775_807i64]),
+        ] {
             let mut g = graph();
             g["edges"] = json!([edge]);
             let f = offered_from(&g, "1.4.0").expect_err("out of range");
             assert_eq!(f.reason, "ResponseInvalid");
-            assert!(f.message.contains("points outside the 5 nodes"), "{}", f.message);
+            assert!(
+                f.message.contains("points outside the 5 nodes"),
+                "{}",
+                f.message
+            );
         }
         let mut g = graph();
         g["conditionalEdges"][0]["edges"] = json!([{"from": "1.4.0", "to": "9.9.9"}]);
@@ -431,15 +448,29 @@ mod tests {
             g["nodes"][1]["metadata"] = json!({key: value});
             let f = offered_from(&g, "1.4.0").expect_err(key);
             assert_eq!(f.reason, "ResponseInvalid");
-            assert!(f.message.starts_with("invalid recommended update node: "), "{}", f.message);
+            assert!(
+                f.message.starts_with("invalid recommended update node: "),
+                "{}",
+                f.message
+            );
         }
         let mut g = graph();
         g["nodes"][1]["payload"] = json!("");
-        assert!(offered_from(&g, "1.4.0").unwrap_err().message.contains("no payload"));
+        assert!(
+            offered_from(&g, "1.4.0")
+                .unwrap_err()
+                .message
+                .contains("no payload")
+        );
         // The current node is checked too; nodes nobody points to are not.
         let mut g = graph();
         g["nodes"][0]["metadata"] = json!({"url": 1});
-        assert!(offered_from(&g, "1.4.0").unwrap_err().message.starts_with("invalid current node"));
+        assert!(
+            offered_from(&g, "1.4.0")
+                .unwrap_err()
+                .message
+                .starts_with("invalid current node")
+        );
         let mut g = graph();
         g["nodes"][4]["payload"] = json!("");
         assert!(offered_from(&g, "1.4.0").is_ok());
@@ -447,16 +478,20 @@ mod tests {
 
     #[test]
     fn conditional_updates_the_schema_would_refuse_are_dropped() {
-        let risk = |name: &str, rules: Value| {
-            json!({"url": "https://example.com/r", "name": name, "message": "m", "matchingRules": rules})
-        };
+        let risk = |name: &str, rules: Value| json!({"url": "https://example.com/r", "name": name, "message": "m", "matchingRules": rules});
         for risks in [
             json!([]),
             json!([risk("", json!([{"type": "Always"}]))]),
-            json!([risk("A", json!([{"type": "Always"}])), risk("A", json!([{"type": "Always"}]))]),
+            json!([
+                risk("A", json!([{"type": "Always"}])),
+                risk("A", json!([{"type": "Always"}]))
+            ]),
             json!([risk("A", json!([{"type": "Sometimes"}]))]),
             json!([risk("A", json!([{"type": "PromQL"}]))]),
-            json!([risk("A", json!([{"type": "Always", "promql": {"promql": "1"}}]))]),
+            json!([risk(
+                "A",
+                json!([{"type": "Always", "promql": {"promql": "1"}}])
+            )]),
             json!([risk("A", json!([]))]),
         ] {
             let mut g = graph();

@@ -93,7 +93,9 @@ impl Retrieval {
     fn failed(failure: Failure, lists: Lists) -> Self {
         let message = match failure.reason {
             "RemoteFailed" | "ResponseFailed" | "ResponseInvalid" | "VersionNotFound"
-            | "InvalidRequest" => format!("Unable to retrieve available updates: {}", failure.message),
+            | "InvalidRequest" => {
+                format!("Unable to retrieve available updates: {}", failure.message)
+            }
             _ => failure.message,
         };
         Retrieval {
@@ -200,7 +202,14 @@ mod tests {
         let v = semver::Version::new(1, 4, 0);
         match graph::offered(body.as_bytes(), &v, "stable-1") {
             Ok(o) => answered(o, "2026-01-01T00:00:00Z"),
-            Err(f) => Retrieval::failed(f.clone(), if f.transient() { Lists::Keep } else { Lists::Clear }),
+            Err(f) => Retrieval::failed(
+                f.clone(),
+                if f.transient() {
+                    Lists::Keep
+                } else {
+                    Lists::Clear
+                },
+            ),
         }
     }
 
@@ -213,15 +222,24 @@ mod tests {
                 "conditionalEdges": [{"edges": [{"from": "1.4.0", "to": "1.6.0"}],
                     "risks": [{"url": "https://e.com/r", "name": "R", "message": "m", "matchingRules": [{"type": "Always"}]}]}]}"#,
         );
-        assert_eq!(r.condition, Condition::new("RetrievedUpdates", ConditionStatus::True, "", ""));
+        assert_eq!(
+            r.condition,
+            Condition::new("RetrievedUpdates", ConditionStatus::True, "", "")
+        );
         let (available, conditional) = r.status_lists().expect("lists");
         assert_eq!(
             available,
             json!([{"version": "1.10.0", "image": "i:1.10.0"}, {"version": "1.4.2", "image": "i:1.4.2"}])
         );
-        assert_eq!(conditional[0]["release"], json!({"version": "1.6.0", "image": "i:1.6.0"}));
+        assert_eq!(
+            conditional[0]["release"],
+            json!({"version": "1.6.0", "image": "i:1.6.0"})
+        );
         assert_eq!(conditional[0]["conditions"][0]["status"], "False");
-        assert_eq!(conditional[0]["risks"][0]["matchingRules"], json!([{"type": "Always"}]));
+        assert_eq!(
+            conditional[0]["risks"][0]["matchingRules"],
+            json!([{"type": "Always"}])
+        );
     }
 
     #[test]
@@ -235,7 +253,13 @@ mod tests {
     fn failures_keep_or_clear_the_lists_and_say_unable_to_retrieve() {
         let bad = offered("{");
         assert_eq!(bad.condition.reason, "ResponseInvalid");
-        assert!(bad.condition.message.starts_with("Unable to retrieve available updates: "), "{}", bad.condition.message);
+        assert!(
+            bad.condition
+                .message
+                .starts_with("Unable to retrieve available updates: "),
+            "{}",
+            bad.condition.message
+        );
         assert_eq!(bad.status_lists(), None, "the last good lists stay");
         let missing = offered(r#"{"nodes": []}"#);
         assert_eq!(missing.condition.reason, "VersionNotFound");

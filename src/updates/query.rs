@@ -111,9 +111,12 @@ pub fn request(source: &Source, version: Option<&str>, arch: &str) -> Result<Req
         format!("{path}?{query}")
     };
     let sent = with_query(&strip_userinfo(&base));
-    let uri: http::Uri = sent
-        .parse()
-        .map_err(|e| Failure::new("InvalidURI", format!("failed to parse update service URL: parse {shown:?}: {e}")))?;
+    let uri: http::Uri = sent.parse().map_err(|e| {
+        Failure::new(
+            "InvalidURI",
+            format!("failed to parse update service URL: parse {shown:?}: {e}"),
+        )
+    })?;
     Ok(Request {
         uri,
         shown: with_query(&shown),
@@ -189,7 +192,11 @@ const QUERY: &AsciiSet = &NON_ALPHANUMERIC
 /// query (space as `+`).
 fn encode(mut params: Vec<(String, String)>) -> String {
     params.sort_by(|a, b| a.0.cmp(&b.0));
-    let escape = |s: &str| utf8_percent_encode(s, QUERY).to_string().replace("%20", "+");
+    let escape = |s: &str| {
+        utf8_percent_encode(s, QUERY)
+            .to_string()
+            .replace("%20", "+")
+    };
     params
         .iter()
         .map(|(k, v)| format!("{}={}", escape(k), escape(v)))
@@ -287,7 +294,11 @@ mod tests {
         .expect("a request");
         assert!(!r.uri.to_string().contains("s3cret"), "{}", r.uri);
         assert!(!r.uri.to_string().contains("me"), "{}", r.uri);
-        assert!(r.shown.starts_with("https://***@graph.example.com/g?"), "{}", r.shown);
+        assert!(
+            r.shown.starts_with("https://***@graph.example.com/g?"),
+            "{}",
+            r.shown
+        );
         let (reason, message) = reason(request(
             &source("https://me:s3cret@bad host/", "c", ID),
             Some("1.0.0"),
@@ -309,17 +320,30 @@ mod tests {
                 "No updateService server has been set to retrieve updates.".into()
             )
         );
-        for bad in ["graph.example.com/api", "ftp://graph.example.com/", "http://", "https://a b/"] {
+        for bad in [
+            "graph.example.com/api",
+            "ftp://graph.example.com/",
+            "http://",
+            "https://a b/",
+        ] {
             let (r, m) = reason(request(&source(bad, "c", ID), v, "amd64"));
             assert_eq!(r, "InvalidURI", "{bad}: {m}");
             assert!(m.starts_with("failed to parse update service URL: "), "{m}");
         }
         assert_eq!(
             reason(request(&source("http://g/", "c", "x"), v, "amd64")),
-            ("InvalidID".into(), "invalid cluster ID: invalid UUID length: 1".into())
+            (
+                "InvalidID".into(),
+                "invalid cluster ID: invalid UUID length: 1".into()
+            )
         );
         assert_eq!(
-            reason(request(&source("http://g/", "c", &ID.replace('-', "_")), v, "amd64")).1,
+            reason(request(
+                &source("http://g/", "c", &ID.replace('-', "_")),
+                v,
+                "amd64"
+            ))
+            .1,
             "invalid cluster ID: invalid UUID format"
         );
         assert_eq!(
@@ -334,7 +358,12 @@ mod tests {
             )
         );
         assert_eq!(
-            reason(request(&source("http://g/", "c", ID), Some("v1.4"), "amd64")).0,
+            reason(request(
+                &source("http://g/", "c", ID),
+                Some("v1.4"),
+                "amd64"
+            ))
+            .0,
             "InvalidCurrentVersion"
         );
     }
@@ -351,7 +380,12 @@ mod tests {
         ] {
             assert_eq!(parse_uuid(&form).as_deref(), Ok(canonical), "{form}");
         }
-        for bad in ["", "x", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1fg", "{0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0]"] {
+        for bad in [
+            "",
+            "x",
+            "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1fg",
+            "{0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0]",
+        ] {
             assert!(parse_uuid(bad).is_err(), "{bad}");
         }
         // Multi-byte text never splits a character.

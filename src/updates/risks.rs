@@ -133,7 +133,10 @@ pub fn evaluate(
 /// Sorts by semantic version, newest first (as the CVO sorts both lists).
 pub fn sort_newest_first<T>(items: &mut [T], version: impl Fn(&T) -> &str) {
     items.sort_by(|a, b| {
-        let (a, b) = (version(a).parse::<semver::Version>(), version(b).parse::<semver::Version>());
+        let (a, b) = (
+            version(a).parse::<semver::Version>(),
+            version(b).parse::<semver::Version>(),
+        );
         match (a, b) {
             (Ok(a), Ok(b)) => b.cmp_precedence(&a),
             (a, b) => b.is_ok().cmp(&a.is_ok()),
@@ -150,10 +153,12 @@ fn recommendation(
     let mut reason = NOT_EXPOSED.to_owned();
     let mut messages = Vec::new();
     for risk in risks {
-        let verdict = applies
-            .get(&risk.name)
-            .cloned()
-            .unwrap_or_else(|| Applies::Unknown(format!("failed to find risk condition for risk {}", risk.name)));
+        let verdict = applies.get(&risk.name).cloned().unwrap_or_else(|| {
+            Applies::Unknown(format!(
+                "failed to find risk condition for risk {}",
+                risk.name
+            ))
+        });
         match verdict {
             Applies::No => {}
             Applies::Unknown(message) => {
@@ -215,7 +220,9 @@ fn valid_reason(s: &str) -> bool {
     match b {
         [] => false,
         [first] => first.is_ascii_alphabetic(),
-        [first, middle @ .., end] => first.is_ascii_alphabetic() && middle.iter().all(inner) && last(end),
+        [first, middle @ .., end] => {
+            first.is_ascii_alphabetic() && middle.iter().all(inner) && last(end)
+        }
     }
 }
 
@@ -254,41 +261,80 @@ mod tests {
 
     #[test]
     fn an_always_risk_makes_the_update_not_recommended() {
-        let (out, recommended) = evaluate(vec![(release("1.6.0"), vec![risk("Widgets", &["Always"])])], NOW);
+        let (out, recommended) = evaluate(
+            vec![(release("1.6.0"), vec![risk("Widgets", &["Always"])])],
+            NOW,
+        );
         assert!(recommended.is_empty());
         let c = &out[0].conditions[0];
-        assert_eq!((c.type_.as_str(), c.status.as_str(), c.reason.as_str()), ("Recommended", "False", "Widgets"));
+        assert_eq!(
+            (c.type_.as_str(), c.status.as_str(), c.reason.as_str()),
+            ("Recommended", "False", "Widgets")
+        );
         assert_eq!(c.message, "Widgets breaks. https://example.com/Widgets");
         assert_eq!(c.last_transition_time, NOW);
     }
 
     #[test]
     fn a_promql_risk_cvo_cannot_evaluate_is_unknown_never_recommended() {
-        let (out, recommended) = evaluate(vec![(release("1.6.0"), vec![risk("Slow", &["PromQL"])])], NOW);
+        let (out, recommended) = evaluate(
+            vec![(release("1.6.0"), vec![risk("Slow", &["PromQL"])])],
+            NOW,
+        );
         assert!(recommended.is_empty());
         let c = &out[0].conditions[0];
-        assert_eq!((c.status.as_str(), c.reason.as_str()), ("Unknown", "EvaluationFailed"));
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("Unknown", "EvaluationFailed")
+        );
         assert!(c.message.starts_with("Could not evaluate exposure to update risk Slow (PromQL matching rules are not evaluated by cvo"), "{}", c.message);
-        assert!(c.message.ends_with("\n  Slow description: Slow breaks.\n  Slow URL: https://example.com/Slow"), "{}", c.message);
+        assert!(
+            c.message.ends_with(
+                "\n  Slow description: Slow breaks.\n  Slow URL: https://example.com/Slow"
+            ),
+            "{}",
+            c.message
+        );
         // A later rule that can be evaluated decides.
-        let (out, _) = evaluate(vec![(release("1.6.0"), vec![risk("Slow", &["PromQL", "Always"])])], NOW);
+        let (out, _) = evaluate(
+            vec![(release("1.6.0"), vec![risk("Slow", &["PromQL", "Always"])])],
+            NOW,
+        );
         assert_eq!(out[0].conditions[0].status, "False");
     }
 
     #[test]
     fn reasons_combine_as_in_the_cvo() {
         let (out, _) = evaluate(
-            vec![(release("1.6.0"), vec![risk("A", &["Always"]), risk("B", &["PromQL"]), risk("bad name!", &["Always"])])],
+            vec![(
+                release("1.6.0"),
+                vec![
+                    risk("A", &["Always"]),
+                    risk("B", &["PromQL"]),
+                    risk("bad name!", &["Always"]),
+                ],
+            )],
             NOW,
         );
         let c = &out[0].conditions[0];
-        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "MultipleReasons"));
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "MultipleReasons")
+        );
         assert_eq!(c.message.split("\n\n").count(), 3);
-        assert_eq!(next_reason(NOT_EXPOSED, EVALUATION_FAILED), EVALUATION_FAILED);
+        assert_eq!(
+            next_reason(NOT_EXPOSED, EVALUATION_FAILED),
+            EVALUATION_FAILED
+        );
         assert_eq!(next_reason(EVALUATION_FAILED, EXPOSED), EXPOSED);
         assert_eq!(next_reason(EXPOSED, EVALUATION_FAILED), EXPOSED);
         assert_eq!(next_reason("A", "A"), "A");
-        assert!(valid_reason("A_b:c,1") && !valid_reason("1A") && !valid_reason("A,") && !valid_reason(""));
+        assert!(
+            valid_reason("A_b:c,1")
+                && !valid_reason("1A")
+                && !valid_reason("A,")
+                && !valid_reason("")
+        );
     }
 
     #[test]

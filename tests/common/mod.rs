@@ -2,7 +2,7 @@
 //! `#[path = "../common/mod.rs"] mod common;` in a `tests/<area>/main.rs`), and the one way
 //! integration tests get a cluster. Its parts: [`cli`] (the `cvo` binary with one scrubbed
 //! environment), [`release`] (release directories and ConfigMap manifests), [`report`] (what a
-//! sync did), [`olm`] (OLM's CRDs and CSVs), [`lifecycle`] (the shipped lifecycle component),
+//! sync did), [`graph`] (an update service on loopback), [`olm`] (OLM's CRDs and CSVs), [`lifecycle`] (the shipped lifecycle component),
 //! [`operator`] (`cvo operator` processes and the operator tests' `Env`), [`skip`] (visible
 //! skips).
 //!
@@ -16,6 +16,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod graph;
 pub mod lifecycle;
 pub mod olm;
 pub mod operator;
