@@ -270,6 +270,28 @@ mod tests {
         assert_eq!(missing.status_lists(), Some((Value::Null, Value::Null)));
     }
 
+    #[test]
+    fn the_documented_example_graph_offers_what_the_docs_say() {
+        let body = include_str!("../../docs/examples/update-graph.json");
+        let v = semver::Version::new(1, 4, 0);
+        let r = answered(
+            graph::offered(body.as_bytes(), &v, "stable-1.4").expect("valid"),
+            "t",
+        );
+        let Lists::Replace {
+            available,
+            conditional,
+        } = r.lists
+        else {
+            panic!("{:?}", r.lists)
+        };
+        let versions: Vec<&str> = available.iter().map(|u| u.version.as_str()).collect();
+        assert_eq!(versions, ["1.5.1", "1.5.0"]);
+        assert_eq!(conditional.len(), 1);
+        assert_eq!(conditional[0].release.version, "1.6.0");
+        assert_eq!(conditional[0].conditions[0].reason, "WidgetsBreak");
+    }
+
     #[tokio::test]
     async fn no_upstream_needs_no_request() {
         let r = retrieve(&Source::default(), Some("1.0.0")).await;
