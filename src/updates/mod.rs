@@ -44,6 +44,22 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 /// A larger answer is `ResponseFailed` and never parsed.
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
 
+/// The longest `RetrievedUpdates` message written: a hostile upstream URL or error text does
+/// not grow ClusterVersion.
+const MAX_MESSAGE: usize = 4096;
+
+/// `text` cut to at most `max` bytes (on a character boundary), `…` marking the cut.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 /// Why there are no updates: a `RetrievedUpdates=False` reason and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
@@ -98,6 +114,7 @@ impl Retrieval {
             }
             _ => failure.message,
         };
+        let message = truncate(&message, MAX_MESSAGE);
         Retrieval {
             condition: Condition::new(
                 RETRIEVED_UPDATES,
@@ -239,6 +256,27 @@ mod tests {
         assert_eq!(
             conditional[0]["risks"][0]["matchingRules"],
             json!([{"type": "Always"}])
+        );
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_character_boundary() {
+        assert_eq!(truncate("short", 10), "short");
+        let cut = truncate(&"é".repeat(100), 11);
+        assert!(cut.len() <= 11 && cut.ends_with('…'), "{cut}");
+        let huge = Source {
+            upstream: format!("http://{}/", "a".repeat(100_000)),
+            channel: "c".into(),
+            cluster_id: "x".into(),
+        };
+        let r = Retrieval::failed(
+            query::request(&huge, Some("1.0.0"), "amd64").unwrap_err(),
+            Lists::Clear,
+        );
+        assert!(
+            r.condition.message.len() <= MAX_MESSAGE,
+            "{}",
+            r.condition.message.len()
         );
     }
 

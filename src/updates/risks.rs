@@ -25,6 +25,7 @@ const ALL_ACCEPTED: &str = "AllExposedRisksAccepted";
 const EVALUATION_FAILED: &str = "EvaluationFailed";
 const MULTIPLE: &str = "MultipleReasons";
 const EXPOSED: &str = "ExposedToRisks";
+const MAX_CONDITION_MESSAGE: usize = 32768;
 
 /// One entry of `status.conditionalUpdates` (openshift/api's `ConditionalUpdate`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,7 +184,8 @@ fn recommendation(
     let message = if messages.is_empty() {
         "The update is recommended, because none of the conditional update risks apply to this cluster.".to_owned()
     } else {
-        messages.join("\n\n")
+        // OpenShift's schema caps a condition message at 32 KiB.
+        super::truncate(&messages.join("\n\n"), MAX_CONDITION_MESSAGE)
     };
     UpdateCondition {
         type_: RECOMMENDED.into(),
