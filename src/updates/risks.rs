@@ -323,6 +323,11 @@ mod tests {
             (c.status.as_str(), c.reason.as_str()),
             ("False", "MultipleReasons")
         );
+        // A huge risk message is cut to what OpenShift's schema accepts.
+        let mut long = risk("Long", &["Always"]);
+        long.message = "x".repeat(100_000);
+        let (huge, _) = evaluate(vec![(release("1.7.0"), vec![long])], NOW);
+        assert!(huge[0].conditions[0].message.len() <= MAX_CONDITION_MESSAGE);
         assert_eq!(c.message.split("\n\n").count(), 3);
         assert_eq!(
             next_reason(NOT_EXPOSED, EVALUATION_FAILED),
