@@ -236,6 +236,7 @@ async fn retrieve_updates(
     if let Err(e) = clusterversion::write_available_updates(
         cluster,
         retry,
+        (&source.upstream, &source.channel),
         retrieval.status_lists(),
         &retrieval.condition,
     )

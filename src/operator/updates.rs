@@ -99,6 +99,7 @@ impl Updates {
         match clusterversion::write_available_updates(
             cluster,
             retry,
+            (&source.upstream, &source.channel),
             retrieval.status_lists(),
             &retrieval.condition,
         )

@@ -472,15 +472,32 @@ fn keep_transition_times(entry: &mut Value, before: &[Value]) {
     }
 }
 
-/// Writes what an update service said (see [`with_available_updates`]), only when it changes
-/// the status.
+/// True when `spec` still names the update service `(upstream, channel)` (absent reads as
+/// empty).
+pub fn names_update_service(spec: Option<&Value>, (upstream, channel): (&str, &str)) -> bool {
+    let text = |k: &str| {
+        spec.and_then(|s| s.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    text("upstream") == upstream && text("channel") == channel
+}
+
+/// Writes what the update service `source` (`(upstream, channel)`) said (see
+/// [`with_available_updates`]), only when it changes the status — and only while the spec
+/// still names that service: an answer for a channel the administrator has left since is
+/// not written (`Unchanged`).
 pub async fn write_available_updates(
     cluster: &Cluster,
     retry: &RetryPolicy,
+    source: (&str, &str),
     lists: Option<(Value, Value)>,
     condition: &Condition,
 ) -> Result<WriteOutcome, ClusterVersionError> {
     read_modify_write(cluster, retry, Part::Status, |cv| {
+        if !names_update_service(cv.data.get("spec"), source) {
+            return false;
+        }
         let old = status(cv).clone();
         let new = with_available_updates(&old, lists.as_ref(), condition, jiff::Timestamp::now());
         let changed = new != old;
@@ -540,6 +557,22 @@ mod available_updates_tests {
             s4.get("availableUpdates").is_some_and(Value::is_null),
             "{s4}"
         );
+    }
+
+    #[test]
+    fn an_answer_is_written_only_while_the_spec_names_its_service() {
+        let spec = json!({"upstream": "http://g/", "channel": "stable-1"});
+        assert!(names_update_service(Some(&spec), ("http://g/", "stable-1")));
+        assert!(!names_update_service(Some(&spec), ("http://g/", "fast-1")));
+        assert!(!names_update_service(
+            Some(&spec),
+            ("http://h/", "stable-1")
+        ));
+        assert!(names_update_service(None, ("", "")));
+        assert!(names_update_service(
+            Some(&json!({"clusterID": "x"})),
+            ("", "")
+        ));
     }
 }
 
