@@ -12,7 +12,10 @@
 //! the operator runs writes nothing to its Deployment); only the leader runs the operand-cleanup component; an
 //! override stops management and makes the cluster not upgradeable; a deletion held by a
 //! finalizer across a kill -9 is still reported by the next process, then recorded when it
-//! completes.
+//! completes; available updates from an update graph served on loopback
+//! (`common::graph`): filled from a good graph and asked again on a channel change, the last
+//! good list kept through a malformed graph and a silent server (which times out while
+//! passes go on), `NoUpstream` and `NoChannel`.
 //!
 //! Every test starts from `common::operator::Env` (it holds the ClusterVersion lock) and
 //! deletes `version` when done (`Env::finish`).
