@@ -93,9 +93,7 @@ impl Updates {
         let mut retrieval = updates::retrieve(&source, version).await;
         self.settle(&source, &mut retrieval);
         let c = &retrieval.condition;
-        if c.is_false() {
-            tracing::info!(reason = %c.reason, message = %c.message, "available updates not retrieved");
-        }
+        tracing::debug!(status = ?c.status, reason = %c.reason, message = %c.message, "asked the update service");
         match clusterversion::write_available_updates(
             cluster,
             retry,
@@ -106,7 +104,8 @@ impl Updates {
         .await
         {
             Ok(WriteOutcome::Written) => {
-                tracing::info!(status = ?c.status, reason = %c.reason, "available updates recorded");
+                // Said once per change: an unchanged answer writes (and logs) nothing.
+                tracing::info!(status = ?c.status, reason = %c.reason, message = %c.message, "available updates recorded");
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "available updates not recorded"),
