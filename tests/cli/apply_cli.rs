@@ -539,6 +539,32 @@ async fn apply_reports_retrieved_updates_no_upstream_then_the_served_graph() {
         .collect();
     assert_eq!(versions, ["1.5.0", "1.4.1"]);
     assert_eq!(server.requests().len(), 1, "{:?}", server.requests());
+
+    // A service that cannot be reached, named with credentials: RemoteFailed, the password
+    // neither printed nor stored, the last good list kept.
+    let closed = common::operator::free_port();
+    cvs.patch(
+        "version",
+        &Default::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"spec": {
+            "upstream": format!("http://admin:hunter2@127.0.0.1:{closed}/graph")}})),
+    )
+    .await
+    .expect("set the update service");
+    let (code, out, err) = common::run_cvo(&kubeconfig, &["apply", "--release", release_dir]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("RetrievedUpdates=False RemoteFailed: Unable to retrieve available updates: Get \"http://***@127.0.0.1:"),
+        "{out}"
+    );
+    let stored = cvs.get("version").await.expect("cv");
+    for text in [out, err, stored.data["status"].to_string()] {
+        assert!(!text.contains("hunter2"), "{text}");
+    }
+    assert_eq!(
+        stored.data["status"]["availableUpdates"][0]["version"],
+        "1.5.0"
+    );
     cvs.delete("version", &Default::default())
         .await
         .expect("delete cv");
