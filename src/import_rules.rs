@@ -40,6 +40,9 @@ const RULES: &[(&str, &[&str])] = &[
         ],
     ),
     ("olm", &["cluster"]),
+    // The update-graph client: it speaks HTTP to an update service, never to the cluster;
+    // it names status's condition type only.
+    ("updates", &["status"]),
     (
         "lifecycle",
         &["cluster", "exit", "olm", "release", "status"],
@@ -51,7 +54,7 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "operator",
         &[
-            "apply", "cluster", "exit", "health", "olm", "release", "status", "sync",
+            "apply", "cluster", "exit", "health", "olm", "release", "status", "sync", "updates",
         ],
     ),
     // What an empty embedded server lacks that a real cluster has (the `in-memory` feature).
@@ -73,6 +76,7 @@ const RULES: &[(&str, &[&str])] = &[
             "release",
             "status",
             "sync",
+            "updates",
             "validate",
         ],
     ),

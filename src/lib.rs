@@ -26,4 +26,5 @@ pub mod rbac;
 pub mod release;
 pub mod status;
 pub mod sync;
+pub mod updates;
 pub mod validate;

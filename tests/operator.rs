@@ -16,7 +16,10 @@
 //! `availableUpdates` or `history` (else `Invalid` with the CVO's message), `{image, force}`
 //! forcing the release of the image the operator runs, a version that is not the image's
 //! release refused, another architecture refused, and a stale `Progressing` from an earlier
-//! leader rewritten.
+//! leader rewritten. Available updates from an update graph served on loopback
+//! (`common::graph`): filled from a good graph and asked again on a channel change, the last
+//! good list kept through a malformed graph and a silent server (which times out while
+//! passes go on), `NoUpstream` and `NoChannel`.
 //!
 //! Every test starts from `common::operator::Env` (it holds the ClusterVersion lock) and
 //! deletes `version` when done (`Env::finish`).
@@ -1796,6 +1799,285 @@ async fn a_stale_progressing_from_an_old_leader_is_rewritten_by_a_refusing_leade
     )
     .await;
     assert_eq!(rewritten().await["status"], "False");
+    op.terminate().await;
+    env.finish().await;
+}
+
+/// The stored `RetrievedUpdates` once it says `status` with `reason`; returns ClusterVersion.
+async fn retrieved(
+    cvs: &Api<DynamicObject>,
+    status: &str,
+    reason: &str,
+    within: Duration,
+) -> DynamicObject {
+    poll_until(
+        &format!("RetrievedUpdates={status} {reason}"),
+        within,
+        || async {
+            let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+            match condition(&cv, "RetrievedUpdates") {
+                Some(c)
+                    if c["status"] == status
+                        && c["reason"].as_str().unwrap_or_default() == reason =>
+                {
+                    Ok(cv)
+                }
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+}
+
+/// An operator test env at release 1.4.0 whose ClusterVersion names `upstream` and `channel`
+/// (empty: unset) and a valid cluster ID.
+async fn graph_env(prefix: &str, upstream: &str, channel: &str) -> Env {
+    let env = Env::new(prefix).await;
+    let ns = env.ns.clone();
+    env.write_release(
+        "1.4.0",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(&ns, "settings", "one"),
+        )],
+    );
+    let mut spec = json!({"clusterID": common::graph::CLUSTER_ID});
+    if !upstream.is_empty() {
+        spec["upstream"] = json!(upstream);
+    }
+    if !channel.is_empty() {
+        spec["channel"] = json!(channel);
+    }
+    env.cvs
+        .patch(
+            "version",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": spec})),
+        )
+        .await
+        .expect("set the update service");
+    env
+}
+
+/// The versions of `status.<list>` (`release.version` for conditional updates).
+fn versions_of(cv: &DynamicObject, list: &str) -> Vec<String> {
+    cv.data["status"][list]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|u| {
+            u.get("release").unwrap_or(u)["version"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_graph_fills_available_updates_and_retrieved_updates_is_true() {
+    use common::graph::{CLUSTER_ID, GraphServer, Reply, example_graph, payload};
+    let server = GraphServer::start(Reply::Json(example_graph().to_string()));
+    let env = graph_env("operator-graph", &server.url, "stable-1").await;
+    let op = env.start(&["--resync-interval", "1h", "--lease-name", &env.lease]);
+    let cv = retrieved(&env.cvs, "True", "", Duration::from_secs(60)).await;
+    let status = &cv.data["status"];
+    assert_eq!(
+        status["availableUpdates"],
+        json!([
+            {"version": "1.5.0", "image": payload("1.5.0"), "url": "https://example.com/releases/1.5.0",
+             "channels": ["fast-1", "stable-1"]},
+            {"version": "1.4.1", "image": payload("1.4.1")},
+        ]),
+        "{status}"
+    );
+    assert_eq!(versions_of(&cv, "conditionalUpdates"), ["1.6.1", "1.6.0"]);
+    let recommended = |i: usize| status["conditionalUpdates"][i]["conditions"][0].clone();
+    assert_eq!(recommended(1)["type"], "Recommended");
+    assert_eq!(recommended(1)["status"], "False");
+    assert_eq!(recommended(1)["reason"], "WidgetsBreak");
+    assert_eq!(
+        recommended(1)["message"],
+        "Widgets stop working. https://example.com/widgets"
+    );
+    assert_eq!(
+        recommended(0)["status"],
+        "Unknown",
+        "PromQL is not evaluated: never recommended"
+    );
+    assert_eq!(recommended(0)["reason"], "EvaluationFailed");
+    assert_eq!(
+        status["conditionalUpdates"][1]["risks"][0]["matchingRules"],
+        json!([{"type": "Always"}])
+    );
+    let arch = cvo::updates::query::arch();
+    assert_eq!(
+        server.requests()[0],
+        format!("GET /graph?arch={arch}&channel=stable-1&id={CLUSTER_ID}&version=1.4.0 HTTP/1.1")
+    );
+    // A new channel is asked for at once (a ClusterVersion change starts a pass).
+    env.cvs
+        .patch(
+            "version",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"channel": "fast-1"}})),
+        )
+        .await
+        .expect("change the channel");
+    poll_until(
+        "a request for channel fast-1",
+        Duration::from_secs(30),
+        || async {
+            let requests = server.requests();
+            requests
+                .iter()
+                .any(|r| r.contains("channel=fast-1&"))
+                .then_some(())
+                .ok_or(format!("{requests:?}"))
+        },
+    )
+    .await;
+    op.terminate().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_graph_is_response_invalid_and_the_last_good_list_is_kept() {
+    use common::graph::{GraphServer, Reply, example_graph};
+    let server = GraphServer::start(Reply::Json(example_graph().to_string()));
+    let env = graph_env("operator-graph-bad", &server.url, "stable-1").await;
+    let op = env.start(&["--resync-interval", "1s", "--lease-name", &env.lease]);
+    let good = retrieved(&env.cvs, "True", "", Duration::from_secs(60)).await;
+    server.set(Reply::Json(
+        r#"{"nodes": [{"version": "1.4.0", "payload": "x"}], "edges": [[0, 7]]"#.into(),
+    ));
+    let bad = retrieved(
+        &env.cvs,
+        "False",
+        "ResponseInvalid",
+        Duration::from_secs(60),
+    )
+    .await;
+    let c = condition(&bad, "RetrievedUpdates").expect("condition");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Unable to retrieve available updates: "),
+        "{c}"
+    );
+    assert_eq!(versions_of(&bad, "availableUpdates"), ["1.5.0", "1.4.1"]);
+    assert_eq!(
+        bad.data["status"]["availableUpdates"],
+        good.data["status"]["availableUpdates"]
+    );
+    assert_eq!(
+        bad.data["status"]["conditionalUpdates"],
+        good.data["status"]["conditionalUpdates"]
+    );
+    // An edge out of range is invalid too, and nothing crashed: the operator still answers.
+    server.set(Reply::Json(
+        r#"{"nodes": [{"version": "1.4.0", "payload": "x"}], "edges": [[0, 7]]}"#.into(),
+    ));
+    poll_until(
+        "ResponseInvalid naming the edge",
+        Duration::from_secs(60),
+        || async {
+            let (_, reason, message) =
+                common::stored_condition(&env.cvs, "RetrievedUpdates").await?;
+            (reason == "ResponseInvalid"
+                && message.contains("edge [0, 7] points outside the 1 nodes"))
+            .then_some(())
+            .ok_or(message)
+        },
+    )
+    .await;
+    op.scrape()
+        .await
+        .expect("the operator still serves its metrics");
+    op.terminate().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_graph_server_times_out_as_remote_failed_and_passes_go_on() {
+    use common::graph::{GraphServer, Reply, example_graph};
+    let server = GraphServer::start(Reply::Json(example_graph().to_string()));
+    let env = graph_env("operator-graph-slow", &server.url, "stable-1").await;
+    let op = env.start(&["--resync-interval", "1s", "--lease-name", &env.lease]);
+    let good = retrieved(&env.cvs, "True", "", Duration::from_secs(60)).await;
+    server.set(Reply::Silent);
+    let silent_from = server.requests().len();
+    let passes = |text: &str| metric(text, "cvo_sync_passes_total", &[]);
+    let before = passes(&op.scrape().await.expect("metrics"));
+    let started = Instant::now();
+    // The request times out (cvo::updates::TIMEOUT) and says so.
+    let slow = retrieved(&env.cvs, "False", "RemoteFailed", Duration::from_secs(60)).await;
+    let took = started.elapsed();
+    assert!(
+        took >= cvo::updates::TIMEOUT / 2,
+        "failed after {took:?}, before any timeout"
+    );
+    let c = condition(&slow, "RetrievedUpdates").expect("condition");
+    let message = c["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(&format!(
+            "Unable to retrieve available updates: Get \"{}?",
+            server.url
+        )) && message.ends_with("(timed out)"),
+        "{message}"
+    );
+    assert_eq!(
+        slow.data["status"]["availableUpdates"],
+        good.data["status"]["availableUpdates"]
+    );
+    // Passes went on while the request hung (every second), and no second request was sent
+    // while the first was in flight.
+    let after = passes(&op.scrape().await.expect("metrics"));
+    assert!(
+        after >= before + 3.0,
+        "{before} passes before, {after} after {took:?}"
+    );
+    assert!(
+        server.requests().len() <= silent_from + 2,
+        "{:?}",
+        server.requests()
+    );
+    op.terminate().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_upstream_retrieved_updates_is_false_no_upstream() {
+    let env = graph_env("operator-no-upstream", "", "stable-1").await;
+    let op = env.start(&["--resync-interval", "1h", "--lease-name", &env.lease]);
+    let cv = retrieved(&env.cvs, "False", "NoUpstream", Duration::from_secs(60)).await;
+    let c = condition(&cv, "RetrievedUpdates").expect("condition");
+    assert_eq!(
+        c["message"],
+        "No updateService server has been set to retrieve updates."
+    );
+    let status = cv.data["status"].as_object().expect("status");
+    assert_eq!(
+        status.get("availableUpdates"),
+        Some(&Value::Null),
+        "{status:?}"
+    );
+    assert!(!status.contains_key("conditionalUpdates"), "{status:?}");
+    op.terminate().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_channel_retrieved_updates_is_false_no_channel() {
+    use common::graph::{GraphServer, Reply, example_graph};
+    let server = GraphServer::start(Reply::Json(example_graph().to_string()));
+    let env = graph_env("operator-no-channel", &server.url, "").await;
+    let op = env.start(&["--resync-interval", "1h", "--lease-name", &env.lease]);
+    let cv = retrieved(&env.cvs, "False", "NoChannel", Duration::from_secs(60)).await;
+    let c = condition(&cv, "RetrievedUpdates").expect("condition");
+    assert_eq!(c["message"], "The update channel has not been configured.");
+    assert!(cv.data["status"]["availableUpdates"].is_null());
+    assert!(server.requests().is_empty(), "{:?}", server.requests());
     op.terminate().await;
     env.finish().await;
 }

@@ -182,7 +182,10 @@ pub(super) fn execute(
         })
         .await;
         progress.finish();
-        let outcome = outcome.map_err(CliError::failed)?;
+        let mut outcome = outcome.map_err(CliError::failed)?;
+        if !options.apply.dry_run {
+            retrieve_updates(&cluster, &release, &options, &mut outcome).await;
+        }
         #[cfg(feature = "in-memory")]
         if let Some(operators) = operators {
             operators.abort();
@@ -200,6 +203,48 @@ pub(super) fn execute(
         }
         Ok(outcome.exit())
     })
+}
+
+/// Where the sync wrote ClusterVersion status: asks the update service it names once (bounded
+/// by [`crate::updates::TIMEOUT`]), records `availableUpdates` and `RetrievedUpdates` there,
+/// and adds the condition to the report.
+async fn retrieve_updates(
+    cluster: &crate::cluster::Cluster,
+    release: &Release,
+    options: &SyncOptions,
+    outcome: &mut crate::sync::SyncOutcome,
+) {
+    use crate::status::clusterversion::{self, WriteOutcome};
+    if !matches!(
+        outcome.cluster_version,
+        Some(Ok(WriteOutcome::Written | WriteOutcome::Unchanged))
+    ) {
+        return;
+    }
+    let retry = &options.apply.retry;
+    let spec = match clusterversion::read(cluster, retry).await {
+        Ok(Some(cv)) => cv.data.get("spec").cloned().unwrap_or_default(),
+        Ok(None) => return,
+        Err(e) => {
+            stderr_line!("warning: available updates not retrieved: {e}");
+            return;
+        }
+    };
+    let source = crate::updates::Source::of_spec(&spec);
+    let version = release.version().map(ToString::to_string);
+    let retrieval = crate::updates::retrieve(&source, version.as_deref()).await;
+    if let Err(e) = clusterversion::write_available_updates(
+        cluster,
+        retry,
+        (&source.upstream, &source.channel),
+        retrieval.status_lists(),
+        &retrieval.condition,
+    )
+    .await
+    {
+        stderr_line!("warning: available updates not recorded: {e}");
+    }
+    outcome.conditions.push(retrieval.condition);
 }
 
 /// Loads the release and prints its diagnostics; a release with errors is a usage error

@@ -1,5 +1,6 @@
 //! What the leader does until told to stop: a full pass, then the steady state — drift
-//! repaired from watches, a full pass on a ClusterVersion change or the resync timer.
+//! repaired from watches, a full pass on a ClusterVersion change or the resync timer, each
+//! full pass followed by a look at the update service.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use super::repair::{Repairs, repairer};
 use super::resync;
 use super::self_update::SelfUpdate;
 use super::shutdown::{pass_stopped, until_stopped};
+use super::updates::Refresher;
 use crate::cluster::Cluster;
 use crate::release::Release;
 
@@ -87,6 +89,8 @@ pub(super) async fn lead(
         Ok(end) => end,
         Err(stopped) => return pass_stopped(cluster, release, options, stopped).await,
     };
+    let mut updates = Refresher::new(cluster, release, &options.sync.apply.retry);
+    updates.start();
     let mut watching = first.accepted && !first.paused;
     let mut unmanaged = first.unmanaged;
     let kinds = Kinds::of(release);
@@ -150,6 +154,7 @@ pub(super) async fn lead(
             Err(stopped) => return pass_stopped(cluster, release, options, stopped).await,
         };
         unmanaged = end.unmanaged;
+        updates.start();
         if end.paused {
             // Handed over to another image (repairing would undo that), or the release would
             // move the operator away from it.

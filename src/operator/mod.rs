@@ -15,7 +15,8 @@
 //! - `repair`: drift repair of one manifest, retried with backoff;
 //! - `shutdown`: the grace period, and the status of a pass abandoned at its end;
 //! - `invalid`: the operator of a release that cannot be used ([`run_invalid`]);
-//! - `status`: what the operator records besides the sync's own status.
+//! - `status`: what the operator records besides the sync's own status;
+//! - `updates`: available updates from the update service, after every full pass.
 //!
 //! As leader, the operator runs a full pass ([`crate::sync::sync`]: install or update per the
 //! ClusterVersion history, preconditions, status), then waits: a watch event for a managed
@@ -59,6 +60,7 @@ pub mod resync;
 pub mod self_update;
 mod shutdown;
 mod status;
+mod updates;
 
 use std::sync::Arc;
 use std::time::Duration;

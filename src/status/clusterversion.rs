@@ -539,6 +539,183 @@ pub fn completed(cv: &DynamicObject, version: &str) -> bool {
         })
 }
 
+/// The status with what an update service said (pure): `availableUpdates` and
+/// `conditionalUpdates` replaced by `lists` (`None`: the stored ones kept; a `null`
+/// `conditionalUpdates` is left out), and `condition` (`RetrievedUpdates`) merged in. A
+/// conditional update's condition keeps its `lastTransitionTime` while its status is the same
+/// (matched by release image), so an identical answer yields an identical status.
+/// `availableUpdates` is always present (`null` when there is nothing), as OpenShift's schema
+/// requires.
+pub fn with_available_updates(
+    old: &Value,
+    lists: Option<&(Value, Value)>,
+    condition: &Condition,
+    now: jiff::Timestamp,
+) -> Value {
+    let mut status = if old.is_object() {
+        old.clone()
+    } else {
+        json!({})
+    };
+    if let Some((available, conditional)) = lists {
+        status["availableUpdates"] = available.clone();
+        let mut conditional = conditional.clone();
+        if let Some(entries) = conditional.as_array_mut() {
+            let before = old
+                .get("conditionalUpdates")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            for entry in entries.iter_mut() {
+                keep_transition_times(entry, before);
+            }
+        }
+        match (conditional.is_null(), status.as_object_mut()) {
+            (true, Some(map)) => {
+                map.remove("conditionalUpdates");
+            }
+            _ => status["conditionalUpdates"] = conditional,
+        }
+    } else if status.get("availableUpdates").is_none() {
+        status["availableUpdates"] = Value::Null;
+    }
+    status["conditions"] =
+        Value::Array(merge_conditions(old, std::slice::from_ref(condition), now));
+    status
+}
+
+/// `entry`'s conditions take the `lastTransitionTime` of the same condition, same status, of
+/// the entry for the same release image in `before`.
+fn keep_transition_times(entry: &mut Value, before: &[Value]) {
+    let image = entry.pointer("/release/image").cloned();
+    let Some(old) = before
+        .iter()
+        .find(|o| image.is_some() && o.pointer("/release/image") == image.as_ref())
+    else {
+        return;
+    };
+    let Some(conditions) = entry.get_mut("conditions").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for c in conditions {
+        let since = old
+            .get("conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|o| o.get("type") == c.get("type") && o.get("status") == c.get("status"))
+            .and_then(|o| o.get("lastTransitionTime"))
+            .cloned();
+        if let Some(since) = since {
+            c["lastTransitionTime"] = since;
+        }
+    }
+}
+
+/// True when `spec` still names the update service `(upstream, channel)` (absent reads as
+/// empty).
+pub fn names_update_service(spec: Option<&Value>, (upstream, channel): (&str, &str)) -> bool {
+    let text = |k: &str| {
+        spec.and_then(|s| s.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    text("upstream") == upstream && text("channel") == channel
+}
+
+/// Writes what the update service `source` (`(upstream, channel)`) said (see
+/// [`with_available_updates`]), only when it changes the status — and only while the spec
+/// still names that service: an answer for a channel the administrator has left since is
+/// not written (`Unchanged`).
+pub async fn write_available_updates(
+    cluster: &Cluster,
+    retry: &RetryPolicy,
+    source: (&str, &str),
+    lists: Option<(Value, Value)>,
+    condition: &Condition,
+) -> Result<WriteOutcome, ClusterVersionError> {
+    read_modify_write(cluster, retry, Part::Status, |cv| {
+        if !names_update_service(cv.data.get("spec"), source) {
+            return false;
+        }
+        let old = status(cv).clone();
+        let new = with_available_updates(&old, lists.as_ref(), condition, jiff::Timestamp::now());
+        let changed = new != old;
+        cv.data["status"] = new;
+        changed
+    })
+    .await
+}
+
+#[cfg(test)]
+mod available_updates_tests {
+    use super::*;
+
+    fn retrieved(status: ConditionStatus, reason: &str) -> Condition {
+        Condition::new("RetrievedUpdates", status, reason, "")
+    }
+
+    #[test]
+    fn lists_are_replaced_cleared_or_kept_and_transition_times_stay() {
+        let t0 = jiff::Timestamp::from_second(1_000).unwrap();
+        let t1 = jiff::Timestamp::from_second(2_000).unwrap();
+        let conditional = |time: &str| {
+            json!([{"release": {"version": "1.6.0", "image": "i:1.6.0"}, "risks": [],
+                    "conditions": [{"type": "Recommended", "status": "False", "reason": "R", "message": "m", "lastTransitionTime": time}]}])
+        };
+        let lists = (
+            json!([{"version": "1.5.0", "image": "i:1.5.0"}]),
+            conditional("t0"),
+        );
+        let ok = retrieved(ConditionStatus::True, "");
+        let s1 = with_available_updates(
+            &json!({"desired": {"version": "1.4.0"}}),
+            Some(&lists),
+            &ok,
+            t0,
+        );
+        assert_eq!(s1["availableUpdates"], lists.0);
+        assert_eq!(s1["desired"]["version"], "1.4.0", "the rest is kept");
+        assert_eq!(s1["conditions"][0]["type"], "RetrievedUpdates");
+        // The same answer later: nothing changes (the old transition times stay).
+        let again = (lists.0.clone(), conditional("t1"));
+        assert_eq!(with_available_updates(&s1, Some(&again), &ok, t1), s1);
+        // A failure keeps the lists.
+        let failed = retrieved(ConditionStatus::False, "RemoteFailed");
+        let s2 = with_available_updates(&s1, None, &failed, t1);
+        assert_eq!(s2["availableUpdates"], s1["availableUpdates"]);
+        assert_eq!(s2["conditionalUpdates"], s1["conditionalUpdates"]);
+        assert_eq!(s2["conditions"][0]["status"], "False");
+        // Cleared: null, and no conditionalUpdates.
+        let none = retrieved(ConditionStatus::False, "NoUpstream");
+        let s3 = with_available_updates(&s2, Some(&(Value::Null, Value::Null)), &none, t1);
+        assert!(s3["availableUpdates"].is_null() && s3.get("availableUpdates").is_some());
+        assert!(s3.get("conditionalUpdates").is_none(), "{s3}");
+        // Nothing stored and nothing known: availableUpdates is there, null.
+        let s4 = with_available_updates(&Value::Null, None, &failed, t0);
+        assert!(
+            s4.get("availableUpdates").is_some_and(Value::is_null),
+            "{s4}"
+        );
+    }
+
+    #[test]
+    fn an_answer_is_written_only_while_the_spec_names_its_service() {
+        let spec = json!({"upstream": "http://g/", "channel": "stable-1"});
+        assert!(names_update_service(Some(&spec), ("http://g/", "stable-1")));
+        assert!(!names_update_service(Some(&spec), ("http://g/", "fast-1")));
+        assert!(!names_update_service(
+            Some(&spec),
+            ("http://h/", "stable-1")
+        ));
+        assert!(names_update_service(None, ("", "")));
+        assert!(names_update_service(
+            Some(&json!({"clusterID": "x"})),
+            ("", "")
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -471,3 +471,101 @@ async fn apply_killed_during_a_synchronous_deletion_leaves_the_gate_closed() {
         .await
         .expect("delete cv");
 }
+
+/// `cvo apply` reports `RetrievedUpdates` in its output and in the ClusterVersion it writes:
+/// `False NoUpstream` without an update service, the service's answer (one request, bounded
+/// in time) once `spec.upstream` and `spec.channel` name one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_reports_retrieved_updates_no_upstream_then_the_served_graph() {
+    use common::graph::{CLUSTER_ID, GraphServer, Reply, example_graph};
+    let tc = common::cluster().await;
+    let (_guard, cv_resource) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv_resource).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let ns = tc.namespace("cli-updates").await;
+    let m = Manifests { ns: ns.clone() };
+    let rel = tempfile::tempdir().expect("tempdir");
+    common::write_release(
+        rel.path(),
+        Some("1.4.0"),
+        &[("0000_10_a_settings.yaml", m.settings("one"))],
+    );
+    let release_dir = rel.path().to_str().expect("utf-8 path");
+
+    let (code, out) = cvo(&kubeconfig, &["apply", "--release", release_dir]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("RetrievedUpdates=False NoUpstream: No updateService server has been set to retrieve updates.\n"),
+        "{out}"
+    );
+    let (status, reason, _) = common::stored_condition(&cvs, "RetrievedUpdates")
+        .await
+        .expect("stored");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "NoUpstream"));
+    let stored = cvs.get("version").await.expect("cv");
+    assert_eq!(
+        stored.data["status"].get("availableUpdates"),
+        Some(&Value::Null)
+    );
+
+    let server = GraphServer::start(Reply::Json(example_graph().to_string()));
+    cvs.patch(
+        "version",
+        &Default::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"spec": {
+            "clusterID": CLUSTER_ID, "upstream": server.url, "channel": "stable-1"}})),
+    )
+    .await
+    .expect("set the update service");
+    let (code, out) = cvo(
+        &kubeconfig,
+        &["apply", "--release", release_dir, "-o", "json"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    let report: Value = serde_json::from_str(&out).expect("json report");
+    let condition = report["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "RetrievedUpdates"))
+        .unwrap_or_else(|| panic!("no RetrievedUpdates in {report}"));
+    assert_eq!(condition["status"], "True", "{condition}");
+    let stored = cvs.get("version").await.expect("cv");
+    let versions: Vec<&str> = stored.data["status"]["availableUpdates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|u| u["version"].as_str())
+        .collect();
+    assert_eq!(versions, ["1.5.0", "1.4.1"]);
+    assert_eq!(server.requests().len(), 1, "{:?}", server.requests());
+
+    // A service that cannot be reached, named with credentials: RemoteFailed, the password
+    // neither printed nor stored, the last good list kept.
+    let closed = common::operator::free_port();
+    cvs.patch(
+        "version",
+        &Default::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"spec": {
+            "upstream": format!("http://admin:hunter2@127.0.0.1:{closed}/graph")}})),
+    )
+    .await
+    .expect("set the update service");
+    let (code, out, err) = common::run_cvo(&kubeconfig, &["apply", "--release", release_dir]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("RetrievedUpdates=False RemoteFailed: Unable to retrieve available updates: Get \"http://***@127.0.0.1:"),
+        "{out}"
+    );
+    let stored = cvs.get("version").await.expect("cv");
+    for text in [out, err, stored.data["status"].to_string()] {
+        assert!(!text.contains("hunter2"), "{text}");
+    }
+    assert_eq!(
+        stored.data["status"]["availableUpdates"][0]["version"],
+        "1.5.0"
+    );
+    cvs.delete("version", &Default::default())
+        .await
+        .expect("delete cv");
+}

@@ -3,9 +3,9 @@
 //! integration tests get a cluster. Its parts: [`cli`] (the `cvo` binary with one scrubbed
 //! environment), [`release`] (release directories and ConfigMap manifests), [`example`]
 //! (manifests-example on a cluster, and with OpenShift's own CRDs), [`report`] (what a
-//! sync did), [`olm`] (OLM's CRDs and CSVs), [`lifecycle`] (the shipped lifecycle component),
-//! [`operator`] (`cvo operator` processes and the operator tests' `Env`), [`skip`] (visible
-//! skips).
+//! sync did), [`graph`] (an update service on loopback), [`olm`] (OLM's CRDs and CSVs),
+//! [`lifecycle`] (the shipped lifecycle component), [`operator`] (`cvo operator` processes
+//! and the operator tests' `Env`), [`skip`] (visible skips).
 //!
 //! [`cluster`] returns a [`TestCluster`] (the embedded server's `memory_apiserver::testing`):
 //! by default a fresh embedded in-memory API server, or, when the environment variable
@@ -18,6 +18,7 @@
 
 pub mod cli;
 pub mod example;
+pub mod graph;
 pub mod lifecycle;
 pub mod olm;
 pub mod operator;
