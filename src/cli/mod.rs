@@ -124,7 +124,8 @@ pub struct ReleaseArgs {
     /// Drop manifests with exclude.release.openshift.io/ID: "true" (repeatable).
     #[arg(long, value_name = "ID")]
     pub exclude: Vec<String>,
-    /// Image reference rendered into {{.ReleaseImage}} in a payload's manifests/.
+    /// The release image's pull spec: rendered into {{.ReleaseImage}} in a payload's
+    /// manifests/, and recorded as ClusterVersion status desired.image and history[].image.
     #[arg(long, value_name = "PULLSPEC", value_parser = values::parse_release_image)]
     pub release_image: Option<String>,
     /// Refuse a file larger than this many bytes (docs/limits.md).

@@ -171,7 +171,7 @@ async fn a_degraded_operator_fails_its_node_and_blocks_only_its_descendants() {
     );
     for name in [&a, &b] {
         tc.track_cluster_object(&co, name);
-        let obj = json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator", "metadata": {"name": name}});
+        let obj = json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator", "metadata": {"name": name}, "spec": {}});
         tc.dynamic(&co, None)
             .patch(name, &PatchParams::apply("test"), &Patch::Apply(&obj))
             .await

@@ -99,7 +99,7 @@ async fn cvo_apply_with_openshifts_crds_writes_status_the_server_accepts() {
     .await;
     assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(
-        !stderr.contains("422") && !stderr.contains("ClusterVersion version status"),
+        !stderr.contains(" 422 ") && !stderr.contains("ClusterVersion version status"),
         "{stderr}"
     );
 
