@@ -2083,3 +2083,69 @@ async fn without_a_channel_retrieved_updates_is_false_no_channel() {
     op.terminate().await;
     env.finish().await;
 }
+
+/// From a served graph to a completed update, as `oc adm upgrade --to=1.5.0` does it: the
+/// operator at 1.4.0 fills `availableUpdates` from the update service, `{version: 1.5.0}`
+/// alone selects the graph's payload for 1.5.0, the operator moves its Deployment to that
+/// image, and the instance started as the new pod would be updates the cluster to 1.5.0 —
+/// `desired` and the history entry name the payload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_alone_from_a_served_graph_selects_its_payload_and_updates() {
+    use common::graph::{CLUSTER_ID, GraphServer, Reply};
+    let payload = |v: &str| format!("example.com/cvo:{v}");
+    let graph = json!({
+        "nodes": [
+            {"version": "1.4.0", "payload": payload("1.4.0"), "metadata": {}},
+            {"version": "1.5.0", "payload": payload("1.5.0"), "metadata": {}},
+        ],
+        "edges": [[0, 1]],
+    });
+    let server = GraphServer::start(Reply::Json(graph.to_string()));
+    let env = Env::new("desired-from-graph").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        kubeconfig,
+        lease,
+        ..
+    } = &env;
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {
+            "clusterID": CLUSTER_ID, "upstream": server.url, "channel": "stable-1"}})),
+    )
+    .await
+    .expect("set the update service");
+    let deployments = own_deployment(tc, ns, "cvo", &payload("1.4.0")).await;
+    let op = start_image(kubeconfig, dir.path(), ns, lease, "1.4.0", "one");
+    history(cvs, "1.4.0", "Completed").await;
+    let cv = retrieved(cvs, "True", "", Duration::from_secs(60)).await;
+    assert_eq!(
+        cv.data["status"]["availableUpdates"],
+        json!([{"version": "1.5.0", "image": payload("1.5.0")}])
+    );
+
+    desire(cvs, json!({"version": "1.5.0"})).await;
+    moved_to(&deployments, &payload("1.5.0")).await;
+    condition_is(cvs, "Progressing", "True", "OperatorImageUpdating").await;
+
+    // The rollout, played by hand (no kubelet here): the new pod runs the 1.5.0 image.
+    let new_pod = start_image(kubeconfig, dir.path(), ns, lease, "1.5.0", "two");
+    new_pod.metric_at_least("cvo_leader", &[], 0.0).await;
+    op.terminate().await;
+    let cv = history(cvs, "1.5.0", "Completed").await;
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("two"));
+    let status = &cv.data["status"];
+    assert_eq!(
+        status["desired"],
+        json!({"version": "1.5.0", "image": payload("1.5.0")}),
+        "{status}"
+    );
+    assert_eq!(status["history"][0]["image"], json!(payload("1.5.0")));
+    assert!(condition(&cv, "Invalid").is_none_or(|c| c["status"] != "True"));
+    new_pod.terminate().await;
+    env.finish().await;
+}
