@@ -391,8 +391,6 @@ async fn a_refused_minor_update_applies_nothing_until_forced() {
                          "completionTime": "2026-01-01T00:01:00Z", "verified": false}],
             "conditions": [{"type": "Upgradeable", "status": "False", "reason": "AdminAckRequired",
                             "message": "not yet", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-            // The update service lists 1.1.0: `{version}` alone names its image.
-            "availableUpdates": [{"version": "1.1.0", "image": "example.com/cvo:1.1.0"}],
         }})),
     )
     .await
@@ -424,11 +422,13 @@ async fn a_refused_minor_update_applies_nothing_until_forced() {
         "foreign conditions are kept"
     );
 
-    // The administrator forces this version: the spec change starts a pass at once.
+    // The administrator forces this release (`oc adm upgrade --to-image=… --force`): the spec
+    // change starts a pass at once.
     cvs.patch(
         "version",
         &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"desiredUpdate": {"version": "1.1.0", "force": true}}})),
+        &Patch::Merge(json!({"spec": {"desiredUpdate": {
+            "version": "1.1.0", "image": "example.com/cvo:1.1.0", "force": true}}})),
     )
     .await
     .expect("force");
@@ -1516,46 +1516,6 @@ async fn a_version_alone_that_is_not_an_available_update_is_invalid_and_nothing_
     // Clearing the request (`oc adm upgrade --clear`) makes the spec valid again.
     desire(cvs, Value::Null).await;
     condition_is(cvs, "Invalid", "False", "AsExpected").await;
-    op.terminate().await;
-    env.finish().await;
-}
-
-/// `{version}` alone that `availableUpdates` lists (what an update graph offers): the operator
-/// moves its Deployment to that entry's image.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_version_alone_in_available_updates_moves_the_operator_to_its_image() {
-    let env = Env::new("desired-available").await;
-    let Env {
-        tc,
-        cvs,
-        ns,
-        dir,
-        kubeconfig,
-        lease,
-        ..
-    } = &env;
-    let deployments = own_deployment(tc, ns, "cvo", "example.com/cvo:1.0.0").await;
-    seed_status(
-        cvs,
-        json!([{"version": "1.1.0", "image": "example.com/cvo@sha256:11"}]),
-        json!([]),
-    )
-    .await;
-    let op = start_self_updating(kubeconfig, dir.path(), ns, lease);
-    // The first pass is done: the request below is a spec change it did not see.
-    op.metric_at_least("cvo_sync_passes_total", &[("trigger", "initial")], 1.0)
-        .await;
-    desire(cvs, json!({"version": "1.1.0"})).await;
-    moved_to(&deployments, "example.com/cvo@sha256:11").await;
-    let progressing = condition_is(cvs, "Progressing", "True", "OperatorImageUpdating").await;
-    assert!(
-        progressing["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("example.com/cvo@sha256:11")),
-        "{progressing}"
-    );
-    let stored = cvs.get("version").await.expect("cv");
-    assert!(condition(&stored, "Invalid").is_none_or(|c| c["status"] != "True"));
     op.terminate().await;
     env.finish().await;
 }
