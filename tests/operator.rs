@@ -1567,6 +1567,16 @@ async fn an_image_forced_without_a_version_goes_through_a_refusal() {
         "1.1.0",
         &[("0000_10_a_00_new.yaml", configmap(ns, "new", "x"))],
     );
+    // The update service is down (it answers 503): what it listed before stays in status.
+    let service = common::graph::GraphServer::start(common::graph::Reply::Status(503));
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"clusterID": common::graph::CLUSTER_ID,
+            "upstream": service.url, "channel": "stable-1"}})),
+    )
+    .await
+    .expect("set the update service");
     let op = env.start(&[
         "--resync-interval",
         "1h",
@@ -1579,7 +1589,7 @@ async fn an_image_forced_without_a_version_goes_through_a_refusal() {
     assert_eq!(refused["reason"], "UpgradeableFalse", "{refused}");
     assert_eq!(cm_value(tc, ns, "new").await, None, "nothing applied");
 
-    // The update service lists 1.1.0 as a conditional update with a risk the administrator
+    // The update service listed 1.1.0 as a conditional update, with a risk the administrator
     // accepted (`oc adm upgrade accept RiskA`).
     cvs.patch_status(
         "version",
