@@ -64,6 +64,18 @@ pub enum ManifestError {
     /// still missing.
     #[error("{0}")]
     Unhealthy(crate::health::Finding),
+    /// The object exists but is being deleted (it carries a deletionTimestamp): applying it
+    /// would change an object about to disappear, so it counts as not applied until its
+    /// deletion finishes and it can be created again (an install retries it in its next round).
+    #[error(
+        "the object is being deleted (since {}; finalizers: {}); it is created again once its deletion finishes",
+        .since.map_or_else(|| "an unknown time".to_owned(), |t| t.to_string()),
+        finalizers_text(.finalizers)
+    )]
+    BeingDeleted {
+        since: Option<jiff::Timestamp>,
+        finalizers: Vec<String>,
+    },
     /// Synchronous deletion did not finish in time.
     #[error("deletion did not finish within {waited:?}; remaining finalizers: {}", finalizers_text(.finalizers))]
     DeletionTimeout {

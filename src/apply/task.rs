@@ -356,6 +356,15 @@ impl<'r> Applier<'r> {
         }
         let resolved = self.resolve(manifest).await?;
         let before = self.current(&resolved, manifest).await?;
+        if let Some(live) = before
+            .as_ref()
+            .filter(|live| live.metadata.deletion_timestamp.is_some())
+        {
+            return Err(ManifestError::BeingDeleted {
+                since: live.metadata.deletion_timestamp.as_ref().map(|t| t.0),
+                finalizers: live.finalizers().to_vec(),
+            });
+        }
         if let Some(live) = before.as_ref().filter(|live| {
             let stored = super::body::Stored {
                 typed,

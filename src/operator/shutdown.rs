@@ -108,6 +108,7 @@ async fn record_interrupted(
             complete: false,
             accepted_risks: None,
             observed: None,
+            started: None,
         };
         clusterversion::write_update(cluster, retry, update)
             .await

@@ -260,6 +260,25 @@ pub fn with_conditions(old: &Value, conditions: &[Condition], now: jiff::Timesta
     status
 }
 
+/// The version of the newest history entry.
+fn newest_version(status: &Value) -> Option<&str> {
+    status.pointer("/history/0/version").and_then(Value::as_str)
+}
+
+/// Dates the history entry a write added (`next`'s newest) from when its pass began: its
+/// `startedTime`, and the `completionTime` the write gave the entry it superseded (one that
+/// had none in `old`).
+fn began_at(next: &mut Value, old: &Value, started: jiff::Timestamp) {
+    let started = json!(started.to_string());
+    next["history"][0]["startedTime"] = started.clone();
+    let superseded_open = old
+        .pointer("/history/0/completionTime")
+        .is_none_or(Value::is_null);
+    if superseded_open && next.pointer("/history/1").is_some() {
+        next["history"][1]["completionTime"] = started;
+    }
+}
+
 /// What a status write records.
 #[derive(Clone, Copy, Debug)]
 pub enum Update<'a> {
@@ -275,6 +294,10 @@ pub enum Update<'a> {
         accepted_risks: Option<&'a str>,
         /// The `metadata.generation` of the ClusterVersion the pass acted on.
         observed: Option<i64>,
+        /// When the pass began, if before this write: the `startedTime` of a history entry
+        /// this write adds (a release that creates its own ClusterVersion gets its entry only
+        /// at the end of its first pass).
+        started: Option<jiff::Timestamp>,
     },
     /// Only these conditions, merged into the others (a release refused before any pass, the
     /// operator's move to another image, a progress refresh).
@@ -296,16 +319,20 @@ impl Update<'_> {
                 complete,
                 accepted_risks,
                 observed,
+                started,
             } => {
                 let desired = Desired {
                     version,
                     image,
                     version_hash,
                 };
-                (
-                    next_status(old, desired, conditions, complete, accepted_risks, now),
-                    observed,
-                )
+                let mut next = next_status(old, desired, conditions, complete, accepted_risks, now);
+                if let Some(started) = started.filter(|s| *s < now)
+                    && newest_version(old) != Some(version)
+                {
+                    began_at(&mut next, old, started);
+                }
+                (next, observed)
             }
             Update::Conditions {
                 conditions,
@@ -743,6 +770,7 @@ mod tests {
             complete: true,
             accepted_risks: None,
             observed,
+            started: None,
         };
         let s1 = pass(Some(3)).next(&Value::Null, now);
         assert_eq!(s1["observedGeneration"], 3);
@@ -753,6 +781,37 @@ mod tests {
         assert_eq!(older.next(&s1, now)["observedGeneration"], 3, "not lowered");
         assert_eq!(pass(None).next(&s1, now)["observedGeneration"], 3, "kept");
         assert_eq!(pass(Some(4)).next(&s1, now)["observedGeneration"], 4);
+    }
+
+    #[test]
+    fn a_new_history_entry_starts_when_the_pass_began_not_when_it_was_written() {
+        let (began, now) = (
+            jiff::Timestamp::from_second(1_000).unwrap(),
+            jiff::Timestamp::from_second(1_090).unwrap(),
+        );
+        let pass = |version| Update::Pass {
+            version,
+            image: "",
+            version_hash: "",
+            conditions: &[],
+            complete: true,
+            accepted_risks: None,
+            observed: None,
+            started: Some(began),
+        };
+        let s1 = pass("1.0.0").next(&Value::Null, now);
+        assert_eq!(s1["history"][0]["startedTime"], began.to_string());
+        assert_eq!(s1["history"][0]["completionTime"], now.to_string());
+        // An entry already there keeps its start.
+        let later = jiff::Timestamp::from_second(5_000).unwrap();
+        let s2 = pass("1.0.0").next(&s1, later);
+        assert_eq!(s2["history"][0]["startedTime"], began.to_string());
+        // A Partial entry superseded by a new one ends when the new one began.
+        let partial = json!({"history": [{"state": "Partial", "version": "0.9.0",
+            "startedTime": "1970-01-01T00:00:00Z", "completionTime": null}]});
+        let s3 = pass("1.0.0").next(&partial, now);
+        assert_eq!(s3["history"][0]["startedTime"], began.to_string());
+        assert_eq!(s3["history"][1]["completionTime"], began.to_string());
     }
 
     #[test]

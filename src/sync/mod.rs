@@ -596,6 +596,7 @@ impl Announced {
             complete: false,
             accepted_risks: self.accepted_risks.as_deref(),
             observed: pre.generation,
+            started: Some(self.update_started),
         };
         clusterversion::write_update(cluster, &options.apply.retry, update).await
     }
@@ -699,6 +700,7 @@ impl Concluded {
                 complete,
                 accepted_risks: announced.accepted_risks.as_deref(),
                 observed: pre.generation,
+                started: Some(announced.update_started),
             };
             Some(
                 clusterversion::write_update(cluster, &options.apply.retry, update)

@@ -444,3 +444,74 @@ async fn the_gate_is_closed_in_clusterversion_before_a_synchronous_deletion_wait
         .await
         .expect("delete cv");
 }
+
+/// A namespace the release creates, found still terminating (left by an earlier install, say):
+/// its manifest is not done — the result says the object is being deleted, not "unchanged" —
+/// so the next pass (or install round) creates it again once the deletion finished, and what
+/// lives in it follows.
+#[tokio::test]
+async fn an_object_being_deleted_is_not_applied_until_it_is_gone_then_created_again() {
+    let tc = common::cluster().await;
+    let _turn = common::sync_turn(&tc).await;
+    let ns = tc.namespace("terminating").await;
+    held_configmap(&tc, &ns, "held").await;
+    let namespaces = tc.dynamic(&common::builtin("", "v1", "Namespace", "namespaces"), None);
+    namespaces
+        .delete(&ns, &Default::default())
+        .await
+        .expect("delete the namespace");
+    common::poll_until(
+        "the namespace is terminating",
+        Duration::from_secs(60),
+        || async {
+            match namespaces.get_opt(&ns).await {
+                Ok(Some(n)) if n.metadata.deletion_timestamp.is_some() => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    let (_dir, rel) = common::release(
+        Some("1.0.0"),
+        &[
+            ("0000_10_a_00_ns.yaml", namespace(&ns)),
+            ("0000_10_a_01_cm.yaml", configmap(&ns, "settings", "")),
+        ],
+    );
+    let once = SyncOptions {
+        mode: Some(Mode::Reconciling),
+        ..options()
+    };
+    let terminating = run(tc.client.clone(), &rel, &once).await;
+    let report = terminating.report.as_ref().expect("a pass");
+    let first = &report.results[0];
+    assert_eq!(first.action, Action::Failed, "{first:?}");
+    assert!(
+        first
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("is being deleted")),
+        "{first:?}"
+    );
+    assert_eq!(terminating.exit_code(), 1);
+
+    common::strip_finalizers(&tc, &ns, "held").await;
+    common::poll_until("the namespace is gone", Duration::from_secs(60), || async {
+        match namespaces.get_opt(&ns).await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let again = run(tc.client.clone(), &rel, &once).await;
+    assert_eq!(again.exit_code(), 0, "{:?}", again.report);
+    let actions: Vec<Action> = again
+        .report
+        .as_ref()
+        .expect("a pass")
+        .results
+        .iter()
+        .map(|r| r.action)
+        .collect();
+    assert_eq!(actions, [Action::Created, Action::Created]);
+}
