@@ -163,11 +163,7 @@ pub fn next_status(
     accepted_risks: Option<&str>,
     now: jiff::Timestamp,
 ) -> Value {
-    let mut status = if old.is_object() {
-        old.clone()
-    } else {
-        json!({})
-    };
+    let mut status = object_or_empty(old);
     let now_text = now.to_string();
     let Desired {
         version,
@@ -251,13 +247,18 @@ fn merge_conditions(old: &Value, conditions: &[Condition], now: jiff::Timestamp)
 
 /// The status with `conditions` merged in (pure): desired and history untouched.
 pub fn with_conditions(old: &Value, conditions: &[Condition], now: jiff::Timestamp) -> Value {
-    let mut status = if old.is_object() {
+    let mut status = object_or_empty(old);
+    status["conditions"] = Value::Array(merge_conditions(old, conditions, now));
+    status
+}
+
+/// `old` when it is an object (a status to change), else an empty one.
+fn object_or_empty(old: &Value) -> Value {
+    if old.is_object() {
         old.clone()
     } else {
         json!({})
-    };
-    status["conditions"] = Value::Array(merge_conditions(old, conditions, now));
-    status
+    }
 }
 
 /// The version of the newest history entry.
@@ -579,11 +580,7 @@ pub fn with_available_updates(
     condition: &Condition,
     now: jiff::Timestamp,
 ) -> Value {
-    let mut status = if old.is_object() {
-        old.clone()
-    } else {
-        json!({})
-    };
+    let mut status = object_or_empty(old);
     if let Some((available, conditional)) = lists {
         status["availableUpdates"] = available.clone();
         let mut conditional = conditional.clone();
