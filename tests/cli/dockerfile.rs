@@ -15,78 +15,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-/// One instruction: its keyword (upper case) and its arguments, continuation lines joined.
-fn instructions(text: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if current.is_empty() && (trimmed.is_empty() || trimmed.starts_with('#')) {
-            continue;
-        }
-        match trimmed.strip_suffix('\\') {
-            Some(part) => {
-                current.push_str(part);
-                current.push(' ');
-            }
-            None => {
-                current.push_str(trimmed);
-                let (keyword, args) = current.split_once(' ').unwrap_or((&current, ""));
-                out.push((keyword.to_uppercase(), args.trim().to_owned()));
-                current.clear();
-            }
-        }
-    }
-    out
-}
-
-fn dockerfile() -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(Path::new(ROOT).join("Dockerfile")).expect("Dockerfile");
-    instructions(&text)
-}
-
-/// The instructions of each stage (`FROM` to `FROM`), in order.
-fn stages() -> Vec<Vec<(String, String)>> {
-    let mut stages: Vec<Vec<(String, String)>> = Vec::new();
-    for (keyword, args) in dockerfile() {
-        if keyword == "FROM" {
-            stages.push(Vec::new());
-        }
-        if let Some(stage) = stages.last_mut() {
-            stage.push((keyword, args));
-        }
-    }
-    assert!(stages.len() >= 2, "a build stage and a runtime stage");
-    stages
-}
-
-/// A stage's `COPY` instructions that take from the build context (not `--from=` a stage):
-/// sources and destination.
-fn context_copies(stage: &[(String, String)]) -> Vec<(Vec<String>, String)> {
-    stage
-        .iter()
-        .filter(|(k, args)| k == "COPY" && !args.starts_with("--from"))
-        .map(|(_, args)| {
-            let mut words: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
-            let dest = words.pop().expect("COPY destination");
-            (words, dest)
-        })
-        .collect()
-}
-
-/// A JSON-array (exec form) instruction's words.
-fn exec_form(keyword: &str) -> Vec<String> {
-    let (_, args) = stages()
-        .pop()
-        .expect("runtime stage")
-        .into_iter()
-        .rfind(|(k, _)| k == keyword)
-        .unwrap_or_else(|| panic!("no {keyword} in the Dockerfile"));
-    serde_json::from_str(&args)
-        .unwrap_or_else(|e| panic!("{keyword} is not in exec form ({e}): {args}"))
-}
+use common::dockerfile::{ROOT, context_copies, exec_form, runtime_stage, stages};
 
 fn copy_tree(from: &Path, to: &Path) {
     if from.is_dir() {
@@ -136,9 +65,7 @@ fn the_build_stage_context_is_complete() {
 
 #[test]
 fn the_runtime_user_is_numeric() {
-    let (_, user) = stages()
-        .pop()
-        .expect("runtime stage")
+    let (_, user) = runtime_stage()
         .into_iter()
         .rfind(|(k, _)| k == "USER")
         .expect("a USER instruction");
@@ -151,8 +78,7 @@ fn the_runtime_user_is_numeric() {
 
 /// Where the image's `/release` comes from in this repository.
 fn baked_release() -> PathBuf {
-    let runtime = stages().pop().expect("runtime stage");
-    let (sources, _) = context_copies(&runtime)
+    let (sources, _) = context_copies(&runtime_stage())
         .into_iter()
         .find(|(_, dest)| dest == "/release")
         .expect("a COPY of the release to /release");

@@ -17,6 +17,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod dockerfile;
 pub mod example;
 pub mod graph;
 pub mod lifecycle;
@@ -345,10 +346,15 @@ pub fn recording_client(inner: Client) -> (Client, std::sync::Arc<Mutex<Vec<Stri
 
 /// GET `path` on loopback `port` (HTTP/1.0, so the server closes): status code and body.
 pub async fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
+    http_get_addr(([127, 0, 0, 1], port).into(), path).await
+}
+
+/// GET `path` on `addr` (HTTP/1.0, so the server closes): status code and body.
+pub async fn http_get_addr(addr: std::net::SocketAddr, path: &str) -> Result<(u16, String), String> {
     let path = path.to_owned();
     tokio::task::spawn_blocking(move || {
         use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))
+        let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
             .map_err(|e| format!("connect: {e}"))?;
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))

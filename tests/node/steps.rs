@@ -1,0 +1,497 @@
+//! The node tier's steps, in the order they run (see `main.rs`). Each one is a named test;
+//! `needs` names the steps whose outcome it builds on.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Pod};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::Tier;
+use crate::common;
+use crate::pods::{self, NAMESPACE, PORT, SELECTOR};
+
+type Boxed<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+/// One step: its test name, the steps it needs, and what it does (a panic fails it).
+pub struct Step {
+    pub name: &'static str,
+    pub needs: &'static [&'static str],
+    pub run: for<'a> fn(&'a Tier) -> Boxed<'a>,
+}
+
+macro_rules! steps {
+    ($($name:ident needs [$($need:ident),*];)*) => {
+        pub static STEPS: &[Step] = &[$(Step {
+            name: stringify!($name),
+            needs: &[$(stringify!($need)),*],
+            run: |tier| Box::pin($name(tier)),
+        }),*];
+    };
+}
+
+steps! {
+    image_is_built_from_the_dockerfile needs [];
+    install_as_the_docs_say needs [image_is_built_from_the_dockerfile];
+    pod_ready_without_restarts_or_warning_events needs [install_as_the_docs_say];
+    in_cluster_config_and_service_account_token needs [install_as_the_docs_say];
+    every_log_line_is_json needs [install_as_the_docs_say];
+    release_synced_and_cluster_version_completed needs [install_as_the_docs_say];
+    drift_is_repaired needs [install_as_the_docs_say];
+    api_server_down_while_the_pod_runs needs [install_as_the_docs_say];
+    api_server_down_while_a_pod_starts needs [install_as_the_docs_say];
+    no_restarts_at_the_end needs [install_as_the_docs_say];
+}
+
+/// The images of manifests-example: the operator's (from its Deployment manifest) and the
+/// widget operator's, whose stand-in is this binary.
+const OPERATOR_IMAGE: &str = "ghcr.io/cvo-project/cvo:1.4.0";
+const WIDGET_IMAGE: &str = "registry.example.com/widget-operator:1.4.0";
+/// The example's cluster settings, restored by the operator when changed.
+const SETTINGS: (&str, &str) = ("cluster-config", "cluster-settings");
+
+/// How long each API-server outage lasts (`CVO_TEST_OUTAGE_SECONDS`, default 60).
+fn outage() -> Duration {
+    let seconds = std::env::var("CVO_TEST_OUTAGE_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    Duration::from_secs(seconds)
+}
+
+async fn image_is_built_from_the_dockerfile(tier: &Tier) {
+    let example = common::example::dir();
+    for (file, image) in [
+        ("0000_00_cluster-version-operator_05_deployment.yaml", OPERATOR_IMAGE),
+        ("0000_50_widget-operator_04_deployment.yaml", WIDGET_IMAGE),
+    ] {
+        let text = std::fs::read_to_string(example.join(file)).expect("manifest");
+        assert!(
+            text.contains(&format!("image: {image}")),
+            "{file} no longer names {image}: update tests/node"
+        );
+    }
+    pods::build_operator_image(tier, OPERATOR_IMAGE, &example);
+    pods::build_standin_image(tier, WIDGET_IMAGE);
+}
+
+async fn install_as_the_docs_say(tier: &Tier) {
+    let namespaces: Api<Namespace> = Api::all(tier.client.clone());
+    assert!(
+        namespaces
+            .get_opt(NAMESPACE)
+            .await
+            .expect("read namespaces")
+            .is_none(),
+        "namespace {NAMESPACE} exists: the node tier needs a fresh cluster"
+    );
+    let example = common::example::dir();
+    let (code, stdout, stderr) = tier
+        .cvo(&["apply", "--release", example.to_str().expect("utf-8")])
+        .await;
+    assert_eq!(code, 0, "cvo apply:\n{stdout}\n{stderr}");
+    let pod = pods::rolled_out(tier, Duration::from_secs(120)).await;
+    println!("operator pod {}", pods::summary(&pod));
+    let widgets: Api<Deployment> = Api::namespaced(tier.client.clone(), "widget-operator");
+    common::poll_until(
+        "the widget operator (stand-in) available",
+        Duration::from_secs(120),
+        || async {
+            let d = widgets
+                .get("widget-operator")
+                .await
+                .map_err(|e| e.to_string())?;
+            let status = d.status.unwrap_or_default();
+            (status.available_replicas == Some(1))
+                .then_some(())
+                .ok_or(format!("{status:?}"))
+        },
+    )
+    .await;
+}
+
+async fn pod_ready_without_restarts_or_warning_events(tier: &Tier) {
+    let pod = pods::rolled_out(tier, Duration::from_secs(60)).await;
+    // Probes run every few seconds: give them time to fail if they would, by waiting for a
+    // full pass of the pod (counted in its metrics) and then one readiness period (5 s).
+    let addr = pods::address(&pod, PORT);
+    common::poll_until("a full pass of the pod", Duration::from_secs(60), || async {
+        (pods::passes(addr).await? >= 1)
+            .then_some(())
+            .ok_or_else(|| "no pass yet".to_owned())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let pod = pods::rolled_out(tier, Duration::from_secs(60)).await;
+    assert_eq!(pods::restarts(&pod), 0, "{}", pods::summary(&pod));
+    let warnings = pods::warnings(tier, &pod).await;
+    assert!(
+        warnings.is_empty(),
+        "Warning events for {}: {warnings:#?}",
+        pods::summary(&pod)
+    );
+}
+
+async fn in_cluster_config_and_service_account_token(tier: &Tier) {
+    let pod = pods::rolled_out(tier, Duration::from_secs(60)).await;
+    let spec = pod.spec.clone().expect("spec");
+    let container = spec
+        .containers
+        .iter()
+        .find(|c| c.name == "operator")
+        .expect("operator container");
+    // No kubeconfig: the only way to the API server is the one kubelet gives every pod.
+    assert!(
+        !container.args.iter().flatten().any(|a| a.contains("kubeconfig")),
+        "{:?}",
+        container.args
+    );
+    assert!(
+        !container
+            .env
+            .iter()
+            .flatten()
+            .any(|e| e.name == "KUBECONFIG"),
+        "{:?}",
+        container.env
+    );
+    assert_ne!(spec.automount_service_account_token, Some(false));
+    // It reached the API server at the `kubernetes` Service address kubelet injects
+    // (KUBERNETES_SERVICE_HOST), and it holds the Lease under its pod's name: with no other
+    // credentials in the image, it did so with its service-account token.
+    let log = pods::log(tier, &pod).await;
+    assert!(log.contains("10.0.0.1"), "no connection to 10.0.0.1 logged:\n{log}");
+    let name = pod.metadata.name.clone().expect("name");
+    let leases: Api<Lease> = Api::namespaced(tier.client.clone(), NAMESPACE);
+    common::poll_until("the pod holds the Lease", Duration::from_secs(30), || async {
+        let lease = leases
+            .get("cvo-operator")
+            .await
+            .map_err(|e| e.to_string())?;
+        let holder = lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default();
+        holder
+            .starts_with(&name)
+            .then_some(())
+            .ok_or(format!("holder {holder:?}"))
+    })
+    .await;
+}
+
+async fn every_log_line_is_json(tier: &Tier) {
+    let pod = pods::rolled_out(tier, Duration::from_secs(60)).await;
+    let log = pods::log(tier, &pod).await;
+    assert!(!log.trim().is_empty(), "empty log");
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        let value: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {line}\n--- log ---\n{log}"));
+        assert!(
+            value.get("level").is_some() && value.get("fields").is_some(),
+            "not a log event: {line}"
+        );
+    }
+}
+
+async fn release_synced_and_cluster_version_completed(tier: &Tier) {
+    let pod = pods::rolled_out(tier, Duration::from_secs(60)).await;
+    let addr = pods::address(&pod, PORT);
+    common::poll_until("an applied pass of the pod", Duration::from_secs(60), || async {
+        let (_, text) = pods::get(addr, "/metrics").await?;
+        text.lines()
+            .any(|l| {
+                l.starts_with("cvo_sync_passes_total{")
+                    && l.contains("result=\"applied\"")
+                    && !l.ends_with(" 0")
+            })
+            .then_some(())
+            .ok_or_else(|| "no applied pass".to_owned())
+    })
+    .await;
+    let cv = cluster_version(tier).await;
+    let history = &cv.data["status"]["history"][0];
+    assert_eq!(history["state"], "Completed", "{history}");
+    assert_eq!(history["version"], "1.4.0", "{history}");
+    for (type_, status) in [("Available", "True"), ("Failing", "False"), ("Progressing", "False")] {
+        let condition = common::cv_condition(&cv, type_).unwrap_or_else(|| panic!("no {type_}"));
+        assert_eq!(condition["status"], status, "{condition}");
+    }
+}
+
+async fn drift_is_repaired(tier: &Tier) {
+    repairs_drift(tier).await;
+}
+
+/// An edited and a deleted managed ConfigMap are repaired by the operator pod.
+async fn repairs_drift(tier: &Tier) {
+    let configmaps: Api<ConfigMap> = Api::namespaced(tier.client.clone(), SETTINGS.0);
+    let original = configmaps.get(SETTINGS.1).await.expect("settings");
+    let data = original.data.clone().expect("settings data");
+    let key = data.keys().next().expect("a key").clone();
+    configmaps
+        .patch(
+            SETTINGS.1,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {&key: "drifted"}})),
+        )
+        .await
+        .expect("edit settings");
+    let started = Instant::now();
+    common::poll_until("the edit repaired", Duration::from_secs(30), || async {
+        let now = configmaps.get(SETTINGS.1).await.map_err(|e| e.to_string())?;
+        (now.data == Some(data.clone()))
+            .then_some(())
+            .ok_or(format!("{:?}", now.data))
+    })
+    .await;
+    println!("edit repaired in {:?}", started.elapsed());
+    configmaps
+        .delete(SETTINGS.1, &DeleteParams::default())
+        .await
+        .expect("delete settings");
+    let started = Instant::now();
+    common::poll_until("the deletion repaired", Duration::from_secs(30), || async {
+        match configmaps.get_opt(SETTINGS.1).await.map_err(|e| e.to_string())? {
+            Some(now) if now.data == Some(data.clone()) => Ok(()),
+            other => Err(format!("{:?}", other.map(|c| c.data))),
+        }
+    })
+    .await;
+    println!("deletion repaired in {:?}", started.elapsed());
+}
+
+/// Starts the API server again when dropped, so a failing step leaves a working cluster.
+struct Outage<'a> {
+    tier: &'a Tier,
+    began: Instant,
+    over: bool,
+}
+
+impl<'a> Outage<'a> {
+    fn begin(tier: &'a Tier) -> Self {
+        pods::apiserver(tier, "kill");
+        println!("kube-apiserver killed");
+        Outage {
+            tier,
+            began: Instant::now(),
+            over: false,
+        }
+    }
+
+    fn remaining(&self) -> Option<Duration> {
+        outage().checked_sub(self.began.elapsed())
+    }
+
+    /// Starts the API server again, and waits until the node is Ready and schedulable again
+    /// (the node controller marks it NotReady and taints it when it missed its heartbeats).
+    async fn end(mut self) {
+        self.over = true;
+        pods::apiserver(self.tier, "start");
+        println!("kube-apiserver started after {:?}", self.began.elapsed());
+        pods::node_ready(self.tier, Duration::from_secs(180)).await;
+    }
+}
+
+impl Drop for Outage<'_> {
+    fn drop(&mut self) {
+        if !self.over {
+            pods::apiserver(self.tier, "start");
+        }
+    }
+}
+
+/// What the pod's endpoints answered during an outage, sampled every second.
+#[derive(Debug, Default)]
+struct Answers {
+    healthz_ok: u32,
+    healthz_other: Vec<String>,
+    readyz_ok: u32,
+    readyz_unavailable: u32,
+}
+
+/// Samples `/healthz` and `/readyz` at `addr` every second until the outage is over.
+async fn sample_until_over(addr: std::net::SocketAddr, outage: &Outage<'_>) -> Answers {
+    let mut answers = Answers::default();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    while outage.remaining().is_some() {
+        tick.tick().await;
+        match pods::get(addr, "/healthz").await {
+            Ok((200, _)) => answers.healthz_ok += 1,
+            Ok((code, body)) => answers.healthz_other.push(format!("{code} {body}")),
+            Err(e) => answers.healthz_other.push(e),
+        }
+        match pods::get(addr, "/readyz").await {
+            Ok((200, _)) => answers.readyz_ok += 1,
+            Ok((503, _)) => answers.readyz_unavailable += 1,
+            _ => {}
+        }
+    }
+    answers
+}
+
+async fn api_server_down_while_the_pod_runs(tier: &Tier) {
+    let pod = pods::rolled_out(tier, Duration::from_secs(60)).await;
+    let addr = pods::address(&pod, PORT);
+    let before = pods::passes(addr).await.expect("metrics");
+    let outage = Outage::begin(tier);
+    let answers = sample_until_over(addr, &outage).await;
+    outage.end().await;
+    println!("during the outage: {answers:?}");
+    assert!(
+        answers.healthz_other.is_empty() && answers.healthz_ok > 0,
+        "/healthz failed during the outage: {answers:?}"
+    );
+    assert!(
+        answers.readyz_unavailable > 0,
+        "/readyz never said 503 during the outage: {answers:?}"
+    );
+    let back = Instant::now();
+    common::poll_until("/readyz 200 again", Duration::from_secs(60), || async {
+        match pods::get(addr, "/readyz").await? {
+            (200, _) => Ok(()),
+            (code, body) => Err(format!("{code} {body}")),
+        }
+    })
+    .await;
+    println!("ready again {:?} after the API server", back.elapsed());
+    common::poll_until("a full pass after the outage", Duration::from_secs(60), || async {
+        let now = pods::passes(addr).await?;
+        (now > before)
+            .then_some(())
+            .ok_or(format!("{now} passes, {before} before"))
+    })
+    .await;
+    println!("a full pass done {:?} after the API server", back.elapsed());
+    let pods_api: Api<Pod> = Api::namespaced(tier.client.clone(), NAMESPACE);
+    let now = pods_api
+        .get(pod.metadata.name.as_deref().expect("name"))
+        .await
+        .expect("the pod");
+    assert_eq!(pods::restarts(&now), 0, "{}", pods::summary(&now));
+}
+
+/// A second operator pod (a standby beside the Deployment's) whose operator container starts
+/// while the API server is down: an init container holds its start until the outage began.
+async fn api_server_down_while_a_pod_starts(tier: &Tier) {
+    const NAME: &str = "cvo-operator-starts-in-outage";
+    const HOLD_SECONDS: u64 = 15;
+    let deployments: Api<Deployment> = Api::namespaced(tier.client.clone(), NAMESPACE);
+    let deployment = deployments.get(pods::DEPLOYMENT).await.expect("deployment");
+    let template = deployment.spec.expect("spec").template;
+    let mut spec = template.spec.expect("pod spec");
+    let operator = spec.containers[0].clone();
+    spec.init_containers = Some(vec![Container {
+        name: "hold".to_owned(),
+        image: Some(WIDGET_IMAGE.to_owned()),
+        args: Some(vec![format!("--exit-after={HOLD_SECONDS}")]),
+        security_context: operator.security_context.clone(),
+        ..Container::default()
+    }]);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {
+            "name": NAME,
+            "namespace": NAMESPACE,
+            // Not the Deployment's selector: its ReplicaSet leaves this pod alone.
+            "labels": {"app.kubernetes.io/name": "cvo-operator-node-test"},
+        },
+        "spec": spec,
+    }))
+    .expect("pod");
+    let pods_api: Api<Pod> = Api::namespaced(tier.client.clone(), NAMESPACE);
+    pods_api
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create the pod");
+    let pod = common::poll_until("the init container running", Duration::from_secs(60), || async {
+        let pod = pods_api.get(NAME).await.map_err(|e| e.to_string())?;
+        let status = pod.status.clone().unwrap_or_default();
+        let holding = status
+            .init_container_statuses
+            .iter()
+            .flatten()
+            .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
+        (holding && status.pod_ip.is_some())
+            .then_some(pod)
+            .ok_or(format!("{status:?}"))
+    })
+    .await;
+    let addr = pods::address(&pod, PORT);
+    let outage = Outage::begin(tier);
+    let answers = sample_until_over(addr, &outage).await;
+    outage.end().await;
+    println!("during the outage: {answers:?}");
+    // It started during the outage and answered /healthz then, never ready without a server.
+    assert!(
+        answers.healthz_ok > 0,
+        "the operator did not serve /healthz during the outage: {answers:?}"
+    );
+    assert_eq!(answers.readyz_ok, 0, "ready without an API server: {answers:?}");
+    let back = Instant::now();
+    let pod = common::poll_until("the pod Ready", Duration::from_secs(90), || async {
+        let pod = pods_api.get(NAME).await.map_err(|e| e.to_string())?;
+        pods::ready(&pod).then_some(pod.clone()).ok_or(pods::summary(&pod))
+    })
+    .await;
+    println!("Ready {:?} after the API server", back.elapsed());
+    assert_eq!(pods::restarts(&pod), 0, "{}", pods::summary(&pod));
+    let log = pods::log(tier, &pod).await;
+    let failures = log
+        .lines()
+        .filter(|l| l.contains("10.0.0.1") && l.contains("\"WARN\""))
+        .count();
+    assert!(
+        failures >= 2,
+        "expected the failed attempts logged (one per backoff step):\n{log}"
+    );
+    pods_api
+        .delete(NAME, &DeleteParams::default())
+        .await
+        .expect("delete the pod");
+    common::poll_until("the pod gone", Duration::from_secs(60), || async {
+        match pods_api.get_opt(NAME).await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(p) => Err(pods::summary(&p)),
+        }
+    })
+    .await;
+}
+
+async fn no_restarts_at_the_end(tier: &Tier) {
+    for namespace in [NAMESPACE, "widget-operator"] {
+        let pods_api: Api<Pod> = Api::namespaced(tier.client.clone(), namespace);
+        for pod in pods_api
+            .list(&ListParams::default())
+            .await
+            .expect("pods")
+            .items
+        {
+            assert_eq!(pods::restarts(&pod), 0, "{}", pods::summary(&pod));
+        }
+    }
+    let pods_api: Api<Pod> = Api::namespaced(tier.client.clone(), NAMESPACE);
+    let operators = pods_api
+        .list(&ListParams::default().labels(SELECTOR))
+        .await
+        .expect("pods");
+    assert_eq!(operators.items.len(), 1, "one operator pod");
+}
+
+/// ClusterVersion `version`.
+async fn cluster_version(tier: &Tier) -> DynamicObject {
+    let api: Api<DynamicObject> = Api::all_with(
+        tier.client.clone(),
+        &kube::api::ApiResource {
+            group: "config.openshift.io".to_owned(),
+            version: "v1".to_owned(),
+            api_version: "config.openshift.io/v1".to_owned(),
+            kind: "ClusterVersion".to_owned(),
+            plural: "clusterversions".to_owned(),
+        },
+    );
+    api.get("version").await.expect("ClusterVersion version")
+}
