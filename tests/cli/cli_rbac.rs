@@ -1212,8 +1212,17 @@ fn a_name_the_release_binds_to_another_role_is_refused_naming_file_and_object() 
         .clone();
     assert!(out.stdout.is_empty(), "nothing printed");
     let stderr = String::from_utf8(out.stderr).unwrap();
+    // The binding's document starts after the file's comment.
+    let file = common::example::dir().join(common::example::RBAC_FILE);
+    let line = std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .position(|l| l.starts_with("apiVersion:"))
+        .unwrap()
+        + 1;
+    let at = format!("{}:{line} (document 0)", common::example::RBAC_FILE);
     for want in [
-        "0000_00_cluster-version-operator_04_rbac.yaml:7 (document 0)",
+        at.as_str(),
         "the release's ClusterRoleBinding cvo-operator binds ClusterRole cluster-admin",
         "the printed ClusterRoleBinding of the same name binds ClusterRole cvo-operator",
         "refuses to change a binding's roleRef (422",
