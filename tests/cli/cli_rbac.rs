@@ -949,6 +949,40 @@ fn result_of<'a>(report: &'a Value, kind: &str, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no result for {kind} {name}: {results:#?}"))
 }
 
+/// Writes into `dest` release 1.6.0 after `previous` (the 1.5.0 of
+/// `common::example::least_privilege_update`): one ConfigMap more, the old binding's delete
+/// manifest dropped (stale across a minor update), and `cvo rbac`'s output printed again into
+/// the release's RBAC file (once: the release already ships it), which now names the new
+/// ConfigMap.
+fn next_release(previous: &Path, dest: &Path) {
+    std::fs::create_dir_all(dest).unwrap();
+    for entry in std::fs::read_dir(previous).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap();
+        if file != common::example::OLD_BINDING_DELETE_FILE {
+            std::fs::copy(&path, dest.join(file)).unwrap();
+        }
+    }
+    std::fs::write(
+        dest.join("release-metadata"),
+        r#"{"kind": "cincinnati-metadata-v0", "version": "1.6.0", "previous": ["1.5.0"]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dest.join("0000_10_cluster-config_03_added.configmap.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: added-in-1-6\n  namespace: cluster-config\n  annotations:\n    include.release.openshift.io/self-managed-high-availability: \"true\"\n    include.release.openshift.io/single-node-developer: \"true\"\ndata:\n  since: 1.6.0\n",
+    )
+    .unwrap();
+    let rbac = common::cli::stdout(
+        cvo()
+            .args(["rbac", "--release"])
+            .arg(dest)
+            .args(["--self-deployment", "cluster-version/cvo-operator"]),
+    );
+    assert!(rbac.contains("- added-in-1-6  #"), "{rbac}");
+    std::fs::write(dest.join(common::example::RBAC_FILE), rbac).unwrap();
+}
+
 /// The newest ClusterVersion history entry as (version, state).
 async fn newest_history(cvs: &Api<DynamicObject>) -> (String, String) {
     let cv = cvs.get("version").await.expect("get cv");
@@ -966,7 +1000,8 @@ async fn newest_history(cvs: &Api<DynamicObject>) -> (String, String) {
 /// the TokenRequest API): it ends Completed with no 422, the old binding is gone and the new
 /// objects exist; then 1.5.0 is applied again as that account, which by then holds only the
 /// printed RBAC: the steady state (every object read and compared, ClusterVersion status,
-/// the deletion record) is still allowed.
+/// the deletion record) is still allowed; and so is the next release (1.6.0), which adds an
+/// object: the account updates its own ClusterRole first, then creates the object.
 ///
 /// On the embedded in-memory API server the same flow runs with the administrator's
 /// kubeconfig: it authorizes nothing, so there it shows only that the update applies (no
@@ -1141,7 +1176,7 @@ async fn a_release_adopts_least_privilege_and_its_operator_keeps_running_it() {
         .await;
     }
     // The steady state, with nothing but the printed RBAC (on a real server).
-    let report = apply(as_sa, release).await;
+    let report = apply(as_sa.clone(), release.clone()).await;
     assert_eq!(report["mode"], "reconciling", "{report:#}");
     assert_eq!(
         result_of(&report, "ClusterRoleBinding", "cvo-operator")["action"],
@@ -1169,6 +1204,24 @@ async fn a_release_adopts_least_privilege_and_its_operator_keeps_running_it() {
             .values()
             .any(|v| v.contains("cvo-operator")),
         "the old binding's deletion recorded"
+    );
+
+    // The next release adds an object: the RBAC printed for it by name is applied by the
+    // operator's account itself (it may patch and escalate its own ClusterRole: the output
+    // was printed again once in the release), then the new object, which only the new rules
+    // allow.
+    let next = work.path().join("1.6.0");
+    next_release(Path::new(&release), &next);
+    let report = apply(as_sa, next.to_str().unwrap().to_owned()).await;
+    assert_eq!(report["mode"], "updating", "{report:#}");
+    assert_eq!(result_of(&report, "ClusterRole", name)["action"], "updated");
+    assert_eq!(
+        result_of(&report, "ConfigMap", "added-in-1-6")["action"],
+        "created"
+    );
+    assert_eq!(
+        newest_history(&cvs).await,
+        ("1.6.0".to_owned(), "Completed".to_owned())
     );
     cvs.delete("version", &Default::default())
         .await
