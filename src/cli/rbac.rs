@@ -114,7 +114,7 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> Result<Exit, CliError> {
     }
     if !names::ships_own(&rbac, release.all_manifests()) {
         stderr_line!(
-            "note: the release does not ship ClusterRole {}: to ship this output in it, put it there and run `cvo rbac` again, so that the rules also let the operator keep these objects applied",
+            "note: the release does not ship ClusterRole {}: to ship this output in it, put it there and run `cvo rbac` again, so that the rules also let the operator update these objects (without that, the next release's rules are refused: 403)",
             crate::diagnostic::excerpt(&rbac.options.name)
         );
     }
