@@ -1,10 +1,15 @@
 //! `cvo rbac`: print the least-privilege RBAC `cvo operator` needs for a release.
+//!
+//! Without `--profile`, a release that uses cluster profiles is read in each of them and the
+//! rules cover their union; the printed objects carry each profile's include annotation so
+//! that the output can be shipped in the release. A `--name` under which the release already
+//! binds another role is refused: the server never changes a binding's roleRef.
 
 use clap::{Args, ValueEnum};
 
 use super::{CliError, GlobalArgs, ReleaseArgs};
 use crate::exit::Exit;
-use crate::rbac::{Options, Resources, ServiceAccount, render};
+use crate::rbac::{Options, Resources, ServiceAccount, names, render};
 
 #[derive(Debug, Args)]
 pub struct RbacArgs {
@@ -25,8 +30,10 @@ pub struct RbacArgs {
     /// operator's namespace].
     #[arg(long, value_name = "NS")]
     pub state_namespace: Option<String>,
-    /// Name of the ClusterRole, the Role and their bindings.
-    #[arg(long, value_name = "NAME", default_value = "cvo-operator")]
+    /// Name of the ClusterRole, the Roles and their bindings (each binding is named after the
+    /// role it binds). Refused when the release already holds a binding of that name that
+    /// binds another role: a binding's roleRef cannot change.
+    #[arg(long, value_name = "NAME", default_value = crate::rbac::DEFAULT_NAME)]
     pub name: String,
     /// Name of the operator's leader-election Lease (`cvo operator --lease-name`).
     #[arg(long, value_name = "NAME", default_value = "cvo-operator")]
@@ -65,9 +72,9 @@ pub enum Format {
 
 /// Exit codes: 0 printed; 1 a kind whose resource is unknown, or discovery failed (nothing
 /// printed: a partial role would fail the operator later); 2 the release cannot be read or
-/// has errors, or a bad flag.
+/// has errors, a bad flag, or `--name` is that of a binding of the release to another role.
 pub fn run(global: &GlobalArgs, args: &RbacArgs) -> Result<Exit, CliError> {
-    let release = super::apply::load_usable(&args.release)?;
+    let (release, profiles) = load(args)?;
     let operand_cleanup = args
         .components
         .contains(&super::operator::Component::OperandCleanup);
@@ -91,13 +98,26 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> Result<Exit, CliError> {
     if args.discover && !resources.unknown(&release).is_empty() {
         discover(global, &mut resources, &release)?;
     }
-    let options = args.options(owned_crds);
+    let options = args.options(owned_crds, profiles);
     let rbac = crate::rbac::derive(&release, &resources, &options).map_err(|unknown| {
         CliError::Several(
             unknown.iter().map(ToString::to_string).collect(),
             Exit::Failed,
         )
     })?;
+    let conflicts = names::conflicts(&rbac, release.all_manifests());
+    if !conflicts.is_empty() {
+        return Err(CliError::Several(
+            conflicts.iter().map(ToString::to_string).collect(),
+            Exit::Usage,
+        ));
+    }
+    if !names::ships_own(&rbac, release.all_manifests()) {
+        stderr_line!(
+            "note: the release does not ship ClusterRole {}: to ship this output in it, put it there and run `cvo rbac` again, so that the rules also let the operator update these objects (without that, the next release's rules are refused: 403)",
+            crate::diagnostic::excerpt(&rbac.options.name)
+        );
+    }
     for note in rbac.cluster_rules.iter().filter_map(|r| r.note.as_deref()) {
         stderr_line!("warning: {note}");
     }
@@ -116,9 +136,48 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> Result<Exit, CliError> {
     Ok(Exit::Success)
 }
 
+/// The release as the flags say: with `--profile`, or when it uses no profiles, read once;
+/// without, read in each profile it uses and merged (the operator of any of them gets what it
+/// needs). Its diagnostics are printed; a release with errors is a usage error. Returns the
+/// profiles it was read in (none for a release without profiles).
+fn load(args: &RbacArgs) -> Result<(crate::release::Release, Vec<String>), CliError> {
+    let loaded = args.release.load_each_profile()?;
+    let profiles: Vec<String> = loaded.iter().filter_map(|(p, _)| p.clone()).collect();
+    let mut printed = std::collections::BTreeSet::new();
+    let mut errors = false;
+    for (_, release) in &loaded {
+        errors |= release.has_errors();
+        for d in &release.diagnostics {
+            let text = d.to_string();
+            if printed.insert(text.clone()) {
+                stderr_line!("{text}");
+            }
+        }
+    }
+    if errors {
+        return Err(CliError::usage(
+            "the release has errors; fix them first (see `cvo validate`)",
+        ));
+    }
+    if profiles.len() > 1 {
+        stderr_line!(
+            "note: the release uses cluster profiles ({}): the rules cover what each of them needs, and every object is annotated for each (choose one with --profile)",
+            profiles.join(", ")
+        );
+    }
+    let release = crate::rbac::union(loaded.into_iter().map(|(_, r)| r).collect())
+        .ok_or_else(|| CliError::usage("the release could not be read"))?;
+    Ok((release, profiles))
+}
+
 impl RbacArgs {
-    /// The derivation's options from these flags; `owned_crds` from the cluster's CSVs.
-    fn options(&self, owned_crds: Option<std::collections::BTreeSet<String>>) -> Options {
+    /// The derivation's options from these flags; `owned_crds` from the cluster's CSVs,
+    /// `profiles` those the release was read in.
+    fn options(
+        &self,
+        owned_crds: Option<std::collections::BTreeSet<String>>,
+        profiles: Vec<String>,
+    ) -> Options {
         let namespace = self
             .namespace
             .clone()
@@ -135,6 +194,8 @@ impl RbacArgs {
             by_name: !self.no_by_name,
             self_deployment: self.self_deployment.clone(),
             operand_cleanup: owned_crds,
+            profiles,
+            feature_set: self.release.feature_set.clone(),
         }
     }
 }

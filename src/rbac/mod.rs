@@ -33,11 +33,18 @@
 //! release adds objects); `escalate`, `bind` and the operator's own rules stay by name.
 //! [`render`] prints the result as commented YAML or as a JSON `List`.
 //!
+//! Shipped in a release: a release that uses cluster profiles is derived over the [`union`] of
+//! what each profile it uses needs, and every printed object carries the profiles'
+//! `include.release.openshift.io/<profile>` annotations ([`Options::profiles`]); [`names`]
+//! keeps the printed bindings from colliding with a binding the release already has under the
+//! same name (a binding's `roleRef` cannot change, so the server would refuse every update).
+//!
 //! Where it sits: it reads a release like `graph` and `validate`, and it takes the names of
 //! what the operator touches (`ClusterVersion version`) from the modules that send those
 //! requests, so in the module order it comes right below `cli`. It never talks to a cluster
 //! except through [`Resources::discover`], when asked to.
 
+pub mod names;
 pub mod render;
 pub mod resources;
 
@@ -181,6 +188,11 @@ impl Why {
     }
 }
 
+/// The default name of the printed ClusterRole, Roles and bindings: one name for all, so a
+/// binding is always named after the role it binds and its `roleRef` never changes under that
+/// name; not `cvo-operator`, the name under which the shipped release binds `cluster-admin`.
+pub const DEFAULT_NAME: &str = "cvo-operator-least-privilege";
+
 /// A ServiceAccount: `namespace/name`.
 pub type ServiceAccount = crate::cluster::NamespacedName;
 
@@ -205,6 +217,13 @@ pub struct Options {
     /// `--components operand-cleanup`: what the OLM operand-cleanup reconciler needs, with
     /// the CRDs (`plural.group` names) the cluster's ClusterServiceVersions own.
     pub operand_cleanup: Option<BTreeSet<String>>,
+    /// The cluster profiles the rules were derived for: each printed object carries
+    /// `include.release.openshift.io/<profile>: "true"` for each, so that a release using
+    /// these profiles keeps them. Empty for a release that uses no profiles.
+    pub profiles: Vec<String>,
+    /// The feature set the rules were derived for (the printed header names it when it is not
+    /// `Default`); the objects carry no feature-set annotation (they belong to every one).
+    pub feature_set: String,
 }
 
 /// One rule of a role, with the reasons for it.
@@ -312,6 +331,37 @@ pub fn derive(
         namespace_rules,
         ships_rbac,
     })
+}
+
+/// One release holding the manifests of `releases` (the same release directory loaded in each
+/// of its cluster profiles): each manifest once per document (file and document index), so a
+/// per-profile twin of an object (another file, same identity) is kept beside its sibling and
+/// both are granted. The first release's metadata and diagnostics stand for the whole;
+/// `None` for no release.
+pub fn union(releases: Vec<Release>) -> Option<Release> {
+    let mut releases = releases.into_iter();
+    let mut out = releases.next()?;
+    let mut seen: BTreeSet<(std::path::PathBuf, Option<usize>)> = out
+        .manifests
+        .iter()
+        .map(|m| (m.location.file.clone(), m.location.document))
+        .collect();
+    for release in releases {
+        for manifest in release.manifests {
+            let key = (manifest.location.file.clone(), manifest.location.document);
+            if seen.insert(key) {
+                out.manifests.push(manifest);
+            }
+        }
+    }
+    // What every profile left out is excluded; what one of them kept is not.
+    out.excluded.retain(|e| {
+        !seen.contains(&(
+            e.manifest.location.file.clone(),
+            e.manifest.location.document,
+        ))
+    });
+    Some(out)
 }
 
 fn is_secret(manifest: &Manifest) -> bool {
@@ -634,7 +684,7 @@ mod tests {
 
     fn options(by_name: bool) -> Options {
         Options {
-            name: "cvo-operator".into(),
+            name: DEFAULT_NAME.into(),
             service_account: "cluster-version/cvo-operator".parse().unwrap(),
             namespace: "cluster-version".into(),
             state_namespace: "cluster-version".into(),
@@ -642,6 +692,8 @@ mod tests {
             by_name,
             self_deployment: None,
             operand_cleanup: None,
+            profiles: Vec::new(),
+            feature_set: "Default".into(),
         }
     }
 
@@ -1038,6 +1090,100 @@ mod tests {
             "{yaml}"
         );
         assert_eq!(yaml, render::yaml(&rbac), "deterministic");
+    }
+
+    #[test]
+    fn profiles_annotate_every_object_and_a_feature_set_is_named() {
+        let release = release(&[("0000_10_a_01_cm.yaml", CONFIGMAP)]);
+        let options = Options {
+            profiles: vec!["single-node-developer".into(), "hypershift".into()],
+            feature_set: "TechPreviewNoUpgrade".into(),
+            state_namespace: "cvo-state".into(),
+            ..options(true)
+        };
+        let rbac = derive(&release, &Resources::of(&release), &options).unwrap();
+        let objects = render::objects(&rbac);
+        assert_eq!(objects.len(), 6);
+        for object in &objects {
+            assert_eq!(
+                object["metadata"]["annotations"],
+                serde_json::json!({
+                    "include.release.openshift.io/hypershift": "true",
+                    "include.release.openshift.io/single-node-developer": "true",
+                }),
+                "{object}"
+            );
+            assert!(
+                !object.to_string().contains("feature-set"),
+                "no feature-set annotation: {object}"
+            );
+        }
+        let yaml = render::yaml(&rbac);
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&yaml).unwrap();
+        assert_eq!(docs, objects, "{yaml}");
+        assert!(
+            yaml.contains("# Derived for the feature set TechPreviewNoUpgrade"),
+            "{yaml}"
+        );
+        // Without profiles: no annotations; in Default: no feature-set line.
+        let plain = derive_for(&[("0000_10_a_01_cm.yaml", CONFIGMAP)], true);
+        assert!(
+            render::objects(&plain)
+                .iter()
+                .all(|o| o["metadata"].get("annotations").is_none())
+        );
+        assert!(!render::yaml(&plain).contains("feature set"));
+    }
+
+    #[test]
+    fn the_union_of_profiles_holds_each_document_once_and_both_twins() {
+        let dir = tempfile::tempdir().unwrap();
+        let twin = |profile: &str, data: &str| {
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: app\n  annotations:\n    include.release.openshift.io/{profile}: \"true\"\ndata: {{a: {data}}}\n"
+            )
+        };
+        let both = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n  namespace: app\n  annotations:\n    include.release.openshift.io/p1: \"true\"\n    include.release.openshift.io/p2: \"true\"\n";
+        let only_p2 = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: p2-only\n  namespace: app\n  annotations:\n    include.release.openshift.io/p2: \"true\"\n";
+        for (name, text) in [
+            ("0000_10_a_01_p1.yaml", twin("p1", "one")),
+            ("0000_10_a_01_p2.yaml", twin("p2", "two")),
+            ("0000_10_a_02_shared.yaml", both.to_owned()),
+            ("0000_10_a_03_p2-only.yaml", only_p2.to_owned()),
+        ] {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        let load = |p: &str| {
+            let options = LoadOptions {
+                filters: crate::release::Filters {
+                    profile: Some(p.to_owned()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            crate::release::load(dir.path(), &options).unwrap()
+        };
+        let merged = union(vec![load("p1"), load("p2")]).unwrap();
+        let files: Vec<&str> = merged.manifests.iter().map(|m| m.file_name()).collect();
+        assert_eq!(
+            files,
+            [
+                "0000_10_a_01_p1.yaml",
+                "0000_10_a_02_shared.yaml",
+                "0000_10_a_01_p2.yaml",
+                "0000_10_a_03_p2-only.yaml"
+            ]
+        );
+        assert!(merged.excluded.is_empty(), "{:?}", merged.excluded);
+        let rbac = derive(&merged, &Resources::of(&merged), &options(true)).unwrap();
+        let rule = rbac
+            .cluster_rules
+            .iter()
+            .find(|r| r.resource_names.contains(&"settings".to_owned()))
+            .unwrap();
+        assert_eq!(rule.resource_names, ["p2-only", "settings", "shared"]);
+        assert_eq!(rule.objects["settings"].len(), 2, "both twins named");
+        assert!(union(Vec::new()).is_none());
     }
 
     #[test]

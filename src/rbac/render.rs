@@ -3,13 +3,17 @@
 //!
 //! The objects: ClusterRole and ClusterRoleBinding `<name>`, Role and RoleBinding `<name>` in
 //! the operator's namespace (and in its state namespace when that is another), every binding
-//! to the operator's ServiceAccount. Both renderings
+//! to the operator's ServiceAccount, all named `<name>` (a binding named after the role it
+//! binds never changes its `roleRef`). For a release that uses cluster profiles every object
+//! carries `include.release.openshift.io/<profile>: "true"` for each profile it was derived
+//! for (no feature-set annotation: it belongs to every feature set). Both renderings
 //! come from [`objects`]; the YAML is written by hand (no YAML serializer writes comments),
 //! quoting every scalar that is not plainly a name. The output depends only on the input.
 
 use serde_json::{Value, json};
 
 use super::{Rbac, Rule};
+use crate::release::{DEFAULT_FEATURE_SET, INCLUDE_PREFIX};
 
 const API_VERSION: &str = "rbac.authorization.k8s.io/v1";
 
@@ -24,15 +28,30 @@ pub fn objects(rbac: &Rbac) -> Vec<Value> {
     }]);
     let role_ref =
         |kind: &str| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": o.name});
+    let metadata = |namespace: Option<&str>| {
+        let mut m = json!({"name": o.name});
+        if let Some(ns) = namespace {
+            m["namespace"] = json!(ns);
+        }
+        if !o.profiles.is_empty() {
+            m["annotations"] = Value::Object(
+                annotations(rbac)
+                    .into_iter()
+                    .map(|(k, v)| (k, json!(v)))
+                    .collect(),
+            );
+        }
+        m
+    };
     let mut objects = vec![
         json!({
             "apiVersion": API_VERSION, "kind": "ClusterRole",
-            "metadata": {"name": o.name},
+            "metadata": metadata(None),
             "rules": rbac.cluster_rules.iter().map(rule_value).collect::<Vec<_>>(),
         }),
         json!({
             "apiVersion": API_VERSION, "kind": "ClusterRoleBinding",
-            "metadata": {"name": o.name},
+            "metadata": metadata(None),
             "roleRef": role_ref("ClusterRole"),
             "subjects": subjects,
         }),
@@ -40,17 +59,29 @@ pub fn objects(rbac: &Rbac) -> Vec<Value> {
     for (namespace, rules) in &rbac.namespace_rules {
         objects.push(json!({
             "apiVersion": API_VERSION, "kind": "Role",
-            "metadata": {"name": o.name, "namespace": namespace},
+            "metadata": metadata(Some(namespace)),
             "rules": rules.iter().map(rule_value).collect::<Vec<_>>(),
         }));
         objects.push(json!({
             "apiVersion": API_VERSION, "kind": "RoleBinding",
-            "metadata": {"name": o.name, "namespace": namespace},
+            "metadata": metadata(Some(namespace)),
             "roleRef": role_ref("Role"),
             "subjects": subjects,
         }));
     }
     objects
+}
+
+/// The annotations of every printed object: `include.release.openshift.io/<profile>: "true"`
+/// for each profile the rules were derived for, sorted.
+fn annotations(rbac: &Rbac) -> Vec<(String, &'static str)> {
+    let mut profiles: Vec<&String> = rbac.options.profiles.iter().collect();
+    profiles.sort();
+    profiles.dedup();
+    profiles
+        .into_iter()
+        .map(|p| (format!("{INCLUDE_PREFIX}{p}"), "true"))
+        .collect()
 }
 
 fn rule_value(rule: &Rule) -> Value {
@@ -83,16 +114,22 @@ pub fn yaml(rbac: &Rbac) -> String {
     line(
         w,
         &format!(
-            "# RBAC of `cvo operator` for release {}, printed by `cvo rbac`: apply it as a cluster",
-            comment(&rbac.version)
+            "# RBAC of `cvo operator` for release {}, printed by `cvo rbac`, for the ServiceAccount {}:",
+            comment(&rbac.version),
+            comment(&sa)
         ),
     );
     line(
         w,
-        &format!(
-            "# administrator (kubectl apply -f) for the ServiceAccount {}.",
-            comment(&sa)
-        ),
+        "# apply it as a cluster administrator (kubectl apply -f), or ship it in the release",
+    );
+    line(
+        w,
+        "# (docs/operator.md, \"Least-privilege RBAC\": binding another role under an existing",
+    );
+    line(
+        w,
+        "# binding's name fails, a binding's roleRef cannot change).",
     );
     if o.by_name {
         line(
@@ -116,10 +153,32 @@ pub fn yaml(rbac: &Rbac) -> String {
             "# The release ships RBAC objects: escalate and bind are granted on those roles only.",
         );
     }
-    header(w, "ClusterRole", &o.name, None);
+    if !o.profiles.is_empty() {
+        line(
+            w,
+            &format!(
+                "# Derived for the cluster profile(s) {} (and annotated for them): what each of them needs.",
+                comment(&o.profiles.join(", "))
+            ),
+        );
+    }
+    if o.feature_set != DEFAULT_FEATURE_SET {
+        line(
+            w,
+            &format!(
+                "# Derived for the feature set {}: a cluster in another feature set may need other rules.",
+                comment(&o.feature_set)
+            ),
+        );
+    }
+    let annotations = annotations(rbac);
+    let header = |w: &mut String, kind: &str, namespace: Option<&str>| {
+        header(w, kind, &o.name, namespace, &annotations)
+    };
+    header(w, "ClusterRole", None);
     rules(w, &rbac.cluster_rules);
     line(w, "---");
-    header(w, "ClusterRoleBinding", &o.name, None);
+    header(w, "ClusterRoleBinding", None);
     role_ref_and_subjects(w, "ClusterRole", rbac);
     for (namespace, namespace_rules) in &rbac.namespace_rules {
         let what = match (*namespace == o.namespace, *namespace == o.state_namespace) {
@@ -131,10 +190,10 @@ pub fn yaml(rbac: &Rbac) -> String {
         };
         line(w, "---");
         line(w, &format!("# In {what} ({}).", comment(namespace)));
-        header(w, "Role", &o.name, Some(namespace));
+        header(w, "Role", Some(namespace));
         rules(w, namespace_rules);
         line(w, "---");
-        header(w, "RoleBinding", &o.name, Some(namespace));
+        header(w, "RoleBinding", Some(namespace));
         role_ref_and_subjects(w, "Role", rbac);
     }
     out
@@ -145,13 +204,25 @@ fn line(out: &mut String, text: &str) {
     out.push('\n');
 }
 
-fn header(out: &mut String, kind: &str, name: &str, namespace: Option<&str>) {
+fn header(
+    out: &mut String,
+    kind: &str,
+    name: &str,
+    namespace: Option<&str>,
+    annotations: &[(String, &str)],
+) {
     line(out, &format!("apiVersion: {API_VERSION}"));
     line(out, &format!("kind: {kind}"));
     line(out, "metadata:");
     line(out, &format!("  name: {}", scalar(name)));
     if let Some(ns) = namespace {
         line(out, &format!("  namespace: {}", scalar(ns)));
+    }
+    if !annotations.is_empty() {
+        line(out, "  annotations:");
+        for (key, value) in annotations {
+            line(out, &format!("    {}: {}", scalar(key), scalar(value)));
+        }
     }
 }
 

@@ -3,7 +3,9 @@
 //! Rules `delete-unknown-object` (a delete manifest for an object the previous release never
 //! had), `removed-without-delete` (an object dropped without a delete manifest is orphaned on
 //! every cluster) and `stale-delete-manifest` (a delete manifest carried over a major or minor
-//! update: every cluster that went through the previous release already deleted the object).
+//! update: every cluster that went through the previous release already deleted the object)
+//! and `immutable-roleref` (a binding applied by both releases under one name whose `roleRef`
+//! differs: the API server refuses the change, so the update fails on every pass).
 
 use std::collections::HashMap;
 
@@ -11,7 +13,9 @@ use crate::diagnostic::Diagnostic;
 use crate::release::{DELETE_ANNOTATION, DeleteIntent, Manifest, ObjectId, Release};
 
 use super::finding;
-use super::rules::{DELETE_UNKNOWN_OBJECT, REMOVED_WITHOUT_DELETE, STALE_DELETE_MANIFEST};
+use super::rules::{
+    DELETE_UNKNOWN_OBJECT, IMMUTABLE_ROLEREF, REMOVED_WITHOUT_DELETE, STALE_DELETE_MANIFEST,
+};
 
 pub fn check(release: &Release, previous: &Release) -> Vec<Diagnostic> {
     let before: HashMap<&ObjectId, &Manifest> =
@@ -51,6 +55,28 @@ pub fn check(release: &Release, previous: &Release) -> Vec<Diagnostic> {
         }
     }
 
+    for m in release.manifests.iter().filter(|m| is_binding(m)) {
+        let Some(p) = before.get(&m.id).filter(|p| is_binding(p)) else {
+            continue;
+        };
+        let (Some(old), Some(new)) = (role_ref(&p.object), role_ref(&m.object)) else {
+            continue;
+        };
+        if old != new {
+            out.push(finding(
+                IMMUTABLE_ROLEREF,
+                m,
+                format!(
+                    "this release binds {} where the previous release bound {} under the same name (at {}): the API server refuses to change a binding's roleRef (422 Unprocessable Entity), so the update fails on this binding on every pass",
+                    role_text(new),
+                    role_text(old),
+                    p.location
+                ),
+                "bind the new role under a new name (name the binding after its role), and delete the old binding with a delete manifest ordered after the new binding (same component, a later file name)",
+            ));
+        }
+    }
+
     for p in previous
         .manifests
         .iter()
@@ -64,6 +90,32 @@ pub fn check(release: &Release, previous: &Release) -> Vec<Diagnostic> {
                 "add a delete manifest for it (apiVersion, kind, metadata with `{DELETE_ANNOTATION}: \"true\"`), or keep applying it"
             ),
         ));
+    }
+    out
+}
+
+/// A ClusterRoleBinding or RoleBinding the release applies (not a delete manifest).
+fn is_binding(m: &Manifest) -> bool {
+    m.intent == DeleteIntent::Apply
+        && m.id.group == "rbac.authorization.k8s.io"
+        && matches!(m.id.kind.as_str(), "ClusterRoleBinding" | "RoleBinding")
+}
+
+/// A binding's `roleRef`: (apiGroup, kind, name), each `None` when missing.
+type RoleRef<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
+fn role_ref(object: &serde_json::Value) -> Option<RoleRef<'_>> {
+    let role = object.get("roleRef")?;
+    let field = |key: &str| role.get(key).and_then(serde_json::Value::as_str);
+    Some((field("apiGroup"), field("kind"), field("name")))
+}
+
+/// `ClusterRole admin` (`(group g)` added when it is not the RBAC group).
+fn role_text((group, kind, name): RoleRef<'_>) -> String {
+    let text = |v: Option<&str>| crate::diagnostic::excerpt(v.unwrap_or("(none)"));
+    let mut out = format!("{} {}", text(kind), text(name));
+    if group != Some("rbac.authorization.k8s.io") {
+        out.push_str(&format!(" (apiGroup {})", text(group)));
     }
     out
 }
@@ -119,6 +171,107 @@ mod tests {
         let previous = release(vec![cm("p/0000_50_a_00.yaml", "old", false)]);
         let new = release(vec![cm("n/0000_50_a_00.yaml", "old", true)]);
         assert!(check(&new, &previous).is_empty());
+    }
+
+    fn binding(file: &str, kind: &str, name: &str, role: &str, delete: bool) -> Manifest {
+        let (role_kind, ns) = if kind == "RoleBinding" {
+            ("Role", "  namespace: ns\n")
+        } else {
+            ("ClusterRole", "")
+        };
+        let annotations = if delete {
+            "  annotations:\n    release.openshift.io/delete: \"true\"\n"
+        } else {
+            ""
+        };
+        manifest(
+            file,
+            &format!(
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: {kind}\nmetadata:\n  name: {name}\n{ns}{annotations}roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: {role_kind}\n  name: {role}\nsubjects: []\n"
+            ),
+        )
+    }
+
+    #[test]
+    fn a_binding_whose_role_changes_under_its_name_is_refused_by_the_server() {
+        for kind in ["ClusterRoleBinding", "RoleBinding"] {
+            let previous = release(vec![binding(
+                "p/0000_00_a_04.yaml",
+                kind,
+                "op",
+                "admin",
+                false,
+            )]);
+            let new = release(vec![binding(
+                "n/0000_00_a_04.yaml",
+                kind,
+                "op",
+                "least",
+                false,
+            )]);
+            let found = check(&new, &previous);
+            assert_eq!(rules(&found), [IMMUTABLE_ROLEREF], "{kind}");
+            let d = &found[0];
+            assert_eq!(d.location.file, std::path::Path::new("n/0000_00_a_04.yaml"));
+            assert!(
+                d.message.contains("binds Role least")
+                    || d.message.contains("binds ClusterRole least"),
+                "{}",
+                d.message
+            );
+            assert!(
+                d.message.contains("bound ClusterRole admin")
+                    || d.message.contains("bound Role admin"),
+                "{}",
+                d.message
+            );
+            assert!(d.message.contains("422"), "{}", d.message);
+            assert!(d.message.contains("p/0000_00_a_04.yaml"), "{}", d.message);
+            assert!(
+                d.help
+                    .as_deref()
+                    .unwrap()
+                    .contains("delete manifest ordered after")
+            );
+        }
+    }
+
+    #[test]
+    fn the_same_role_a_new_name_or_a_deleted_binding_is_fine() {
+        let previous = release(vec![binding(
+            "p/0000_00_a_04.yaml",
+            "ClusterRoleBinding",
+            "op",
+            "admin",
+            false,
+        )]);
+        // The same roleRef (subjects may change).
+        let same = release(vec![binding(
+            "n/0000_00_a_04.yaml",
+            "ClusterRoleBinding",
+            "op",
+            "admin",
+            false,
+        )]);
+        assert!(check(&same, &previous).is_empty());
+        // The migration: a new binding under the new role's name, the old one deleted.
+        let migrated = release(vec![
+            binding(
+                "n/0000_00_a_04.yaml",
+                "ClusterRoleBinding",
+                "least",
+                "least",
+                false,
+            ),
+            binding(
+                "n/0000_00_a_05.yaml",
+                "ClusterRoleBinding",
+                "op",
+                "other",
+                true,
+            ),
+        ]);
+        assert!(check(&migrated, &previous).is_empty());
     }
 
     #[test]

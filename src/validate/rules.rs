@@ -68,6 +68,7 @@ pub const FILE_NAME_CONVENTION: &str = "file-name-convention";
 pub const DELETE_UNKNOWN_OBJECT: &str = "delete-unknown-object";
 pub const REMOVED_WITHOUT_DELETE: &str = "removed-without-delete";
 pub const STALE_DELETE_MANIFEST: &str = "stale-delete-manifest";
+pub const IMMUTABLE_ROLEREF: &str = "immutable-roleref";
 pub const DROPPED_FIELD: &str = "dropped-field";
 pub const SCHEMA_MISMATCH: &str = "schema-mismatch";
 
@@ -186,6 +187,12 @@ pub const RULES: &[Rule] = &[
         Severity::Error,
         "A delete manifest the previous release already carried, across a major or minor update: it is stale.",
         "remove the delete manifest: every cluster that updated through the previous release has already deleted the object",
+    ),
+    rule(
+        IMMUTABLE_ROLEREF,
+        Severity::Error,
+        "A ClusterRoleBinding or RoleBinding both releases apply under one name binds another role: the API server refuses to change a roleRef (422), so the update fails on every pass.",
+        "bind the new role under a new name, and delete the old binding with a delete manifest ordered after the new binding",
     ),
     rule(
         DROPPED_FIELD,

@@ -939,3 +939,452 @@ async fn operand_cleanup_grants_what_the_reconciler_needs_for_the_crds_csvs_own(
         "lifecycle.cvo.io/alives [cluster] get,list,watch,create,patch",
     );
 }
+
+/// The result for `kind name` in an apply report.
+fn result_of<'a>(report: &'a Value, kind: &str, name: &str) -> &'a Value {
+    let results = report["results"].as_array().unwrap();
+    results
+        .iter()
+        .find(|r| r["kind"] == kind && r["name"] == name)
+        .unwrap_or_else(|| panic!("no result for {kind} {name}: {results:#?}"))
+}
+
+/// Writes into `dest` release 1.6.0 after `previous` (the 1.5.0 of
+/// `common::example::least_privilege_update`): one ConfigMap more, the old binding's delete
+/// manifest dropped (stale across a minor update), and `cvo rbac`'s output printed again into
+/// the release's RBAC file (once: the release already ships it), which now names the new
+/// ConfigMap.
+fn next_release(previous: &Path, dest: &Path) {
+    std::fs::create_dir_all(dest).unwrap();
+    for entry in std::fs::read_dir(previous).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap();
+        if file != common::example::OLD_BINDING_DELETE_FILE {
+            std::fs::copy(&path, dest.join(file)).unwrap();
+        }
+    }
+    std::fs::write(
+        dest.join("release-metadata"),
+        r#"{"kind": "cincinnati-metadata-v0", "version": "1.6.0", "previous": ["1.5.0"]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dest.join("0000_10_cluster-config_03_added.configmap.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: added-in-1-6\n  namespace: cluster-config\n  annotations:\n    include.release.openshift.io/self-managed-high-availability: \"true\"\n    include.release.openshift.io/single-node-developer: \"true\"\ndata:\n  since: 1.6.0\n",
+    )
+    .unwrap();
+    let rbac = common::cli::stdout(
+        cvo()
+            .args(["rbac", "--release"])
+            .arg(dest)
+            .args(["--self-deployment", "cluster-version/cvo-operator"]),
+    );
+    assert!(rbac.contains("- added-in-1-6  #"), "{rbac}");
+    std::fs::write(dest.join(common::example::RBAC_FILE), rbac).unwrap();
+}
+
+/// The newest ClusterVersion history entry as (version, state).
+async fn newest_history(cvs: &Api<DynamicObject>) -> (String, String) {
+    let cv = cvs.get("version").await.expect("get cv");
+    let entry = &cv.data["status"]["history"][0];
+    let text = |k: &str| entry[k].as_str().unwrap_or_default().to_owned();
+    (text("version"), text("state"))
+}
+
+/// Adopting least privilege is a release update (docs/operator.md, "Least-privilege RBAC"):
+/// manifests-example (1.4.0, the operator bound to `cluster-admin` by `ClusterRoleBinding
+/// cvo-operator`) is applied as an administrator; then release 1.5.0 of
+/// `common::example::least_privilege_update` — `cvo rbac`'s output (printed by the real
+/// binary) under its own names, and a delete manifest of the old binding ordered after it —
+/// is applied as the operator's ServiceAccount `cluster-version/cvo-operator` (a token from
+/// the TokenRequest API): it ends Completed with no 422, the old binding is gone and the new
+/// objects exist; then 1.5.0 is applied again as that account, which by then holds only the
+/// printed RBAC: the steady state (every object read and compared, ClusterVersion status,
+/// the deletion record) is still allowed; and so is the next release (1.6.0), which adds an
+/// object: the account updates its own ClusterRole first, then creates the object.
+///
+/// On the embedded in-memory API server the same flow runs with the administrator's
+/// kubeconfig: it authorizes nothing, so there it shows only that the update applies (no
+/// roleRef change, the old binding deleted after the new one is applied). That the
+/// ServiceAccount may do all of it after losing cluster-admin is proven on a real API server
+/// only (`CVO_TEST_KUBECONFIG`); the test says so on stderr.
+#[tokio::test]
+async fn a_release_adopts_least_privilege_and_its_operator_keeps_running_it() {
+    let tc = common::cluster().await;
+    let (_cv_turn, cv_resource) = common::cluster_version(&tc).await;
+    common::example::prepare(&tc).await;
+    let name = common::example::LEAST_PRIVILEGE_NAME;
+    tc.track_cluster_object(&rbac_resource("ClusterRole"), name);
+    tc.track_cluster_object(&rbac_resource("ClusterRoleBinding"), name);
+    let work = tempfile::tempdir().unwrap();
+    let release =
+        common::example::least_privilege_update(&work.path().join("1.5.0"), &common::cli::binary());
+    let release = release.to_str().unwrap().to_owned();
+    let example = common::example::dir().to_str().unwrap().to_owned();
+    let admin = tc.kubeconfig_file(work.path()).await;
+    let apply = |kubeconfig: PathBuf, dir: String| async move {
+        let (code, stdout, stderr) = common::run_cvo(
+            &kubeconfig,
+            &[
+                "apply",
+                "--release",
+                &dir,
+                "-o",
+                "json",
+                "--install-timeout",
+                "120s",
+                "--health-timeout",
+                "60s",
+            ],
+        )
+        .await;
+        assert!(
+            !stdout.contains("422") && !stderr.contains("422"),
+            "{stdout}\n{stderr}"
+        );
+        let report: Value =
+            serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+        for r in report["results"].as_array().unwrap() {
+            assert_ne!(r["action"], "failed", "{r}\n{stderr}");
+        }
+        assert_eq!(code, 0, "{stdout}\n{stderr}");
+        report
+    };
+    let cvs = tc.dynamic(&cv_resource, None);
+
+    // 1.4.0, as an administrator: the operator's account is bound to cluster-admin.
+    apply(admin.clone(), example).await;
+    assert_eq!(
+        newest_history(&cvs).await,
+        ("1.4.0".to_owned(), "Completed".to_owned())
+    );
+    let bindings = tc.dynamic(&rbac_resource("ClusterRoleBinding"), None);
+    let old = bindings.get("cvo-operator").await.expect("1.4.0's binding");
+    assert_eq!(old.data["roleRef"]["name"], "cluster-admin");
+
+    // The operator's account, with a token of its own (real cluster only).
+    let as_sa = if tc.is_memory() {
+        admin.clone()
+    } else {
+        let sas = Api::<ServiceAccount>::namespaced(tc.client.clone(), "cluster-version");
+        let token = sas
+            .create_token_request(
+                "cvo-operator",
+                &PostParams::default(),
+                &TokenRequest {
+                    spec: TokenRequestSpec {
+                        audiences: vec![],
+                        expiration_seconds: Some(3600),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("token request")
+            .status
+            .expect("token status")
+            .token;
+        token_kubeconfig(&admin, &token, work.path())
+    };
+
+    // 1.5.0, as the operator's account: new RBAC first, then the old binding deleted.
+    let report = apply(as_sa.clone(), release.clone()).await;
+    assert_eq!(report["mode"], "updating", "{report:#}");
+    assert_eq!(
+        result_of(&report, "ClusterRoleBinding", "cvo-operator")["action"],
+        "deleted"
+    );
+    for kind in ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"] {
+        assert_eq!(
+            result_of(&report, kind, name)["action"],
+            "created",
+            "{kind}"
+        );
+    }
+    assert_eq!(
+        newest_history(&cvs).await,
+        ("1.5.0".to_owned(), "Completed".to_owned())
+    );
+    assert!(
+        bindings
+            .get_opt("cvo-operator")
+            .await
+            .expect("get")
+            .is_none(),
+        "the cluster-admin binding is gone"
+    );
+    let new = bindings.get(name).await.expect("the new binding");
+    assert_eq!(
+        new.data["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name})
+    );
+    let role_bindings = tc.dynamic(&rbac_resource("RoleBinding"), Some("cluster-version"));
+    role_bindings.get(name).await.expect("the new RoleBinding");
+    assert_eq!(
+        new.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("include.release.openshift.io/self-managed-high-availability"))
+            .map(String::as_str),
+        Some("true"),
+        "applied as the release wrote it"
+    );
+
+    if tc.is_memory() {
+        common::skip(
+            "the in-memory API server does not enforce RBAC: the update was applied as the administrator; set CVO_TEST_KUBECONFIG to a real cluster to prove the operator's account can run it after losing cluster-admin",
+        );
+    } else {
+        // The account no longer holds cluster-admin (once the authorizer has seen the
+        // deletion): reading Secrets everywhere is refused.
+        let sa_client = {
+            let config = kube::Config::from_custom_kubeconfig(
+                kube::config::Kubeconfig::read_from(&as_sa).unwrap(),
+                &Default::default(),
+            )
+            .await
+            .unwrap();
+            Client::try_from(config).unwrap()
+        };
+        let reviews = Api::<SelfSubjectAccessReview>::all(sa_client);
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some("list".to_owned()),
+                    resource: Some("secrets".to_owned()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        common::poll_until(
+            "cluster-admin gone from the operator's account",
+            Duration::from_secs(30),
+            || async {
+                let answer = reviews
+                    .create(&PostParams::default(), &review)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let allowed = answer.status.map(|s| s.allowed);
+                (allowed == Some(false))
+                    .then_some(())
+                    .ok_or(format!("list secrets allowed: {allowed:?}"))
+            },
+        )
+        .await;
+    }
+    // The steady state, with nothing but the printed RBAC (on a real server).
+    let report = apply(as_sa.clone(), release.clone()).await;
+    assert_eq!(report["mode"], "reconciling", "{report:#}");
+    assert_eq!(
+        result_of(&report, "ClusterRoleBinding", "cvo-operator")["action"],
+        "already-absent"
+    );
+    for kind in ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"] {
+        assert_eq!(
+            result_of(&report, kind, name)["action"],
+            "unchanged",
+            "{kind}"
+        );
+    }
+    assert_eq!(
+        newest_history(&cvs).await,
+        ("1.5.0".to_owned(), "Completed".to_owned())
+    );
+    let record = Api::<ConfigMap>::namespaced(tc.client.clone(), "cluster-version")
+        .get("cvo-deletion-record")
+        .await
+        .expect("the deletion record");
+    assert!(
+        record
+            .data
+            .unwrap_or_default()
+            .values()
+            .any(|v| v.contains("cvo-operator")),
+        "the old binding's deletion recorded"
+    );
+
+    // The next release adds an object: the RBAC printed for it by name is applied by the
+    // operator's account itself (it may patch and escalate its own ClusterRole: the output
+    // was printed again once in the release), then the new object, which only the new rules
+    // allow.
+    let next = work.path().join("1.6.0");
+    next_release(Path::new(&release), &next);
+    let report = apply(as_sa, next.to_str().unwrap().to_owned()).await;
+    assert_eq!(report["mode"], "updating", "{report:#}");
+    assert_eq!(result_of(&report, "ClusterRole", name)["action"], "updated");
+    assert_eq!(
+        result_of(&report, "ConfigMap", "added-in-1-6")["action"],
+        "created"
+    );
+    assert_eq!(
+        newest_history(&cvs).await,
+        ("1.6.0".to_owned(), "Completed".to_owned())
+    );
+    cvs.delete("version", &Default::default())
+        .await
+        .expect("delete cv");
+    common::wait_gone(&tc, &cvs, "version", "ClusterVersion version").await;
+    common::example::restore_stand_in_crds(&tc).await;
+    common::example::remove_guard(&tc).await;
+}
+
+#[test]
+fn every_object_is_named_after_the_role_it_binds_never_cvo_operator() {
+    let items = rbac_items(&["--release", "manifests-example"]);
+    for item in &items {
+        assert_eq!(
+            item["metadata"]["name"],
+            common::example::LEAST_PRIVILEGE_NAME,
+            "{item}"
+        );
+        if let Some(role) = item.get("roleRef") {
+            assert_eq!(
+                role["name"],
+                common::example::LEAST_PRIVILEGE_NAME,
+                "{item}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_name_the_release_binds_to_another_role_is_refused_naming_file_and_object() {
+    let out = cvo()
+        .args([
+            "rbac",
+            "--release",
+            "manifests-example",
+            "--name",
+            "cvo-operator",
+        ])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    assert!(out.stdout.is_empty(), "nothing printed");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    // The binding's document starts after the file's comment.
+    let file = common::example::dir().join(common::example::RBAC_FILE);
+    let line = std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .position(|l| l.starts_with("apiVersion:"))
+        .unwrap()
+        + 1;
+    let at = format!("{}:{line} (document 0)", common::example::RBAC_FILE);
+    for want in [
+        at.as_str(),
+        "the release's ClusterRoleBinding cvo-operator binds ClusterRole cluster-admin",
+        "the printed ClusterRoleBinding of the same name binds ClusterRole cvo-operator",
+        "refuses to change a binding's roleRef (422",
+        "Choose another --name",
+    ] {
+        assert!(stderr.contains(want), "{want} missing from {stderr}");
+    }
+    // A binding of the same name to the same role is no conflict: the output itself, in the
+    // release, printed again.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("0000_10_a_01_cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: app\n",
+    )
+    .unwrap();
+    let run = || {
+        let out = cvo()
+            .args(["rbac", "--release"])
+            .arg(dir.path())
+            .assert()
+            .success()
+            .get_output()
+            .clone();
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (first, stderr) = run();
+    // Until the output is in the release, its rules do not cover updating it: said so.
+    assert!(
+        stderr.contains("the release does not ship ClusterRole cvo-operator-least-privilege")
+            && stderr.contains("run `cvo rbac` again"),
+        "{stderr}"
+    );
+    std::fs::write(dir.path().join("0000_10_a_02_rbac.yaml"), &first).unwrap();
+    let (second, stderr) = run();
+    assert!(!stderr.contains("does not ship"), "{stderr}");
+    assert!(
+        second.contains("- cvo-operator-least-privilege  # (0000_10_a_02_rbac.yaml)"),
+        "{second}"
+    );
+    std::fs::write(dir.path().join("0000_10_a_02_rbac.yaml"), &second).unwrap();
+    assert_eq!(run().0, second, "a fixed point");
+}
+
+#[test]
+fn profiles_are_annotated_on_every_object_in_yaml_and_json() {
+    let annotations = |items: &[Value]| -> Vec<Value> {
+        items
+            .iter()
+            .map(|i| i["metadata"]["annotations"].clone())
+            .collect()
+    };
+    // The example uses two profiles: the rules cover both, every object is in both.
+    let items = rbac_items(&["--release", "manifests-example"]);
+    let both = json!({
+        "include.release.openshift.io/self-managed-high-availability": "true",
+        "include.release.openshift.io/single-node-developer": "true",
+    });
+    assert_eq!(annotations(&items), vec![both; items.len()]);
+    let yaml = common::cli::stdout(cvo().args(["rbac", "--release", "manifests-example"]));
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml).unwrap();
+    assert_eq!(docs, items);
+    // One profile: only it.
+    let items = rbac_items(&[
+        "--release",
+        "manifests-example",
+        "--profile",
+        "single-node-developer",
+    ]);
+    let one = json!({"include.release.openshift.io/single-node-developer": "true"});
+    assert_eq!(annotations(&items), vec![one; items.len()]);
+    // No profiles in the release: no annotations.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("0000_10_a_01_cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: app\n",
+    )
+    .unwrap();
+    let items = rbac_items(&["--release", dir.path().to_str().unwrap()]);
+    assert_eq!(annotations(&items), vec![Value::Null; items.len()]);
+}
+
+#[test]
+fn a_feature_set_other_than_default_is_named_in_the_header_and_its_objects_granted() {
+    let run = |feature_set: &str| {
+        common::cli::stdout(cvo().args([
+            "rbac",
+            "--release",
+            "manifests-example",
+            "--feature-set",
+            feature_set,
+        ]))
+    };
+    let preview = run("TechPreviewNoUpgrade");
+    assert!(
+        preview.contains("# Derived for the feature set TechPreviewNoUpgrade"),
+        "{preview}"
+    );
+    assert!(preview.contains("- preview-features  #"), "{preview}");
+    let default = run("Default");
+    assert!(!default.contains("feature set"), "{default}");
+    assert!(!default.contains("preview-features"), "{default}");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&preview).unwrap();
+    assert!(
+        docs.iter()
+            .all(|d| !d["metadata"].to_string().contains("feature-set")),
+        "no feature-set annotation"
+    );
+}

@@ -531,3 +531,92 @@ fn messages_quote_at_most_200_characters_of_the_input() {
         assert!(!text.contains(&"y".repeat(201)), "{text}");
     }
 }
+
+/// A copy of manifests-example as 1.4.1 whose shipped binding `cvo-operator` binds a
+/// least-privilege role instead of cluster-admin, under the same name.
+fn rebound_under_the_same_name(dest: &Path) {
+    for entry in std::fs::read_dir(root().join("manifests-example")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dest.join(path.file_name().unwrap())).unwrap();
+    }
+    std::fs::write(
+        dest.join("release-metadata"),
+        r#"{"kind": "cincinnati-metadata-v0", "version": "1.4.1", "previous": ["1.4.0"]}"#,
+    )
+    .unwrap();
+    let file = dest.join(common::example::RBAC_FILE);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("  name: cluster-admin\n"));
+    std::fs::write(
+        &file,
+        text.replace(
+            "  name: cluster-admin\n",
+            "  name: cvo-operator-least-privilege\n",
+        ),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_binding_that_changes_its_role_under_its_name_is_immutable_roleref() {
+    let dir = tempfile::tempdir().unwrap();
+    rebound_under_the_same_name(dir.path());
+    let (code, report) = validate_json(&[
+        "--release".into(),
+        dir.path().display().to_string(),
+        "--previous".into(),
+        "manifests-example".into(),
+    ]);
+    assert_eq!(code, 1, "{report:#}");
+    let found: Vec<&Value> = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["rule"] == "immutable-roleref")
+        .collect();
+    assert_eq!(found.len(), 1, "{report:#}");
+    let d = found[0];
+    assert_eq!(d["severity"], "error");
+    assert_eq!(d["object"]["kind"], "ClusterRoleBinding");
+    assert_eq!(d["object"]["name"], "cvo-operator");
+    assert!(
+        d["location"]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with(common::example::RBAC_FILE),
+        "{d}"
+    );
+    assert!(d["location"]["line"].as_u64().is_some(), "{d}");
+    let message = d["message"].as_str().unwrap();
+    for want in [
+        "binds ClusterRole cvo-operator-least-privilege",
+        "bound ClusterRole cluster-admin",
+        "422",
+    ] {
+        assert!(message.contains(want), "{want}: {message}");
+    }
+    assert!(
+        d["help"]
+            .as_str()
+            .unwrap()
+            .contains("delete manifest ordered after the new binding"),
+        "{d}"
+    );
+    // Without --previous there is nothing to compare.
+    let (code, report) = validate_json(&["--release".into(), dir.path().display().to_string()]);
+    assert_eq!(code, 0, "{report:#}");
+}
+
+#[test]
+fn the_least_privilege_migration_validates_clean_against_the_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let release =
+        common::example::least_privilege_update(&dir.path().join("1.5.0"), &common::cli::binary());
+    cvo()
+        .args(["validate", "--release"])
+        .arg(&release)
+        .args(["--previous", "manifests-example"])
+        .assert()
+        .code(0)
+        .stdout("0 errors, 0 warnings, 0 notes\n");
+}

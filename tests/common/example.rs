@@ -148,3 +148,158 @@ pub async fn restore_stand_in_crds(tc: &TestCluster) {
         }
     }
 }
+
+/// The image of `cvo operator` in the release [`least_privilege_update`] writes.
+pub const LEAST_PRIVILEGE_IMAGE: &str = "ghcr.io/cvo-project/cvo:1.5.0";
+/// manifests-example's file of `ClusterRoleBinding cvo-operator` (to `cluster-admin`); in the
+/// 1.5.0 release it holds `cvo rbac`'s output instead.
+pub const RBAC_FILE: &str = "0000_00_cluster-version-operator_04_rbac.yaml";
+/// The 1.5.0 release's delete manifest of `ClusterRoleBinding cvo-operator`: the same
+/// component as [`RBAC_FILE`] and a later file name, so it runs after the new RBAC is applied.
+pub const OLD_BINDING_DELETE_FILE: &str =
+    "0000_00_cluster-version-operator_04_rbac_cluster-admin.delete.yaml";
+/// The name of the least-privilege RBAC objects `cvo rbac` prints by default.
+pub const LEAST_PRIVILEGE_NAME: &str = "cvo-operator-least-privilege";
+
+/// Writes into `dest` release 1.5.0, the update from manifests-example (1.4.0) that moves the
+/// operator from `cluster-admin` to least privilege, and returns its directory (`dest`); `cvo`
+/// is the binary that prints the RBAC (`common::cli::binary()`). See
+/// [`least_privilege_update_with_image`].
+pub fn least_privilege_update(dest: &Path, cvo: &Path) -> PathBuf {
+    least_privilege_update_with_image(dest, cvo, LEAST_PRIVILEGE_IMAGE)
+}
+
+/// [`least_privilege_update`] with the operator's image `image` (a node test tier runs an
+/// image of its own). The release, as docs/operator.md ("Least-privilege RBAC") tells a
+/// release author to write it:
+///
+/// - manifests-example as `1.5.0` (`previous: ["1.4.0"]`), the `cvo-operator` Deployment's
+///   image `image`, and without 1.4.0's delete manifests (carried into a minor update they are
+///   stale: every cluster that went through 1.4.0 deleted their objects);
+/// - [`RBAC_FILE`]: `cvo rbac --release DEST --self-deployment cluster-version/cvo-operator`
+///   printed by the real binary (ClusterRole, Role and their bindings, all named
+///   [`LEAST_PRIVILEGE_NAME`], annotated for the example's profiles), printed a second time
+///   once it is in the release so that its rules also cover keeping those objects applied,
+///   and checked to be a fixed point;
+/// - [`OLD_BINDING_DELETE_FILE`]: the delete manifest of `ClusterRoleBinding cvo-operator`,
+///   with the old binding's profile annotations, ordered after the new bindings (checked).
+///
+/// Panics, saying why, when a step fails.
+pub fn least_privilege_update_with_image(dest: &Path, cvo: &Path, image: &str) -> PathBuf {
+    std::fs::create_dir_all(dest).expect("release directory");
+    for entry in std::fs::read_dir(dir()).expect("manifests-example") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_str()
+            .expect("UTF-8 name");
+        if path.is_file() && !name.ends_with(".delete.yaml") && name != RBAC_FILE {
+            std::fs::copy(&path, dest.join(name)).expect("copy");
+        }
+    }
+    std::fs::write(
+        dest.join("release-metadata"),
+        r#"{"kind": "cincinnati-metadata-v0", "version": "1.5.0", "previous": ["1.4.0"]}"#,
+    )
+    .expect("release-metadata");
+    let deployment = dest.join("0000_00_cluster-version-operator_05_deployment.yaml");
+    let text = std::fs::read_to_string(&deployment).expect("the operator's Deployment");
+    let old_image = "image: ghcr.io/cvo-project/cvo:1.4.0";
+    assert_eq!(
+        text.matches(old_image).count(),
+        1,
+        "manifests-example's Deployment runs ghcr.io/cvo-project/cvo:1.4.0 once"
+    );
+    std::fs::write(
+        &deployment,
+        text.replace(old_image, &format!("image: {image}")),
+    )
+    .expect("Deployment");
+
+    // The delete manifest of the old binding, with its profile annotations.
+    let old: serde_json::Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(dir().join(RBAC_FILE)).expect("the shipped RBAC file"),
+    )
+    .expect("the shipped RBAC file is YAML");
+    assert_eq!(old["kind"], "ClusterRoleBinding");
+    assert_eq!(old["roleRef"]["name"], "cluster-admin");
+    let mut annotations = String::new();
+    for (key, value) in old["metadata"]["annotations"]
+        .as_object()
+        .expect("profile annotations")
+    {
+        annotations.push_str(&format!("    {key}: {value}\n"));
+    }
+    std::fs::write(
+        dest.join(OLD_BINDING_DELETE_FILE),
+        format!(
+            "# The operator ran as cluster-admin through this binding until 1.4.0. Deleted after\n\
+             # {RBAC_FILE} (a later file name in the same component) has bound its\n\
+             # least-privilege role, so the operator is never without a role.\n\
+             apiVersion: rbac.authorization.k8s.io/v1\n\
+             kind: ClusterRoleBinding\n\
+             metadata:\n  name: {}\n  annotations:\n{annotations}    release.openshift.io/delete: \"true\"\n",
+            old["metadata"]["name"].as_str().expect("name")
+        ),
+    )
+    .expect("delete manifest");
+
+    // `cvo rbac` over the release, until its output no longer changes (the second run covers
+    // its own objects, now in the release).
+    let print = || {
+        let mut cmd = std::process::Command::new(cvo);
+        for var in super::cli::SCRUBBED_ENV {
+            cmd.env_remove(var);
+        }
+        let out = cmd
+            .args(["rbac", "--release"])
+            .arg(dest)
+            .args(["--self-deployment", "cluster-version/cvo-operator"])
+            .output()
+            .expect("run cvo rbac");
+        assert!(
+            out.status.success(),
+            "cvo rbac: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).expect("UTF-8");
+        std::fs::write(dest.join(RBAC_FILE), &text).expect("RBAC file");
+        text
+    };
+    print();
+    let second = print();
+    assert_eq!(
+        print(),
+        second,
+        "cvo rbac's output in the release is a fixed point"
+    );
+
+    // The order: each new binding in the same component as the delete manifest, before it.
+    let release = cvo::release::load(dest, &Default::default()).expect("load 1.5.0");
+    assert!(!release.has_errors(), "{:?}", release.diagnostics);
+    let deletes: Vec<&cvo::release::Manifest> =
+        release.manifests.iter().filter(|m| m.is_delete()).collect();
+    assert_eq!(deletes.len(), 1, "only the old binding is deleted");
+    let delete = deletes[0];
+    assert_eq!(delete.id.to_string(), "ClusterRoleBinding cvo-operator");
+    let bindings: Vec<&cvo::release::Manifest> = release
+        .manifests
+        .iter()
+        .filter(|m| m.id.kind.ends_with("Binding") && m.id.name == LEAST_PRIVILEGE_NAME)
+        .collect();
+    assert_eq!(bindings.len(), 2, "ClusterRoleBinding and RoleBinding");
+    for binding in bindings {
+        assert_eq!(
+            binding.order, delete.order,
+            "{} in the same component",
+            binding.id
+        );
+        assert!(
+            binding.file_name() < delete.file_name(),
+            "{} applied before the old binding is deleted",
+            binding.id
+        );
+    }
+    dest.to_path_buf()
+}
