@@ -140,7 +140,11 @@ pub fn final_stage_args(binary: &Path, release: &Path) -> Result<Vec<String>, St
             "ENTRYPOINT" | "CMD" => {
                 let words: Vec<String> = serde_json::from_str(&rest)
                     .map_err(|e| format!("{keyword} {rest}: not in exec form ({e})"))?;
-                let flag = if keyword == "CMD" { "--cmd" } else { "--entrypoint" };
+                let flag = if keyword == "CMD" {
+                    "--cmd"
+                } else {
+                    "--entrypoint"
+                };
                 args.extend(words.iter().map(|w| format!("{flag}={w}")));
             }
             other => return Err(format!("{other} {rest}: image.py cannot emulate it")),

@@ -245,35 +245,7 @@ pub fn least_privilege_update_with_image(dest: &Path, cvo: &Path, image: &str) -
     )
     .expect("delete manifest");
 
-    // `cvo rbac` over the release, until its output no longer changes (the second run covers
-    // its own objects, now in the release).
-    let print = || {
-        let mut cmd = std::process::Command::new(cvo);
-        for var in super::cli::SCRUBBED_ENV {
-            cmd.env_remove(var);
-        }
-        let out = cmd
-            .args(["rbac", "--release"])
-            .arg(dest)
-            .args(["--self-deployment", "cluster-version/cvo-operator"])
-            .output()
-            .expect("run cvo rbac");
-        assert!(
-            out.status.success(),
-            "cvo rbac: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout).expect("UTF-8");
-        std::fs::write(dest.join(RBAC_FILE), &text).expect("RBAC file");
-        text
-    };
-    print();
-    let second = print();
-    assert_eq!(
-        print(),
-        second,
-        "cvo rbac's output in the release is a fixed point"
-    );
+    print_rbac(dest, cvo);
 
     // The order: each new binding in the same component as the delete manifest, before it.
     let release = cvo::release::load(dest, &Default::default()).expect("load 1.5.0");
@@ -302,4 +274,38 @@ pub fn least_privilege_update_with_image(dest: &Path, cvo: &Path, image: &str) -
         );
     }
     dest.to_path_buf()
+}
+
+/// Writes [`RBAC_FILE`] of the release `dest`: `cvo rbac --release DEST --self-deployment
+/// cluster-version/cvo-operator` printed by the binary `cvo`, again until its output no
+/// longer changes (the second run covers its own objects, now in the release; checked to be a
+/// fixed point).
+pub fn print_rbac(dest: &Path, cvo: &Path) {
+    let print = || {
+        let mut cmd = std::process::Command::new(cvo);
+        for var in super::cli::SCRUBBED_ENV {
+            cmd.env_remove(var);
+        }
+        let out = cmd
+            .args(["rbac", "--release"])
+            .arg(dest)
+            .args(["--self-deployment", "cluster-version/cvo-operator"])
+            .output()
+            .expect("run cvo rbac");
+        assert!(
+            out.status.success(),
+            "cvo rbac: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).expect("UTF-8");
+        std::fs::write(dest.join(RBAC_FILE), &text).expect("RBAC file");
+        text
+    };
+    print();
+    let second = print();
+    assert_eq!(
+        print(),
+        second,
+        "cvo rbac's output in the release is a fixed point"
+    );
 }

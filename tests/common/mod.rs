@@ -350,7 +350,10 @@ pub async fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
 }
 
 /// GET `path` on `addr` (HTTP/1.0, so the server closes): status code and body.
-pub async fn http_get_addr(addr: std::net::SocketAddr, path: &str) -> Result<(u16, String), String> {
+pub async fn http_get_addr(
+    addr: std::net::SocketAddr,
+    path: &str,
+) -> Result<(u16, String), String> {
     let path = path.to_owned();
     tokio::task::spawn_blocking(move || {
         use std::io::{Read, Write};

@@ -145,12 +145,16 @@ pub async fn node_ready(tier: &Tier, timeout: Duration) {
                     .as_ref()
                     .and_then(|s| s.conditions.as_ref())
                     .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-                let tainted = n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| {
-                    t.iter().any(|t| {
-                        t.key == "node.kubernetes.io/not-ready"
-                            || t.key == "node.kubernetes.io/unreachable"
-                    })
-                });
+                let tainted = n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|t| {
+                        t.iter().any(|t| {
+                            t.key == "node.kubernetes.io/not-ready"
+                                || t.key == "node.kubernetes.io/unreachable"
+                        })
+                    });
                 !ready || tainted
             })
             .map(|n| n.metadata.name.clone().unwrap_or_default())

@@ -2,13 +2,18 @@
 //! `needs` names the steps whose outcome it builds on.
 
 use std::future::Future;
+use std::path::Path;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Pod};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
+};
 use serde_json::json;
 
 use crate::Tier;
@@ -44,6 +49,9 @@ steps! {
     drift_is_repaired needs [install_as_the_docs_say];
     api_server_down_while_the_pod_runs needs [install_as_the_docs_say];
     api_server_down_while_a_pod_starts needs [install_as_the_docs_say];
+    self_update_to_least_privilege needs [install_as_the_docs_say];
+    least_privilege_operator_repairs_drift needs [self_update_to_least_privilege];
+    release_of_5000_manifests_within_the_memory_limit needs [self_update_to_least_privilege];
     no_restarts_at_the_end needs [install_as_the_docs_say];
 }
 
@@ -66,7 +74,10 @@ fn outage() -> Duration {
 async fn image_is_built_from_the_dockerfile(tier: &Tier) {
     let example = common::example::dir();
     for (file, image) in [
-        ("0000_00_cluster-version-operator_05_deployment.yaml", OPERATOR_IMAGE),
+        (
+            "0000_00_cluster-version-operator_05_deployment.yaml",
+            OPERATOR_IMAGE,
+        ),
         ("0000_50_widget-operator_04_deployment.yaml", WIDGET_IMAGE),
     ] {
         let text = std::fs::read_to_string(example.join(file)).expect("manifest");
@@ -119,11 +130,15 @@ async fn pod_ready_without_restarts_or_warning_events(tier: &Tier) {
     // Probes run every few seconds: give them time to fail if they would, by waiting for a
     // full pass of the pod (counted in its metrics) and then one readiness period (5 s).
     let addr = pods::address(&pod, PORT);
-    common::poll_until("a full pass of the pod", Duration::from_secs(60), || async {
-        (pods::passes(addr).await? >= 1)
-            .then_some(())
-            .ok_or_else(|| "no pass yet".to_owned())
-    })
+    common::poll_until(
+        "a full pass of the pod",
+        Duration::from_secs(60),
+        || async {
+            (pods::passes(addr).await? >= 1)
+                .then_some(())
+                .ok_or_else(|| "no pass yet".to_owned())
+        },
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     let pod = pods::rolled_out(tier, Duration::from_secs(60)).await;
@@ -146,7 +161,11 @@ async fn in_cluster_config_and_service_account_token(tier: &Tier) {
         .expect("operator container");
     // No kubeconfig: the only way to the API server is the one kubelet gives every pod.
     assert!(
-        !container.args.iter().flatten().any(|a| a.contains("kubeconfig")),
+        !container
+            .args
+            .iter()
+            .flatten()
+            .any(|a| a.contains("kubeconfig")),
         "{:?}",
         container.args
     );
@@ -164,23 +183,30 @@ async fn in_cluster_config_and_service_account_token(tier: &Tier) {
     // (KUBERNETES_SERVICE_HOST), and it holds the Lease under its pod's name: with no other
     // credentials in the image, it did so with its service-account token.
     let log = pods::log(tier, &pod).await;
-    assert!(log.contains("10.0.0.1"), "no connection to 10.0.0.1 logged:\n{log}");
+    assert!(
+        log.contains("10.0.0.1"),
+        "no connection to 10.0.0.1 logged:\n{log}"
+    );
     let name = pod.metadata.name.clone().expect("name");
     let leases: Api<Lease> = Api::namespaced(tier.client.clone(), NAMESPACE);
-    common::poll_until("the pod holds the Lease", Duration::from_secs(30), || async {
-        let lease = leases
-            .get("cvo-operator")
-            .await
-            .map_err(|e| e.to_string())?;
-        let holder = lease
-            .spec
-            .and_then(|s| s.holder_identity)
-            .unwrap_or_default();
-        holder
-            .starts_with(&name)
-            .then_some(())
-            .ok_or(format!("holder {holder:?}"))
-    })
+    common::poll_until(
+        "the pod holds the Lease",
+        Duration::from_secs(30),
+        || async {
+            let lease = leases
+                .get("cvo-operator")
+                .await
+                .map_err(|e| e.to_string())?;
+            let holder = lease
+                .spec
+                .and_then(|s| s.holder_identity)
+                .unwrap_or_default();
+            holder
+                .starts_with(&name)
+                .then_some(())
+                .ok_or(format!("holder {holder:?}"))
+        },
+    )
     .await;
 }
 
@@ -201,23 +227,31 @@ async fn every_log_line_is_json(tier: &Tier) {
 async fn release_synced_and_cluster_version_completed(tier: &Tier) {
     let pod = pods::rolled_out(tier, Duration::from_secs(60)).await;
     let addr = pods::address(&pod, PORT);
-    common::poll_until("an applied pass of the pod", Duration::from_secs(60), || async {
-        let (_, text) = pods::get(addr, "/metrics").await?;
-        text.lines()
-            .any(|l| {
-                l.starts_with("cvo_sync_passes_total{")
-                    && l.contains("result=\"applied\"")
-                    && !l.ends_with(" 0")
-            })
-            .then_some(())
-            .ok_or_else(|| "no applied pass".to_owned())
-    })
+    common::poll_until(
+        "an applied pass of the pod",
+        Duration::from_secs(60),
+        || async {
+            let (_, text) = pods::get(addr, "/metrics").await?;
+            text.lines()
+                .any(|l| {
+                    l.starts_with("cvo_sync_passes_total{")
+                        && l.contains("result=\"applied\"")
+                        && !l.ends_with(" 0")
+                })
+                .then_some(())
+                .ok_or_else(|| "no applied pass".to_owned())
+        },
+    )
     .await;
     let cv = cluster_version(tier).await;
     let history = &cv.data["status"]["history"][0];
     assert_eq!(history["state"], "Completed", "{history}");
     assert_eq!(history["version"], "1.4.0", "{history}");
-    for (type_, status) in [("Available", "True"), ("Failing", "False"), ("Progressing", "False")] {
+    for (type_, status) in [
+        ("Available", "True"),
+        ("Failing", "False"),
+        ("Progressing", "False"),
+    ] {
         let condition = common::cv_condition(&cv, type_).unwrap_or_else(|| panic!("no {type_}"));
         assert_eq!(condition["status"], status, "{condition}");
     }
@@ -243,7 +277,10 @@ async fn repairs_drift(tier: &Tier) {
         .expect("edit settings");
     let started = Instant::now();
     common::poll_until("the edit repaired", Duration::from_secs(30), || async {
-        let now = configmaps.get(SETTINGS.1).await.map_err(|e| e.to_string())?;
+        let now = configmaps
+            .get(SETTINGS.1)
+            .await
+            .map_err(|e| e.to_string())?;
         (now.data == Some(data.clone()))
             .then_some(())
             .ok_or(format!("{:?}", now.data))
@@ -256,7 +293,11 @@ async fn repairs_drift(tier: &Tier) {
         .expect("delete settings");
     let started = Instant::now();
     common::poll_until("the deletion repaired", Duration::from_secs(30), || async {
-        match configmaps.get_opt(SETTINGS.1).await.map_err(|e| e.to_string())? {
+        match configmaps
+            .get_opt(SETTINGS.1)
+            .await
+            .map_err(|e| e.to_string())?
+        {
             Some(now) if now.data == Some(data.clone()) => Ok(()),
             other => Err(format!("{:?}", other.map(|c| c.data))),
         }
@@ -359,12 +400,16 @@ async fn api_server_down_while_the_pod_runs(tier: &Tier) {
     })
     .await;
     println!("ready again {:?} after the API server", back.elapsed());
-    common::poll_until("a full pass after the outage", Duration::from_secs(60), || async {
-        let now = pods::passes(addr).await?;
-        (now > before)
-            .then_some(())
-            .ok_or(format!("{now} passes, {before} before"))
-    })
+    common::poll_until(
+        "a full pass after the outage",
+        Duration::from_secs(60),
+        || async {
+            let now = pods::passes(addr).await?;
+            (now > before)
+                .then_some(())
+                .ok_or(format!("{now} passes, {before} before"))
+        },
+    )
     .await;
     println!("a full pass done {:?} after the API server", back.elapsed());
     let pods_api: Api<Pod> = Api::namespaced(tier.client.clone(), NAMESPACE);
@@ -407,18 +452,22 @@ async fn api_server_down_while_a_pod_starts(tier: &Tier) {
         .create(&PostParams::default(), &pod)
         .await
         .expect("create the pod");
-    let pod = common::poll_until("the init container running", Duration::from_secs(60), || async {
-        let pod = pods_api.get(NAME).await.map_err(|e| e.to_string())?;
-        let status = pod.status.clone().unwrap_or_default();
-        let holding = status
-            .init_container_statuses
-            .iter()
-            .flatten()
-            .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
-        (holding && status.pod_ip.is_some())
-            .then_some(pod)
-            .ok_or(format!("{status:?}"))
-    })
+    let pod = common::poll_until(
+        "the init container running",
+        Duration::from_secs(60),
+        || async {
+            let pod = pods_api.get(NAME).await.map_err(|e| e.to_string())?;
+            let status = pod.status.clone().unwrap_or_default();
+            let holding = status
+                .init_container_statuses
+                .iter()
+                .flatten()
+                .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
+            (holding && status.pod_ip.is_some())
+                .then_some(pod)
+                .ok_or(format!("{status:?}"))
+        },
+    )
     .await;
     let addr = pods::address(&pod, PORT);
     let outage = Outage::begin(tier);
@@ -430,11 +479,16 @@ async fn api_server_down_while_a_pod_starts(tier: &Tier) {
         answers.healthz_ok > 0,
         "the operator did not serve /healthz during the outage: {answers:?}"
     );
-    assert_eq!(answers.readyz_ok, 0, "ready without an API server: {answers:?}");
+    assert_eq!(
+        answers.readyz_ok, 0,
+        "ready without an API server: {answers:?}"
+    );
     let back = Instant::now();
     let pod = common::poll_until("the pod Ready", Duration::from_secs(90), || async {
         let pod = pods_api.get(NAME).await.map_err(|e| e.to_string())?;
-        pods::ready(&pod).then_some(pod.clone()).ok_or(pods::summary(&pod))
+        pods::ready(&pod)
+            .then_some(pod.clone())
+            .ok_or(pods::summary(&pod))
     })
     .await;
     println!("Ready {:?} after the API server", back.elapsed());
@@ -461,6 +515,276 @@ async fn api_server_down_while_a_pod_starts(tier: &Tier) {
     .await;
 }
 
+/// The least-privilege release (docs/operator.md, "Least-privilege RBAC") and its image.
+const LEAST_PRIVILEGE: (&str, &str) = ("1.5.0", "ghcr.io/cvo-project/cvo:1.5.0");
+/// 1.5.0 with 5,000 more ConfigMaps, and its image.
+const BULK: (&str, &str) = ("1.5.1", "ghcr.io/cvo-project/cvo:1.5.1");
+const BULK_CONFIGMAPS: usize = 5_000;
+
+async fn self_update_to_least_privilege(tier: &Tier) {
+    let release = tier.work.path().join("release-1.5.0");
+    common::example::least_privilege_update_with_image(
+        &release,
+        &common::cli::binary(),
+        LEAST_PRIVILEGE.1,
+    );
+    pods::build_operator_image(tier, LEAST_PRIVILEGE.1, &release);
+    let new = self_update(tier, LEAST_PRIVILEGE).await;
+    // The old binding is gone, the least-privilege ones are there, and nothing was refused.
+    let bindings: Api<ClusterRoleBinding> = Api::all(tier.client.clone());
+    assert!(
+        bindings
+            .get_opt("cvo-operator")
+            .await
+            .expect("bindings")
+            .is_none(),
+        "the cluster-admin binding is still there"
+    );
+    let binding = bindings
+        .get(common::example::LEAST_PRIVILEGE_NAME)
+        .await
+        .expect("the least-privilege binding");
+    assert_eq!(binding.role_ref.name, common::example::LEAST_PRIVILEGE_NAME);
+    let log = pods::log(tier, &new).await;
+    assert!(
+        !log.contains("422") && !log.contains("roleRef"),
+        "refused writes in the new pod's log:\n{log}"
+    );
+}
+
+async fn least_privilege_operator_repairs_drift(tier: &Tier) {
+    repairs_drift(tier).await;
+}
+
+async fn release_of_5000_manifests_within_the_memory_limit(tier: &Tier) {
+    let release = tier.work.path().join("release-1.5.1");
+    bulk_release(
+        &tier.work.path().join("release-1.5.0"),
+        &release,
+        BULK,
+        BULK_CONFIGMAPS,
+    );
+    pods::build_operator_image(tier, BULK.1, &release);
+    let started = Instant::now();
+    let pod = self_update(tier, BULK).await;
+    println!(
+        "{BULK_CONFIGMAPS} more manifests applied in {:?}",
+        started.elapsed()
+    );
+    let configmaps: Api<ConfigMap> = Api::namespaced(tier.client.clone(), "node-bulk");
+    let count = configmaps
+        .list_metadata(&ListParams::default())
+        .await
+        .expect("bulk ConfigMaps")
+        .items
+        .len();
+    assert!(count >= BULK_CONFIGMAPS, "{count} ConfigMaps in node-bulk");
+    let limit = pod.spec.as_ref().expect("spec").containers[0]
+        .resources
+        .as_ref()
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("memory"))
+        .map(|q| q.0.clone())
+        .expect("a memory limit");
+    let (rss, cgroup) = pods::peak_memory(&pod, "operator");
+    println!(
+        "peak memory of the operator with {} manifests: RSS {} MiB, cgroup {} MiB (limit {limit})",
+        BULK_CONFIGMAPS,
+        rss >> 20,
+        cgroup >> 20
+    );
+    assert_eq!(
+        limit, "512Mi",
+        "the Deployment's limit changed: update this step"
+    );
+    assert!(rss < 512 << 20, "peak RSS {rss} over the limit");
+    assert_eq!(pods::restarts(&pod), 0, "{}", pods::summary(&pod));
+}
+
+/// Moves the operator to `version` and `image` through ClusterVersion `spec.desiredUpdate`,
+/// as an administrator does, and checks the hand-over: the old pod's operator exits 0 on
+/// SIGTERM, the new pod leads with no restart and no Warning event, ClusterVersion ends
+/// `Completed` at `version`, and after the new pod's first full pass nothing moved back.
+/// Returns the new pod.
+async fn self_update(tier: &Tier, (version, image): (&str, &str)) -> Pod {
+    let old = pods::rolled_out(tier, Duration::from_secs(60)).await;
+    let old_name = old.metadata.name.clone().expect("name");
+    let pods_api: Api<Pod> = Api::namespaced(tier.client.clone(), NAMESPACE);
+    let exit = tokio::spawn(final_exit_code(pods_api.clone(), old_name.clone()));
+    let cvs = cluster_versions(tier);
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"desiredUpdate": {"version": version, "image": image}}})),
+    )
+    .await
+    .expect("set spec.desiredUpdate");
+    let started = Instant::now();
+    let exit = tokio::time::timeout(Duration::from_secs(300), exit)
+        .await
+        .unwrap_or_else(|_| panic!("{old_name} still there after 300 s"))
+        .expect("watch the old pod");
+    assert_eq!(exit, Ok(0), "the old operator's exit on SIGTERM");
+    let new = pods::rolled_out(tier, Duration::from_secs(120)).await;
+    let new_name = new.metadata.name.clone().expect("name");
+    assert_ne!(new_name, old_name);
+    assert_eq!(
+        new.spec.as_ref().expect("spec").containers[0]
+            .image
+            .as_deref(),
+        Some(image)
+    );
+    let leases: Api<Lease> = Api::namespaced(tier.client.clone(), NAMESPACE);
+    common::poll_until("the new pod leads", Duration::from_secs(60), || async {
+        let lease = leases
+            .get("cvo-operator")
+            .await
+            .map_err(|e| e.to_string())?;
+        let holder = lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default();
+        holder
+            .starts_with(&new_name)
+            .then_some(())
+            .ok_or(format!("holder {holder:?}"))
+    })
+    .await;
+    let cv = common::poll_until(
+        "ClusterVersion Completed at the new version",
+        Duration::from_secs(600),
+        || async {
+            let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+            let entry = &cv.data["status"]["history"][0];
+            (entry["version"] == version && entry["state"] == "Completed")
+                .then_some(cv.clone())
+                .ok_or(format!("{entry}"))
+        },
+    )
+    .await;
+    println!(
+        "{old_name} → {new_name}: {version} Completed in {:?}",
+        started.elapsed()
+    );
+    let failing = common::cv_condition(&cv, "Failing").expect("Failing");
+    assert_eq!(failing["status"], "False", "{failing}");
+    let addr = pods::address(&new, PORT);
+    common::poll_until(
+        "a full pass of the new pod",
+        Duration::from_secs(120),
+        || async {
+            (pods::passes(addr).await? >= 1)
+                .then_some(())
+                .ok_or_else(|| "no pass yet".to_owned())
+        },
+    )
+    .await;
+    // Nothing moved back: the Deployment and ClusterVersion still name the new release.
+    let deployments: Api<Deployment> = Api::namespaced(tier.client.clone(), NAMESPACE);
+    let deployment = deployments.get(pods::DEPLOYMENT).await.expect("deployment");
+    let containers = deployment
+        .spec
+        .expect("spec")
+        .template
+        .spec
+        .expect("pod")
+        .containers;
+    assert_eq!(containers[0].image.as_deref(), Some(image));
+    let cv = cvs.get("version").await.expect("ClusterVersion");
+    assert_eq!(cv.data["status"]["desired"]["version"], version);
+    let new = pods::rolled_out(tier, Duration::from_secs(60)).await;
+    assert_eq!(new.metadata.name.as_deref(), Some(new_name.as_str()));
+    assert_eq!(pods::restarts(&new), 0, "{}", pods::summary(&new));
+    let warnings = pods::warnings(tier, &new).await;
+    assert!(
+        warnings.is_empty(),
+        "Warning events for {new_name}: {warnings:#?}"
+    );
+    new
+}
+
+/// The exit code of the operator container of pod `name` when the pod is gone, from a watch
+/// of it (the kubelet posts the terminated state before it removes the pod); `Err` with what
+/// was seen when it ended without one.
+async fn final_exit_code(pods_api: Api<Pod>, name: String) -> Result<i32, String> {
+    use futures::StreamExt as _;
+    let params = WatchParams::default()
+        .fields(&format!("metadata.name={name}"))
+        .timeout(290);
+    let mut stream = pods_api
+        .watch(&params, "0")
+        .await
+        .map_err(|e| e.to_string())?
+        .boxed();
+    let mut exit = None;
+    while let Some(event) = stream.next().await {
+        let (pod, gone) = match event.map_err(|e| e.to_string())? {
+            WatchEvent::Added(p) | WatchEvent::Modified(p) => (p, false),
+            WatchEvent::Deleted(p) => (p, true),
+            WatchEvent::Bookmark(_) => continue,
+            WatchEvent::Error(e) => return Err(e.message),
+        };
+        let terminated = pod
+            .status
+            .and_then(|s| s.container_statuses)
+            .into_iter()
+            .flatten()
+            .filter(|c| c.name == "operator")
+            .find_map(|c| c.state.and_then(|s| s.terminated));
+        if let Some(t) = terminated {
+            exit = Some(t.exit_code);
+        }
+        if gone {
+            return exit.ok_or_else(|| "deleted without a terminated state".to_owned());
+        }
+    }
+    Err(format!("the watch ended; exit code seen: {exit:?}"))
+}
+
+/// `base` (the 1.5.0 release) as `version` with `count` more ConfigMaps (namespace
+/// `node-bulk`, run level 60, 100 per file), its operator image `image`, and the
+/// least-privilege RBAC printed again for it.
+fn bulk_release(base: &Path, dest: &Path, (version, image): (&str, &str), count: usize) {
+    std::fs::create_dir_all(dest).expect("release directory");
+    for entry in std::fs::read_dir(base).expect("base release") {
+        let path = entry.expect("entry").path();
+        std::fs::copy(&path, dest.join(path.file_name().expect("name"))).expect("copy");
+    }
+    let annotations = "  annotations:\n    include.release.openshift.io/self-managed-high-availability: \"true\"\n    include.release.openshift.io/single-node-developer: \"true\"\n";
+    std::fs::write(
+        dest.join("0000_60_node-bulk_00_namespace.yaml"),
+        format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: node-bulk\n{annotations}"),
+    )
+    .expect("namespace");
+    for file in 0..count.div_ceil(100) {
+        let docs: Vec<String> = (file * 100..((file + 1) * 100).min(count))
+            .map(|i| {
+                format!(
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-{i:05}\n  namespace: node-bulk\n{annotations}data:\n  index: \"{i}\"\n"
+                )
+            })
+            .collect();
+        std::fs::write(
+            dest.join(format!("0000_60_node-bulk_01_configmaps-{file:03}.yaml")),
+            docs.join("---\n"),
+        )
+        .expect("configmaps");
+    }
+    let metadata = dest.join("release-metadata");
+    let mut meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&metadata).expect("metadata")).expect("JSON");
+    let previous = meta["version"].clone();
+    meta["version"] = json!(version);
+    meta["previous"] = json!([previous]);
+    std::fs::write(&metadata, meta.to_string()).expect("release-metadata");
+    let deployment = dest.join("0000_00_cluster-version-operator_05_deployment.yaml");
+    let text = std::fs::read_to_string(&deployment).expect("Deployment");
+    let text = text.replace(LEAST_PRIVILEGE.1, image);
+    assert!(text.contains(image));
+    std::fs::write(&deployment, text).expect("Deployment");
+    common::example::print_rbac(dest, &common::cli::binary());
+}
+
 async fn no_restarts_at_the_end(tier: &Tier) {
     for namespace in [NAMESPACE, "widget-operator"] {
         let pods_api: Api<Pod> = Api::namespaced(tier.client.clone(), namespace);
@@ -483,7 +807,15 @@ async fn no_restarts_at_the_end(tier: &Tier) {
 
 /// ClusterVersion `version`.
 async fn cluster_version(tier: &Tier) -> DynamicObject {
-    let api: Api<DynamicObject> = Api::all_with(
+    cluster_versions(tier)
+        .get("version")
+        .await
+        .expect("ClusterVersion version")
+}
+
+/// The ClusterVersion API.
+fn cluster_versions(tier: &Tier) -> Api<DynamicObject> {
+    Api::all_with(
         tier.client.clone(),
         &kube::api::ApiResource {
             group: "config.openshift.io".to_owned(),
@@ -492,6 +824,5 @@ async fn cluster_version(tier: &Tier) -> DynamicObject {
             kind: "ClusterVersion".to_owned(),
             plural: "clusterversions".to_owned(),
         },
-    );
-    api.get("version").await.expect("ClusterVersion version")
+    )
 }
