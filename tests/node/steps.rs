@@ -10,10 +10,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Pod};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
-    WatchParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use futures::FutureExt as _;
 use serde_json::json;
 
 use crate::Tier;
@@ -423,8 +421,35 @@ async fn api_server_down_while_the_pod_runs(tier: &Tier) {
 /// A second operator pod (a standby beside the Deployment's) whose operator container starts
 /// while the API server is down: an init container holds its start until the outage began.
 async fn api_server_down_while_a_pod_starts(tier: &Tier) {
-    const NAME: &str = "cvo-operator-starts-in-outage";
-    const HOLD_SECONDS: u64 = 15;
+    let pods_api: Api<Pod> = Api::namespaced(tier.client.clone(), NAMESPACE);
+    // Whatever happens, the second pod goes: a standby with this release would take over.
+    let result = std::panic::AssertUnwindSafe(starts_in_outage(tier, &pods_api))
+        .catch_unwind()
+        .await;
+    let _ = pods_api.delete(STARTS_IN_OUTAGE, &DeleteParams::default()).await;
+    common::poll_until("the pod gone", Duration::from_secs(60), || async {
+        match pods_api
+            .get_opt(STARTS_IN_OUTAGE)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            None => Ok(()),
+            Some(p) => Err(pods::summary(&p)),
+        }
+    })
+    .await;
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// The second operator pod of [`api_server_down_while_a_pod_starts`].
+const STARTS_IN_OUTAGE: &str = "cvo-operator-starts-in-outage";
+
+async fn starts_in_outage(tier: &Tier, pods_api: &Api<Pod>) {
+    const NAME: &str = STARTS_IN_OUTAGE;
+    // The init container holds the start until a quarter of the outage has passed.
+    let hold_seconds = (outage().as_secs() / 4).max(3);
     let deployments: Api<Deployment> = Api::namespaced(tier.client.clone(), NAMESPACE);
     let deployment = deployments.get(pods::DEPLOYMENT).await.expect("deployment");
     let template = deployment.spec.expect("spec").template;
@@ -433,7 +458,7 @@ async fn api_server_down_while_a_pod_starts(tier: &Tier) {
     spec.init_containers = Some(vec![Container {
         name: "hold".to_owned(),
         image: Some(WIDGET_IMAGE.to_owned()),
-        args: Some(vec![format!("--exit-after={HOLD_SECONDS}")]),
+        args: Some(vec![format!("--exit-after={hold_seconds}")]),
         security_context: operator.security_context.clone(),
         ..Container::default()
     }]);
@@ -447,7 +472,6 @@ async fn api_server_down_while_a_pod_starts(tier: &Tier) {
         "spec": spec,
     }))
     .expect("pod");
-    let pods_api: Api<Pod> = Api::namespaced(tier.client.clone(), NAMESPACE);
     pods_api
         .create(&PostParams::default(), &pod)
         .await
@@ -502,17 +526,6 @@ async fn api_server_down_while_a_pod_starts(tier: &Tier) {
         failures >= 2,
         "expected the failed attempts logged (one per backoff step):\n{log}"
     );
-    pods_api
-        .delete(NAME, &DeleteParams::default())
-        .await
-        .expect("delete the pod");
-    common::poll_until("the pod gone", Duration::from_secs(60), || async {
-        match pods_api.get_opt(NAME).await.map_err(|e| e.to_string())? {
-            None => Ok(()),
-            Some(p) => Err(pods::summary(&p)),
-        }
-    })
-    .await;
 }
 
 /// The least-privilege release (docs/operator.md, "Least-privilege RBAC") and its image.
@@ -708,21 +721,15 @@ async fn self_update(tier: &Tier, (version, image): (&str, &str)) -> Pod {
 /// was seen when it ended without one.
 async fn final_exit_code(pods_api: Api<Pod>, name: String) -> Result<i32, String> {
     use futures::StreamExt as _;
-    let params = WatchParams::default()
-        .fields(&format!("metadata.name={name}"))
-        .timeout(290);
-    let mut stream = pods_api
-        .watch(&params, "0")
-        .await
-        .map_err(|e| e.to_string())?
-        .boxed();
+    use kube::runtime::watcher::{self, Event};
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = watcher::watcher(pods_api, config).boxed();
     let mut exit = None;
     while let Some(event) = stream.next().await {
         let (pod, gone) = match event.map_err(|e| e.to_string())? {
-            WatchEvent::Added(p) | WatchEvent::Modified(p) => (p, false),
-            WatchEvent::Deleted(p) => (p, true),
-            WatchEvent::Bookmark(_) => continue,
-            WatchEvent::Error(e) => return Err(e.message),
+            Event::Apply(p) | Event::InitApply(p) => (p, false),
+            Event::Delete(p) => (p, true),
+            Event::Init | Event::InitDone => continue,
         };
         let terminated = pod
             .status
