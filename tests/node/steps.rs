@@ -426,20 +426,25 @@ async fn api_server_down_while_a_pod_starts(tier: &Tier) {
     let result = std::panic::AssertUnwindSafe(starts_in_outage(tier, &pods_api))
         .catch_unwind()
         .await;
+    pods::node_ready(tier, Duration::from_secs(180)).await;
     let _ = pods_api.delete(STARTS_IN_OUTAGE, &DeleteParams::default()).await;
-    common::poll_until("the pod gone", Duration::from_secs(60), || async {
-        match pods_api
-            .get_opt(STARTS_IN_OUTAGE)
-            .await
-            .map_err(|e| e.to_string())?
-        {
-            None => Ok(()),
-            Some(p) => Err(pods::summary(&p)),
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let gone = loop {
+        match pods_api.get_opt(STARTS_IN_OUTAGE).await {
+            Ok(None) => break Ok(()),
+            Ok(Some(p)) if Instant::now() > deadline => break Err(pods::summary(&p)),
+            Err(e) if Instant::now() > deadline => break Err(e.to_string()),
+            _ => tokio::time::sleep(Duration::from_millis(500)).await,
         }
-    })
-    .await;
+    };
     if let Err(panic) = result {
+        if let Err(left) = gone {
+            eprintln!("{STARTS_IN_OUTAGE} not removed: {left}");
+        }
         std::panic::resume_unwind(panic);
+    }
+    if let Err(left) = gone {
+        panic!("{STARTS_IN_OUTAGE} not removed within 120 s: {left}");
     }
 }
 
