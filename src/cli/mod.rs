@@ -66,7 +66,10 @@ pub struct GlobalArgs {
     pub log_format: Option<LogFormat>,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+/// How the process writes to stderr: plain lines, or one JSON object per line (tracing's
+/// JSON events; the CLI's own notes, release diagnostics and fatal errors become events too:
+/// see [`CliError::report`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
@@ -177,6 +180,12 @@ impl ReleaseArgs {
     /// would be (every profile at once would hold each object's per-profile twins), and a
     /// note on stderr says so.
     pub fn load(&self) -> Result<Release, CliError> {
+        self.load_logged(LogFormat::Text)
+    }
+
+    /// [`ReleaseArgs::load`], its note written as `format` says: a `note:` line, or an info
+    /// event (`cvo operator`, whose stderr is all JSON in JSON mode).
+    pub fn load_logged(&self, format: LogFormat) -> Result<Release, CliError> {
         let (release, used) = self.load_checked()?;
         if self.profile.is_some() || used.profiles.is_empty() {
             return Ok(release);
@@ -187,10 +196,16 @@ impl ReleaseArgs {
                 used.describe()
             )));
         }
-        stderr_line!(
-            "note: the release uses cluster profiles ({}): reading it in {DEFAULT_CLUSTER_PROFILE}, the CVO's default (choose another with --profile)",
-            used.profiles.iter().cloned().collect::<Vec<_>>().join(", ")
+        let profiles = used.profiles.iter().cloned().collect::<Vec<_>>().join(", ");
+        let note = format!(
+            "the release uses cluster profiles ({profiles}): reading it in {DEFAULT_CLUSTER_PROFILE}, the CVO's default (choose another with --profile)"
         );
+        match format {
+            LogFormat::Text => stderr_line!("note: {note}"),
+            LogFormat::Json => {
+                tracing::info!(%profiles, profile = DEFAULT_CLUSTER_PROFILE, "{note}");
+            }
+        }
         self.load_in(&self.release, Some(DEFAULT_CLUSTER_PROFILE))
     }
 
@@ -226,25 +241,18 @@ fn print_stdout(text: &str) -> Result<(), CliError> {
 }
 
 /// Runs the CLI and returns the process exit code: the one place where an error becomes
-/// its message on stderr and its exit code.
+/// its message on stderr (in the log format: a JSON event in JSON mode) and its exit code.
 pub fn main() -> ExitCode {
-    match try_main() {
-        Ok(exit) => exit.into(),
-        Err(e) => e.report().into(),
-    }
-}
-
-/// Parses the command line and runs the command.
-fn try_main() -> Result<Exit, CliError> {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return Ok(if e.use_stderr() {
+            return if e.use_stderr() {
                 Exit::Usage
             } else {
                 Exit::Success
-            });
+            }
+            .into();
         }
     };
     // A long-running operator says what it does (info); one-shot commands only warn.
@@ -266,12 +274,20 @@ fn try_main() -> Result<Exit, CliError> {
             "warn"
         },
     );
+    match run(cli, format) {
+        Ok(exit) => exit.into(),
+        Err(e) => e.report(format).into(),
+    }
+}
+
+/// Runs the command; `format` is the log format in force.
+fn run(cli: Cli, format: LogFormat) -> Result<Exit, CliError> {
     match cli.command {
         Command::Validate(args) => validate::run(&args),
         Command::Graph(args) => graph::run(&args),
         Command::Apply(args) => apply::run(&cli.global, &args),
         Command::Plan(args) => plan::run(&cli.global, &args),
-        Command::Operator(args) => operator::run(&cli.global, &args),
+        Command::Operator(args) => operator::run(&cli.global, &args, format),
         Command::Rbac(args) => rbac::run(&cli.global, &args),
         Command::OperandCleanup(args) => operand_cleanup::run(&cli.global, &args),
         Command::Uninstall(args) => uninstall::run(&cli.global, &args),
@@ -318,17 +334,7 @@ fn colour_on_stderr() -> bool {
 /// command with what failed (exit code 1) rather than as the first request of a run. A
 /// kubeconfig that cannot be used is exit code 2.
 async fn kube_client(global: &GlobalArgs) -> Result<kube::Client, CliError> {
-    let (config, context) = client_config(global).await.map_err(CliError::Usage)?;
-    let target = request_error::Target {
-        server: config
-            .cluster_url
-            .to_string()
-            .trim_end_matches('/')
-            .to_owned(),
-        context,
-    };
-    let client =
-        crate::cluster::client(config).map_err(|e| CliError::usage(format_args!("client: {e}")))?;
+    let (client, target) = unconnected_client(global).await?;
     // Under the one retry policy: a server that is down for a moment is waited for.
     let retry = crate::cluster::retry::RetryPolicy::default();
     match retry.run(|| client.apiserver_version()).await {
@@ -341,6 +347,25 @@ async fn kube_client(global: &GlobalArgs) -> Result<kube::Client, CliError> {
             target.server
         ))),
     }
+}
+
+/// A client as [`kube_client`] makes it, not yet used, and where it points (for messages):
+/// a kubeconfig that cannot be used is a usage error (exit code 2).
+async fn unconnected_client(
+    global: &GlobalArgs,
+) -> Result<(kube::Client, request_error::Target), CliError> {
+    let (config, context) = client_config(global).await.map_err(CliError::Usage)?;
+    let target = request_error::Target {
+        server: config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_owned(),
+        context,
+    };
+    let client =
+        crate::cluster::client(config).map_err(|e| CliError::usage(format_args!("client: {e}")))?;
+    Ok((client, target))
 }
 
 /// The client configuration, and the kubeconfig context it came from (`None` in-cluster).
