@@ -88,19 +88,20 @@ pub enum Component {
 /// the release's diagnostics are events too.
 pub fn run(global: &GlobalArgs, args: &OperatorArgs, format: LogFormat) -> Result<Exit, CliError> {
     let timings = args.check()?;
-    let release = load_release(&args.release, format);
     super::runtime()?.block_on(async {
-        // The signal handlers are installed at once: SIGTERM while connecting is a clean stop.
+        // Installed at once: SIGTERM from here on is a clean stop, also while connecting.
         let shutdown = super::shutdown_signal();
         tokio::pin!(shutdown);
-        let (client, target) = client(global, args).await?;
-        let options = args.options(&client, &timings);
+        // The probes answer before anything slow: reading a large release, the API server.
         let metrics = Arc::new(Metrics::new());
         let listener = metrics::bind(args.metrics_addr)
             .await
             .map_err(CliError::usage)?;
         let addr = listener.local_addr().unwrap_or(args.metrics_addr);
         tokio::spawn(metrics::serve(metrics.clone(), listener));
+        let release = load_release(&args.release, format);
+        let (client, target) = client(global, args).await?;
+        let options = args.options(&client, &timings);
         tracing::info!(
             release = %release
                 .as_ref()
