@@ -1,6 +1,8 @@
 //! Faults of the real control plane (`../shared/realk8s/fault.sh`): the API server down when a
 //! run starts or restarted mid-apply, etcd stalled mid-apply, and `cvo` killed mid-update. Each
 //! run, or its rerun, converges, and ClusterVersion shows an update while it is in progress.
+//! `cvo operator` started with the API server down waits for it (probes answering), and after
+//! an outage under a running leader leads again and runs a full pass within seconds.
 //!
 //! These act on processes, so they need the real control plane of `CVO_TEST_KUBECONFIG` with
 //! `REALK8S_RUN_DIR` set (as `.ci/run` does); against the in-memory server they print why they

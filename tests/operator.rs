@@ -19,7 +19,10 @@
 //! leader rewritten. Available updates from an update graph served on loopback
 //! (`common::graph`): filled from a good graph and asked again on a channel change, the last
 //! good list kept through a malformed graph and a silent server (which times out while
-//! passes go on), `NoUpstream` and `NoChannel`.
+//! passes go on), `NoUpstream` and `NoChannel`. Start-up (issue 23): an API server that
+//! cannot be reached is waited for with `/healthz` 200 and `/readyz` 503 (SIGTERM exits 0 at
+//! once); in JSON mode every stderr line is JSON, fatal errors included; `/readyz` comes from
+//! the election (a leader in its first pass, a standby), never from a pass.
 //!
 //! Every test starts from `common::operator::Env` (it holds the ClusterVersion lock) and
 //! deletes `version` when done (`Env::finish`).
@@ -2183,8 +2186,9 @@ async fn an_unreachable_api_server_is_waited_for_with_the_probes_answering() {
     let lines = failed_attempts(|| op.log(), 3).await;
     for (i, line) in lines.iter().enumerate() {
         assert!(
-            line.contains(&format!("cannot reach the API server at {server}: connection refused"))
-                && line.contains(&format!("attempt {} failed, trying again in", i + 1))
+            line.contains(&format!(
+                "cannot reach the API server at {server}: connection refused"
+            )) && line.contains(&format!("attempt {} failed, trying again in", i + 1))
                 && line.contains(address),
             "one line per attempt, naming the server: {line}\n{}",
             op.log()
@@ -2201,7 +2205,10 @@ async fn an_unreachable_api_server_is_waited_for_with_the_probes_answering() {
     );
     assert_eq!(
         common::http_get(op.port, "/readyz").await,
-        Ok((503, "not ready: waiting for the API server to answer\n".into()))
+        Ok((
+            503,
+            "not ready: waiting for the API server to answer\n".into()
+        ))
     );
     let text = op.scrape().await.expect("metrics while connecting");
     assert_eq!(metric(&text, "cvo_leader", &[]), 0.0, "{text}");
@@ -2258,7 +2265,11 @@ async fn every_line_is_json_in_json_mode() {
     let dir = tempfile::tempdir().expect("tempdir");
     let release = dir.path().join("release");
     let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: default\n  annotations:\n    include.release.openshift.io/self-managed-high-availability: \"true\"\ndata:\n  a: b\n";
-    write_release(&release, "1.0.0", &[("0000_10_a_00_cm.yaml", cm.to_owned())]);
+    write_release(
+        &release,
+        "1.0.0",
+        &[("0000_10_a_00_cm.yaml", cm.to_owned())],
+    );
     // A sub-directory: the loader's warning `subdirectory-ignored`.
     std::fs::create_dir(release.join("extra")).expect("mkdir");
 
@@ -2290,7 +2301,9 @@ async fn every_line_is_json_in_json_mode() {
     assert_eq!(warning[0]["level"], "WARN", "{}", warning[0]);
     assert_eq!(fields["rule"], "subdirectory-ignored", "{fields}");
     assert!(
-        fields["file"].as_str().is_some_and(|f| f.ends_with("extra")),
+        fields["file"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("extra")),
         "{fields}"
     );
     assert!(

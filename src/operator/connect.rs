@@ -153,14 +153,17 @@ mod tests {
         })))
     }
 
+    /// When a probe was called.
+    type Calls = Arc<Mutex<Vec<Instant>>>;
+
     /// A probe failing with `errors` in turn, then answering; the times it was called.
     fn probe(
         errors: Vec<RequestError>,
     ) -> (
         impl FnMut() -> std::future::Ready<Result<(), RequestError>>,
-        Arc<Mutex<Vec<Instant>>>,
+        Calls,
     ) {
-        let calls = Arc::new(Mutex::new(Vec::new()));
+        let calls = Calls::default();
         let seen = calls.clone();
         let mut errors = errors.into_iter();
         let probe = move || {
@@ -186,13 +189,7 @@ mod tests {
         ];
         let (probe, calls) = probe(errors);
         let started = Instant::now();
-        let attempts = wait_for(
-            probe,
-            &target(),
-            Backoff::CONNECT,
-            std::future::pending(),
-        )
-        .await;
+        let attempts = wait_for(probe, &target(), Backoff::CONNECT, std::future::pending()).await;
         assert_eq!(attempts, Some(9));
         let waits: Vec<u64> = calls
             .lock()
@@ -209,7 +206,10 @@ mod tests {
         let (probe, calls) = probe((0..1000).map(|_| api(503, "")).collect());
         let started = Instant::now();
         let stop = tokio::time::sleep(Duration::from_secs(10));
-        assert_eq!(wait_for(probe, &target(), Backoff::CONNECT, stop).await, None);
+        assert_eq!(
+            wait_for(probe, &target(), Backoff::CONNECT, stop).await,
+            None
+        );
         assert_eq!(started.elapsed(), Duration::from_secs(10), "at once");
         assert_eq!(calls.lock().unwrap().len(), 4, "at 0, 1, 3 and 7 s");
     }
@@ -219,7 +219,10 @@ mod tests {
         let started = Instant::now();
         let hangs = || std::future::pending::<Result<(), RequestError>>();
         let stop = tokio::time::sleep(Duration::from_secs(2));
-        assert_eq!(wait_for(hangs, &target(), Backoff::CONNECT, stop).await, None);
+        assert_eq!(
+            wait_for(hangs, &target(), Backoff::CONNECT, stop).await,
+            None
+        );
         assert_eq!(started.elapsed(), Duration::from_secs(2));
     }
 
