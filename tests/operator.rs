@@ -2388,6 +2388,27 @@ async fn every_line_is_json_in_json_mode() {
         );
     }
     drop(taken);
+
+    // A flag clap refuses, in a pod (JSON by default): one error event too, not clap's text.
+    let out = common::cli::cvo()
+        .env("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+        .args(["operator", "--release"])
+        .arg(&release)
+        .args(["--lease-duration", "soon"])
+        .output()
+        .expect("run cvo");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let lines = json_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert_eq!(lines[0]["level"], "ERROR", "{stderr}");
+    assert_eq!(lines[0]["fields"]["exit_code"], 2, "{stderr}");
+    assert!(
+        lines[0]["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--lease-duration")),
+        "{stderr}"
+    );
 }
 
 /// Issue 23: `/readyz` comes from the leader election, never from a pass. A leader whose

@@ -245,26 +245,17 @@ fn print_stdout(text: &str) -> Result<(), CliError> {
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if e.use_stderr() => return refused_command_line(&e).into(),
         Err(e) => {
+            // --help, --version: on stdout, as they are.
             let _ = e.print();
-            return if e.use_stderr() {
-                Exit::Usage
-            } else {
-                Exit::Success
-            }
-            .into();
+            return Exit::Success.into();
         }
     };
     // A long-running operator says what it does (info); one-shot commands only warn.
     let operator = matches!(cli.command, Command::Operator(_));
     // (The sync's per-manifest notes stay at -v: a pass every few minutes would repeat them.)
-    // In a pod the operator's logs go to a log collector: JSON unless told otherwise.
-    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-    let format = cli.global.log_format.unwrap_or(if operator && in_cluster {
-        LogFormat::Json
-    } else {
-        LogFormat::Text
-    });
+    let format = log_format(cli.global.log_format, operator);
     init_logging(
         &cli.global,
         format,
@@ -278,6 +269,46 @@ pub fn main() -> ExitCode {
         Ok(exit) => exit.into(),
         Err(e) => e.report(format).into(),
     }
+}
+
+/// The log format in force: `--log-format`, else JSON for `cvo operator` in a pod (its logs go
+/// to a log collector), else text.
+fn log_format(flag: Option<LogFormat>, operator: bool) -> LogFormat {
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    flag.unwrap_or(if operator && in_cluster {
+        LogFormat::Json
+    } else {
+        LogFormat::Text
+    })
+}
+
+/// Reports a command line clap refused (exit code 2): in clap's words, or in JSON mode (the
+/// log format the command line asks for, read as far as it parses) as one `error` event with
+/// `exit_code`, so that an operator in a pod with a bad flag still writes only JSON.
+fn refused_command_line(e: &clap::Error) -> Exit {
+    let partial = <Cli as clap::CommandFactory>::command()
+        .ignore_errors(true)
+        .try_get_matches()
+        .ok();
+    let flag = partial
+        .as_ref()
+        .and_then(|m| m.get_one::<LogFormat>("log_format").copied());
+    let operator = partial.as_ref().and_then(|m| m.subcommand_name()) == Some("operator");
+    if log_format(flag, operator) == LogFormat::Text {
+        let _ = e.print();
+        return Exit::Usage;
+    }
+    let global = GlobalArgs {
+        kubeconfig: None,
+        context: None,
+        verbose: 0,
+        log_format: Some(LogFormat::Json),
+    };
+    init_logging(&global, LogFormat::Json, "warn");
+    let text = e.render().to_string();
+    let message = text.trim().trim_start_matches("error: ");
+    tracing::error!(exit_code = Exit::Usage as u8, "{message}");
+    Exit::Usage
 }
 
 /// Runs the command; `format` is the log format in force.
