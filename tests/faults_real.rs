@@ -1,6 +1,8 @@
 //! Faults of the real control plane (`../shared/realk8s/fault.sh`): the API server down when a
 //! run starts or restarted mid-apply, etcd stalled mid-apply, and `cvo` killed mid-update. Each
 //! run, or its rerun, converges, and ClusterVersion shows an update while it is in progress.
+//! `cvo operator` started with the API server down waits for it (probes answering), and after
+//! an outage under a running leader leads again and runs a full pass within seconds.
 //!
 //! These act on processes, so they need the real control plane of `CVO_TEST_KUBECONFIG` with
 //! `REALK8S_RUN_DIR` set (as `.ci/run` does); against the in-memory server they print why they
@@ -278,4 +280,140 @@ async fn cvo_killed_mid_update_leaves_the_update_visible() {
     cvs.delete("version", &Default::default())
         .await
         .expect("delete cv");
+}
+
+/// `/readyz` of the operator on `port`: its status code, or 0 when it does not answer.
+async fn readyz(port: u16) -> u16 {
+    common::http_get(port, "/readyz").await.map_or(0, |r| r.0)
+}
+
+/// Waits until `/readyz` of the operator on `port` answers `code`; returns how long it took.
+async fn readyz_becomes(port: u16, code: u16, within: Duration) -> Duration {
+    let started = std::time::Instant::now();
+    common::poll_until(&format!("/readyz {code}"), within, || async {
+        match readyz(port).await {
+            c if c == code => Ok(()),
+            c => Err(format!("/readyz {c}")),
+        }
+    })
+    .await;
+    started.elapsed()
+}
+
+/// Issue 23, on the real control plane: `cvo operator` started while kube-apiserver is down
+/// stays up (`/healthz` 200, `/readyz` 503, trying again), and once the server is started
+/// becomes ready and completes a full pass. Then, while it runs, the server is killed for
+/// 15 s (longer than the renew deadline: the leader gives the Lease up): `/readyz` is 503
+/// during the outage, 200 after it, and the same process leads again and runs a new full
+/// pass within seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_waits_for_a_killed_apiserver_and_resumes_after_an_outage() {
+    let Some(_tc) = faultable().await else { return };
+    let _turn = ONE_FAULT_AT_A_TIME.lock().await;
+    let env = common::operator::Env::new("fault-operator").await;
+    let ns = env.ns.clone();
+    env.write_release(
+        "1.0.0",
+        &[(
+            "0000_10_a_00_cm.yaml",
+            common::configmap(&ns, "settings", "", &[("a", "one")]),
+        )],
+    );
+    fault("kill", "kube-apiserver").await;
+    let op = env.start(&["--resync-interval", "1h", "--lease-name", &env.lease]);
+    let port = op.port;
+    common::poll_until(
+        "three failed attempts to reach the API server",
+        Duration::from_secs(30),
+        || async {
+            let n = op
+                .log()
+                .lines()
+                .filter(|l| l.contains("cannot reach the API server at"))
+                .count();
+            if n >= 3 { Ok(()) } else { Err(format!("{n}")) }
+        },
+    )
+    .await;
+    assert_eq!(
+        common::http_get(port, "/healthz").await,
+        Ok((200, "ok\n".into()))
+    );
+    assert_eq!(readyz(port).await, 503);
+
+    let started = std::time::Instant::now();
+    fault("start", "kube-apiserver").await;
+    // The attempts are 1 s, 2 s, 4 s, … apart (capped at 30 s): the next one connects.
+    readyz_becomes(port, 200, Duration::from_secs(60)).await;
+    eprintln!(
+        "ready {:?} after kube-apiserver was started",
+        started.elapsed()
+    );
+    common::poll_until(
+        "ClusterVersion history 1.0.0 Completed",
+        Duration::from_secs(60),
+        || async {
+            let cv = env.cvs.get("version").await.map_err(|e| e.to_string())?;
+            let newest = &cv.data["status"]["history"][0];
+            if newest["version"] == "1.0.0" && newest["state"] == "Completed" {
+                Ok(())
+            } else {
+                Err(format!("history[0] = {newest}"))
+            }
+        },
+    )
+    .await;
+    let text = op
+        .metric_at_least("cvo_sync_passes_total", &[("trigger", "initial")], 1.0)
+        .await;
+    let passes = common::operator::metric(&text, "cvo_sync_passes_total", &[]);
+    assert!(op.log().contains("connected to the API server at"));
+
+    // An outage under the running leader.
+    fault("kill", "kube-apiserver").await;
+    let down = std::time::Instant::now();
+    // The elector asks every 2 s: its next attempt fails.
+    readyz_becomes(port, 503, Duration::from_secs(10)).await;
+    // The length of the outage is the fault itself; /readyz stays 503 all along.
+    while down.elapsed() < Duration::from_secs(15) {
+        assert_eq!(readyz(port).await, 503, "during the outage");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Timed from the start of kube-apiserver (its own start-up, about 2 s, included).
+    let back = std::time::Instant::now();
+    fault("start", "kube-apiserver").await;
+    readyz_becomes(port, 200, Duration::from_secs(30)).await;
+    eprintln!(
+        "ready again {:?} after kube-apiserver was started",
+        back.elapsed()
+    );
+    // Led again: the new pass is a new leader's first ("initial"), not a timer's.
+    let text = op
+        .metric_at_least("cvo_sync_passes_total", &[("trigger", "initial")], 2.0)
+        .await;
+    assert_eq!(
+        common::operator::metric(&text, "cvo_sync_passes_total", &[]),
+        passes + 1.0,
+        "{text}"
+    );
+    let resumed = back.elapsed();
+    eprintln!("a new full pass {resumed:?} after kube-apiserver was started");
+    assert!(
+        resumed < Duration::from_secs(15),
+        "the work resumes within seconds, not after {resumed:?}: {text}"
+    );
+    assert_eq!(common::operator::metric(&text, "cvo_leader", &[]), 1.0);
+    assert!(
+        op.log().contains("lost the leadership"),
+        "a 15 s outage outlasts the renew deadline (10 s)"
+    );
+    for line in op.log().lines().filter(|l| {
+        ["leader", "full pass done", "connected", "Lease"]
+            .iter()
+            .any(|w| l.contains(w))
+    }) {
+        eprintln!("{line}");
+    }
+    op.terminate().await;
+    env.finish().await;
 }

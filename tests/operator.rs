@@ -19,7 +19,10 @@
 //! leader rewritten. Available updates from an update graph served on loopback
 //! (`common::graph`): filled from a good graph and asked again on a channel change, the last
 //! good list kept through a malformed graph and a silent server (which times out while
-//! passes go on), `NoUpstream` and `NoChannel`.
+//! passes go on), `NoUpstream` and `NoChannel`. Start-up (issue 23): an API server that
+//! cannot be reached is waited for with `/healthz` 200 and `/readyz` 503 (SIGTERM exits 0 at
+//! once); in JSON mode every stderr line is JSON, fatal errors included; `/readyz` comes from
+//! the election (a leader in its first pass, a standby), never from a pass.
 //!
 //! Every test starts from `common::operator::Env` (it holds the ClusterVersion lock) and
 //! deletes `version` when done (`Env::finish`).
@@ -2117,5 +2120,343 @@ async fn a_version_alone_from_a_served_graph_selects_its_payload_and_updates() {
     assert_eq!(status["history"][0]["image"], json!(payload("1.5.0")));
     assert!(condition(&cv, "Invalid").is_none_or(|c| c["status"] != "True"));
     new_pod.terminate().await;
+    env.finish().await;
+}
+
+/// A kubeconfig in `dir` whose server is a loopback port nothing listens on (token auth,
+/// namespace `ns`).
+fn unreachable_kubeconfig(dir: &Path) -> (std::path::PathBuf, String) {
+    let closed = common::operator::free_port();
+    let server = format!("http://127.0.0.1:{closed}");
+    let path = dir.join("unreachable.kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{server}\"}}\nusers:\n- name: u\n  user: {{token: not-a-secret}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u, namespace: ns}}\ncurrent-context: x\n"
+        ),
+    )
+    .expect("write kubeconfig");
+    (path, server)
+}
+
+/// Waits until `log()` has `n` lines saying an attempt to reach the API server failed;
+/// returns those lines.
+async fn failed_attempts(log: impl Fn() -> String, n: usize) -> Vec<String> {
+    poll_until(
+        &format!("{n} failed attempts logged"),
+        Duration::from_secs(30),
+        || async {
+            let lines: Vec<String> = log()
+                .lines()
+                .filter(|l| l.contains("failed, trying again in"))
+                .map(str::to_owned)
+                .collect();
+            if lines.len() >= n {
+                Ok(lines)
+            } else {
+                Err(format!("{} so far", lines.len()))
+            }
+        },
+    )
+    .await
+}
+
+/// Issue 23: with its API server down at start, the operator serves `/healthz` (200) and
+/// `/readyz` (503) at once, keeps trying (one log line per attempt naming the server) instead
+/// of exiting, and SIGTERM while it waits ends it with exit code 0 at once. Needs no cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_is_waited_for_with_the_probes_answering() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let release = dir.path().join("release");
+    write_release(
+        &release,
+        "1.0.0",
+        &[("0000_10_a_00_cm.yaml", configmap("ns", "a", "b"))],
+    );
+    let (kubeconfig, server) = unreachable_kubeconfig(dir.path());
+    let op = Operator::start(&kubeconfig, dir.path(), &release, "ns", &[]);
+    let address = server.trim_start_matches("http://");
+
+    // The probes answer before the server does.
+    poll_until("/healthz answers", Duration::from_secs(30), || async {
+        common::http_get(op.port, "/healthz").await
+    })
+    .await;
+    // 1 s, then 2 s between attempts: three failures within about 3 s.
+    let lines = failed_attempts(|| op.log(), 3).await;
+    for (i, line) in lines.iter().enumerate() {
+        assert!(
+            line.contains(&format!(
+                "cannot reach the API server at {server}: connection refused"
+            )) && line.contains(&format!("attempt {} failed, trying again in", i + 1))
+                && line.contains(address),
+            "one line per attempt, naming the server: {line}\n{}",
+            op.log()
+        );
+    }
+    // Still running after the third failure: it answers, alive and not ready.
+    assert_eq!(
+        common::http_get(op.port, "/healthz").await,
+        Ok((200, "ok\n".into()))
+    );
+    assert_eq!(
+        common::http_get(op.port, "/livez").await.map(|r| r.0),
+        Ok(200)
+    );
+    assert_eq!(
+        common::http_get(op.port, "/readyz").await,
+        Ok((
+            503,
+            "not ready: waiting for the API server to answer\n".into()
+        ))
+    );
+    let text = op.scrape().await.expect("metrics while connecting");
+    assert_eq!(metric(&text, "cvo_leader", &[]), 0.0, "{text}");
+    let log = op.log();
+    assert!(!log.contains("error:"), "no fatal error: {log}");
+    assert!(!log.contains("not-a-secret"), "{log}");
+
+    let started = Instant::now();
+    let log_path = op.log.clone();
+    op.terminate().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "SIGTERM while connecting ends it at once, not after {:?}",
+        started.elapsed()
+    );
+    let log = std::fs::read_to_string(log_path).expect("log");
+    assert!(
+        log.contains("stopped before the API server answered"),
+        "{log}"
+    );
+}
+
+/// Every line of `stderr` as JSON; panics naming the first line that is not.
+fn json_lines(stderr: &str) -> Vec<Value> {
+    assert!(!stderr.trim().is_empty(), "no output at all");
+    stderr
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}\nin:\n{stderr}"))
+        })
+        .collect()
+}
+
+/// The events of `lines` whose message contains `text`.
+fn events<'a>(lines: &'a [Value], text: &str) -> Vec<&'a Value> {
+    lines
+        .iter()
+        .filter(|v| {
+            v["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(text))
+        })
+        .collect()
+}
+
+/// Issue 23: with `--log-format json` (or in a pod, where it is the default) every line the
+/// operator writes to stderr is one JSON object: the cluster-profile note and the release's
+/// diagnostics (a warning here) are events with their fields, the attempts to reach a server
+/// that is down too, and a fatal error is an `error` event carrying the exit code. Text mode
+/// is pinned by the other tests (`error: …`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_line_is_json_in_json_mode() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let release = dir.path().join("release");
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: default\n  annotations:\n    include.release.openshift.io/self-managed-high-availability: \"true\"\ndata:\n  a: b\n";
+    write_release(
+        &release,
+        "1.0.0",
+        &[("0000_10_a_00_cm.yaml", cm.to_owned())],
+    );
+    // A sub-directory: the loader's warning `subdirectory-ignored`.
+    std::fs::create_dir(release.join("extra")).expect("mkdir");
+
+    // On the embedded server: start, a full pass, SIGTERM.
+    let op = Operator::start(
+        &dir.path().join("unused.kubeconfig"),
+        dir.path(),
+        &release,
+        "default",
+        &["--in-memory", "--log-format", "json"],
+    );
+    op.metric_at_least("cvo_sync_passes_total", &[("trigger", "initial")], 1.0)
+        .await;
+    let log_path = op.log.clone();
+    op.terminate().await;
+    let log = std::fs::read_to_string(&log_path).expect("log");
+    let lines = json_lines(&log);
+    let note = events(&lines, "the release uses cluster profiles");
+    assert_eq!(note.len(), 1, "{log}");
+    assert_eq!(note[0]["level"], "INFO", "{}", note[0]);
+    assert_eq!(
+        note[0]["fields"]["profile"], "self-managed-high-availability",
+        "{}",
+        note[0]
+    );
+    let warning = events(&lines, "sub-directories of a release are not read");
+    assert_eq!(warning.len(), 1, "{log}");
+    let fields = &warning[0]["fields"];
+    assert_eq!(warning[0]["level"], "WARN", "{}", warning[0]);
+    assert_eq!(fields["rule"], "subdirectory-ignored", "{fields}");
+    assert!(
+        fields["file"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("extra")),
+        "{fields}"
+    );
+    assert!(
+        fields["help"].as_str().is_some_and(|h| !h.is_empty()),
+        "{fields}"
+    );
+    assert_eq!(
+        events(&lines, "connected to the API server at").len(),
+        1,
+        "{log}"
+    );
+
+    // In a pod (KUBERNETES_SERVICE_HOST set: JSON by default), with its server down.
+    let (kubeconfig, server) = unreachable_kubeconfig(dir.path());
+    let port = common::operator::free_port();
+    let log_path = dir.path().join("in-pod.log");
+    let mut child = common::cli::process()
+        .env("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["operator", "--release"])
+        .arg(&release)
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .stderr(std::fs::File::create(&log_path).expect("log file"))
+        .spawn()
+        .expect("start cvo operator");
+    let read = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    failed_attempts(read, 2).await;
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("join")
+        .expect("wait");
+    let log = read();
+    assert_eq!(status.code(), Some(0), "{log}");
+    let lines = json_lines(&log);
+    let attempts = events(&lines, "failed, trying again in");
+    assert!(attempts.len() >= 2, "{log}");
+    for a in &attempts {
+        assert_eq!(a["level"], "WARN", "{a}");
+        assert_eq!(a["fields"]["server"], server.as_str(), "{a}");
+        assert!(a["fields"]["attempt"].as_u64().is_some(), "{a}");
+    }
+
+    // Fatal errors: a kubeconfig that cannot be used, a metrics address in use (exit 2).
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let taken_addr = taken.local_addr().expect("addr").to_string();
+    for (args, says) in [
+        (
+            vec!["--kubeconfig", "/nonexistent/kubeconfig"],
+            "/nonexistent/kubeconfig",
+        ),
+        (
+            vec![
+                "--kubeconfig",
+                kubeconfig.to_str().expect("path"),
+                "--metrics-addr",
+                taken_addr.as_str(),
+            ],
+            "cannot listen on",
+        ),
+    ] {
+        let out = common::cli::cvo()
+            .args(["--log-format", "json", "operator", "--release"])
+            .arg(&release)
+            .args(&args)
+            .output()
+            .expect("run cvo");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let lines = json_lines(&stderr);
+        let fatal = lines.last().expect("a line");
+        assert_eq!(fatal["level"], "ERROR", "{fatal}");
+        assert_eq!(fatal["fields"]["exit_code"], 2, "{fatal}");
+        assert!(
+            fatal["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(says)),
+            "{fatal}"
+        );
+    }
+    drop(taken);
+
+    // A flag clap refuses, in a pod (JSON by default): one error event too, not clap's text.
+    let out = common::cli::cvo()
+        .env("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+        .args(["operator", "--release"])
+        .arg(&release)
+        .args(["--lease-duration", "soon"])
+        .output()
+        .expect("run cvo");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let lines = json_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert_eq!(lines[0]["level"], "ERROR", "{stderr}");
+    assert_eq!(lines[0]["fields"]["exit_code"], 2, "{stderr}");
+    assert!(
+        lines[0]["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--lease-duration")),
+        "{stderr}"
+    );
+}
+
+/// Issue 23: `/readyz` comes from the leader election, never from a pass. A leader whose
+/// first pass waits for a rollout that never ends (no kubelet) is ready; so is a standby
+/// (as the new pod of a move to another image must be, for the old one to be replaced).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_comes_from_the_election_not_from_a_pass() {
+    let env = Env::new("operator-ready").await;
+    let Env { ns, lease, .. } = &env;
+    let deployment = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: c\n        image: registry.example/app:1\n"
+    );
+    env.write_release("1.0.0", &[("0000_10_web_00_deployment.yaml", deployment)]);
+    let args = [
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        lease,
+        "--wait",
+        "ready",
+        "--health-timeout",
+        "10m",
+        "--shutdown-grace",
+        "1s",
+    ];
+    let leader = env.start(&args);
+    leader.metric_at_least("cvo_leader", &[], 1.0).await;
+    let ready = |port: u16| async move {
+        poll_until("/readyz 200", Duration::from_secs(30), || async {
+            match common::http_get(port, "/readyz").await? {
+                (200, _) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await
+    };
+    ready(leader.port).await;
+    let text = leader.scrape().await.expect("metrics");
+    assert_eq!(
+        metric(&text, "cvo_sync_passes_total", &[]),
+        0.0,
+        "ready while its first pass still waits: {text}"
+    );
+    let standby = env.start(&args);
+    ready(standby.port).await;
+    let text = standby.scrape().await.expect("metrics");
+    assert_eq!(metric(&text, "cvo_leader", &[]), 0.0, "a standby: {text}");
+    standby.terminate().await;
+    leader.terminate().await;
     env.finish().await;
 }

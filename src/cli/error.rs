@@ -1,6 +1,8 @@
 //! Why a command ended early, and the one place that turns that into a message on stderr
-//! and an [`Exit`] code ([`CliError::report`], called by [`super::main`] only).
+//! (a plain line, or a JSON event in JSON mode) and an [`Exit`] code ([`CliError::report`],
+//! called by [`super::main`] only).
 
+use super::LogFormat;
 use crate::exit::Exit;
 
 /// Why a command ended early: the exit code it carries, and what to tell the user (one
@@ -39,17 +41,22 @@ impl CliError {
         }
     }
 
-    /// Prints the error (`error: …`, one line per problem) and returns its exit code.
-    pub(crate) fn report(&self) -> Exit {
-        match self {
-            CliError::Several(lines, _) => {
-                for line in lines {
-                    stderr_line!("error: {line}");
-                }
+    /// Reports the error and returns its exit code: in text mode `error: …` lines (one per
+    /// problem); in JSON mode one `error` event per problem, with the exit code as the field
+    /// `exit_code`, so that every line on stderr is JSON.
+    pub(crate) fn report(&self, format: LogFormat) -> Exit {
+        let exit = self.exit();
+        let lines = match self {
+            CliError::Several(lines, _) => lines.clone(),
+            other => vec![other.to_string()],
+        };
+        for line in lines {
+            match format {
+                LogFormat::Text => stderr_line!("error: {line}"),
+                LogFormat::Json => tracing::error!(exit_code = exit as u8, "{line}"),
             }
-            other => stderr_line!("error: {other}"),
         }
-        self.exit()
+        exit
     }
 }
 

@@ -66,7 +66,10 @@ pub struct GlobalArgs {
     pub log_format: Option<LogFormat>,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+/// How the process writes to stderr: plain lines, or one JSON object per line (tracing's
+/// JSON events; the CLI's own notes, release diagnostics and fatal errors become events too:
+/// see [`CliError::report`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
@@ -177,6 +180,12 @@ impl ReleaseArgs {
     /// would be (every profile at once would hold each object's per-profile twins), and a
     /// note on stderr says so.
     pub fn load(&self) -> Result<Release, CliError> {
+        self.load_logged(LogFormat::Text)
+    }
+
+    /// [`ReleaseArgs::load`], its note written as `format` says: a `note:` line, or an info
+    /// event (`cvo operator`, whose stderr is all JSON in JSON mode).
+    pub fn load_logged(&self, format: LogFormat) -> Result<Release, CliError> {
         let (release, used) = self.load_checked()?;
         if self.profile.is_some() || used.profiles.is_empty() {
             return Ok(release);
@@ -187,10 +196,16 @@ impl ReleaseArgs {
                 used.describe()
             )));
         }
-        stderr_line!(
-            "note: the release uses cluster profiles ({}): reading it in {DEFAULT_CLUSTER_PROFILE}, the CVO's default (choose another with --profile)",
-            used.profiles.iter().cloned().collect::<Vec<_>>().join(", ")
+        let profiles = used.profiles.iter().cloned().collect::<Vec<_>>().join(", ");
+        let note = format!(
+            "the release uses cluster profiles ({profiles}): reading it in {DEFAULT_CLUSTER_PROFILE}, the CVO's default (choose another with --profile)"
         );
+        match format {
+            LogFormat::Text => stderr_line!("note: {note}"),
+            LogFormat::Json => {
+                tracing::info!(%profiles, profile = DEFAULT_CLUSTER_PROFILE, "{note}");
+            }
+        }
         self.load_in(&self.release, Some(DEFAULT_CLUSTER_PROFILE))
     }
 
@@ -226,37 +241,21 @@ fn print_stdout(text: &str) -> Result<(), CliError> {
 }
 
 /// Runs the CLI and returns the process exit code: the one place where an error becomes
-/// its message on stderr and its exit code.
+/// its message on stderr (in the log format: a JSON event in JSON mode) and its exit code.
 pub fn main() -> ExitCode {
-    match try_main() {
-        Ok(exit) => exit.into(),
-        Err(e) => e.report().into(),
-    }
-}
-
-/// Parses the command line and runs the command.
-fn try_main() -> Result<Exit, CliError> {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if e.use_stderr() => return refused_command_line(&e).into(),
         Err(e) => {
+            // --help, --version: on stdout, as they are.
             let _ = e.print();
-            return Ok(if e.use_stderr() {
-                Exit::Usage
-            } else {
-                Exit::Success
-            });
+            return Exit::Success.into();
         }
     };
     // A long-running operator says what it does (info); one-shot commands only warn.
     let operator = matches!(cli.command, Command::Operator(_));
     // (The sync's per-manifest notes stay at -v: a pass every few minutes would repeat them.)
-    // In a pod the operator's logs go to a log collector: JSON unless told otherwise.
-    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-    let format = cli.global.log_format.unwrap_or(if operator && in_cluster {
-        LogFormat::Json
-    } else {
-        LogFormat::Text
-    });
+    let format = log_format(cli.global.log_format, operator);
     init_logging(
         &cli.global,
         format,
@@ -266,12 +265,60 @@ fn try_main() -> Result<Exit, CliError> {
             "warn"
         },
     );
+    match run(cli, format) {
+        Ok(exit) => exit.into(),
+        Err(e) => e.report(format).into(),
+    }
+}
+
+/// The log format in force: `--log-format`, else JSON for `cvo operator` in a pod (its logs go
+/// to a log collector), else text.
+fn log_format(flag: Option<LogFormat>, operator: bool) -> LogFormat {
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    flag.unwrap_or(if operator && in_cluster {
+        LogFormat::Json
+    } else {
+        LogFormat::Text
+    })
+}
+
+/// Reports a command line clap refused (exit code 2): in clap's words, or in JSON mode (the
+/// log format the command line asks for, read as far as it parses) as one `error` event with
+/// `exit_code`, so that an operator in a pod with a bad flag still writes only JSON.
+fn refused_command_line(e: &clap::Error) -> Exit {
+    let partial = <Cli as clap::CommandFactory>::command()
+        .ignore_errors(true)
+        .try_get_matches()
+        .ok();
+    let flag = partial
+        .as_ref()
+        .and_then(|m| m.get_one::<LogFormat>("log_format").copied());
+    let operator = partial.as_ref().and_then(|m| m.subcommand_name()) == Some("operator");
+    if log_format(flag, operator) == LogFormat::Text {
+        let _ = e.print();
+        return Exit::Usage;
+    }
+    let global = GlobalArgs {
+        kubeconfig: None,
+        context: None,
+        verbose: 0,
+        log_format: Some(LogFormat::Json),
+    };
+    init_logging(&global, LogFormat::Json, "warn");
+    let text = e.render().to_string();
+    let message = text.trim().trim_start_matches("error: ");
+    tracing::error!(exit_code = Exit::Usage as u8, "{message}");
+    Exit::Usage
+}
+
+/// Runs the command; `format` is the log format in force.
+fn run(cli: Cli, format: LogFormat) -> Result<Exit, CliError> {
     match cli.command {
         Command::Validate(args) => validate::run(&args),
         Command::Graph(args) => graph::run(&args),
         Command::Apply(args) => apply::run(&cli.global, &args),
         Command::Plan(args) => plan::run(&cli.global, &args),
-        Command::Operator(args) => operator::run(&cli.global, &args),
+        Command::Operator(args) => operator::run(&cli.global, &args, format),
         Command::Rbac(args) => rbac::run(&cli.global, &args),
         Command::OperandCleanup(args) => operand_cleanup::run(&cli.global, &args),
         Command::Uninstall(args) => uninstall::run(&cli.global, &args),
@@ -318,17 +365,7 @@ fn colour_on_stderr() -> bool {
 /// command with what failed (exit code 1) rather than as the first request of a run. A
 /// kubeconfig that cannot be used is exit code 2.
 async fn kube_client(global: &GlobalArgs) -> Result<kube::Client, CliError> {
-    let (config, context) = client_config(global).await.map_err(CliError::Usage)?;
-    let target = request_error::Target {
-        server: config
-            .cluster_url
-            .to_string()
-            .trim_end_matches('/')
-            .to_owned(),
-        context,
-    };
-    let client =
-        crate::cluster::client(config).map_err(|e| CliError::usage(format_args!("client: {e}")))?;
+    let (client, target) = unconnected_client(global).await?;
     // Under the one retry policy: a server that is down for a moment is waited for.
     let retry = crate::cluster::retry::RetryPolicy::default();
     match retry.run(|| client.apiserver_version()).await {
@@ -341,6 +378,25 @@ async fn kube_client(global: &GlobalArgs) -> Result<kube::Client, CliError> {
             target.server
         ))),
     }
+}
+
+/// A client as [`kube_client`] makes it, not yet used, and where it points (for messages):
+/// a kubeconfig that cannot be used is a usage error (exit code 2).
+async fn unconnected_client(
+    global: &GlobalArgs,
+) -> Result<(kube::Client, request_error::Target), CliError> {
+    let (config, context) = client_config(global).await.map_err(CliError::Usage)?;
+    let target = request_error::Target {
+        server: config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_owned(),
+        context,
+    };
+    let client =
+        crate::cluster::client(config).map_err(|e| CliError::usage(format_args!("client: {e}")))?;
+    Ok((client, target))
 }
 
 /// The client configuration, and the kubeconfig context it came from (`None` in-cluster).
@@ -462,24 +518,33 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         .map_err(|e| CliError::failed(format_args!("cannot start the async runtime: {e}")))
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM: the signal to stop gracefully.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM: the signal to stop gracefully. The handlers are
+/// installed when this is called (inside the runtime), not when it is first awaited: a
+/// signal that comes while the command is still busy (loading a release, say) is kept for
+/// the first await instead of killing the process.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let interrupt = signal(SignalKind::interrupt()).ok();
+        let terminate = signal(SignalKind::terminate()).ok();
+        async move {
+            let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = wait(interrupt) => {}
+                () = wait(terminate) => {}
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use clap::Args;
 
 use super::apply::{PassArgs, parse_duration};
-use super::{CliError, GlobalArgs, ReleaseArgs};
+use super::{CliError, GlobalArgs, LogFormat, ReleaseArgs};
+use crate::cluster::request_error::Target;
 use crate::exit::Exit;
 use crate::operator::leader::{LeaseConfig, default_identity};
 use crate::operator::metrics::{self, Metrics};
@@ -78,33 +79,49 @@ pub enum Component {
     OperandCleanup,
 }
 
-/// Exit codes: 0 stopped by SIGINT/SIGTERM; 1 the cluster cannot be reached; 2 a bad flag, a
-/// kubeconfig that cannot be used, or a metrics address that cannot be bound. A release that
-/// cannot be used does not stop the operator: it reports why in ClusterVersion.
-pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> Result<Exit, CliError> {
+/// Exit codes: 0 stopped by SIGINT/SIGTERM (also while still waiting for the API server);
+/// 2 a bad flag, a kubeconfig that cannot be used, or a metrics address that cannot be bound.
+/// An API server that cannot be reached does not end the operator: `/healthz`, `/livez`,
+/// `/metrics` and `/readyz` are served before it connects, and it connects for as long as
+/// it takes ([`crate::operator::connect`]). A release that cannot be used does not stop it
+/// either: it reports why in ClusterVersion. `format` is the log format in force: in JSON,
+/// the release's diagnostics are events too.
+pub fn run(global: &GlobalArgs, args: &OperatorArgs, format: LogFormat) -> Result<Exit, CliError> {
     let timings = args.check()?;
-    let release = load_release(&args.release);
     super::runtime()?.block_on(async {
-        let client = client(global, args).await?;
-        let options = args.options(&client, &timings);
+        // Installed at once: SIGTERM from here on is a clean stop, also while connecting.
+        let shutdown = super::shutdown_signal();
+        tokio::pin!(shutdown);
+        // The probes answer before anything slow: reading a large release, the API server.
         let metrics = Arc::new(Metrics::new());
         let listener = metrics::bind(args.metrics_addr)
             .await
             .map_err(CliError::usage)?;
         let addr = listener.local_addr().unwrap_or(args.metrics_addr);
         tokio::spawn(metrics::serve(metrics.clone(), listener));
+        let release = load_release(&args.release, format);
+        let (client, target) = client(global, args).await?;
+        let options = args.options(&client, &timings);
         tracing::info!(
             release = %release
                 .as_ref()
                 .map_or_else(|_| "invalid".to_owned(), crate::status::conditions::version_text),
             manifests = release.as_ref().map_or(0, |r| r.manifests.len()),
+            server = %target.server,
             namespace = %options.lease.namespace,
             lease = %options.lease.name,
             identity = %options.lease.identity,
             metrics = %addr,
             "operator starting"
         );
-        let shutdown = super::shutdown_signal();
+        if crate::operator::connect::connect(&client, &target, &mut shutdown)
+            .await
+            .is_none()
+        {
+            tracing::info!(server = %target.server, "stopped before the API server answered");
+            return Ok(Exit::Success);
+        }
+        metrics.readiness.connected();
         match &release {
             Ok(release) => {
                 crate::operator::run(client.clone(), client, release, &options, metrics, shutdown)
@@ -199,12 +216,16 @@ impl OperatorArgs {
 }
 
 /// The release, or why it cannot be used (the `ReleaseAccepted` message). Its diagnostics,
-/// or the reason it cannot be read, go to stderr.
-fn load_release(args: &ReleaseArgs) -> Result<crate::release::Release, String> {
-    match args.load() {
+/// or the reason it cannot be read, go to stderr as `format` says: rustc-style text, or one
+/// event each (the diagnostic's severity as the level, its rule, file and line as fields).
+fn load_release(args: &ReleaseArgs, format: LogFormat) -> Result<crate::release::Release, String> {
+    match args.load_logged(format) {
         Ok(release) => {
             for d in &release.diagnostics {
-                stderr_line!("{d}");
+                match format {
+                    LogFormat::Text => stderr_line!("{d}"),
+                    LogFormat::Json => log_diagnostic(d),
+                }
             }
             if release.has_errors() {
                 Err(invalid_release(&release))
@@ -213,9 +234,35 @@ fn load_release(args: &ReleaseArgs) -> Result<crate::release::Release, String> {
             }
         }
         Err(e) => {
-            stderr_line!("error: {e}");
+            match format {
+                LogFormat::Text => stderr_line!("error: {e}"),
+                LogFormat::Json => tracing::error!(release = %args.release.display(), "{e}"),
+            }
             Err(unreadable_release(args))
         }
+    }
+}
+
+/// One diagnostic of the release as a log event: its severity as the level, the message
+/// (with the object it is about), and rule, file, line, document and help as fields.
+fn log_diagnostic(d: &crate::diagnostic::Diagnostic) {
+    use crate::diagnostic::Severity;
+    let message = match &d.object {
+        Some(object) => format!("{object}: {}", d.message),
+        None => d.message.clone(),
+    };
+    let file = crate::diagnostic::escaped_path(&d.location.file);
+    let (line, document) = (d.location.line, d.location.document);
+    let help = d.help.as_deref();
+    macro_rules! event {
+        ($level:ident) => {
+            tracing::$level!(rule = d.rule, %file, line, document, help, "{message}")
+        };
+    }
+    match d.severity {
+        Severity::Error => event!(error),
+        Severity::Warning => event!(warn),
+        Severity::Note => event!(info),
     }
 }
 
@@ -258,13 +305,22 @@ fn unreadable_release(args: &ReleaseArgs) -> String {
     }
 }
 
-/// The kubeconfig cluster's client, or with `--in-memory` a fresh embedded server's.
+/// The kubeconfig cluster's client, or with `--in-memory` a fresh embedded server's, and
+/// where it points; not used yet (the operator connects after serving its probes). A
+/// kubeconfig that cannot be used is exit code 2.
 #[cfg_attr(not(feature = "in-memory"), allow(unused_variables))]
-async fn client(global: &GlobalArgs, args: &OperatorArgs) -> Result<kube::Client, CliError> {
+async fn client(
+    global: &GlobalArgs,
+    args: &OperatorArgs,
+) -> Result<(kube::Client, Target), CliError> {
     #[cfg(feature = "in-memory")]
     if args.in_memory {
         let server = memory_apiserver::MemoryServer::start(memory_apiserver::Config::default());
-        return Ok(server.client());
+        let target = Target {
+            server: "memory://embedded".to_owned(),
+            context: None,
+        };
+        return Ok((server.client(), target));
     }
-    super::kube_client(global).await
+    super::unconnected_client(global).await
 }

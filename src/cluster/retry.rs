@@ -109,6 +109,10 @@ impl Backoff {
     /// installed yet): 5 s, doubling, capped at 60 s, for as long as the operator runs.
     pub const RESOLVE_KIND: Backoff =
         Backoff::doubling(Duration::from_secs(5), Duration::from_secs(60));
+    /// `cvo operator` asking a server it has not reached yet for its version, at start-up
+    /// (docs/operator.md, "Start-up"): 1 s, doubling, capped at 30 s, for as long as the
+    /// process lives — an operator never gives up on its cluster.
+    pub const CONNECT: Backoff = Backoff::doubling(Duration::from_secs(1), Duration::from_secs(30));
     /// Starting the operand-cleanup reconciler again in the operator when OLM's types are not
     /// served (OLM not installed yet; docs/operator.md): 10 s, doubling, capped at 5 min.
     pub const RECONCILER_RESTART: Backoff =

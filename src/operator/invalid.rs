@@ -30,10 +30,10 @@ pub async fn run_invalid(
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let (mut leader_rx, election) = Election::start(lease_client, &options.lease);
+    // Readiness as for a usable release: connected and placed by the election.
+    let (mut leader_rx, election) = Election::start(lease_client, &options.lease, &metrics);
     let cluster = Cluster::new(metrics::instrument(client, metrics.clone()));
     let mover = SelfUpdate::new(options.self_update.clone());
-    metrics.set_ready(true);
     let reporting = async {
         loop {
             if leader_rx.wait_for(|l| *l).await.is_err() {
@@ -65,7 +65,7 @@ pub async fn run_invalid(
         () = reporting => {}
         () = shutdown => tracing::info!("stopping"),
     }
-    metrics.set_ready(false);
+    metrics.readiness.stopping();
     metrics.leader.set(0);
     election.stop().await;
     tracing::info!("stopped");

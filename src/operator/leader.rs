@@ -126,6 +126,10 @@ struct Observed {
     at: Instant,
 }
 
+/// Told the outcome of every attempt: true when the server answered (this candidate leads,
+/// or stands by), false when the Lease could not be read or written.
+type Heartbeat = Box<dyn Fn(bool) + Send + Sync>;
+
 /// One candidate.
 pub struct Elector {
     api: Api<Lease>,
@@ -135,6 +139,7 @@ pub struct Elector {
     renewed: Option<Instant>,
     /// The last failed attempt's problem: said at warn level once, then at debug while it lasts.
     problem: Option<String>,
+    heartbeat: Option<Heartbeat>,
 }
 
 impl Elector {
@@ -145,7 +150,15 @@ impl Elector {
             observed: None,
             renewed: None,
             problem: None,
+            heartbeat: None,
         }
+    }
+
+    /// Calls `heartbeat` after every attempt with whether the server answered: the operator's
+    /// readiness follows it (the elector asks the server every retry period anyway).
+    pub fn with_heartbeat(mut self, heartbeat: impl Fn(bool) + Send + Sync + 'static) -> Self {
+        self.heartbeat = Some(Box::new(heartbeat));
+        self
     }
 
     pub fn config(&self) -> &LeaseConfig {
@@ -172,6 +185,9 @@ impl Elector {
                             .into(),
                         ))
                     });
+            if let Some(heartbeat) = &self.heartbeat {
+                heartbeat(attempt.is_ok());
+            }
             let now_leader = match attempt {
                 Ok(held) => {
                     if held {

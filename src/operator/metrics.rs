@@ -17,10 +17,27 @@
 //!
 //! The Lease traffic goes through its own client and is not counted: requests here are the
 //! release's.
+//!
+//! ## Probes
+//!
+//! The endpoints are served from the first moment, before the API server is reached
+//! (docs/operator.md, "Start-up"), so the kubelet's probes never meet a closed port:
+//!
+//! - `/healthz` and `/livez`: 200 while the process serves. Nothing else: an operator waiting
+//!   for its API server is alive, and restarting it would not bring the server back.
+//! - `/readyz` ([`Readiness`]): 200 when the process has reached the API server **and** the
+//!   last leader-election attempt got an answer (this process leads, or stands by behind
+//!   another leader); 503 before that, while the elector's attempts fail (the server cannot be
+//!   reached: the elector asks it every `--lease-retry`, which is the heartbeat — no other
+//!   polling), and from the stop signal on. It never waits for a full pass: the release
+//!   includes the operator's own Deployment, whose rollout a pass may wait for (readiness
+//!   waiting for the pass would wait for itself), and during a move to a new image the new
+//!   pod is a standby that must become Ready for the old pod to be replaced. The operator of
+//!   a release that cannot be used (`run_invalid`) follows the same rule.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -62,7 +79,79 @@ pub struct Metrics {
     writes: AtomicU64,
     /// Requests sent so far, for per-pass deltas.
     sent: AtomicU64,
-    ready: AtomicBool,
+    /// What `/readyz` answers.
+    pub readiness: Readiness,
+}
+
+/// The last leader-election attempt, as [`Readiness`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseAttempt {
+    /// None yet.
+    None,
+    /// The server answered: this process leads, or stands by.
+    Answered,
+    /// The Lease could not be read or written (the server cannot be reached, or refused).
+    Failed,
+}
+
+/// What `/readyz` answers (the module doc's rule): whether the API server was reached, how
+/// the last leader-election attempt went, and whether the process is stopping.
+#[derive(Debug, Default)]
+pub struct Readiness {
+    connected: AtomicBool,
+    /// [`LeaseAttempt`] as 0 (none), 1 (answered), 2 (failed).
+    lease: AtomicU8,
+    stopping: AtomicBool,
+}
+
+impl Readiness {
+    /// The API server answered at start-up.
+    pub fn connected(&self) {
+        self.connected.store(true, Ordering::Relaxed);
+    }
+
+    /// A leader-election attempt ended: `answered` when the Lease could be read (and taken or
+    /// renewed, or found held by another), false when it failed.
+    pub fn lease_attempt(&self, answered: bool) {
+        self.lease
+            .store(if answered { 1 } else { 2 }, Ordering::Relaxed);
+    }
+
+    /// The stop signal came: not ready from now on.
+    pub fn stopping(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    /// `Ok` when ready, else why not (the body of a 503).
+    pub fn check(&self) -> Result<(), &'static str> {
+        let lease = match self.lease.load(Ordering::Relaxed) {
+            0 => LeaseAttempt::None,
+            1 => LeaseAttempt::Answered,
+            _ => LeaseAttempt::Failed,
+        };
+        ready(
+            self.connected.load(Ordering::Relaxed),
+            lease,
+            self.stopping.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// The readiness rule (module doc): connected, the last Lease attempt answered, not stopping.
+pub fn ready(connected: bool, lease: LeaseAttempt, stopping: bool) -> Result<(), &'static str> {
+    if stopping {
+        return Err("stopping");
+    }
+    if !connected {
+        return Err("waiting for the API server to answer");
+    }
+    match lease {
+        LeaseAttempt::Answered => Ok(()),
+        LeaseAttempt::None => Err("waiting for the first leader-election attempt"),
+        LeaseAttempt::Failed => Err(
+            "the leader Lease cannot be read or written (is the API server reachable? see the log)",
+        ),
+    }
 }
 
 impl Default for Metrics {
@@ -92,7 +181,7 @@ impl Metrics {
             leader: Gauge::default(),
             writes: AtomicU64::new(0),
             sent: AtomicU64::new(0),
-            ready: AtomicBool::new(false),
+            readiness: Readiness::default(),
         };
         registry.register(
             "sync_pass_duration_seconds",
@@ -172,12 +261,9 @@ impl Metrics {
         out
     }
 
-    pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::Relaxed);
-    }
-
+    /// Whether `/readyz` answers 200 ([`Readiness::check`]).
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed)
+        self.readiness.check().is_ok()
     }
 
     /// Write requests sent so far.
@@ -306,8 +392,9 @@ pub fn instrument(client: kube::Client, metrics: Arc<Metrics>) -> kube::Client {
     kube::Client::new(service, namespace)
 }
 
-/// Serves `/metrics`, `/healthz` (the process answers) and `/readyz` (the operator is
-/// running: connected, release loaded, not shutting down) on `addr` until the process ends.
+/// Serves `/metrics`, `/healthz` and `/livez` (the process answers) and `/readyz`
+/// ([`Readiness`]: connected, placed by the election, the Lease still answered, not
+/// stopping) on `listener` until the process ends.
 pub async fn serve(metrics: Arc<Metrics>, listener: tokio::net::TcpListener) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -358,12 +445,14 @@ fn respond(metrics: &Metrics, path: &str) -> Response<Full<Bytes>> {
             metrics.render(),
         ),
         "/healthz" | "/livez" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
-        "/readyz" if metrics.is_ready() => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
-        "/readyz" => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            "not ready\n".to_owned(),
-        ),
+        "/readyz" => match metrics.readiness.check() {
+            Ok(()) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+            Err(why) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                format!("not ready: {why}\n"),
+            ),
+        },
         _ => (
             StatusCode::NOT_FOUND,
             "text/plain",
@@ -447,8 +536,58 @@ mod tests {
             respond(&m, "/readyz").status(),
             StatusCode::SERVICE_UNAVAILABLE
         );
-        m.set_ready(true);
+        m.readiness.connected();
+        m.readiness.lease_attempt(true);
         assert_eq!(respond(&m, "/readyz").status(), StatusCode::OK);
+        assert_eq!(respond(&m, "/healthz").status(), StatusCode::OK);
+        assert_eq!(respond(&m, "/livez").status(), StatusCode::OK);
         assert_eq!(respond(&m, "/nope").status(), StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn ready_once_connected_and_placed_by_the_election_and_not_after() {
+        use LeaseAttempt::{Answered, Failed, None};
+        // Not before the server answered, whatever else.
+        for lease in [None, Answered, Failed] {
+            assert!(ready(false, lease, false).is_err(), "{lease:?}");
+        }
+        // Connected: ready once the election placed this process (leader or standby: the
+        // attempt answered), not while its attempts fail.
+        assert!(ready(true, None, false).is_err());
+        assert_eq!(ready(true, Answered, false), Ok(()));
+        assert!(
+            ready(true, Failed, false)
+                .unwrap_err()
+                .contains("cannot be read or written")
+        );
+        // Stopping: never ready again.
+        for lease in [None, Answered, Failed] {
+            assert_eq!(ready(true, lease, true), Err("stopping"));
+        }
+    }
+
+    #[test]
+    fn readiness_follows_the_lease_heartbeat_and_says_why_not() {
+        let m = Metrics::new();
+        let status = |m: &Metrics| respond(m, "/readyz").status();
+        assert_eq!(status(&m), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            m.readiness.check(),
+            Err("waiting for the API server to answer")
+        );
+        m.readiness.connected();
+        assert!(!m.is_ready(), "connected, not placed yet");
+        m.readiness.lease_attempt(true);
+        assert!(m.is_ready());
+        // The server went away: the next Lease attempt fails.
+        m.readiness.lease_attempt(false);
+        assert!(!m.is_ready());
+        assert_eq!(status(&m), StatusCode::SERVICE_UNAVAILABLE);
+        // Back: the next attempt answers.
+        m.readiness.lease_attempt(true);
+        assert_eq!(status(&m), StatusCode::OK);
+        m.readiness.stopping();
+        m.readiness.lease_attempt(true);
+        assert_eq!(m.readiness.check(), Err("stopping"));
     }
 }

@@ -5,7 +5,9 @@
 //! - [`drift`]: metadata-only watches on the release's managed objects (label
 //!   `cvo.io/managed=true`) and on `ClusterVersion version`;
 //! - [`resync`]: the jittered full-pass timer;
-//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`;
+//! - [`connect`]: reaching the API server at start-up, for as long as it takes;
+//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz` (and the readiness
+//!   rule: connected and placed by the election, never waiting for a pass);
 //! - [`events`]: Kubernetes Events (a deleted object that came back).
 //! - [`self_update`]: moving the operator's own Deployment to `spec.desiredUpdate.image`;
 //! - [`cleanup`]: the OLM operand-cleanup reconciler, run while leading
@@ -48,6 +50,7 @@
 //! `Partial`. Then the Lease is released.
 
 pub mod cleanup;
+pub mod connect;
 pub mod drift;
 pub mod events;
 mod invalid;
@@ -114,11 +117,10 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let (stop_tx, stop_rx) = watch::channel(false);
-    let (mut leader_rx, election) = Election::start(lease_client, &options.lease);
+    let (mut leader_rx, election) = Election::start(lease_client, &options.lease, &metrics);
     // The reconciler's requests are not the release's: not counted in the metrics.
     let cleanup_client = client.clone();
     let cluster = Cluster::new(metrics::instrument(client, metrics.clone()));
-    metrics.set_ready(true);
     tokio::pin!(shutdown);
     let leading = async {
         loop {
@@ -166,7 +168,7 @@ pub async fn run(
         () = &mut leading => {}
         () = &mut shutdown => {
             tracing::info!("stopping: finishing the work in flight");
-            metrics.set_ready(false);
+            metrics.readiness.stopping();
             let _ = stop_tx.send(true);
             // `lead` returns once its work in flight is done (or its grace period is over).
             leading.await;
@@ -185,11 +187,18 @@ struct Election {
 }
 
 impl Election {
-    /// Starts electing on `lease`; the receiver says whether this process leads.
-    fn start(lease_client: kube::Client, lease: &LeaseConfig) -> (watch::Receiver<bool>, Self) {
+    /// Starts electing on `lease`; the receiver says whether this process leads. Every
+    /// attempt's outcome goes to `metrics`' readiness (the heartbeat `/readyz` follows).
+    fn start(
+        lease_client: kube::Client,
+        lease: &LeaseConfig,
+        metrics: &Arc<Metrics>,
+    ) -> (watch::Receiver<bool>, Self) {
         let (leader_tx, leader_rx) = watch::channel(false);
         let (release, released) = tokio::sync::oneshot::channel::<()>();
-        let elector = Elector::new(lease_client, lease.clone());
+        let readiness = metrics.clone();
+        let elector = Elector::new(lease_client, lease.clone())
+            .with_heartbeat(move |answered| readiness.readiness.lease_attempt(answered));
         let task = tokio::spawn(elector.run(leader_tx, async move {
             let _ = released.await;
         }));
