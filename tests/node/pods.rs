@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams, LogParams};
 
@@ -20,9 +21,20 @@ pub const SELECTOR: &str = "app.kubernetes.io/name=cvo-operator";
 /// The operator's metrics/probe port.
 pub const PORT: u16 = 9099;
 
-/// Kubelet's Warning event when it has no cluster DNS address: the test node has no cluster
-/// DNS (start-node.sh), so every pod with the default `dnsPolicy` gets it; not the pod's doing.
-const NODE_HAS_NO_DNS: &str = "MissingClusterDNS";
+/// Warning events that are not the pod's doing, by reason and a part of their message:
+/// - kubelet has no cluster DNS address: the test node has none (start-node.sh), so every pod
+///   with the default `dnsPolicy` gets it;
+/// - the service-account volume (`kube-api-access-…`) waits for its namespace's
+///   `kube-root-ca.crt`, which kube-controller-manager publishes a moment after the namespace
+///   is created — the release creates the namespace and the Deployment in one pass, so a
+///   first pod can be scheduled first; kubelet retries the mount (and the pod starts).
+/// - the node controller's `NodeNotReady` on every pod of a node that missed heartbeats
+///   (after an API-server outage).
+const NOT_THE_POD: &[(&str, &str)] = &[
+    ("MissingClusterDNS", ""),
+    ("NodeNotReady", ""),
+    ("FailedMount", "volume \"kube-api-access-"),
+];
 
 /// Builds the image the Dockerfile's final stage describes, holding `binary` and `release`,
 /// as `name`, and imports it into the node.
@@ -126,49 +138,55 @@ pub fn apiserver(tier: &Tier, action: &str) {
     );
 }
 
-/// Waits until every node is Ready without the taints of a node that is not (`not-ready`,
-/// `unreachable`).
-pub async fn node_ready(tier: &Tier, timeout: Duration) {
+/// Waits until the node is back after an API-server outage that ended at `since`: its kubelet
+/// renewed its Lease after `since` (it reaches the API server again; the node controller may
+/// still mark it NotReady for the heartbeats it missed, and kubelet then reports it Ready), and
+/// the node is Ready without the `not-ready`/`unreachable` taints.
+pub async fn node_back(tier: &Tier, since: jiff::Timestamp, timeout: Duration) {
     let nodes: Api<Node> = Api::all(tier.client.clone());
+    let leases: Api<Lease> = Api::namespaced(tier.client.clone(), "kube-node-lease");
     let started = std::time::Instant::now();
-    common::poll_until("the node Ready and untainted", timeout, || async {
+    common::poll_until("the node back", timeout, || async {
         let list = nodes
             .list(&ListParams::default())
             .await
             .map_err(|e| e.to_string())?;
-        let unready: Vec<String> = list
-            .items
-            .iter()
-            .filter(|n| {
-                let ready = n
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-                let tainted = n
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.taints.as_ref())
-                    .is_some_and(|t| {
-                        t.iter().any(|t| {
-                            t.key == "node.kubernetes.io/not-ready"
-                                || t.key == "node.kubernetes.io/unreachable"
-                        })
-                    });
-                !ready || tainted
-            })
-            .map(|n| n.metadata.name.clone().unwrap_or_default())
-            .collect();
         if list.items.is_empty() {
             return Err("no node".to_owned());
         }
-        unready
-            .is_empty()
-            .then_some(())
-            .ok_or(format!("not ready: {unready:?}"))
+        for n in &list.items {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            let renewed = leases
+                .get_opt(&name)
+                .await
+                .map_err(|e| e.to_string())?
+                .and_then(|l| l.spec?.renew_time)
+                .is_some_and(|t| t.0 > since);
+            let ready = n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let tainted = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| {
+                    t.iter().any(|t| {
+                        t.key == "node.kubernetes.io/not-ready"
+                            || t.key == "node.kubernetes.io/unreachable"
+                    })
+                });
+            if !renewed || !ready || tainted {
+                return Err(format!(
+                    "{name}: lease renewed {renewed}, ready {ready}, tainted {tainted}"
+                ));
+            }
+        }
+        Ok(())
     })
     .await;
-    println!("node Ready after {:?}", started.elapsed());
+    println!("node back after {:?}", started.elapsed());
 }
 
 /// Waits until the operator's Deployment has rolled out: every replica updated and
@@ -269,7 +287,7 @@ pub async fn passes(addr: SocketAddr) -> Result<u64, String> {
         .sum::<f64>() as u64)
 }
 
-/// Warning events about `pod` (but the test node's own [`NODE_HAS_NO_DNS`]).
+/// Warning events about `pod` (but those [`NOT_THE_POD`]).
 pub async fn warnings(tier: &Tier, pod: &Pod) -> Vec<String> {
     let namespace = pod.metadata.namespace.as_deref().expect("namespace");
     let events: Api<Event> = Api::namespaced(tier.client.clone(), namespace);
@@ -281,7 +299,15 @@ pub async fn warnings(tier: &Tier, pod: &Pod) -> Vec<String> {
     list.items
         .into_iter()
         .filter(|e| e.type_.as_deref() == Some("Warning"))
-        .filter(|e| e.reason.as_deref() != Some(NODE_HAS_NO_DNS))
+        .filter(|e| {
+            let (reason, message) = (
+                e.reason.as_deref().unwrap_or_default(),
+                e.message.as_deref().unwrap_or_default(),
+            );
+            !NOT_THE_POD
+                .iter()
+                .any(|(r, m)| *r == reason && message.contains(m))
+        })
         .map(|e| {
             format!(
                 "{}: {}",
