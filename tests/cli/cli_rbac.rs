@@ -618,24 +618,7 @@ async fn the_printed_rbac_is_sufficient_and_each_rule_counts() {
     sas.create(&PostParams::default(), &sa)
         .await
         .expect("create sa");
-    let token = sas
-        .create_token_request(
-            "cvo",
-            &PostParams::default(),
-            &TokenRequest {
-                spec: TokenRequestSpec {
-                    audiences: vec![],
-                    expiration_seconds: Some(3600),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("token request")
-        .status
-        .expect("token status")
-        .token;
+    let token = token(&sas, "cvo").await;
     let as_sa = token_kubeconfig(&admin, &token, work.path());
     let sa_client = {
         let config = kube::Config::from_custom_kubeconfig(
@@ -1387,4 +1370,25 @@ fn a_feature_set_other_than_default_is_named_in_the_header_and_its_objects_grant
             .all(|d| !d["metadata"].to_string().contains("feature-set")),
         "no feature-set annotation"
     );
+}
+
+/// A token of the ServiceAccount `name` (TokenRequest API, valid for an hour).
+async fn token(sas: &Api<ServiceAccount>, name: &str) -> String {
+    sas.create_token_request(
+        name,
+        &PostParams::default(),
+        &TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: vec![],
+                expiration_seconds: Some(3600),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("token request")
+    .status
+    .expect("token status")
+    .token
 }

@@ -186,26 +186,7 @@ async fn in_cluster_config_and_service_account_token(tier: &Tier) {
         "no connection to 10.0.0.1 logged:\n{log}"
     );
     let name = pod.metadata.name.clone().expect("name");
-    let leases: Api<Lease> = Api::namespaced(tier.client.clone(), NAMESPACE);
-    common::poll_until(
-        "the pod holds the Lease",
-        Duration::from_secs(30),
-        || async {
-            let lease = leases
-                .get("cvo-operator")
-                .await
-                .map_err(|e| e.to_string())?;
-            let holder = lease
-                .spec
-                .and_then(|s| s.holder_identity)
-                .unwrap_or_default();
-            holder
-                .starts_with(&name)
-                .then_some(())
-                .ok_or(format!("holder {holder:?}"))
-        },
-    )
-    .await;
+    leads(tier, &name, Duration::from_secs(30)).await;
 }
 
 async fn every_log_line_is_json(tier: &Tier) {
@@ -659,22 +640,7 @@ async fn self_update(tier: &Tier, (version, image): (&str, &str)) -> Pod {
             .as_deref(),
         Some(image)
     );
-    let leases: Api<Lease> = Api::namespaced(tier.client.clone(), NAMESPACE);
-    common::poll_until("the new pod leads", Duration::from_secs(60), || async {
-        let lease = leases
-            .get("cvo-operator")
-            .await
-            .map_err(|e| e.to_string())?;
-        let holder = lease
-            .spec
-            .and_then(|s| s.holder_identity)
-            .unwrap_or_default();
-        holder
-            .starts_with(&new_name)
-            .then_some(())
-            .ok_or(format!("holder {holder:?}"))
-    })
-    .await;
+    leads(tier, &new_name, Duration::from_secs(60)).await;
     let cv = common::poll_until(
         "ClusterVersion Completed at the new version",
         Duration::from_secs(600),
@@ -822,6 +788,26 @@ async fn no_restarts_at_the_end(tier: &Tier) {
         .await
         .expect("pods");
     assert_eq!(operators.items.len(), 1, "one operator pod");
+}
+
+/// Waits until the pod `pod` holds the operator's Lease.
+async fn leads(tier: &Tier, pod: &str, timeout: Duration) {
+    let leases: Api<Lease> = Api::namespaced(tier.client.clone(), NAMESPACE);
+    common::poll_until(&format!("{pod} leads"), timeout, || async {
+        let lease = leases
+            .get("cvo-operator")
+            .await
+            .map_err(|e| e.to_string())?;
+        let holder = lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default();
+        holder
+            .starts_with(pod)
+            .then_some(())
+            .ok_or(format!("holder {holder:?}"))
+    })
+    .await;
 }
 
 /// ClusterVersion `version`.
