@@ -122,6 +122,7 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs, format: LogFormat) -> Resul
             return Ok(Exit::Success);
         }
         metrics.readiness.connected();
+        crate::operator::connect::identity(&client).await;
         match &release {
             Ok(release) => {
                 crate::operator::run(client.clone(), client, release, &options, metrics, shutdown)

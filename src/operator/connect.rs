@@ -37,6 +37,39 @@ pub async fn connect(
     wait_for(probe, target, Backoff::CONNECT, stop).await
 }
 
+/// Who the API server takes this process for (a `SelfSubjectReview`, what `kubectl auth
+/// whoami` asks), logged once connected: in a pod, its service account — proof that the
+/// mounted token is what it uses. `None` when the server does not answer it (then nothing is
+/// logged but at debug level): it is information, never a reason to wait.
+pub async fn identity(client: &kube::Client) -> Option<String> {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let reviews: kube::Api<SelfSubjectReview> = kube::Api::all(client.clone());
+    let timeout = RetryPolicy::default().request_timeout;
+    let review = tokio::time::timeout(
+        timeout,
+        reviews.create(
+            &kube::api::PostParams::default(),
+            &SelfSubjectReview::default(),
+        ),
+    )
+    .await;
+    let user = match review {
+        Ok(Ok(review)) => review.status?.user_info?.username?,
+        Ok(Err(e)) => {
+            tracing::debug!("who the API server takes this operator for is unknown: {e}");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!(
+                "who the API server takes this operator for is unknown: no answer within {timeout:?}"
+            );
+            return None;
+        }
+    };
+    tracing::info!(%user, "the API server authenticates this operator as {user}");
+    Some(user)
+}
+
 /// Runs `probe` until it succeeds, waiting as `backoff` says after each failure (at least
 /// what a 429 asks for), and logging each failure; `None` when `stop` resolves first.
 async fn wait_for<F, Fut>(

@@ -178,12 +178,20 @@ async fn in_cluster_config_and_service_account_token(tier: &Tier) {
     );
     assert_ne!(spec.automount_service_account_token, Some(false));
     // It reached the API server at the `kubernetes` Service address kubelet injects
-    // (KUBERNETES_SERVICE_HOST), and it holds the Lease under its pod's name: with no other
-    // credentials in the image, it did so with its service-account token.
+    // (KUBERNETES_SERVICE_HOST), the server took it for its service account (the mounted
+    // token: the image holds no other credentials), and it holds the Lease under its pod's
+    // name.
     let log = pods::log(tier, &pod).await;
+    let connected = log
+        .lines()
+        .find(|l| l.contains("connected to the API server"))
+        .unwrap_or_else(|| panic!("no connection logged:\n{log}"));
+    assert!(connected.contains("https://10.0.0.1"), "{connected}");
     assert!(
-        log.contains("10.0.0.1"),
-        "no connection to 10.0.0.1 logged:\n{log}"
+        log.contains(
+            "authenticates this operator as system:serviceaccount:cluster-version:cvo-operator"
+        ),
+        "not its service account:\n{log}"
     );
     let name = pod.metadata.name.clone().expect("name");
     leads(tier, &name, Duration::from_secs(30)).await;
