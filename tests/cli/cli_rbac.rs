@@ -1073,22 +1073,7 @@ async fn a_release_adopts_least_privilege_and_its_operator_keeps_running_it() {
 
     // 1.5.0, as the operator's account: new RBAC first, then the old binding deleted.
     let report = apply(as_sa.clone(), release.clone()).await;
-    assert_eq!(report["mode"], "updating", "{report:#}");
-    assert_eq!(
-        result_of(&report, "ClusterRoleBinding", "cvo-operator")["action"],
-        "deleted"
-    );
-    for kind in ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"] {
-        assert_eq!(
-            result_of(&report, kind, name)["action"],
-            "created",
-            "{kind}"
-        );
-    }
-    assert_eq!(
-        newest_history(&cvs).await,
-        ("1.5.0".to_owned(), "Completed".to_owned())
-    );
+    assert_migration(&report, &cvs, name, ("updating", "deleted", "created")).await;
     assert!(
         bindings
             .get_opt("cvo-operator")
@@ -1160,22 +1145,13 @@ async fn a_release_adopts_least_privilege_and_its_operator_keeps_running_it() {
     }
     // The steady state, with nothing but the printed RBAC (on a real server).
     let report = apply(as_sa.clone(), release.clone()).await;
-    assert_eq!(report["mode"], "reconciling", "{report:#}");
-    assert_eq!(
-        result_of(&report, "ClusterRoleBinding", "cvo-operator")["action"],
-        "already-absent"
-    );
-    for kind in ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"] {
-        assert_eq!(
-            result_of(&report, kind, name)["action"],
-            "unchanged",
-            "{kind}"
-        );
-    }
-    assert_eq!(
-        newest_history(&cvs).await,
-        ("1.5.0".to_owned(), "Completed".to_owned())
-    );
+    assert_migration(
+        &report,
+        &cvs,
+        name,
+        ("reconciling", "already-absent", "unchanged"),
+    )
+    .await;
     let record = Api::<ConfigMap>::namespaced(tc.client.clone(), "cluster-version")
         .get("cvo-deletion-record")
         .await
@@ -1391,4 +1367,27 @@ async fn token(sas: &Api<ServiceAccount>, name: &str) -> String {
     .status
     .expect("token status")
     .token
+}
+
+/// A pass of the least-privilege 1.5.0: its `mode`, what it did to the old binding
+/// `cvo-operator` and to the four printed objects `name`, and ClusterVersion at 1.5.0
+/// Completed.
+async fn assert_migration(
+    report: &serde_json::Value,
+    cvs: &Api<DynamicObject>,
+    name: &str,
+    (mode, old_binding, printed): (&str, &str, &str),
+) {
+    assert_eq!(report["mode"], mode, "{report:#}");
+    assert_eq!(
+        result_of(report, "ClusterRoleBinding", "cvo-operator")["action"],
+        old_binding
+    );
+    for kind in ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"] {
+        assert_eq!(result_of(report, kind, name)["action"], printed, "{kind}");
+    }
+    assert_eq!(
+        newest_history(cvs).await,
+        ("1.5.0".to_owned(), "Completed".to_owned())
+    );
 }
