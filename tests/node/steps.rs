@@ -254,7 +254,7 @@ async fn repairs_drift(tier: &Tier) {
     let original = configmaps.get(SETTINGS.1).await.expect("settings");
     let data = original.data.clone().expect("settings data");
     let key = data.keys().next().expect("a key").clone();
-    configmaps
+    let edited = configmaps
         .patch(
             SETTINGS.1,
             &PatchParams::default(),
@@ -262,6 +262,15 @@ async fn repairs_drift(tier: &Tier) {
         )
         .await
         .expect("edit settings");
+    assert_eq!(
+        edited
+            .data
+            .as_ref()
+            .and_then(|d| d.get(&key))
+            .map(String::as_str),
+        Some("drifted"),
+        "the edit was made"
+    );
     let started = Instant::now();
     common::poll_until("the edit repaired", Duration::from_secs(30), || async {
         let now = configmaps
@@ -285,7 +294,12 @@ async fn repairs_drift(tier: &Tier) {
             .await
             .map_err(|e| e.to_string())?
         {
-            Some(now) if now.data == Some(data.clone()) => Ok(()),
+            // A new object: the deleted one's uid is gone with it.
+            Some(now)
+                if now.data == Some(data.clone()) && now.metadata.uid != original.metadata.uid =>
+            {
+                Ok(())
+            }
             other => Err(format!("{:?}", other.map(|c| c.data))),
         }
     })
