@@ -31,26 +31,7 @@ pub struct ValidateArgs {
 }
 
 pub fn run(args: &ValidateArgs) -> Result<Exit, CliError> {
-    let releases = args.release.load_each_profile()?;
-    let mut runs = Vec::with_capacity(releases.len());
-    for (profile, release) in releases {
-        let previous = match &args.previous {
-            Some(dir) => Some(
-                crate::release::load(dir, &args.release.options_in(profile.as_deref()))
-                    .map_err(|e| CliError::usage(format_args!("--previous: {e}")))?,
-            ),
-            None => None,
-        };
-        runs.push((profile, validate::validate(&release, previous.as_ref())));
-    }
-    if runs.len() > 1 {
-        let profiles: Vec<&str> = runs.iter().filter_map(|(p, _)| p.as_deref()).collect();
-        stderr_line!(
-            "note: the release uses cluster profiles ({}): each was validated on its own (choose one with --profile)",
-            profiles.join(", ")
-        );
-    }
-    let diagnostics = merge_profiles(runs);
+    let diagnostics = findings(&args.release, args.previous.as_deref())?;
     let cwd = std::env::current_dir().ok();
     let out = validate::report::render(args.format, &diagnostics, cwd.as_deref());
     super::print_stdout(&out)?;
@@ -59,6 +40,34 @@ pub fn run(args: &ValidateArgs) -> Result<Exit, CliError> {
     } else {
         Exit::Success
     })
+}
+
+/// What `cvo validate` finds in the release of `release` (each profile it uses on its own),
+/// against `previous` when given; also the check `cvo push` runs first.
+pub(super) fn findings(
+    release: &ReleaseArgs,
+    previous: Option<&std::path::Path>,
+) -> Result<Vec<Diagnostic>, CliError> {
+    let releases = release.load_each_profile()?;
+    let mut runs = Vec::with_capacity(releases.len());
+    for (profile, loaded) in releases {
+        let previous = match previous {
+            Some(dir) => Some(
+                crate::release::load(dir, &release.options_in(profile.as_deref()))
+                    .map_err(|e| CliError::usage(format_args!("--previous: {e}")))?,
+            ),
+            None => None,
+        };
+        runs.push((profile, validate::validate(&loaded, previous.as_ref())));
+    }
+    if runs.len() > 1 {
+        let profiles: Vec<&str> = runs.iter().filter_map(|(p, _)| p.as_deref()).collect();
+        stderr_line!(
+            "note: the release uses cluster profiles ({}): each was validated on its own (choose one with --profile)",
+            profiles.join(", ")
+        );
+    }
+    Ok(merge_profiles(runs))
 }
 
 /// The findings of several profiles as one list: a finding made in every profile once, as
