@@ -202,3 +202,196 @@ fn layer_digest(layer: &Descriptor, name: &str) -> Result<Digest, OciError> {
         .digest()
         .map_err(|e| OciError::Refused(format!("{name}: {e}")))
 }
+
+/// Malicious registry answers, from an in-process fake registry on loopback (the real
+/// registry's tests are in tests/cli/cli_oci.rs).
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::oci::shape::{Manifest, cvo_manifest};
+
+    type Routes = HashMap<String, (u16, &'static str, Vec<u8>)>;
+
+    /// A registry answering `routes` (path → status, content type, body), 404 elsewhere.
+    async fn fake_registry(routes: Routes) -> String {
+        let routes = Arc::new(routes);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let routes = routes.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        move |req: hyper::Request<hyper::body::Incoming>| {
+                            let (status, content_type, body) = routes
+                            .get(req.uri().path())
+                            .cloned()
+                            .unwrap_or((404, "application/json", br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"unknown"}]}"#.to_vec()));
+                            async move {
+                                Ok::<_, std::convert::Infallible>(
+                                    hyper::Response::builder()
+                                        .status(status)
+                                        .header("content-type", content_type)
+                                        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+                                        .expect("response"),
+                                )
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        addr.to_string()
+    }
+
+    fn base_routes() -> Routes {
+        [("/v2/".to_owned(), (200, "application/json", b"{}".to_vec()))].into()
+    }
+
+    async fn open_from(
+        host: &str,
+        tail: &str,
+        caps: Caps,
+    ) -> (Result<Opened, OciError>, tempfile::TempDir) {
+        let cache = tempfile::tempdir().unwrap();
+        let source = Source::parse(&format!("oci://{host}/cvo/x{tail}"))
+            .unwrap()
+            .unwrap();
+        let options = FetchOptions {
+            cache_dir: Some(cache.path().to_owned()),
+            access: Access::default(),
+            caps,
+        };
+        (open(&source, &options).await, cache)
+    }
+
+    const CAPS: Caps = Caps {
+        max_file_bytes: 1 << 20,
+        max_release_bytes: 1 << 20,
+    };
+
+    fn layer() -> Vec<u8> {
+        crate::oci::extract::raw_layer(&[("a.yaml", tar::EntryType::Regular, b"a: 1\n")])
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_good_artifact_is_read() {
+        let layer = layer();
+        let (manifest, digest) = cvo_manifest(&layer);
+        let mut routes = base_routes();
+        routes.insert(
+            "/v2/cvo/x/manifests/1".into(),
+            (200, crate::oci::shape::MANIFEST_MEDIA_TYPE, manifest),
+        );
+        routes.insert(
+            format!("/v2/cvo/x/blobs/{}", Digest::of(&layer)),
+            (200, "application/octet-stream", layer),
+        );
+        let host = fake_registry(routes).await;
+        let (opened, _cache) = open_from(&host, ":1", CAPS).await;
+        let opened = opened.unwrap();
+        assert_eq!(opened.digest, digest);
+        assert_eq!(
+            opened.image.as_deref(),
+            Some(format!("{host}/cvo/x@{digest}").as_str())
+        );
+        assert_eq!(
+            std::fs::read(opened.dir().join("a.yaml")).unwrap(),
+            b"a: 1\n"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_manifest_with_another_digest_is_refused() {
+        let (manifest, _) = cvo_manifest(&layer());
+        let (_, other) = cvo_manifest(b"other");
+        let mut routes = base_routes();
+        routes.insert(
+            format!("/v2/cvo/x/manifests/{other}"),
+            (200, crate::oci::shape::MANIFEST_MEDIA_TYPE, manifest),
+        );
+        let host = fake_registry(routes).await;
+        let (opened, _cache) = open_from(&host, &format!("@{other}"), CAPS).await;
+        let err = opened.unwrap_err();
+        assert!(matches!(err, OciError::Refused(_)), "{err}");
+        assert!(err.to_string().contains("digest"), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_blob_with_another_digest_or_too_many_bytes_is_refused() {
+        let layer = layer();
+        let (manifest, _) = cvo_manifest(&layer);
+        let blob_path = format!("/v2/cvo/x/blobs/{}", Digest::of(&layer));
+        for (name, body) in [
+            ("tampered", {
+                let mut b = layer.clone();
+                let last = b.len() - 1;
+                b[last] ^= 1;
+                b
+            }),
+            ("huge", vec![0u8; 4 << 20]),
+        ] {
+            let mut routes = base_routes();
+            routes.insert(
+                "/v2/cvo/x/manifests/1".into(),
+                (
+                    200,
+                    crate::oci::shape::MANIFEST_MEDIA_TYPE,
+                    manifest.clone(),
+                ),
+            );
+            routes.insert(blob_path.clone(), (200, "application/octet-stream", body));
+            let host = fake_registry(routes).await;
+            let (opened, cache) = open_from(&host, ":1", CAPS).await;
+            let err = opened.unwrap_err();
+            assert!(matches!(err, OciError::Refused(_)), "{name}: {err}");
+            // Nothing kept in the cache.
+            assert!(
+                std::fs::read_dir(cache.path().join("blobs/sha256"))
+                    .unwrap()
+                    .all(|e| {
+                        e.unwrap().file_name().to_string_lossy() != Digest::of(&layer).hex()
+                    })
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_layer_larger_than_the_cap_is_not_downloaded() {
+        let mut manifest: Manifest = serde_json::from_slice(&cvo_manifest(&layer()).0).unwrap();
+        manifest.layers[0].size = 10 << 20;
+        let bytes = serde_json::to_vec(&manifest).unwrap();
+        let mut routes = base_routes();
+        routes.insert(
+            "/v2/cvo/x/manifests/1".into(),
+            (200, crate::oci::shape::MANIFEST_MEDIA_TYPE, bytes),
+        );
+        let host = fake_registry(routes).await;
+        let (opened, _cache) = open_from(&host, ":1", CAPS).await;
+        let err = opened.unwrap_err().to_string();
+        assert!(err.contains("more than --max-release-bytes"), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_that_is_not_a_manifest_is_refused() {
+        let mut routes = base_routes();
+        routes.insert(
+            "/v2/cvo/x/manifests/1".into(),
+            (200, "text/html", b"<html>login</html>".to_vec()),
+        );
+        let host = fake_registry(routes).await;
+        let (opened, _cache) = open_from(&host, ":1", CAPS).await;
+        let err = opened.unwrap_err();
+        assert!(matches!(err, OciError::Refused(_)), "{err}");
+        assert!(
+            err.to_string().contains("not an OCI image manifest"),
+            "{err}"
+        );
+    }
+}
