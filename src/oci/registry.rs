@@ -162,6 +162,7 @@ impl Registry {
             )));
         }
         let image = self.reference(repository, &digest.to_string());
+        self.store_auth(&image).await;
         let layer = oci_client::manifest::OciDescriptor {
             media_type: descriptor.media_type.clone(),
             digest: digest.to_string(),
@@ -207,6 +208,7 @@ impl Registry {
     pub async fn push_blob(&self, repository: &str, bytes: &[u8]) -> Result<Digest, OciError> {
         let digest = Digest::of(bytes);
         let image = self.reference(repository, &digest.to_string());
+        self.store_auth(&image).await;
         let what = format!("{}/{repository}@{digest}", self.registry);
         let digest_text = digest.to_string();
         let exists = self
@@ -231,6 +233,7 @@ impl Registry {
         media_type: &str,
     ) -> Result<(), OciError> {
         let image = self.reference(repository, tag);
+        self.store_auth(&image).await;
         let what = format!("{}/{repository}:{tag}", self.registry);
         let content_type = http::HeaderValue::from_str(media_type)
             .map_err(|e| OciError::Usage(format!("media type {media_type:?}: {e}")))?;
@@ -241,6 +244,14 @@ impl Registry {
         })
         .await?;
         Ok(())
+    }
+
+    /// Gives the client this registry's credentials before a request: oci-client uses them
+    /// (Basic, or to get a Bearer token for the operation) only once stored.
+    async fn store_auth(&self, image: &Reference) {
+        self.client
+            .store_auth_if_needed(image.resolve_registry(), &self.auth)
+            .await;
     }
 
     fn reference(&self, repository: &str, reference: &str) -> Reference {
@@ -292,6 +303,16 @@ impl Registry {
         use OciDistributionError as E;
         let registry = &self.registry;
         match e {
+            E::RequestError(re)
+                if re
+                    .status()
+                    .is_some_and(|s| s.as_u16() == 401 || s.as_u16() == 403) =>
+            {
+                OciError::Unavailable(format!(
+                    "{what}: the registry {registry} refused access (HTTP {}); log in with `docker login {registry}` (the Docker config's credentials are used) or check the repository's permissions",
+                    re.status().map_or(0, |s| s.as_u16())
+                ))
+            }
             E::RequestError(re) if re.is_connect() || re.is_timeout() || re.is_request() => {
                 let hint = if self.scheme == "https"
                     && !is_loopback(super::reference::host_of(registry))
@@ -306,12 +327,14 @@ impl Registry {
                     describe_cause(e)
                 ))
             }
-            E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => {
-                OciError::Unavailable(format!(
-                    "{what}: the registry {registry} refused access ({}); log in with `docker login {registry}` (the Docker config's credentials are used) or check the repository's permissions",
-                    describe_cause(e)
-                ))
-            }
+            E::AuthenticationFailure(_)
+            | E::UnauthorizedError { .. }
+            | E::ServerError {
+                code: 401 | 403, ..
+            } => OciError::Unavailable(format!(
+                "{what}: the registry {registry} refused access ({}); log in with `docker login {registry}` (the Docker config's credentials are used) or check the repository's permissions",
+                describe_cause(e)
+            )),
             E::ImageManifestNotFoundError(_) => OciError::Unavailable(format!(
                 "{what}: not found in the registry {registry}: check the repository, tag or digest"
             )),

@@ -7,6 +7,8 @@
 
 use crate::common;
 
+use std::path::Path;
+
 use serde_json::Value;
 
 /// `cvo ARGS…` with its own Docker config (none: anonymous) and cache: exit code, stdout,
@@ -371,4 +373,79 @@ async fn apply_from_a_digest_gives_the_objects_of_the_directory_run() {
     common::example::restore_stand_in_crds(&tc).await;
     common::example::remove_guard(&tc).await;
     drop(registry);
+}
+
+/// A registry asking for HTTP Basic auth (htpasswd, tests/fixtures/oci/htpasswd, a test-only
+/// password): without credentials the push and the read are refused, naming the registry and
+/// what to do; with the Docker config's credentials for `HOST:PORT` both work; the password
+/// appears in no output.
+#[test]
+fn basic_auth_credentials_come_from_the_docker_config_and_are_never_printed() {
+    const PASSWORD: &str = "not-a-secret-1";
+    let htpasswd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oci/htpasswd");
+    let Some(registry) = common::registry::Registry::start_with_htpasswd(&htpasswd) else {
+        return;
+    };
+    let env = Env::new();
+    let target = registry.url("cvo/private", ":1");
+    let (code, stdout, stderr) = cvo(&env, &["push", "--release", &example(), &target]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("the registry {} refused access", registry.host()))
+            && stderr.contains("docker login"),
+        "{stderr}"
+    );
+    // `docker login` writes this.
+    let auth = base64(format!("cvo-test:{PASSWORD}").as_bytes());
+    std::fs::write(
+        env.docker_config.path().join("config.json"),
+        serde_json::json!({"auths": {registry.host(): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = cvo(&env, &["push", "--release", &example(), &target]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let (code, read, stderr2) = cvo(&env, &["graph", "--release", &target]);
+    assert_eq!(code, 0, "{stderr2}");
+    assert_eq!(read, graph(&env, &example()));
+    for text in [&stdout, &stderr, &read, &stderr2] {
+        assert!(!text.contains(PASSWORD) && !text.contains(&auth), "{text}");
+    }
+    // A wrong password: refused, and not printed either.
+    let wrong = base64(b"cvo-test:wrong-password");
+    let fresh = Env::new();
+    std::fs::write(
+        fresh.docker_config.path().join("config.json"),
+        serde_json::json!({"auths": {registry.host(): {"auth": wrong}}}).to_string(),
+    )
+    .unwrap();
+    let (code, _, stderr) = cvo(&fresh, &["graph", "--release", &target]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("refused access")
+            && !stderr.contains("wrong-password")
+            && !stderr.contains(&wrong),
+        "{stderr}"
+    );
+}
+
+/// Standard base64 with padding (the Docker config's `auth`).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }

@@ -22,6 +22,16 @@ impl Registry {
     /// Starts a registry and waits (up to 30 s) until it answers `GET /v2/`; `None` (after a
     /// visible skip) when the binary is absent.
     pub fn start() -> Option<Registry> {
+        Self::start_with(None)
+    }
+
+    /// Like [`Registry::start`], asking for HTTP Basic auth checked against `htpasswd` (a
+    /// bcrypt htpasswd file, such as tests/fixtures/oci/htpasswd).
+    pub fn start_with_htpasswd(htpasswd: &Path) -> Option<Registry> {
+        Self::start_with(Some(htpasswd))
+    }
+
+    fn start_with(htpasswd: Option<&Path>) -> Option<Registry> {
         if !Path::new(BINARY).exists() {
             super::skip(&format!(
                 "{BINARY} is absent (apt-get install docker-registry; .ci/run installs it)"
@@ -31,7 +41,7 @@ impl Registry {
         // A port taken between probing and binding: try again with another.
         let mut last = String::new();
         for _ in 0..3 {
-            match Self::try_start() {
+            match Self::try_start(htpasswd) {
                 Ok(r) => return Some(r),
                 Err(e) => last = e,
             }
@@ -39,7 +49,7 @@ impl Registry {
         panic!("the registry did not start: {last}");
     }
 
-    fn try_start() -> Result<Registry, String> {
+    fn try_start(htpasswd: Option<&Path>) -> Result<Registry, String> {
         let root = tempfile::tempdir().expect("tempdir");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -49,8 +59,15 @@ impl Registry {
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
-                root.path().join("data").display()
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{}",
+                root.path().join("data").display(),
+                match htpasswd {
+                    Some(file) => format!(
+                        "auth:\n  htpasswd:\n    realm: cvo-test\n    path: {}\n",
+                        file.display()
+                    ),
+                    None => String::new(),
+                }
             ),
         )
         .expect("write the registry's config");
@@ -84,7 +101,7 @@ impl Registry {
         }
     }
 
-    /// Whether `GET /v2/` answers 200.
+    /// Whether `GET /v2/` answers (200, or 401 when it asks for credentials).
     fn answers(&self) -> bool {
         use std::io::{Read, Write};
         let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
@@ -97,7 +114,7 @@ impl Registry {
             return false;
         }
         let mut head = [0u8; 12];
-        s.read_exact(&mut head).is_ok() && head.ends_with(b"200")
+        s.read_exact(&mut head).is_ok() && (head.ends_with(b"200") || head.ends_with(b"401"))
     }
 
     /// Its log so far.
