@@ -55,9 +55,10 @@ pub fn run(args: &PushArgs) -> Result<Exit, CliError> {
         let text = crate::validate::report::render(Format::Text, &errors, cwd.as_deref());
         stderr_line!("{}", text.trim_end());
         return Err(CliError::failed(format_args!(
-            "the release {} has {} errors (above, as `cvo validate` reports them): not pushed",
+            "the release {} has {} error{} (above, as `cvo validate` reports them): not pushed",
             args.release.release,
-            errors.len()
+            errors.len(),
+            if errors.len() == 1 { "" } else { "s" }
         )));
     }
     let dir = std::path::Path::new(&args.release.release);

@@ -32,8 +32,13 @@ pub struct ValidateArgs {
 
 pub fn run(args: &ValidateArgs) -> Result<Exit, CliError> {
     let diagnostics = findings(&args.release, args.previous.as_deref())?;
-    let cwd = std::env::current_dir().ok();
-    let out = validate::report::render(args.format, &diagnostics, cwd.as_deref());
+    // SARIF names the files of an OCI release inside the artifact, not in its temporary
+    // directory (text and JSON still show the temporary path: docs/oci-status.md).
+    let base = match args.release.origin() {
+        Some(opened) => Some(opened.dir()),
+        None => std::env::current_dir().ok(),
+    };
+    let out = validate::report::render(args.format, &diagnostics, base.as_deref());
     super::print_stdout(&out)?;
     Ok(if Summary::of(&diagnostics).has_errors() {
         Exit::Failed
