@@ -18,8 +18,12 @@ const RULES: &[(&str, &[&str])] = &[
     ("cluster", &[]),
     // The one finding type names the object it is about.
     ("diagnostic", &["release"]),
-    // The loader is pure: files in, manifests and diagnostics out.
-    ("release", &["diagnostic"]),
+    // The loader is pure: files in, manifests and diagnostics out. It may read an OCI source
+    // through `oci`.
+    ("release", &["diagnostic", "oci"]),
+    // Releases as OCI artifacts: verified bytes from registries and layouts, under the one
+    // request backoff (cluster::retry); never the engine (no apply, sync, operator).
+    ("oci", &["cluster"]),
     ("validate", &["diagnostic", "release"]),
     ("health", &["cluster", "release"]),
     (
@@ -70,6 +74,7 @@ const RULES: &[(&str, &[&str])] = &[
             "graph",
             "health",
             "lifecycle",
+            "oci",
             "olm",
             "operator",
             "rbac",
@@ -85,7 +90,7 @@ const RULES: &[(&str, &[&str])] = &[
 /// Modules that must not name the Kubernetes client or API types at all.
 const NO_KUBERNETES: &[&str] = &["graph"];
 /// Modules that may use API types as data but must not name the client (`kube::`).
-const NO_CLIENT: &[&str] = &["graph", "release", "validate", "diagnostic", "exit"];
+const NO_CLIENT: &[&str] = &["graph", "release", "validate", "diagnostic", "exit", "oci"];
 
 fn src_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

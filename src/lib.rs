@@ -4,7 +4,8 @@
 //! run-level task graph, [`validate`] checks it for CI, [`cluster`] talks to API servers (and
 //! holds the embedded in-memory one), [`apply`] writes each manifest and [`health`] judges what
 //! it wrote, [`status`] derives ClusterVersion status, [`sync`] orchestrates one sync (both for
-//! `cvo apply` and the [`operator`], which keeps running it in the cluster), [`rbac`] derives the
+//! `cvo apply` and the [`operator`], which keeps running it in the cluster), [`oci`] reads and pushes releases as
+//! OCI artifacts (registries, OCI layouts), [`rbac`] derives the
 //! least-privilege RBAC the operator needs for a release, [`olm`] cleans up OLM operands,
 //! [`lifecycle`] uninstalls operators and signals cluster deletion, and [`cli`] is the thin
 //! command-line shell on top.
@@ -20,6 +21,7 @@ pub mod health;
 #[cfg(test)]
 mod import_rules;
 pub mod lifecycle;
+pub mod oci;
 pub mod olm;
 pub mod operator;
 pub mod rbac;

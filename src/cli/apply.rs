@@ -191,10 +191,13 @@ pub(super) fn execute(
             operators.abort();
         }
         let report = match output {
-            OutputFormat::Json => format!(
-                "{}\n",
-                serde_json::to_string_pretty(&json_report(&release, &outcome)).unwrap_or_default()
-            ),
+            OutputFormat::Json => {
+                let mut v = json_report(&release, &outcome);
+                let (source, digest) = release_args.origin_json();
+                v["release"]["source"] = serde_json::json!(source);
+                v["release"]["digest"] = serde_json::json!(digest);
+                format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
+            }
             OutputFormat::Text => text_report(&release, &outcome, options.apply.dry_run),
         };
         super::print_stdout(&report)?;

@@ -22,6 +22,7 @@ mod graph;
 mod operand_cleanup;
 mod operator;
 mod plan;
+mod push;
 mod rbac;
 use crate::cluster::request_error;
 #[cfg(feature = "in-memory")]
@@ -88,6 +89,9 @@ pub enum Command {
     /// Run the in-cluster release operator: keep the cluster at the release, repair drift
     /// from watches, leader-elected, with metrics; until SIGINT/SIGTERM.
     Operator(Box<operator::OperatorArgs>),
+    /// Validate a release directory, then push it as an OCI artifact (reproducible: the same
+    /// directory gives the same digest); prints REPO:TAG@sha256:….
+    Push(push::PushArgs),
     /// Print the least-privilege RBAC (ClusterRole, Role, bindings) `cvo operator` needs for
     /// a release.
     Rbac(rbac::RbacArgs),
@@ -112,10 +116,14 @@ pub enum OutputFormat {
 /// How to read a release: shared by every subcommand that takes `--release`.
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
-    /// Release directory: a flat directory of manifests, or a CVO payload root with
-    /// manifests/ and release-manifests/.
-    #[arg(long, value_name = "DIR")]
-    pub release: PathBuf,
+    /// The release: a directory (a flat directory of manifests, or a CVO payload root with
+    /// manifests/ and release-manifests/), or an OCI artifact:
+    /// oci://HOST[:PORT]/REPO[:TAG][@sha256:HEX] or oci-layout:PATH[:TAG|@sha256:HEX]
+    /// (resolved to a digest once, then read exactly as a directory).
+    #[arg(long, value_name = "SOURCE")]
+    pub release: String,
+    #[command(flatten)]
+    pub oci: OciArgs,
     /// Keep only manifests with include.release.openshift.io/NAME: "true". Without it, a
     /// release that uses profiles is read in self-managed-high-availability, the CVO's
     /// default (validate checks each profile the release uses).
@@ -137,10 +145,112 @@ pub struct ReleaseArgs {
     /// Refuse a release whose files hold more than this many bytes together (docs/limits.md).
     #[arg(long, value_name = "BYTES", default_value_t = crate::release::DEFAULT_MAX_RELEASE_BYTES)]
     pub max_release_bytes: u64,
+    /// The OCI source read, once resolved and extracted (kept for the command's lifetime).
+    #[arg(skip)]
+    opened: std::sync::OnceLock<crate::oci::Opened>,
+}
+
+/// How OCI sources and targets are reached: shared by `--release` readers and `cvo push`.
+#[derive(Debug, Args)]
+pub struct OciArgs {
+    /// Where OCI artifacts' blobs are cached by digest (verified again before reuse)
+    /// [default: the user cache dir's cvo/, e.g. ~/.cache/cvo].
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Reach this registry over plain HTTP (repeatable). Loopback registries (127.0.0.0/8,
+    /// ::1, localhost) always are; any other host only over HTTPS without this flag.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub insecure_registry: Vec<String>,
+}
+
+impl OciArgs {
+    /// The registry access of these flags.
+    pub fn access(&self) -> crate::oci::Access {
+        crate::oci::Access {
+            insecure: self.insecure_registry.clone(),
+        }
+    }
+}
+
+/// An OCI error as the CLI reports it: a wrong reference is a usage error (exit code 2),
+/// anything else a failure (exit code 1).
+fn oci_error(e: crate::oci::OciError) -> CliError {
+    match e {
+        crate::oci::OciError::Usage(m) => CliError::Usage(m),
+        other => CliError::Failed(other.to_string()),
+    }
+}
+
+/// Runs `f` to completion from synchronous code: inside the command's (multi-thread) runtime
+/// without blocking its other tasks, else on a runtime of its own.
+fn block_on<F: std::future::Future>(f: F) -> Result<F::Output, CliError> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => Ok(tokio::task::block_in_place(|| handle.block_on(f))),
+        Err(_) => Ok(tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| CliError::failed(format_args!("cannot start the async runtime: {e}")))?
+            .block_on(f)),
+    }
 }
 
 impl ReleaseArgs {
-    /// The load options of these flags, with `profile` in place of `--profile`.
+    /// The size caps of these flags.
+    pub fn caps(&self) -> crate::oci::Caps {
+        crate::oci::Caps {
+            max_file_bytes: self.max_file_bytes,
+            max_release_bytes: self.max_release_bytes,
+        }
+    }
+
+    /// The release directory: `--release` itself, or the OCI source it names resolved to a
+    /// digest and extracted (once per command; a note on stderr, or an info event in JSON
+    /// mode, names the digest and the tag it came from).
+    pub fn dir(&self, format: LogFormat) -> Result<PathBuf, CliError> {
+        let Some(source) = crate::oci::Source::parse(&self.release).map_err(CliError::Usage)?
+        else {
+            return Ok(PathBuf::from(&self.release));
+        };
+        if let Some(opened) = self.opened.get() {
+            return Ok(opened.dir());
+        }
+        let options = crate::oci::FetchOptions {
+            cache_dir: self.oci.cache_dir.clone(),
+            access: self.oci.access(),
+            caps: self.caps(),
+        };
+        let opened = block_on(crate::oci::open(&source, &options))?.map_err(oci_error)?;
+        let from = match &opened.tag {
+            Some(tag) => format!(" (tag {tag})"),
+            None => String::new(),
+        };
+        let note = format!("release {} is {}{from}", opened.source, opened.digest);
+        match format {
+            LogFormat::Text => stderr_line!("note: {note}"),
+            LogFormat::Json => {
+                tracing::info!(source = %opened.source, digest = %opened.digest, tag = opened.tag.as_deref(), "{note}");
+            }
+        }
+        let dir = opened.dir();
+        let _ = self.opened.set(opened);
+        Ok(dir)
+    }
+
+    /// Where an OCI release came from (`None` for a directory, or before [`ReleaseArgs::dir`]).
+    pub fn origin(&self) -> Option<&crate::oci::Opened> {
+        self.opened.get()
+    }
+
+    /// `release.source` and `release.digest` of the JSON reports.
+    pub fn origin_json(&self) -> (String, Option<String>) {
+        (
+            self.release.clone(),
+            self.origin().map(|o| o.digest.to_string()),
+        )
+    }
+
+    /// The load options of these flags, with `profile` in place of `--profile`. The release
+    /// image is `--release-image`, else for a registry source `HOST/REPO@sha256:…`.
     fn options_in(&self, profile: Option<&str>) -> LoadOptions {
         LoadOptions {
             filters: Filters {
@@ -148,7 +258,10 @@ impl ReleaseArgs {
                 feature_set: self.feature_set.clone(),
                 exclude: self.exclude.clone(),
             },
-            release_image: self.release_image.clone(),
+            release_image: self
+                .release_image
+                .clone()
+                .or_else(|| self.origin().and_then(|o| o.image.clone())),
             limits: Limits {
                 max_file_bytes: self.max_file_bytes,
                 max_release_bytes: self.max_release_bytes,
@@ -158,16 +271,17 @@ impl ReleaseArgs {
 
     /// Loads the release in `profile` (`None`: no profile filtering); a usage error (exit
     /// code 2) when it cannot be read.
-    fn load_in(&self, dir: &std::path::Path, profile: Option<&str>) -> Result<Release, CliError> {
-        crate::release::load(dir, &self.options_in(profile)).map_err(CliError::usage)
+    fn load_in(&self, format: LogFormat, profile: Option<&str>) -> Result<Release, CliError> {
+        let dir = self.dir(format)?;
+        crate::release::load(&dir, &self.options_in(profile)).map_err(CliError::usage)
     }
 
     /// Loads the release as the flags say, and the profiles and feature sets it uses. A
     /// `--profile` or `--feature-set` that no manifest names would silently select nothing:
     /// refused with exit code 2, naming the ones the release uses.
-    fn load_checked(&self) -> Result<(Release, Selectors), CliError> {
+    fn load_checked(&self, format: LogFormat) -> Result<(Release, Selectors), CliError> {
+        let release = self.load_in(format, self.profile.as_deref())?;
         let options = self.options_in(self.profile.as_deref());
-        let release = self.load_in(&self.release, self.profile.as_deref())?;
         let used = Selectors::of(release.all_manifests());
         match used.refusal(&options.filters) {
             Some(why) => Err(CliError::usage(why)),
@@ -186,7 +300,7 @@ impl ReleaseArgs {
     /// [`ReleaseArgs::load`], its note written as `format` says: a `note:` line, or an info
     /// event (`cvo operator`, whose stderr is all JSON in JSON mode).
     pub fn load_logged(&self, format: LogFormat) -> Result<Release, CliError> {
-        let (release, used) = self.load_checked()?;
+        let (release, used) = self.load_checked(format)?;
         if self.profile.is_some() || used.profiles.is_empty() {
             return Ok(release);
         }
@@ -206,21 +320,21 @@ impl ReleaseArgs {
                 tracing::info!(%profiles, profile = DEFAULT_CLUSTER_PROFILE, "{note}");
             }
         }
-        self.load_in(&self.release, Some(DEFAULT_CLUSTER_PROFILE))
+        self.load_in(format, Some(DEFAULT_CLUSTER_PROFILE))
     }
 
     /// The release `validate` checks, once per profile: with `--profile`, or when the
     /// release uses no profiles, the one release (`None`); without `--profile`, the release
     /// in each profile it uses, on its own.
     pub fn load_each_profile(&self) -> Result<Vec<(Option<String>, Release)>, CliError> {
-        let (release, used) = self.load_checked()?;
+        let (release, used) = self.load_checked(LogFormat::Text)?;
         if self.profile.is_some() || used.profiles.is_empty() {
             return Ok(vec![(self.profile.clone(), release)]);
         }
         drop(release);
         used.profiles
             .iter()
-            .map(|p| Ok((Some(p.clone()), self.load_in(&self.release, Some(p))?)))
+            .map(|p| Ok((Some(p.clone()), self.load_in(LogFormat::Text, Some(p))?)))
             .collect()
     }
 }
@@ -320,6 +434,7 @@ fn run(cli: Cli, format: LogFormat) -> Result<Exit, CliError> {
         Command::Plan(args) => plan::run(&cli.global, &args),
         Command::Operator(args) => operator::run(&cli.global, &args, format),
         Command::Rbac(args) => rbac::run(&cli.global, &args),
+        Command::Push(args) => push::run(&args),
         Command::OperandCleanup(args) => operand_cleanup::run(&cli.global, &args),
         Command::Uninstall(args) => uninstall::run(&cli.global, &args),
         Command::ClusterDeletion(args) => cluster_deletion::run(&cli.global, &args),

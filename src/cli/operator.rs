@@ -237,7 +237,7 @@ fn load_release(args: &ReleaseArgs, format: LogFormat) -> Result<crate::release:
         Err(e) => {
             match format {
                 LogFormat::Text => stderr_line!("error: {e}"),
-                LogFormat::Json => tracing::error!(release = %args.release.display(), "{e}"),
+                LogFormat::Json => tracing::error!(release = %args.release, "{e}"),
             }
             Err(unreadable_release(args))
         }
@@ -297,11 +297,15 @@ fn invalid_release(release: &crate::release::Release) -> String {
 /// The `ReleaseAccepted` message of a release that cannot be read (the loader's error).
 fn unreadable_release(args: &ReleaseArgs) -> String {
     let options = args.options_in(args.profile.as_deref());
-    match crate::release::load(&args.release, &options) {
-        Err(e) => format!("The release {} cannot be read: {e}", args.release.display()),
+    let loaded = args
+        .dir(LogFormat::Text)
+        .map_err(|e| e.to_string())
+        .and_then(|dir| crate::release::load(&dir, &options).map_err(|e| e.to_string()));
+    match loaded {
+        Err(e) => format!("The release {} cannot be read: {e}", args.release),
         Ok(_) => format!(
             "The release {} cannot be used with these flags (see the operator's log)",
-            args.release.display()
+            args.release
         ),
     }
 }

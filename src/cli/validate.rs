@@ -31,17 +31,39 @@ pub struct ValidateArgs {
 }
 
 pub fn run(args: &ValidateArgs) -> Result<Exit, CliError> {
-    let releases = args.release.load_each_profile()?;
+    let diagnostics = findings(&args.release, args.previous.as_deref())?;
+    // SARIF names the files of an OCI release inside the artifact, not in its temporary
+    // directory (text and JSON still show the temporary path: docs/oci-status.md).
+    let base = match args.release.origin() {
+        Some(opened) => Some(opened.dir()),
+        None => std::env::current_dir().ok(),
+    };
+    let out = validate::report::render(args.format, &diagnostics, base.as_deref());
+    super::print_stdout(&out)?;
+    Ok(if Summary::of(&diagnostics).has_errors() {
+        Exit::Failed
+    } else {
+        Exit::Success
+    })
+}
+
+/// What `cvo validate` finds in the release of `release` (each profile it uses on its own),
+/// against `previous` when given; also the check `cvo push` runs first.
+pub(super) fn findings(
+    release: &ReleaseArgs,
+    previous: Option<&std::path::Path>,
+) -> Result<Vec<Diagnostic>, CliError> {
+    let releases = release.load_each_profile()?;
     let mut runs = Vec::with_capacity(releases.len());
-    for (profile, release) in releases {
-        let previous = match &args.previous {
+    for (profile, loaded) in releases {
+        let previous = match previous {
             Some(dir) => Some(
-                crate::release::load(dir, &args.release.options_in(profile.as_deref()))
+                crate::release::load(dir, &release.options_in(profile.as_deref()))
                     .map_err(|e| CliError::usage(format_args!("--previous: {e}")))?,
             ),
             None => None,
         };
-        runs.push((profile, validate::validate(&release, previous.as_ref())));
+        runs.push((profile, validate::validate(&loaded, previous.as_ref())));
     }
     if runs.len() > 1 {
         let profiles: Vec<&str> = runs.iter().filter_map(|(p, _)| p.as_deref()).collect();
@@ -50,15 +72,7 @@ pub fn run(args: &ValidateArgs) -> Result<Exit, CliError> {
             profiles.join(", ")
         );
     }
-    let diagnostics = merge_profiles(runs);
-    let cwd = std::env::current_dir().ok();
-    let out = validate::report::render(args.format, &diagnostics, cwd.as_deref());
-    super::print_stdout(&out)?;
-    Ok(if Summary::of(&diagnostics).has_errors() {
-        Exit::Failed
-    } else {
-        Exit::Success
-    })
+    Ok(merge_profiles(runs))
 }
 
 /// The findings of several profiles as one list: a finding made in every profile once, as

@@ -11,6 +11,7 @@ mod cli_dev_apiserver;
 mod cli_flags;
 mod cli_graph;
 mod cli_hardening;
+mod cli_oci;
 mod cli_operand_cleanup;
 mod cli_progress;
 mod cli_rbac;

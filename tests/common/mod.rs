@@ -5,7 +5,8 @@
 //! (manifests-example on a cluster, and with OpenShift's own CRDs), [`report`] (what a
 //! sync did), [`graph`] (an update service on loopback), [`olm`] (OLM's CRDs and CSVs),
 //! [`lifecycle`] (the shipped lifecycle component), [`operator`] (`cvo operator` processes
-//! and the operator tests' `Env`), [`skip`] (visible skips).
+//! and the operator tests' `Env`), [`registry`] (a real OCI registry on loopback), [`skip`]
+//! (visible skips).
 //!
 //! [`cluster`] returns a [`TestCluster`] (the embedded server's `memory_apiserver::testing`):
 //! by default a fresh embedded in-memory API server, or, when the environment variable
@@ -23,6 +24,7 @@ pub mod graph;
 pub mod lifecycle;
 pub mod olm;
 pub mod operator;
+pub mod registry;
 pub mod release;
 pub mod report;
 pub mod skip;

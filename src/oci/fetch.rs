@@ -1,0 +1,397 @@
+//! Reading an OCI source as a release directory: resolve to a manifest digest once, check the
+//! manifest's shape, get the layer (from the cache when a verified copy is there), extract it
+//! into a temporary directory and rename that into place. What is read afterwards is exactly
+//! that digest's content: a tag moved after resolution changes nothing.
+
+use std::fs::File;
+use std::io::{BufReader, Seek};
+use std::path::PathBuf;
+
+use super::cache::Cache;
+use super::registry::Registry;
+use super::shape::{Descriptor, Shape, release_layer};
+use super::{Access, Caps, Digest, LayoutRef, MAX_MANIFEST_BYTES, OciError, RegistryRef, Source};
+
+/// How to read OCI sources: the flags of the reading commands.
+#[derive(Clone, Debug)]
+pub struct FetchOptions {
+    /// `--cache-dir`; `None`: [`Cache::default_root`].
+    pub cache_dir: Option<PathBuf>,
+    /// How registries are reached.
+    pub access: Access,
+    /// Size caps.
+    pub caps: Caps,
+}
+
+/// A release read from an OCI source: its extracted directory (removed when this is
+/// dropped) and where it came from.
+#[derive(Debug)]
+pub struct Opened {
+    root: tempfile::TempDir,
+    /// The source as written on the command line.
+    pub source: String,
+    /// The manifest digest the source resolved to.
+    pub digest: Digest,
+    /// The tag it was resolved from, if any.
+    pub tag: Option<String>,
+    /// `HOST[:PORT]/REPO@sha256:…` for a registry source (the release image recorded in
+    /// ClusterVersion); `None` for a layout.
+    pub image: Option<String>,
+    /// The artifact's shape.
+    pub shape: Shape,
+}
+
+impl Opened {
+    /// The extracted release directory.
+    pub fn dir(&self) -> PathBuf {
+        self.root.path().join("release")
+    }
+}
+
+/// Reads `source` into a release directory (see the module doc).
+pub async fn open(source: &Source, options: &FetchOptions) -> Result<Opened, OciError> {
+    let cache_root = match &options.cache_dir {
+        Some(dir) => dir.clone(),
+        None => Cache::default_root().ok_or_else(|| {
+            OciError::Usage("no user cache directory (HOME is unset): pass --cache-dir".to_owned())
+        })?,
+    };
+    let cache = Cache::open(&cache_root)?;
+    let source_text = source.to_string();
+    let (digest, shape, layer_path, image) = match source {
+        Source::Registry(r) => {
+            let (digest, shape, layer) = from_registry(r, options, &cache).await?;
+            (
+                digest.clone(),
+                shape,
+                layer,
+                Some(format!("{}@{digest}", r.name())),
+            )
+        }
+        Source::Layout(l) => {
+            let (digest, shape, layer) = from_layout(l, options, &cache)?;
+            (digest, shape, layer, None)
+        }
+    };
+    let root = tempfile::Builder::new()
+        .prefix("release-")
+        .tempdir_in(cache.extract_dir())
+        .map_err(|e| {
+            OciError::Unavailable(format!(
+                "the cache directory {}: cannot create a directory in it: {e}",
+                cache_root.display()
+            ))
+        })?;
+    let partial = root.path().join("partial");
+    std::fs::create_dir(&partial)
+        .map_err(|e| OciError::Unavailable(format!("{}: {e}", partial.display())))?;
+    let file = File::open(&layer_path)
+        .map_err(|e| OciError::Unavailable(format!("{}: {e}", layer_path.display())))?;
+    let what = format!("{source_text} ({digest})");
+    super::extract::extract(BufReader::new(file), &partial, options.caps, &what)
+        .map_err(OciError::Refused)?;
+    std::fs::rename(&partial, root.path().join("release"))
+        .map_err(|e| OciError::Unavailable(format!("{}: {e}", partial.display())))?;
+    Ok(Opened {
+        root,
+        source: source_text,
+        digest,
+        tag: source.tag().map(str::to_owned),
+        image,
+        shape,
+    })
+}
+
+/// The manifest digest, shape and cached layer file of a registry source.
+async fn from_registry(
+    r: &RegistryRef,
+    options: &FetchOptions,
+    cache: &Cache,
+) -> Result<(Digest, Shape, PathBuf), OciError> {
+    let mut registry: Option<Registry> = None;
+    let connect = |registry: &mut Option<Registry>| -> Result<(), OciError> {
+        if registry.is_none() {
+            *registry = Some(Registry::new(&r.registry, &options.access)?);
+        }
+        Ok(())
+    };
+    // Resolve once: the digest if pinned, else the tag's manifest's digest.
+    let cached_manifest = r
+        .digest
+        .as_ref()
+        .and_then(|d| cache.get(d, MAX_MANIFEST_BYTES));
+    let (manifest, digest) = match (cached_manifest, &r.digest) {
+        (Some(path), Some(d)) => (
+            std::fs::read(&path)
+                .map_err(|e| OciError::Unavailable(format!("{}: {e}", path.display())))?,
+            d.clone(),
+        ),
+        _ => {
+            connect(&mut registry)?;
+            let reference = match (&r.digest, &r.tag) {
+                (Some(d), _) => d.to_string(),
+                (None, Some(t)) => t.clone(),
+                (None, None) => unreachable!("a parsed reference has a tag or a digest"),
+            };
+            let got = registry
+                .as_ref()
+                .expect("connected")
+                .manifest(&r.repository, &reference)
+                .await?;
+            cache.put(&got.1, &got.0)?;
+            got
+        }
+    };
+    let name = format!("oci://{}@{digest}", r.name());
+    let (shape, layer) =
+        release_layer(&manifest).map_err(|e| OciError::Refused(format!("{name}: {e}")))?;
+    let layer_digest = layer_digest(&layer, &name)?;
+    if let Some(path) = cache.get(&layer_digest, options.caps.max_release_bytes) {
+        return Ok((digest, shape, path));
+    }
+    connect(&mut registry)?;
+    let mut tmp = cache.temp_file()?;
+    registry
+        .as_ref()
+        .expect("connected")
+        .blob(
+            &r.repository,
+            &layer,
+            options.caps.max_release_bytes,
+            tmp.as_file_mut(),
+        )
+        .await?;
+    let path = cache.keep(tmp, &layer_digest)?;
+    Ok((digest, shape, path))
+}
+
+/// The manifest digest, shape and (verified, copied) layer file of a layout source.
+fn from_layout(
+    l: &LayoutRef,
+    options: &FetchOptions,
+    cache: &Cache,
+) -> Result<(Digest, Shape, PathBuf), OciError> {
+    let digest = super::layout::resolve(&l.path, l.tag.as_deref(), l.digest.as_ref())?;
+    let manifest = super::layout::read_manifest(&l.path, &digest)?;
+    let name = format!("oci-layout:{}@{digest}", l.path.display());
+    let (shape, layer) =
+        release_layer(&manifest).map_err(|e| OciError::Refused(format!("{name}: {e}")))?;
+    let layer_digest = layer_digest(&layer, &name)?;
+    if layer.size > options.caps.max_release_bytes {
+        return Err(OciError::Refused(format!(
+            "{name}: the layer has {} bytes, more than --max-release-bytes {}: refused",
+            layer.size, options.caps.max_release_bytes
+        )));
+    }
+    let mut tmp = cache.temp_file()?;
+    super::layout::read_blob(
+        &l.path,
+        &layer_digest,
+        options.caps.max_release_bytes,
+        tmp.as_file_mut(),
+    )?;
+    tmp.as_file_mut()
+        .rewind()
+        .map_err(|e| OciError::Unavailable(format!("{}: {e}", tmp.path().display())))?;
+    let path = cache.keep(tmp, &layer_digest)?;
+    Ok((digest, shape, path))
+}
+
+fn layer_digest(layer: &Descriptor, name: &str) -> Result<Digest, OciError> {
+    layer
+        .digest()
+        .map_err(|e| OciError::Refused(format!("{name}: {e}")))
+}
+
+/// Malicious registry answers, from an in-process fake registry on loopback (the real
+/// registry's tests are in tests/cli/cli_oci.rs).
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::oci::shape::{Manifest, cvo_manifest};
+
+    type Routes = HashMap<String, (u16, &'static str, Vec<u8>)>;
+
+    /// A registry answering `routes` (path → status, content type, body), 404 elsewhere.
+    async fn fake_registry(routes: Routes) -> String {
+        let routes = Arc::new(routes);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let routes = routes.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        move |req: hyper::Request<hyper::body::Incoming>| {
+                            let (status, content_type, body) = routes
+                            .get(req.uri().path())
+                            .cloned()
+                            .unwrap_or((404, "application/json", br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"unknown"}]}"#.to_vec()));
+                            async move {
+                                Ok::<_, std::convert::Infallible>(
+                                    hyper::Response::builder()
+                                        .status(status)
+                                        .header("content-type", content_type)
+                                        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+                                        .expect("response"),
+                                )
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        addr.to_string()
+    }
+
+    fn base_routes() -> Routes {
+        [("/v2/".to_owned(), (200, "application/json", b"{}".to_vec()))].into()
+    }
+
+    async fn open_from(
+        host: &str,
+        tail: &str,
+        caps: Caps,
+    ) -> (Result<Opened, OciError>, tempfile::TempDir) {
+        let cache = tempfile::tempdir().unwrap();
+        let source = Source::parse(&format!("oci://{host}/cvo/x{tail}"))
+            .unwrap()
+            .unwrap();
+        let options = FetchOptions {
+            cache_dir: Some(cache.path().to_owned()),
+            access: Access::default(),
+            caps,
+        };
+        (open(&source, &options).await, cache)
+    }
+
+    const CAPS: Caps = Caps {
+        max_file_bytes: 1 << 20,
+        max_release_bytes: 1 << 20,
+    };
+
+    fn layer() -> Vec<u8> {
+        crate::oci::extract::raw_layer(&[("a.yaml", tar::EntryType::Regular, b"a: 1\n")])
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_good_artifact_is_read() {
+        let layer = layer();
+        let (manifest, digest) = cvo_manifest(&layer);
+        let mut routes = base_routes();
+        routes.insert(
+            "/v2/cvo/x/manifests/1".into(),
+            (200, crate::oci::shape::MANIFEST_MEDIA_TYPE, manifest),
+        );
+        routes.insert(
+            format!("/v2/cvo/x/blobs/{}", Digest::of(&layer)),
+            (200, "application/octet-stream", layer),
+        );
+        let host = fake_registry(routes).await;
+        let (opened, _cache) = open_from(&host, ":1", CAPS).await;
+        let opened = opened.unwrap();
+        assert_eq!(opened.digest, digest);
+        assert_eq!(
+            opened.image.as_deref(),
+            Some(format!("{host}/cvo/x@{digest}").as_str())
+        );
+        assert_eq!(
+            std::fs::read(opened.dir().join("a.yaml")).unwrap(),
+            b"a: 1\n"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_manifest_with_another_digest_is_refused() {
+        let (manifest, _) = cvo_manifest(&layer());
+        let (_, other) = cvo_manifest(b"other");
+        let mut routes = base_routes();
+        routes.insert(
+            format!("/v2/cvo/x/manifests/{other}"),
+            (200, crate::oci::shape::MANIFEST_MEDIA_TYPE, manifest),
+        );
+        let host = fake_registry(routes).await;
+        let (opened, _cache) = open_from(&host, &format!("@{other}"), CAPS).await;
+        let err = opened.unwrap_err();
+        assert!(matches!(err, OciError::Refused(_)), "{err}");
+        assert!(err.to_string().contains("digest"), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_blob_with_another_digest_or_too_many_bytes_is_refused() {
+        let layer = layer();
+        let (manifest, _) = cvo_manifest(&layer);
+        let blob_path = format!("/v2/cvo/x/blobs/{}", Digest::of(&layer));
+        for (name, body) in [
+            ("tampered", {
+                let mut b = layer.clone();
+                let last = b.len() - 1;
+                b[last] ^= 1;
+                b
+            }),
+            ("huge", vec![0u8; 4 << 20]),
+        ] {
+            let mut routes = base_routes();
+            routes.insert(
+                "/v2/cvo/x/manifests/1".into(),
+                (
+                    200,
+                    crate::oci::shape::MANIFEST_MEDIA_TYPE,
+                    manifest.clone(),
+                ),
+            );
+            routes.insert(blob_path.clone(), (200, "application/octet-stream", body));
+            let host = fake_registry(routes).await;
+            let (opened, cache) = open_from(&host, ":1", CAPS).await;
+            let err = opened.unwrap_err();
+            assert!(matches!(err, OciError::Refused(_)), "{name}: {err}");
+            // Nothing kept in the cache.
+            assert!(
+                std::fs::read_dir(cache.path().join("blobs/sha256"))
+                    .unwrap()
+                    .all(|e| {
+                        e.unwrap().file_name().to_string_lossy() != Digest::of(&layer).hex()
+                    })
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_layer_larger_than_the_cap_is_not_downloaded() {
+        let mut manifest: Manifest = serde_json::from_slice(&cvo_manifest(&layer()).0).unwrap();
+        manifest.layers[0].size = 10 << 20;
+        let bytes = serde_json::to_vec(&manifest).unwrap();
+        let mut routes = base_routes();
+        routes.insert(
+            "/v2/cvo/x/manifests/1".into(),
+            (200, crate::oci::shape::MANIFEST_MEDIA_TYPE, bytes),
+        );
+        let host = fake_registry(routes).await;
+        let (opened, _cache) = open_from(&host, ":1", CAPS).await;
+        let err = opened.unwrap_err().to_string();
+        assert!(err.contains("more than --max-release-bytes"), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_that_is_not_a_manifest_is_refused() {
+        let mut routes = base_routes();
+        routes.insert(
+            "/v2/cvo/x/manifests/1".into(),
+            (200, "text/html", b"<html>login</html>".to_vec()),
+        );
+        let host = fake_registry(routes).await;
+        let (opened, _cache) = open_from(&host, ":1", CAPS).await;
+        let err = opened.unwrap_err();
+        assert!(matches!(err, OciError::Refused(_)), "{err}");
+        assert!(
+            err.to_string().contains("not an OCI image manifest"),
+            "{err}"
+        );
+    }
+}

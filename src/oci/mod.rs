@@ -1,0 +1,47 @@
+//! Releases as OCI artifacts (issue 18): a release directory pushed to a registry (or an OCI
+//! image layout) as one reproducible `tar+gzip` layer, and read back by digest.
+//!
+//! The data flows: a `--release` source ([`reference`]: `oci://HOST[:PORT]/REPO[:TAG][@sha256:HEX]`
+//! or `oci-layout:PATH[:TAG|@sha256:HEX]`) is resolved to a manifest digest once ([`fetch`]);
+//! everything after that names the digest, so a tag moved meanwhile changes nothing. The
+//! manifest must have one of the shapes of [`shape`] (cvo's or Flux's); its layer is read from
+//! the [`cache`] when a verified copy is there, else from the [`registry`] or the [`layout`],
+//! its SHA-256 ([`digest`]) checked while it streams and its size capped; then [`extract`]
+//! unpacks it into a temporary directory (regular files and directories only), renamed into
+//! place when complete. The caller loads that directory exactly as a release directory.
+//!
+//! [`layer`] writes the reproducible layer and [`push`] sends it, with the manifest, to a
+//! registry or a layout. This module knows nothing of manifests' contents, of the cluster or of
+//! the engine: it only moves verified bytes.
+
+pub mod cache;
+pub mod digest;
+pub mod error;
+pub mod extract;
+pub mod fetch;
+pub mod layer;
+pub mod layout;
+pub mod push;
+pub mod reference;
+pub mod registry;
+pub mod shape;
+
+pub use digest::Digest;
+pub use error::OciError;
+pub use fetch::{FetchOptions, Opened, open};
+pub use push::{Pushed, push_artifact, push_release};
+pub use reference::{LayoutRef, RegistryRef, Source};
+pub use registry::Access;
+
+/// Size caps of what is read: the release loader's limits (`--max-file-bytes`,
+/// `--max-release-bytes`, docs/limits.md) applied to the artifact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caps {
+    /// Bytes of one extracted file.
+    pub max_file_bytes: u64,
+    /// Bytes of the compressed layer, and of all extracted files together.
+    pub max_release_bytes: u64,
+}
+
+/// The largest manifest read (4 MiB, the distribution spec's recommended limit).
+pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;

@@ -1,0 +1,459 @@
+//! The registry client: the OCI distribution protocol through `oci-client` (reqwest, rustls
+//! with the ring provider), with `cvo`'s rules on top.
+//!
+//! - Transport: a loopback registry (127.0.0.0/8, `::1`, `localhost`) is reached over plain
+//!   HTTP, as Docker does; any other host only over HTTPS, unless `--insecure-registry
+//!   HOST[:PORT]` names it (then plain HTTP). Server certificates are checked against the
+//!   system's roots (rustls-platform-verifier).
+//! - Credentials: from the Docker config (`$DOCKER_CONFIG/config.json`, else
+//!   `~/.docker/config.json`, with its credential helpers and store), looked up by `HOST[:PORT]`;
+//!   a user name and password are used for Basic auth or to get a Bearer token, as the
+//!   registry's challenge asks; an identity token is sent as a Bearer token. Without any,
+//!   access is anonymous. No credential is ever printed or logged.
+//! - Timeouts and retries: connecting times out after 10 s and a stalled read after 60 s; a
+//!   transport error, a timeout, 429 or 5xx is retried under the project's one request
+//!   backoff ([`Backoff::REQUEST`]: 200 ms doubling to 5 s, 6 attempts); anything else
+//!   fails at once. A registry that cannot be reached is a plain message naming it.
+
+use std::future::Future;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use futures::StreamExt;
+use oci_client::Reference;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::OciDistributionError;
+use oci_client::secrets::RegistryAuth;
+
+use super::shape::{ACCEPTED_MEDIA_TYPES, Descriptor};
+use super::{Digest, MAX_MANIFEST_BYTES, OciError};
+use crate::cluster::retry::Backoff;
+
+/// How registries are reached: the flags of every command that reads or pushes.
+#[derive(Clone, Debug, Default)]
+pub struct Access {
+    /// `--insecure-registry`: `HOST[:PORT]`s reached over plain HTTP.
+    pub insecure: Vec<String>,
+}
+
+impl Access {
+    /// Whether `registry` (`HOST[:PORT]`) is reached over plain HTTP.
+    pub fn plain_http(&self, registry: &str) -> bool {
+        is_loopback(super::reference::host_of(registry))
+            || self
+                .insecure
+                .iter()
+                .any(|i| i == registry || i == super::reference::host_of(registry))
+    }
+}
+
+/// Whether `host` is a loopback address or `localhost`.
+pub fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// A connection to one registry.
+pub struct Registry {
+    client: oci_client::Client,
+    registry: String,
+    scheme: &'static str,
+    auth: RegistryAuth,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("registry", &self.registry)
+            .field("scheme", &self.scheme)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// A client for `registry` (`HOST[:PORT]`) under `access`, with the Docker config's
+    /// credentials for it.
+    pub fn new(registry: &str, access: &Access) -> Result<Registry, OciError> {
+        // reqwest's rustls needs a process-wide crypto provider: ring, the one kube uses.
+        // (Installing it twice is harmless: the first one stays.)
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let plain = access.plain_http(registry);
+        let config = ClientConfig {
+            protocol: if plain {
+                ClientProtocol::Http
+            } else {
+                ClientProtocol::Https
+            },
+            connect_timeout: Some(Duration::from_secs(10)),
+            read_timeout: Some(Duration::from_secs(60)),
+            platform_resolver: None,
+            ..Default::default()
+        };
+        let client = oci_client::Client::try_from(config).map_err(|e| {
+            OciError::Unavailable(format!(
+                "cannot set up a client for the registry {registry}: {e}"
+            ))
+        })?;
+        Ok(Registry {
+            client,
+            registry: registry.to_owned(),
+            scheme: if plain { "http" } else { "https" },
+            auth: credentials(registry)?,
+        })
+    }
+
+    /// `HOST[:PORT]`.
+    pub fn name(&self) -> &str {
+        &self.registry
+    }
+
+    /// The manifest `reference` (a tag or a digest) names in `repository`, and its digest
+    /// (computed from the bytes; when `reference` is a digest, the bytes must have it).
+    pub async fn manifest(
+        &self,
+        repository: &str,
+        reference: &str,
+    ) -> Result<(Vec<u8>, Digest), OciError> {
+        let image = self.reference(repository, reference);
+        let what = format!(
+            "{}/{repository}{}{reference}",
+            self.registry,
+            sep(reference)
+        );
+        let (bytes, _) = self
+            .retry(&what, || {
+                self.client
+                    .pull_manifest_raw(&image, &self.auth, ACCEPTED_MEDIA_TYPES)
+            })
+            .await?;
+        if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(OciError::Refused(format!(
+                "{what}: the manifest has {} bytes, more than {MAX_MANIFEST_BYTES}: refused",
+                bytes.len()
+            )));
+        }
+        let digest = Digest::of(&bytes);
+        if let Ok(expected) = Digest::parse(reference)
+            && expected != digest
+        {
+            return Err(OciError::Refused(format!(
+                "{what}: the registry answered a manifest whose digest is {digest}: refused"
+            )));
+        }
+        Ok((bytes.to_vec(), digest))
+    }
+
+    /// Streams the blob `descriptor` names from `repository` into `out`, hashing as it goes:
+    /// refused when it is larger than `cap` (or than the descriptor says) or its digest is not
+    /// the descriptor's.
+    pub async fn blob(
+        &self,
+        repository: &str,
+        descriptor: &Descriptor,
+        cap: u64,
+        out: &mut impl std::io::Write,
+    ) -> Result<(), OciError> {
+        let digest = descriptor.digest().map_err(OciError::Refused)?;
+        let what = format!("{}/{repository}@{digest}", self.registry);
+        if descriptor.size > cap {
+            return Err(OciError::Refused(format!(
+                "{what}: the layer has {} bytes, more than --max-release-bytes {cap}: refused",
+                descriptor.size
+            )));
+        }
+        let image = self.reference(repository, &digest.to_string());
+        self.store_auth(&image).await;
+        let layer = oci_client::manifest::OciDescriptor {
+            media_type: descriptor.media_type.clone(),
+            digest: digest.to_string(),
+            size: descriptor.size as i64,
+            ..Default::default()
+        };
+        let mut stream = self
+            .retry(&what, || self.client.pull_blob_stream(&image, &layer))
+            .await?;
+        let mut hasher = super::digest::Hasher::new();
+        let mut total: u64 = 0;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                if e.to_string().to_lowercase().contains("digest") {
+                    OciError::Refused(format!(
+                        "{what}: the registry sent content that does not match its digest ({e}): its blob changed or was corrupted, refused"
+                    ))
+                } else {
+                    OciError::Unavailable(format!("{what}: reading the layer from {}: {e}", self.address()))
+                }
+            })?;
+            total += chunk.len() as u64;
+            if total > descriptor.size {
+                return Err(OciError::Refused(format!(
+                    "{what}: the registry sent more than the {} bytes the manifest gives: refused",
+                    descriptor.size
+                )));
+            }
+            hasher.update(&chunk);
+            out.write_all(&chunk)
+                .map_err(|e| OciError::Unavailable(format!("{what}: storing the layer: {e}")))?;
+        }
+        let got = hasher.finish();
+        if got != digest {
+            return Err(OciError::Refused(format!(
+                "{what}: the registry sent content whose digest is {got}: its blob changed or was corrupted, refused"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Pushes `bytes` as a blob of `repository` (skipped when the registry has it).
+    pub async fn push_blob(&self, repository: &str, bytes: &[u8]) -> Result<Digest, OciError> {
+        let digest = Digest::of(bytes);
+        let image = self.reference(repository, &digest.to_string());
+        self.store_auth(&image).await;
+        let what = format!("{}/{repository}@{digest}", self.registry);
+        let digest_text = digest.to_string();
+        let exists = self
+            .retry(&what, || self.client.blob_exists(&image, &digest_text))
+            .await?;
+        if !exists {
+            let data = bytes::Bytes::copy_from_slice(bytes);
+            self.retry(&what, || {
+                self.client.push_blob(&image, data.clone(), &digest_text)
+            })
+            .await?;
+        }
+        Ok(digest)
+    }
+
+    /// Pushes the manifest `bytes` (media type `media_type`) to `repository` under `tag`.
+    pub async fn push_manifest(
+        &self,
+        repository: &str,
+        tag: &str,
+        bytes: &[u8],
+        media_type: &str,
+    ) -> Result<(), OciError> {
+        let image = self.reference(repository, tag);
+        self.store_auth(&image).await;
+        let what = format!("{}/{repository}:{tag}", self.registry);
+        let content_type = http::HeaderValue::from_str(media_type)
+            .map_err(|e| OciError::Usage(format!("media type {media_type:?}: {e}")))?;
+        let body = bytes::Bytes::copy_from_slice(bytes);
+        self.retry(&what, || {
+            self.client
+                .push_manifest_raw(&image, body.clone(), content_type.clone())
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Gives the client this registry's credentials before a request: oci-client uses them
+    /// (Basic, or to get a Bearer token for the operation) only once stored.
+    async fn store_auth(&self, image: &Reference) {
+        self.client
+            .store_auth_if_needed(image.resolve_registry(), &self.auth)
+            .await;
+    }
+
+    fn reference(&self, repository: &str, reference: &str) -> Reference {
+        if reference.starts_with("sha256:") {
+            Reference::with_digest(
+                self.registry.clone(),
+                repository.to_owned(),
+                reference.to_owned(),
+            )
+        } else {
+            Reference::with_tag(
+                self.registry.clone(),
+                repository.to_owned(),
+                reference.to_owned(),
+            )
+        }
+    }
+
+    /// `scheme://HOST[:PORT]`, for messages.
+    fn address(&self) -> String {
+        format!("{}://{}", self.scheme, self.registry)
+    }
+
+    /// Runs `op` under the request backoff, retrying transient failures; the last failure
+    /// in plain words, naming `what` and the registry.
+    async fn retry<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, OciError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, OciDistributionError>>,
+    {
+        let mut delays = Backoff::REQUEST.delays();
+        loop {
+            match op().await {
+                Ok(v) => return Ok(v),
+                Err(e) if transient(&e) => match delays.next() {
+                    Some(wait) => {
+                        tracing::debug!(registry = %self.registry, "{what}: {}; retrying in {wait:?}", describe_cause(&e));
+                        tokio::time::sleep(wait).await;
+                    }
+                    None => return Err(self.describe(what, &e)),
+                },
+                Err(e) => return Err(self.describe(what, &e)),
+            }
+        }
+    }
+
+    /// `e` in plain words.
+    fn describe(&self, what: &str, e: &OciDistributionError) -> OciError {
+        use OciDistributionError as E;
+        let registry = &self.registry;
+        match e {
+            E::RequestError(re)
+                if re
+                    .status()
+                    .is_some_and(|s| s.as_u16() == 401 || s.as_u16() == 403) =>
+            {
+                OciError::Unavailable(format!(
+                    "{what}: the registry {registry} refused access (HTTP {}); log in with `docker login {registry}` (the Docker config's credentials are used) or check the repository's permissions",
+                    re.status().map_or(0, |s| s.as_u16())
+                ))
+            }
+            E::RequestError(re) if re.is_connect() || re.is_timeout() || re.is_request() => {
+                let hint = if self.scheme == "https"
+                    && !is_loopback(super::reference::host_of(registry))
+                {
+                    format!(" (a registry serving plain HTTP needs --insecure-registry {registry})")
+                } else {
+                    String::new()
+                };
+                OciError::Unavailable(format!(
+                    "{what}: cannot reach the registry {registry} at {}: {}; check that it runs and the address is right{hint}",
+                    self.address(),
+                    describe_cause(e)
+                ))
+            }
+            E::AuthenticationFailure(_)
+            | E::UnauthorizedError { .. }
+            | E::ServerError {
+                code: 401 | 403, ..
+            } => OciError::Unavailable(format!(
+                "{what}: the registry {registry} refused access ({}); log in with `docker login {registry}` (the Docker config's credentials are used) or check the repository's permissions",
+                describe_cause(e)
+            )),
+            E::ImageManifestNotFoundError(_) => OciError::Unavailable(format!(
+                "{what}: not found in the registry {registry}: check the repository, tag or digest"
+            )),
+            E::ServerError { code: 404, .. } => OciError::Unavailable(format!(
+                "{what}: not found in the registry {registry}: check the repository, tag or digest"
+            )),
+            E::RegistryError { envelope, .. }
+                if envelope.errors.iter().any(|x| {
+                    matches!(
+                        x.code,
+                        oci_client::errors::OciErrorCode::ManifestUnknown
+                            | oci_client::errors::OciErrorCode::NameUnknown
+                            | oci_client::errors::OciErrorCode::BlobUnknown
+                    )
+                }) =>
+            {
+                OciError::Unavailable(format!(
+                    "{what}: not found in the registry {registry}: check the repository, tag or digest"
+                ))
+            }
+            E::DigestError(_) => OciError::Refused(format!(
+                "{what}: {}: the registry's content does not match its digest, refused",
+                describe_cause(e)
+            )),
+            _ => OciError::Unavailable(format!(
+                "{what}: the registry {registry}: {}",
+                describe_cause(e)
+            )),
+        }
+    }
+}
+
+/// `:` before a tag, `@` before a digest.
+fn sep(reference: &str) -> &'static str {
+    if reference.starts_with("sha256:") {
+        "@"
+    } else {
+        ":"
+    }
+}
+
+/// Whether `e` may clear on its own: transport errors, timeouts, 429 and 5xx.
+fn transient(e: &OciDistributionError) -> bool {
+    match e {
+        OciDistributionError::RequestError(re) => {
+            re.is_connect() || re.is_timeout() || re.is_request() || re.is_body()
+        }
+        OciDistributionError::ServerError { code, .. } => *code == 429 || *code >= 500,
+        _ => false,
+    }
+}
+
+/// The error and its causes on one line.
+fn describe_cause(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// The Docker config's credentials for `registry`; anonymous when it has none. A config that
+/// exists but cannot be used is an error naming the registry (never the credential).
+fn credentials(registry: &str) -> Result<RegistryAuth, OciError> {
+    use docker_credential::{CredentialRetrievalError as C, DockerCredential as D};
+    match docker_credential::get_credential(registry) {
+        Ok(D::UsernamePassword(user, password)) => Ok(RegistryAuth::Basic(user, password)),
+        Ok(D::IdentityToken(token)) => Ok(RegistryAuth::Bearer(token)),
+        Err(C::NoCredentialConfigured | C::ConfigNotFound | C::ConfigReadError) => {
+            Ok(RegistryAuth::Anonymous)
+        }
+        Err(C::HelperFailure { helper, .. }) => Err(OciError::Unavailable(format!(
+            "the Docker config's credential helper docker-credential-{helper} failed for the registry {registry}: run it by hand or log in again with `docker login {registry}`"
+        ))),
+        Err(e) => Err(OciError::Unavailable(format!(
+            "the Docker config's credentials for the registry {registry} cannot be used ({}): fix $DOCKER_CONFIG/config.json or ~/.docker/config.json",
+            match e {
+                C::HelperCommunicationError => "the credential helper could not be run",
+                C::MalformedHelperResponse => "the credential helper's answer is malformed",
+                C::CredentialDecodingError => "its auth field is not base64 of user:password",
+                C::CredentialMismatchError => "its auth field and username/password disagree",
+                _ => "unreadable",
+            }
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_plain_http_others_need_the_flag() {
+        let access = Access {
+            insecure: vec!["mirror.lan:5000".to_owned(), "other.lan".to_owned()],
+        };
+        for plain in [
+            "127.0.0.1:5000",
+            "127.1.2.3",
+            "localhost:80",
+            "[::1]:5000",
+            "mirror.lan:5000",
+            "other.lan:443",
+        ] {
+            assert!(access.plain_http(plain), "{plain}");
+        }
+        for https in [
+            "quay.io",
+            "mirror.lan:5001",
+            "10.0.0.1:5000",
+            "localhost.example.com",
+        ] {
+            assert!(!access.plain_http(https), "{https}");
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! A real OCI registry for the tests: Debian's `docker-registry` (docker/distribution 2.8,
+//! `apt-get install docker-registry`, installed by `.ci/run`), bound to 127.0.0.1 on a free
+//! port with a temporary root and config file, stopped (and its root removed) on drop. Without
+//! the binary, [`Registry::start`] skips visibly and returns `None`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where Debian installs the registry.
+pub const BINARY: &str = "/usr/bin/docker-registry";
+
+/// A running registry.
+pub struct Registry {
+    child: Child,
+    root: tempfile::TempDir,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+}
+
+impl Registry {
+    /// Starts a registry and waits (up to 30 s) until it answers `GET /v2/`; `None` (after a
+    /// visible skip) when the binary is absent.
+    pub fn start() -> Option<Registry> {
+        Self::start_with(None)
+    }
+
+    /// Like [`Registry::start`], asking for HTTP Basic auth checked against `htpasswd` (a
+    /// bcrypt htpasswd file, such as tests/fixtures/oci/htpasswd).
+    pub fn start_with_htpasswd(htpasswd: &Path) -> Option<Registry> {
+        Self::start_with(Some(htpasswd))
+    }
+
+    fn start_with(htpasswd: Option<&Path>) -> Option<Registry> {
+        if !Path::new(BINARY).exists() {
+            super::skip(&format!(
+                "{BINARY} is absent (apt-get install docker-registry; .ci/run installs it)"
+            ));
+            return None;
+        }
+        // A port taken between probing and binding: try again with another.
+        let mut last = String::new();
+        for _ in 0..3 {
+            match Self::try_start(htpasswd) {
+                Ok(r) => return Some(r),
+                Err(e) => last = e,
+            }
+        }
+        panic!("the registry did not start: {last}");
+    }
+
+    fn try_start(htpasswd: Option<&Path>) -> Result<Registry, String> {
+        let root = tempfile::tempdir().expect("tempdir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let config = root.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{}",
+                root.path().join("data").display(),
+                match htpasswd {
+                    Some(file) => format!(
+                        "auth:\n  htpasswd:\n    realm: cvo-test\n    path: {}\n",
+                        file.display()
+                    ),
+                    None => String::new(),
+                }
+            ),
+        )
+        .expect("write the registry's config");
+        let log = std::fs::File::create(root.path().join("registry.log")).expect("log file");
+        let child = Command::new(BINARY)
+            .arg("serve")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("{BINARY}: {e}"))?;
+        let mut registry = Registry { child, root, port };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut wait = Duration::from_millis(10);
+        loop {
+            if registry.answers() {
+                return Ok(registry);
+            }
+            if let Ok(Some(status)) = registry.child.try_wait() {
+                return Err(format!("it exited ({status}): {}", registry.log()));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "no answer on port {port} in 30 s: {}",
+                    registry.log()
+                ));
+            }
+            std::thread::sleep(wait);
+            wait = (wait * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// Whether `GET /v2/` answers (200, or 401 when it asks for credentials).
+    fn answers(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        if s.write_all(b"GET /v2/ HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .is_err()
+        {
+            return false;
+        }
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).is_ok() && (head.ends_with(b"200") || head.ends_with(b"401"))
+    }
+
+    /// Its log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.root.path().join("registry.log")).unwrap_or_default()
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `oci://127.0.0.1:PORT/REPO` followed by `tail` (`:TAG`, `@sha256:…`).
+    pub fn url(&self, repo: &str, tail: &str) -> String {
+        format!("oci://{}/{repo}{tail}", self.host())
+    }
+
+    /// The file holding blob `digest` (`sha256:…`) in the registry's storage.
+    pub fn blob_file(&self, digest: &str) -> PathBuf {
+        let hex = digest.strip_prefix("sha256:").expect("a sha256 digest");
+        self.root
+            .path()
+            .join("data/docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
