@@ -1050,24 +1050,7 @@ async fn a_release_adopts_least_privilege_and_its_operator_keeps_running_it() {
         admin.clone()
     } else {
         let sas = Api::<ServiceAccount>::namespaced(tc.client.clone(), "cluster-version");
-        let token = sas
-            .create_token_request(
-                "cvo-operator",
-                &PostParams::default(),
-                &TokenRequest {
-                    spec: TokenRequestSpec {
-                        audiences: vec![],
-                        expiration_seconds: Some(3600),
-                        ..Default::default()
-                    },
-                    ..Default::default()
-                },
-            )
-            .await
-            .expect("token request")
-            .status
-            .expect("token status")
-            .token;
+        let token = token(&sas, "cvo-operator").await;
         token_kubeconfig(&admin, &token, work.path())
     };
 
