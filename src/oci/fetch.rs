@@ -50,12 +50,7 @@ impl Opened {
 
 /// Reads `source` into a release directory (see the module doc).
 pub async fn open(source: &Source, options: &FetchOptions) -> Result<Opened, OciError> {
-    let cache_root = match &options.cache_dir {
-        Some(dir) => dir.clone(),
-        None => Cache::default_root().ok_or_else(|| {
-            OciError::Usage("no user cache directory (HOME is unset): pass --cache-dir".to_owned())
-        })?,
-    };
+    let cache_root = cache_root(options)?;
     let cache = Cache::open(&cache_root)?;
     let source_text = source.to_string();
     let (digest, shape, layer_path, image) = match source {
@@ -100,6 +95,78 @@ pub async fn open(source: &Source, options: &FetchOptions) -> Result<Opened, Oci
         image,
         shape,
     })
+}
+
+/// What a registry reference names, once resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A release artifact of this shape: [`open`] reads it.
+    Release(Shape),
+    /// A container image (or an image index): what it is, in words.
+    Image(&'static str),
+}
+
+/// A registry reference resolved to a manifest digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    /// The manifest digest (the reference's own when it pins one).
+    pub digest: Digest,
+    /// What the manifest is.
+    pub kind: Kind,
+}
+
+/// Resolves `r` to its manifest digest (a tag is resolved now; a pinned digest is checked
+/// against the bytes) and tells a release artifact from a container image. The manifest is
+/// kept in the cache, so that [`open`] of the digest does not ask for it again. A manifest
+/// that is neither is refused naming its media types.
+pub async fn resolve(r: &RegistryRef, options: &FetchOptions) -> Result<Resolved, OciError> {
+    let cache = Cache::open(&cache_root(options)?)?;
+    let cached = r
+        .digest
+        .as_ref()
+        .and_then(|d| cache.get(d, MAX_MANIFEST_BYTES));
+    let (manifest, digest) = match (cached, &r.digest) {
+        (Some(path), Some(d)) => (
+            std::fs::read(&path)
+                .map_err(|e| OciError::Unavailable(format!("{}: {e}", path.display())))?,
+            d.clone(),
+        ),
+        _ => {
+            let reference = match (&r.digest, &r.tag) {
+                (Some(d), _) => d.to_string(),
+                (None, Some(t)) => t.clone(),
+                (None, None) => unreachable!("a parsed reference has a tag or a digest"),
+            };
+            let got = Registry::new(&r.registry, &options.access)?
+                .manifest(&r.repository, &reference)
+                .await?;
+            cache.put(&got.1, &got.0)?;
+            got
+        }
+    };
+    let kind = match release_layer(&manifest) {
+        Ok((shape, _)) => Kind::Release(shape),
+        Err(why) => match super::shape::container_image(&manifest) {
+            Some(what) => Kind::Image(what),
+            None => {
+                return Err(OciError::Refused(format!(
+                    "{}@{digest}: {why}; nor is it a container image",
+                    r.name()
+                )));
+            }
+        },
+    };
+    Ok(Resolved { digest, kind })
+}
+
+/// `--cache-dir`, else the user's cache directory.
+fn cache_root(options: &FetchOptions) -> Result<PathBuf, OciError> {
+    match &options.cache_dir {
+        Some(dir) => Ok(dir.clone()),
+        None => Cache::default_root().ok_or_else(|| {
+            OciError::Usage("no user cache directory (HOME is unset): pass --cache-dir".to_owned())
+        }),
+    }
 }
 
 /// The manifest digest, shape and cached layer file of a registry source.

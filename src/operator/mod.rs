@@ -10,6 +10,8 @@
 //!   rule: connected and placed by the election, never waiting for a pass);
 //! - [`events`]: Kubernetes Events (a deleted object that came back).
 //! - [`self_update`]: moving the operator's own Deployment to `spec.desiredUpdate.image`;
+//! - [`pull`]: pulling the release artifact `spec.desiredUpdate.image` names, to lead with it
+//!   (no new pod);
 //! - [`cleanup`]: the OLM operand-cleanup reconciler, run while leading
 //!   (`--components operand-cleanup`);
 //! - `lead`: what the leader does — the first full pass, then the steady state;
@@ -30,8 +32,15 @@
 //! `spec.desiredUpdate` is read as OpenShift's CVO reads it ([`crate::status::spec`]): a
 //! `version` without an `image` names the image `status.availableUpdates` (or a
 //! `status.history` entry) gives it; a request that is invalid is reported as `Invalid` and not
-//! acted on. The image asked for, when it is not the operator's, gets its Deployment moved
-//! there, and the operator hands over: it applies nothing more (see [`self_update`]).
+//! acted on. The image asked for, when it is neither the operator's nor the release it leads
+//! with, is looked up in its registry ([`pull`]): a **release artifact** is pulled and loaded,
+//! and the leader switches to it — `lead` ends with the new release and [`run`] enters it
+//! again as a new leader would (a full pass first, watches rebuilt); the release led with is
+//! kept while the process lives (a restart starts from `--release` again and pulls the spec's
+//! image again). A **container image** gets the operator's Deployment moved there, and the
+//! operator hands over: it applies nothing more (see [`self_update`]). An image that cannot be
+//! looked up or pulled is reported (`ReleaseAccepted=False`, `RetrievePayload`) and the
+//! current release stays enforced.
 //!
 //! A release the preconditions refuse is reported as `ReleaseAccepted=False` (reason: the
 //! precondition) and `Progressing=False` saying so, and nothing is applied; a request for the
@@ -58,6 +67,7 @@ mod lead;
 pub mod leader;
 pub mod metrics;
 mod pass;
+pub mod pull;
 mod repair;
 pub mod resync;
 pub mod self_update;
@@ -94,6 +104,8 @@ pub struct Options {
     pub self_update: self_update::Config,
     /// Also run the OLM operand-cleanup reconciler while leading (`None`: do not).
     pub operand_cleanup: Option<crate::olm::Config>,
+    /// How releases `spec.desiredUpdate.image` names are pulled and loaded.
+    pub pull: pull::Config,
 }
 
 /// Runs the operator until `shutdown` resolves: elects, leads while elected, stops gracefully.
@@ -121,6 +133,9 @@ pub async fn run(
     // The reconciler's requests are not the release's: not counted in the metrics.
     let cleanup_client = client.clone();
     let cluster = Cluster::new(metrics::instrument(client, metrics.clone()));
+    let puller = pull::Puller::new(options.pull.clone());
+    // The release pulled last (spec.desiredUpdate.image): led with while the process lives.
+    let mut pulled: Option<Box<pull::Pulled>> = None;
     tokio::pin!(shutdown);
     let leading = async {
         loop {
@@ -145,12 +160,19 @@ pub async fn run(
                     .await;
                 }
             };
-            let work = async {
-                tokio::join!(
-                    lead::lead(&cluster, release, options, &metrics, &mut stop),
-                    cleanup
-                )
+            let releases = async {
+                loop {
+                    let current = pulled.as_ref().map_or(release, |p| &p.release);
+                    let next =
+                        lead::lead(&cluster, current, options, &metrics, &puller, &mut stop).await;
+                    match next {
+                        // Switch: lead again with the pulled release, as a new leader would.
+                        Some(next) => pulled = Some(next),
+                        None => return,
+                    }
+                }
             };
+            let work = async { tokio::join!(releases, cleanup) };
             tokio::select! {
                 _ = work => {}
                 _ = lost.wait_for(|l| !*l) => {
