@@ -2460,3 +2460,167 @@ async fn readiness_comes_from_the_election_not_from_a_pass() {
     leader.terminate().await;
     env.finish().await;
 }
+
+/// `spec.desiredUpdate.image` naming a **release artifact** in a registry (issue 18; the real
+/// registry of `common::registry`): the operator started on release A (a directory) pulls
+/// release B by digest and leads with it in the same process — B's objects applied, history
+/// B Completed (image `HOST/REPO@sha256:…`) over A, drift of B's objects repaired; a tag
+/// resolves once per spec change (the tag moved afterwards changes nothing); an image that is
+/// not in the registry is `ReleaseAccepted=False` reason `RetrievePayload` naming it, while
+/// the current release stays enforced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_desired_release_artifact_is_pulled_and_led_with_in_the_same_process() {
+    let Some(registry) = common::registry::Registry::start() else {
+        return;
+    };
+    let env = Env::new("operator-pull").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        lease,
+        ..
+    } = &env;
+    let release = |version: &str, value: &str, extra: &str| {
+        let path = dir.path().join(format!("release-{version}"));
+        let mut files = vec![(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", value),
+        )];
+        if !extra.is_empty() {
+            files.push(("0000_10_a_01_extra.yaml", configmap(ns, extra, value)));
+        }
+        write_release(&path, version, &files);
+        path
+    };
+    env.write_release(
+        "1.0.0",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", "one"),
+        )],
+    );
+    let b = registry
+        .push_release("cvo/release", "b", &release("1.1.0", "two", "extra-b"))
+        .await;
+    let c = registry
+        .push_release("cvo/release", "c", &release("1.2.0", "three", "extra-c"))
+        .await;
+    let cache = dir.path().join("cache");
+    let op = env.start(&[
+        "--resync-interval",
+        "2s",
+        "--lease-name",
+        lease,
+        "--cache-dir",
+        cache.to_str().expect("utf-8 path"),
+    ]);
+    let pid = op.pid();
+    history(cvs, "1.0.0", "Completed").await;
+
+    // By digest: B is pulled and led with, no new process.
+    let b_image = registry.pullspec("cvo/release", &format!("@{b}"));
+    desire(cvs, json!({"image": b_image})).await;
+    let cv = history(cvs, "1.1.0", "Completed").await;
+    let entries: Vec<(String, String, String)> = cv.data["status"]["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .map(|h| {
+            let text = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+            (text("version"), text("state"), text("image"))
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("1.1.0".to_owned(), "Completed".to_owned(), b_image.clone()),
+            ("1.0.0".to_owned(), "Completed".to_owned(), String::new()),
+        ],
+        "history: B (its digest) over A"
+    );
+    assert_eq!(cv.data["status"]["desired"]["image"], json!(b_image));
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("two"));
+    assert_eq!(cm_value(tc, ns, "extra-b").await.as_deref(), Some("two"));
+    condition_is(cvs, "ReleaseAccepted", "True", "PayloadLoaded").await;
+    assert_eq!(op.pid(), pid);
+    op.metric_at_least("cvo_sync_passes_total", &[("result", "switched")], 1.0)
+        .await;
+    // Drift of B's objects is repaired: its watches were built for it.
+    tc.dynamic(&configmaps(), Some(ns))
+        .delete("extra-b", &DeleteParams::default())
+        .await
+        .expect("delete extra-b");
+    poll_until("extra-b repaired", Duration::from_secs(30), || async {
+        cm_value(tc, ns, "extra-b")
+            .await
+            .ok_or_else(|| "absent".to_owned())
+    })
+    .await;
+
+    // By tag: C is resolved once; the tag moved to another release afterwards changes nothing
+    // (passes go on every ~2 s) until the spec changes.
+    let c_tag = registry.pullspec("cvo/release", ":c");
+    desire(cvs, json!({"image": c_tag})).await;
+    let cv = history(cvs, "1.2.0", "Completed").await;
+    let c_image = registry.pullspec("cvo/release", &format!("@{c}"));
+    assert_eq!(cv.data["status"]["history"][0]["image"], json!(c_image));
+    registry
+        .push_release("cvo/release", "c", &release("1.3.0", "four", "extra-d"))
+        .await;
+    let text = op.scrape().await.expect("metrics");
+    let resyncs = metric(&text, "cvo_sync_passes_total", &[("trigger", "resync")]);
+    op.metric_at_least(
+        "cvo_sync_passes_total",
+        &[("trigger", "resync")],
+        resyncs + 2.0,
+    )
+    .await;
+    let cv = cvs.get("version").await.expect("ClusterVersion");
+    assert_eq!(cv.data["status"]["history"][0]["version"], "1.2.0");
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("three"));
+    assert_eq!(
+        cm_value(tc, ns, "extra-d").await,
+        None,
+        "the moved tag is not read"
+    );
+
+    // Not in the registry: RetrievePayload, and C stays enforced.
+    let missing = registry.pullspec("cvo/missing", &format!("@sha256:{}", "0".repeat(64)));
+    desire(cvs, json!({"image": missing})).await;
+    let refused = condition_is(cvs, "ReleaseAccepted", "False", "RetrievePayload").await;
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("image=\"{missing}\""))
+            && message.contains("not found in the registry")
+            && message.contains("release 1.2.0 stays applied"),
+        "{refused}"
+    );
+    let progressing = condition_is(cvs, "Progressing", "False", "RetrievePayload").await;
+    assert!(
+        progressing["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("release 1.2.0 stays applied")),
+        "{progressing}"
+    );
+    tc.dynamic(&configmaps(), Some(ns))
+        .patch(
+            "settings",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "drifted"}})),
+        )
+        .await
+        .expect("edit settings");
+    poll_until("settings repaired", Duration::from_secs(30), || async {
+        match cm_value(tc, ns, "settings").await.as_deref() {
+            Some("three") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(op.pid(), pid);
+    op.terminate().await;
+    drop(registry);
+    env.finish().await;
+}
