@@ -773,10 +773,32 @@ async fn condition_is(cvs: &Api<DynamicObject>, type_: &str, status: &str, reaso
 /// An operator for a one-ConfigMap release 1.0.0 that runs `example.com/cvo:1.0.0` and whose
 /// Deployment is `ns/cvo`.
 fn start_self_updating(tc_kubeconfig: &Path, dir: &Path, ns: &str, lease: &str) -> Operator {
-    start_image(tc_kubeconfig, dir, ns, lease, "1.0.0", "one")
+    start_image(
+        tc_kubeconfig,
+        dir,
+        ns,
+        lease,
+        "1.0.0",
+        "one",
+        "example.com/cvo:1.0.0",
+    )
 }
 
-/// The operator as its Deployment's pod running image `example.com/cvo:VERSION` would be: the
+/// A registry holding the operator's own container images `cvo:TAG` for `tags`, and the
+/// pullspec prefix `127.0.0.1:PORT/cvo:` of their names. An image `spec.desiredUpdate.image`
+/// moves the operator to is looked up first (a release artifact would be pulled instead, and
+/// a registry that cannot be reached moves nothing), so it must be in a registry. `None`
+/// (a visible skip) without the registry binary.
+async fn operator_images(tags: &[&str]) -> Option<(common::registry::Registry, String)> {
+    let registry = common::registry::Registry::start()?;
+    for tag in tags {
+        registry.push_image("cvo", tag).await;
+    }
+    let prefix = registry.pullspec("cvo", ":");
+    Some((registry, prefix))
+}
+
+/// The operator as its Deployment's pod running `image` (release `version`) would be: the
 /// release baked into that image (`version`, ConfigMap `settings` = `value`), Deployment
 /// `ns/cvo`, Lease `lease`.
 fn start_image(
@@ -786,6 +808,7 @@ fn start_image(
     lease: &str,
     version: &str,
     value: &str,
+    image: &str,
 ) -> Operator {
     let release = dir.join(format!("release-{version}"));
     write_release(
@@ -797,7 +820,6 @@ fn start_image(
         )],
     );
     let self_deployment = format!("{ns}/cvo");
-    let image = format!("example.com/cvo:{version}");
     Operator::start(
         tc_kubeconfig,
         dir,
@@ -809,7 +831,7 @@ fn start_image(
             "--lease-name",
             lease,
             "--release-image",
-            &image,
+            image,
             "--self-deployment",
             &self_deployment,
         ],
@@ -818,6 +840,10 @@ fn start_image(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() {
+    let Some((_registry, images_at)) = operator_images(&["1.1.0"]).await else {
+        return;
+    };
+    let to = format!("{images_at}1.1.0");
     let env = Env::new("operator-move").await;
     let Env {
         tc,
@@ -835,7 +861,7 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
     cvs.patch(
         "version",
         &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"desiredUpdate": {"image": "example.com/cvo:1.1.0"}}})),
+        &Patch::Merge(json!({"spec": {"desiredUpdate": {"image": to}}})),
     )
     .await
     .expect("desired image");
@@ -846,7 +872,7 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
             let (images, _) = images(&deployments, "cvo").await;
             let want = [
                 ("sidecar".to_owned(), "example.com/sidecar:1".to_owned()),
-                ("operator".to_owned(), "example.com/cvo:1.1.0".to_owned()),
+                ("operator".to_owned(), to.clone()),
             ];
             if images == want {
                 Ok(())
@@ -859,7 +885,7 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
     let progressing = condition_is(cvs, "Progressing", "True", "OperatorImageUpdating").await;
     let message = progressing["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("example.com/cvo:1.1.0")
+        message.contains(&to)
             && message.contains(&format!("{ns}/cvo"))
             && message.contains("was example.com/cvo:1.0.0"),
         "{progressing}"
@@ -884,7 +910,7 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
     // into the new image and stands by; the old pod gets SIGTERM and releases the Lease; the
     // new one leads and updates the cluster to its release.
     let (_, generation) = images(&deployments, "cvo").await;
-    let new_pod = start_image(kubeconfig, dir.path(), ns, lease, "1.1.0", "two");
+    let new_pod = start_image(kubeconfig, dir.path(), ns, lease, "1.1.0", "two", &to);
     new_pod.metric_at_least("cvo_leader", &[], 0.0).await;
     op.terminate().await;
     history(cvs, "1.1.0", "Completed").await;
@@ -906,7 +932,7 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
         (
             vec![
                 ("sidecar".to_owned(), "example.com/sidecar:1".to_owned()),
-                ("operator".to_owned(), "example.com/cvo:1.1.0".to_owned()),
+                ("operator".to_owned(), to.clone()),
             ],
             generation
         ),
@@ -1388,15 +1414,25 @@ async fn an_update_with_openshifts_crds_writes_only_status_the_server_accepts() 
 /// after `0.9.0` (image `example.com/cvo:0.9.0`), with `available` as `availableUpdates`
 /// and `conditions`.
 async fn seed_status(cvs: &Api<DynamicObject>, available: Value, conditions: Value) {
+    seed_status_at(cvs, "example.com/cvo:", available, conditions).await;
+}
+
+/// [`seed_status`] with the images named `{images_at}VERSION`.
+async fn seed_status_at(
+    cvs: &Api<DynamicObject>,
+    images_at: &str,
+    available: Value,
+    conditions: Value,
+) {
     cvs.patch_status(
         "version",
         &PatchParams::default(),
         &Patch::Merge(json!({"status": {
-            "desired": {"version": "1.0.0", "image": "example.com/cvo:1.0.0"},
+            "desired": {"version": "1.0.0", "image": format!("{images_at}1.0.0")},
             "history": [
-                {"state": "Completed", "version": "1.0.0", "image": "example.com/cvo:1.0.0",
+                {"state": "Completed", "version": "1.0.0", "image": format!("{images_at}1.0.0"),
                  "startedTime": "2026-01-02T00:00:00Z", "completionTime": "2026-01-02T00:01:00Z", "verified": false},
-                {"state": "Completed", "version": "0.9.0", "image": "example.com/cvo:0.9.0",
+                {"state": "Completed", "version": "0.9.0", "image": format!("{images_at}0.9.0"),
                  "startedTime": "2026-01-01T00:00:00Z", "completionTime": "2026-01-01T00:01:00Z", "verified": false},
             ],
             "availableUpdates": available,
@@ -1527,6 +1563,9 @@ async fn a_version_alone_that_is_not_an_available_update_is_invalid_and_nothing_
 /// rollback`): the operator moves its Deployment back to that image.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_to_a_version_in_history_moves_the_operator_to_its_image() {
+    let Some((_registry, images_at)) = operator_images(&["0.9.0"]).await else {
+        return;
+    };
     let env = Env::new("desired-rollback").await;
     let Env {
         tc,
@@ -1538,13 +1577,13 @@ async fn a_rollback_to_a_version_in_history_moves_the_operator_to_its_image() {
         ..
     } = &env;
     let deployments = own_deployment(tc, ns, "cvo", "example.com/cvo:1.0.0").await;
-    seed_status(cvs, Value::Null, json!([])).await;
+    seed_status_at(cvs, &images_at, Value::Null, json!([])).await;
     let op = start_self_updating(kubeconfig, dir.path(), ns, lease);
     // The first pass is done: the request below is a spec change it did not see.
     op.metric_at_least("cvo_sync_passes_total", &[("trigger", "initial")], 1.0)
         .await;
     desire(cvs, json!({"version": "0.9.0", "image": ""})).await;
-    moved_to(&deployments, "example.com/cvo:0.9.0").await;
+    moved_to(&deployments, &format!("{images_at}0.9.0")).await;
     condition_is(cvs, "Progressing", "True", "OperatorImageUpdating").await;
     op.terminate().await;
     env.finish().await;
@@ -2065,7 +2104,10 @@ async fn without_a_channel_retrieved_updates_is_false_no_channel() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_alone_from_a_served_graph_selects_its_payload_and_updates() {
     use common::graph::{CLUSTER_ID, GraphServer, Reply};
-    let payload = |v: &str| format!("example.com/cvo:{v}");
+    let Some((_registry, images_at)) = operator_images(&["1.5.0"]).await else {
+        return;
+    };
+    let payload = |v: &str| format!("{images_at}{v}");
     let graph = json!({
         "nodes": [
             {"version": "1.4.0", "payload": payload("1.4.0"), "metadata": {}},
@@ -2093,7 +2135,15 @@ async fn a_version_alone_from_a_served_graph_selects_its_payload_and_updates() {
     .await
     .expect("set the update service");
     let deployments = own_deployment(tc, ns, "cvo", &payload("1.4.0")).await;
-    let op = start_image(kubeconfig, dir.path(), ns, lease, "1.4.0", "one");
+    let op = start_image(
+        kubeconfig,
+        dir.path(),
+        ns,
+        lease,
+        "1.4.0",
+        "one",
+        &payload("1.4.0"),
+    );
     history(cvs, "1.4.0", "Completed").await;
     let cv = retrieved(cvs, "True", "", Duration::from_secs(60)).await;
     assert_eq!(
@@ -2106,7 +2156,15 @@ async fn a_version_alone_from_a_served_graph_selects_its_payload_and_updates() {
     condition_is(cvs, "Progressing", "True", "OperatorImageUpdating").await;
 
     // The rollout, played by hand (no kubelet here): the new pod runs the 1.5.0 image.
-    let new_pod = start_image(kubeconfig, dir.path(), ns, lease, "1.5.0", "two");
+    let new_pod = start_image(
+        kubeconfig,
+        dir.path(),
+        ns,
+        lease,
+        "1.5.0",
+        "two",
+        &payload("1.5.0"),
+    );
     new_pod.metric_at_least("cvo_leader", &[], 0.0).await;
     op.terminate().await;
     let cv = history(cvs, "1.5.0", "Completed").await;
@@ -2620,6 +2678,105 @@ async fn a_desired_release_artifact_is_pulled_and_led_with_in_the_same_process()
     })
     .await;
     assert_eq!(op.pid(), pid);
+    op.terminate().await;
+    drop(registry);
+    env.finish().await;
+}
+
+/// A registry asking for HTTP Basic auth (tests/fixtures/oci/htpasswd, a test-only password):
+/// without the pull Secret the release is `RetrievePayload` naming the Secret; once the
+/// `kubernetes.io/dockerconfigjson` Secret exists, the next retry (the backoff's, with passes
+/// every ~2 s) pulls it with its credentials and leads with it; the password is never logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pull_secret_gives_the_registry_credentials_and_is_never_printed() {
+    use base64::Engine as _;
+    use k8s_openapi::api::core::v1::Secret;
+    const PASSWORD: &str = "not-a-secret-1";
+    let htpasswd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oci/htpasswd");
+    let Some(registry) = common::registry::Registry::start_with_htpasswd(&htpasswd) else {
+        return;
+    };
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("cvo-test:{PASSWORD}"));
+    let config = json!({"auths": {registry.host(): {"auth": auth}}}).to_string();
+    let env = Env::new("operator-pull-secret").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        lease,
+        ..
+    } = &env;
+    env.write_release(
+        "1.0.0",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", "one"),
+        )],
+    );
+    let b_dir = dir.path().join("release-b");
+    write_release(
+        &b_dir,
+        "1.1.0",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", "two"),
+        )],
+    );
+    let access = cvo::oci::Access {
+        credentials: cvo::oci::Credentials::from_docker_config(config.as_bytes())
+            .expect("a Docker config"),
+        ..cvo::oci::Access::default()
+    };
+    let b = registry
+        .push_release_as("cvo/private", "b", &b_dir, &access)
+        .await;
+    let secret_name = format!("{ns}/pull");
+    let cache = dir.path().join("cache");
+    let op = env.start(&[
+        "--resync-interval",
+        "2s",
+        "--lease-name",
+        lease,
+        "--cache-dir",
+        cache.to_str().expect("utf-8 path"),
+        "--pull-secret",
+        &secret_name,
+    ]);
+    history(cvs, "1.0.0", "Completed").await;
+    let b_image = registry.pullspec("cvo/private", &format!("@{b}"));
+    desire(cvs, json!({"image": b_image})).await;
+    let refused = condition_is(cvs, "ReleaseAccepted", "False", "RetrievePayload").await;
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!(
+                "the pull Secret {secret_name} (--pull-secret) does not exist"
+            ))),
+        "{refused}"
+    );
+    let secrets: Api<Secret> = Api::namespaced(tc.client.clone(), ns);
+    secrets
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "pull", "namespace": ns},
+                "type": "kubernetes.io/dockerconfigjson",
+                "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(&config)},
+            }))
+            .expect("a Secret"),
+        )
+        .await
+        .expect("create the pull Secret");
+    let cv = history(cvs, "1.1.0", "Completed").await;
+    assert_eq!(cv.data["status"]["history"][0]["image"], json!(b_image));
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("two"));
+    let log = op.log();
+    assert!(
+        !log.contains(PASSWORD) && !log.contains(&auth),
+        "the operator's log holds the credential"
+    );
     op.terminate().await;
     drop(registry);
     env.finish().await;

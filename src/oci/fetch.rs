@@ -461,4 +461,66 @@ mod tests {
             "{err}"
         );
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn resolve_tells_a_release_from_an_image_from_anything_else() {
+        let (release, release_digest) = cvo_manifest(&layer());
+        let image = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": crate::oci::shape::MANIFEST_MEDIA_TYPE,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": Digest::of(b"{}").to_string(), "size": 2},
+            "layers": []
+        })
+        .to_string()
+        .into_bytes();
+        let other = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": crate::oci::shape::MANIFEST_MEDIA_TYPE,
+            "config": {"mediaType": "application/vnd.example.thing+json", "digest": Digest::of(b"{}").to_string(), "size": 2},
+            "layers": []
+        })
+        .to_string()
+        .into_bytes();
+        let mut routes = base_routes();
+        for (tag, body) in [("release", release), ("image", image), ("other", other)] {
+            routes.insert(
+                format!("/v2/cvo/x/manifests/{tag}"),
+                (200, crate::oci::shape::MANIFEST_MEDIA_TYPE, body),
+            );
+        }
+        let host = fake_registry(routes).await;
+        let cache = tempfile::tempdir().unwrap();
+        let options = FetchOptions {
+            cache_dir: Some(cache.path().to_owned()),
+            access: Access::default(),
+            caps: CAPS,
+        };
+        let reference = |tag: &str| match Source::parse(&format!("oci://{host}/cvo/x:{tag}")) {
+            Ok(Some(Source::Registry(r))) => r,
+            other => panic!("{other:?}"),
+        };
+        let resolved = resolve(&reference("release"), &options).await.unwrap();
+        assert_eq!(
+            resolved,
+            Resolved {
+                digest: release_digest,
+                kind: Kind::Release(Shape::Cvo)
+            }
+        );
+        let resolved = resolve(&reference("image"), &options).await.unwrap();
+        assert_eq!(resolved.kind, Kind::Image("a container image"));
+        let err = resolve(&reference("other"), &options).await.unwrap_err();
+        assert!(matches!(err, OciError::Refused(_)), "{err}");
+        assert!(
+            err.to_string()
+                .contains("application/vnd.example.thing+json")
+                && err.to_string().contains("nor is it a container image"),
+            "{err}"
+        );
+        let err = resolve(&reference("missing"), &options).await.unwrap_err();
+        assert!(
+            err.to_string().contains("not found in the registry"),
+            "{err}"
+        );
+    }
 }

@@ -332,7 +332,7 @@ impl Puller {
         let resolved = self
             .resolve(key, reference, &options)
             .await
-            .map_err(|e| fail(None, RETRIEVE_PAYLOAD, e.to_string()))?;
+            .map_err(|e| fail(None, RETRIEVE_PAYLOAD, self.access_hint(e.to_string())))?;
         let digest = resolved.digest.clone();
         let at = format!("{}@{digest}", reference.name());
         match resolved.kind {
@@ -348,9 +348,13 @@ impl Puller {
             ..reference.clone()
         });
         let started = Instant::now();
-        let opened = crate::oci::open(&pinned, &options)
-            .await
-            .map_err(|e| fail(Some(&digest), RETRIEVE_PAYLOAD, e.to_string()))?;
+        let opened = crate::oci::open(&pinned, &options).await.map_err(|e| {
+            fail(
+                Some(&digest),
+                RETRIEVE_PAYLOAD,
+                self.access_hint(e.to_string()),
+            )
+        })?;
         let dir = opened.dir();
         let load = LoadOptions {
             release_image: Some(at.clone()),
@@ -381,6 +385,22 @@ impl Puller {
             asked: key.image.clone(),
             _opened: opened,
         })))
+    }
+
+    /// `cause`, with where the operator's credentials come from when the registry refused
+    /// access (the registry's message speaks of `docker login`, the command line's way).
+    fn access_hint(&self, cause: String) -> String {
+        if !cause.contains("refused access") {
+            return cause;
+        }
+        match &self.config.pull_secret {
+            Some(secret) => format!(
+                "{cause}; the operator used the credentials of the pull Secret {secret} for it, if it names this registry"
+            ),
+            None => format!(
+                "{cause}; the operator takes credentials from a kubernetes.io/dockerconfigjson Secret named by --pull-secret NAMESPACE/NAME"
+            ),
+        }
     }
 
     /// The pull Secret's credentials (none without `--pull-secret`). Read at every pull; its

@@ -154,6 +154,18 @@ impl Registry {
     /// Pushes the release directory `dir` to `REPO:TAG` as cvo's artifact (the library's
     /// push, which `cvo push` runs); its manifest digest (`sha256:…`).
     pub async fn push_release(&self, repo: &str, tag: &str, dir: &Path) -> String {
+        self.push_release_as(repo, tag, dir, &cvo::oci::Access::default())
+            .await
+    }
+
+    /// [`Registry::push_release`] with `access` (credentials for a registry with htpasswd).
+    pub async fn push_release_as(
+        &self,
+        repo: &str,
+        tag: &str,
+        dir: &Path,
+        access: &cvo::oci::Access,
+    ) -> String {
         let target = cvo::oci::Source::parse(&self.url(repo, &format!(":{tag}")))
             .expect("a reference")
             .expect("an OCI reference");
@@ -161,7 +173,7 @@ impl Registry {
             max_file_bytes: 1 << 20,
             max_release_bytes: 16 << 20,
         };
-        cvo::oci::push_release(dir, &target, &cvo::oci::Access::default(), caps)
+        cvo::oci::push_release(dir, &target, access, caps)
             .await
             .expect("push the release")
             .digest
