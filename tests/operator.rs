@@ -24,6 +24,13 @@
 //! once); in JSON mode every stderr line is JSON, fatal errors included; `/readyz` comes from
 //! the election (a leader in its first pass, a standby), never from a pass.
 //!
+//! Releases as OCI artifacts (issue 18, a real registry from `common::registry`):
+//! `spec.desiredUpdate.image` naming a release artifact is pulled and led with in the same
+//! process (by digest; by tag, resolved once per spec change), an image not in the registry is
+//! `RetrievePayload` while the current release stays enforced, the pull Secret's credentials
+//! against an htpasswd registry, and the way out of an invalid release; images the operator
+//! moves to are container images in that registry (an unreachable one moves nothing).
+//!
 //! Every test starts from `common::operator::Env` (it holds the ClusterVersion lock) and
 //! deletes `version` when done (`Env::finish`).
 
@@ -631,6 +638,10 @@ async fn a_pass_stuck_on_health_does_not_hold_up_shutdown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_release_is_reported_and_a_desired_image_moves_the_operator_away() {
+    let Some((_registry, images_at)) = operator_images(&["1.0.1"]).await else {
+        return;
+    };
+    let to = format!("{images_at}1.0.1");
     let env = Env::new("operator-invalid").await;
     let Env {
         tc, cvs, ns, lease, ..
@@ -685,17 +696,13 @@ async fn an_invalid_release_is_reported_and_a_desired_image_moves_the_operator_a
     );
     // The way out without a restart: an image with a fixed release. The spec change is acted
     // on at once (the resync interval is an hour).
-    desire(
-        cvs,
-        json!({"version": "", "image": "example.com/cvo:1.0.1"}),
-    )
-    .await;
+    desire(cvs, json!({"version": "", "image": to})).await;
     poll_until(
         "the operator container moved",
         Duration::from_secs(30),
         || async {
             let (images, _) = images(&deployments, "cvo").await;
-            if images.contains(&("operator".to_owned(), "example.com/cvo:1.0.1".to_owned())) {
+            if images.contains(&("operator".to_owned(), to.clone())) {
                 Ok(())
             } else {
                 Err(format!("{images:?}"))
@@ -2777,6 +2784,83 @@ async fn the_pull_secret_gives_the_registry_credentials_and_is_never_printed() {
         !log.contains(PASSWORD) && !log.contains(&auth),
         "the operator's log holds the credential"
     );
+    op.terminate().await;
+    drop(registry);
+    env.finish().await;
+}
+
+/// An operator started on a release with errors reports it and applies nothing; a
+/// `spec.desiredUpdate.image` naming a release artifact is pulled and led with in the same
+/// process (the way out without a new pod), and a pull that fails is said in the report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_on_an_invalid_release_pulls_a_desired_release_artifact() {
+    let Some(registry) = common::registry::Registry::start() else {
+        return;
+    };
+    let env = Env::new("operator-invalid-pull").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        lease,
+        ..
+    } = &env;
+    env.write_release(
+        "1.0.0",
+        &[(
+            "0000_10_a_01_broken.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: [unclosed\n".to_owned(),
+        )],
+    );
+    let fixed = dir.path().join("release-fixed");
+    write_release(
+        &fixed,
+        "1.0.1",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", "fixed"),
+        )],
+    );
+    let digest = registry.push_release("cvo/release", "1.0.1", &fixed).await;
+    let cache = dir.path().join("cache");
+    let op = env.start(&[
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        lease,
+        "--cache-dir",
+        cache.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(release_refused(cvs).await["reason"], "InvalidRelease");
+    // A tag that is not there: still InvalidRelease, and the report says why it was not used.
+    let missing = registry.pullspec("cvo/release", ":9.9.9");
+    desire(cvs, json!({"image": missing})).await;
+    poll_until(
+        "the pull failure reported",
+        Duration::from_secs(60),
+        || async {
+            let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+            match condition(&cv, "ReleaseAccepted") {
+                Some(c)
+                    if c["reason"] == "InvalidRelease"
+                        && c["message"].as_str().is_some_and(|m| {
+                            m.contains(&format!("cannot use the release image {missing}"))
+                        }) =>
+                {
+                    Ok(())
+                }
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    let image = registry.pullspec("cvo/release", &format!("@{digest}"));
+    desire(cvs, json!({"image": image})).await;
+    let cv = history(cvs, "1.0.1", "Completed").await;
+    assert_eq!(cv.data["status"]["history"][0]["image"], json!(image));
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("fixed"));
+    condition_is(cvs, "ReleaseAccepted", "True", "PayloadLoaded").await;
     op.terminate().await;
     drop(registry);
     env.finish().await;

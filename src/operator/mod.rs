@@ -18,7 +18,7 @@
 //! - `pass`: one full pass (self-update, sync, its metrics and events);
 //! - `repair`: drift repair of one manifest, retried with backoff;
 //! - `shutdown`: the grace period, and the status of a pass abandoned at its end;
-//! - `invalid`: the operator of a release that cannot be used ([`run_invalid`]);
+//! - `invalid`: what the leader does with a release that cannot be used ([`run_invalid`]);
 //! - `status`: what the operator records besides the sync's own status;
 //! - `updates`: available updates from the update service, after every full pass.
 //!
@@ -86,7 +86,7 @@ use crate::sync::SyncOptions;
 use leader::{Elector, LeaseConfig};
 use metrics::Metrics;
 
-pub use invalid::{INVALID_RELEASE, run_invalid};
+pub use invalid::INVALID_RELEASE;
 pub use shutdown::INTERRUPTED;
 pub use status::forced_by_spec;
 
@@ -128,6 +128,43 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    run_with(
+        client,
+        lease_client,
+        Ok(release),
+        options,
+        metrics,
+        shutdown,
+    )
+    .await;
+}
+
+/// Runs the operator of a release that cannot be used (unreadable, or with errors; `why` is
+/// the `ReleaseAccepted` message): it elects as [`run`] does, and as leader reports
+/// `ReleaseAccepted=False` (reason [`INVALID_RELEASE`]) and applies nothing — until
+/// `spec.desiredUpdate.image` names a release artifact it can pull: then it leads with that one
+/// as [`run`] does (or a container image: its Deployment moves there).
+pub async fn run_invalid(
+    client: kube::Client,
+    lease_client: kube::Client,
+    why: &str,
+    options: &Options,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    run_with(client, lease_client, Err(why), options, metrics, shutdown).await;
+}
+
+/// [`run`] and [`run_invalid`]: `release` is the release given at start, or why it cannot be
+/// used.
+async fn run_with(
+    client: kube::Client,
+    lease_client: kube::Client,
+    release: Result<&Release, &str>,
+    options: &Options,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
     let (stop_tx, stop_rx) = watch::channel(false);
     let (mut leader_rx, election) = Election::start(lease_client, &options.lease, &metrics);
     // The reconciler's requests are not the release's: not counted in the metrics.
@@ -162,9 +199,22 @@ pub async fn run(
             };
             let releases = async {
                 loop {
-                    let current = pulled.as_ref().map_or(release, |p| &p.release);
-                    let next =
-                        lead::lead(&cluster, current, options, &metrics, &puller, &mut stop).await;
+                    let next = match (pulled.as_ref(), release) {
+                        (Some(p), _) => {
+                            lead::lead(&cluster, &p.release, options, &metrics, &puller, &mut stop)
+                                .await
+                        }
+                        (None, Ok(release)) => {
+                            lead::lead(&cluster, release, options, &metrics, &puller, &mut stop)
+                                .await
+                        }
+                        (None, Err(why)) => {
+                            invalid::lead_invalid(
+                                &cluster, why, options, &metrics, &puller, &mut stop,
+                            )
+                            .await
+                        }
+                    };
                     match next {
                         // Switch: lead again with the pulled release, as a new leader would.
                         Some(next) => pulled = Some(next),
