@@ -2580,6 +2580,8 @@ async fn a_desired_release_artifact_is_pulled_and_led_with_in_the_same_process()
         lease,
         "--cache-dir",
         cache.to_str().expect("utf-8 path"),
+        "--release-image",
+        "example.com/cvo:1.0.0",
     ]);
     let pid = op.pid();
     history(cvs, "1.0.0", "Completed").await;
@@ -2601,7 +2603,11 @@ async fn a_desired_release_artifact_is_pulled_and_led_with_in_the_same_process()
         entries,
         [
             ("1.1.0".to_owned(), "Completed".to_owned(), b_image.clone()),
-            ("1.0.0".to_owned(), "Completed".to_owned(), String::new()),
+            (
+                "1.0.0".to_owned(),
+                "Completed".to_owned(),
+                "example.com/cvo:1.0.0".to_owned()
+            ),
         ],
         "history: B (its digest) over A"
     );
@@ -2685,6 +2691,16 @@ async fn a_desired_release_artifact_is_pulled_and_led_with_in_the_same_process()
     })
     .await;
     assert_eq!(op.pid(), pid);
+
+    // The image the operator runs again (forced: it is a downgrade): back to the release it
+    // started with, still in the same process.
+    desire(
+        cvs,
+        json!({"image": "example.com/cvo:1.0.0", "force": true}),
+    )
+    .await;
+    history(cvs, "1.0.0", "Completed").await;
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("one"));
     op.terminate().await;
     drop(registry);
     env.finish().await;

@@ -8,7 +8,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::metrics::Metrics;
-use super::pull::{Outcome, Pulled, Puller};
+use super::pull::{Outcome, Pulled, Puller, Switch};
 use super::self_update::{self, Decision, SelfUpdate};
 use super::status::not_progressing;
 use super::{Options, drift, resync};
@@ -28,12 +28,12 @@ pub(super) async fn lead_invalid(
     metrics: &Metrics,
     puller: &Puller,
     stop: &mut watch::Receiver<bool>,
-) -> Option<Box<Pulled>> {
+) -> Option<Switch> {
     let mover = SelfUpdate::new(options.self_update.clone());
     let report = |trigger| report_invalid(cluster, options, why, &mover, puller, metrics, trigger);
     let generation = match report("initial").await {
         Ok(generation) => generation,
-        Err(pulled) => return Some(pulled),
+        Err(pulled) => return Some(Switch::Pulled(pulled)),
     };
     // A spec change (a desiredUpdate.image naming a fixed release, say) is acted on at once,
     // not at the next resync.
@@ -49,7 +49,7 @@ pub(super) async fn lead_invalid(
             () = tokio::time::sleep(resync::next_delay(options.resync_interval)) => "resync",
         };
         if let Err(pulled) = report(trigger).await {
-            return Some(pulled);
+            return Some(Switch::Pulled(pulled));
         }
     }
 }

@@ -14,7 +14,7 @@ use super::Options;
 use super::drift::{self, Kinds, Known};
 use super::metrics::Metrics;
 use super::pass::Passes;
-use super::pull::{Pulled, Puller};
+use super::pull::{Puller, Switch};
 use super::repair::{Repairs, repairer};
 use super::resync;
 use super::self_update::SelfUpdate;
@@ -70,15 +70,16 @@ impl Schedule {
 }
 
 /// What the leader does until told to stop (or dropped when leadership is lost); `Some`: a
-/// pass pulled another release to lead with.
+/// pass asked to lead with another release (`pulled`: `release` is a pulled one).
 pub(super) async fn lead(
     cluster: &Cluster,
     release: &Release,
+    pulled: bool,
     options: &Options,
     metrics: &Metrics,
     puller: &Puller,
     stop: &mut watch::Receiver<bool>,
-) -> Option<Box<Pulled>> {
+) -> Option<Switch> {
     let known = Known::default();
     let grace = options.shutdown_grace;
     let mover = SelfUpdate::new(options.self_update.clone());
@@ -90,6 +91,7 @@ pub(super) async fn lead(
         known: &known,
         mover: &mover,
         puller,
+        pulled,
     };
     let mut first = match until_stopped(passes.full_pass("initial"), stop, grace).await {
         Ok(end) => end,

@@ -201,12 +201,17 @@ async fn run_with(
                 loop {
                     let next = match (pulled.as_ref(), release) {
                         (Some(p), _) => {
-                            lead::lead(&cluster, &p.release, options, &metrics, &puller, &mut stop)
-                                .await
+                            let current = &p.release;
+                            lead::lead(
+                                &cluster, current, true, options, &metrics, &puller, &mut stop,
+                            )
+                            .await
                         }
                         (None, Ok(release)) => {
-                            lead::lead(&cluster, release, options, &metrics, &puller, &mut stop)
-                                .await
+                            lead::lead(
+                                &cluster, release, false, options, &metrics, &puller, &mut stop,
+                            )
+                            .await
                         }
                         (None, Err(why)) => {
                             invalid::lead_invalid(
@@ -215,9 +220,10 @@ async fn run_with(
                             .await
                         }
                     };
+                    // Lead again with the other release, as a new leader would.
                     match next {
-                        // Switch: lead again with the pulled release, as a new leader would.
-                        Some(next) => pulled = Some(next),
+                        Some(pull::Switch::Pulled(next)) => pulled = Some(next),
+                        Some(pull::Switch::Start) => pulled = None,
                         None => return,
                     }
                 }

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::drift::Known;
 use super::metrics::Metrics;
-use super::pull::{Outcome, Pulled, Puller};
+use super::pull::{Outcome, Puller, Switch};
 use super::self_update::{Decision, IMAGE_CONFLICT, SelfUpdate};
 use super::status::{
     VERIFY_VERSION, forced_by_spec, not_progressing, record_status, version_mismatch,
@@ -38,9 +38,9 @@ pub(super) struct PassEnd {
     pub paused: bool,
     /// Manifests whose objects ClusterVersion overrides mark unmanaged.
     pub unmanaged: BTreeSet<usize>,
-    /// The release `spec.desiredUpdate.image` names, pulled: the leader switches to it
-    /// (nothing of the current release was applied by this pass).
-    pub switch: Option<Box<Pulled>>,
+    /// The leader switches to another release: the one `spec.desiredUpdate.image` names,
+    /// pulled, or back to its start release (nothing was applied by this pass).
+    pub switch: Option<Switch>,
 }
 
 /// What a full pass works with: the operator and the release it leads with.
@@ -52,6 +52,8 @@ pub(super) struct Passes<'a> {
     pub known: &'a Known,
     pub mover: &'a SelfUpdate,
     pub puller: &'a Puller,
+    /// The release led with was pulled (it is not the one the operator started with).
+    pub pulled: bool,
 }
 
 /// What the start of a pass decided: how to sync, and what to record of the self-update.
@@ -175,7 +177,7 @@ impl Passes<'_> {
                         metrics.pass(trigger, "switched", started.elapsed().as_secs_f64());
                         return Err(PassEnd {
                             generation,
-                            switch: Some(next),
+                            switch: Some(Switch::Pulled(next)),
                             ..PassEnd::default()
                         });
                     }
@@ -184,6 +186,16 @@ impl Passes<'_> {
                         Decision::Stay
                     }
                 }
+            }
+            Some(to) if self.pulled => {
+                // The image the operator runs again: its own release, as it started.
+                tracing::warn!(image = %to, from = %version, "spec.desiredUpdate.image names the image the operator runs: back to the release it started with; a full pass with it follows");
+                metrics.pass(trigger, "switched", started.elapsed().as_secs_f64());
+                return Err(PassEnd {
+                    generation,
+                    switch: Some(Switch::Start),
+                    ..PassEnd::default()
+                });
             }
             _ => mover.decide(cluster, image, Some(self.release)).await,
         };

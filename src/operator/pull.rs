@@ -114,6 +114,16 @@ impl Pulled {
     }
 }
 
+/// What the leader switches to, ending its work with the current release.
+#[derive(Debug)]
+pub enum Switch {
+    /// A release pulled from a registry.
+    Pulled(Box<Pulled>),
+    /// The release the operator started with (`--release`): the spec names the image the
+    /// operator runs again, while it led with a pulled release.
+    Start,
+}
+
 /// What the image asked for means for the leader.
 #[derive(Debug)]
 pub enum Outcome {
