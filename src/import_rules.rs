@@ -55,10 +55,12 @@ const RULES: &[(&str, &[&str])] = &[
         "rbac",
         &["apply", "cluster", "diagnostic", "olm", "release", "status"],
     ),
+    // The operator pulls the releases spec.desiredUpdate.image names through `oci`.
     (
         "operator",
         &[
-            "apply", "cluster", "exit", "health", "olm", "release", "status", "sync", "updates",
+            "apply", "cluster", "exit", "health", "oci", "olm", "release", "status", "sync",
+            "updates",
         ],
     ),
     // What an empty embedded server lacks that a real cluster has (the `in-memory` feature).

@@ -24,6 +24,13 @@
 //! once); in JSON mode every stderr line is JSON, fatal errors included; `/readyz` comes from
 //! the election (a leader in its first pass, a standby), never from a pass.
 //!
+//! Releases as OCI artifacts (issue 18, a real registry from `common::registry`):
+//! `spec.desiredUpdate.image` naming a release artifact is pulled and led with in the same
+//! process (by digest; by tag, resolved once per spec change), an image not in the registry is
+//! `RetrievePayload` while the current release stays enforced, the pull Secret's credentials
+//! against an htpasswd registry, and the way out of an invalid release; images the operator
+//! moves to are container images in that registry (an unreachable one moves nothing).
+//!
 //! Every test starts from `common::operator::Env` (it holds the ClusterVersion lock) and
 //! deletes `version` when done (`Env::finish`).
 
@@ -631,6 +638,10 @@ async fn a_pass_stuck_on_health_does_not_hold_up_shutdown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_release_is_reported_and_a_desired_image_moves_the_operator_away() {
+    let Some((_registry, images_at)) = operator_images(&["1.0.1"]).await else {
+        return;
+    };
+    let to = format!("{images_at}1.0.1");
     let env = Env::new("operator-invalid").await;
     let Env {
         tc, cvs, ns, lease, ..
@@ -685,17 +696,13 @@ async fn an_invalid_release_is_reported_and_a_desired_image_moves_the_operator_a
     );
     // The way out without a restart: an image with a fixed release. The spec change is acted
     // on at once (the resync interval is an hour).
-    desire(
-        cvs,
-        json!({"version": "", "image": "example.com/cvo:1.0.1"}),
-    )
-    .await;
+    desire(cvs, json!({"version": "", "image": to})).await;
     poll_until(
         "the operator container moved",
         Duration::from_secs(30),
         || async {
             let (images, _) = images(&deployments, "cvo").await;
-            if images.contains(&("operator".to_owned(), "example.com/cvo:1.0.1".to_owned())) {
+            if images.contains(&("operator".to_owned(), to.clone())) {
                 Ok(())
             } else {
                 Err(format!("{images:?}"))
@@ -773,10 +780,32 @@ async fn condition_is(cvs: &Api<DynamicObject>, type_: &str, status: &str, reaso
 /// An operator for a one-ConfigMap release 1.0.0 that runs `example.com/cvo:1.0.0` and whose
 /// Deployment is `ns/cvo`.
 fn start_self_updating(tc_kubeconfig: &Path, dir: &Path, ns: &str, lease: &str) -> Operator {
-    start_image(tc_kubeconfig, dir, ns, lease, "1.0.0", "one")
+    start_image(
+        tc_kubeconfig,
+        dir,
+        ns,
+        lease,
+        "1.0.0",
+        "one",
+        "example.com/cvo:1.0.0",
+    )
 }
 
-/// The operator as its Deployment's pod running image `example.com/cvo:VERSION` would be: the
+/// A registry holding the operator's own container images `cvo:TAG` for `tags`, and the
+/// pullspec prefix `127.0.0.1:PORT/cvo:` of their names. An image `spec.desiredUpdate.image`
+/// moves the operator to is looked up first (a release artifact would be pulled instead, and
+/// a registry that cannot be reached moves nothing), so it must be in a registry. `None`
+/// (a visible skip) without the registry binary.
+async fn operator_images(tags: &[&str]) -> Option<(common::registry::Registry, String)> {
+    let registry = common::registry::Registry::start()?;
+    for tag in tags {
+        registry.push_image("cvo", tag).await;
+    }
+    let prefix = registry.pullspec("cvo", ":");
+    Some((registry, prefix))
+}
+
+/// The operator as its Deployment's pod running `image` (release `version`) would be: the
 /// release baked into that image (`version`, ConfigMap `settings` = `value`), Deployment
 /// `ns/cvo`, Lease `lease`.
 fn start_image(
@@ -786,6 +815,7 @@ fn start_image(
     lease: &str,
     version: &str,
     value: &str,
+    image: &str,
 ) -> Operator {
     let release = dir.join(format!("release-{version}"));
     write_release(
@@ -797,7 +827,6 @@ fn start_image(
         )],
     );
     let self_deployment = format!("{ns}/cvo");
-    let image = format!("example.com/cvo:{version}");
     Operator::start(
         tc_kubeconfig,
         dir,
@@ -809,7 +838,7 @@ fn start_image(
             "--lease-name",
             lease,
             "--release-image",
-            &image,
+            image,
             "--self-deployment",
             &self_deployment,
         ],
@@ -818,6 +847,10 @@ fn start_image(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() {
+    let Some((_registry, images_at)) = operator_images(&["1.1.0"]).await else {
+        return;
+    };
+    let to = format!("{images_at}1.1.0");
     let env = Env::new("operator-move").await;
     let Env {
         tc,
@@ -835,7 +868,7 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
     cvs.patch(
         "version",
         &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"desiredUpdate": {"image": "example.com/cvo:1.1.0"}}})),
+        &Patch::Merge(json!({"spec": {"desiredUpdate": {"image": to}}})),
     )
     .await
     .expect("desired image");
@@ -846,7 +879,7 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
             let (images, _) = images(&deployments, "cvo").await;
             let want = [
                 ("sidecar".to_owned(), "example.com/sidecar:1".to_owned()),
-                ("operator".to_owned(), "example.com/cvo:1.1.0".to_owned()),
+                ("operator".to_owned(), to.clone()),
             ];
             if images == want {
                 Ok(())
@@ -859,7 +892,7 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
     let progressing = condition_is(cvs, "Progressing", "True", "OperatorImageUpdating").await;
     let message = progressing["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("example.com/cvo:1.1.0")
+        message.contains(&to)
             && message.contains(&format!("{ns}/cvo"))
             && message.contains("was example.com/cvo:1.0.0"),
         "{progressing}"
@@ -884,7 +917,7 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
     // into the new image and stands by; the old pod gets SIGTERM and releases the Lease; the
     // new one leads and updates the cluster to its release.
     let (_, generation) = images(&deployments, "cvo").await;
-    let new_pod = start_image(kubeconfig, dir.path(), ns, lease, "1.1.0", "two");
+    let new_pod = start_image(kubeconfig, dir.path(), ns, lease, "1.1.0", "two", &to);
     new_pod.metric_at_least("cvo_leader", &[], 0.0).await;
     op.terminate().await;
     history(cvs, "1.1.0", "Completed").await;
@@ -906,7 +939,7 @@ async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() 
         (
             vec![
                 ("sidecar".to_owned(), "example.com/sidecar:1".to_owned()),
-                ("operator".to_owned(), "example.com/cvo:1.1.0".to_owned()),
+                ("operator".to_owned(), to.clone()),
             ],
             generation
         ),
@@ -1388,15 +1421,25 @@ async fn an_update_with_openshifts_crds_writes_only_status_the_server_accepts() 
 /// after `0.9.0` (image `example.com/cvo:0.9.0`), with `available` as `availableUpdates`
 /// and `conditions`.
 async fn seed_status(cvs: &Api<DynamicObject>, available: Value, conditions: Value) {
+    seed_status_at(cvs, "example.com/cvo:", available, conditions).await;
+}
+
+/// [`seed_status`] with the images named `{images_at}VERSION`.
+async fn seed_status_at(
+    cvs: &Api<DynamicObject>,
+    images_at: &str,
+    available: Value,
+    conditions: Value,
+) {
     cvs.patch_status(
         "version",
         &PatchParams::default(),
         &Patch::Merge(json!({"status": {
-            "desired": {"version": "1.0.0", "image": "example.com/cvo:1.0.0"},
+            "desired": {"version": "1.0.0", "image": format!("{images_at}1.0.0")},
             "history": [
-                {"state": "Completed", "version": "1.0.0", "image": "example.com/cvo:1.0.0",
+                {"state": "Completed", "version": "1.0.0", "image": format!("{images_at}1.0.0"),
                  "startedTime": "2026-01-02T00:00:00Z", "completionTime": "2026-01-02T00:01:00Z", "verified": false},
-                {"state": "Completed", "version": "0.9.0", "image": "example.com/cvo:0.9.0",
+                {"state": "Completed", "version": "0.9.0", "image": format!("{images_at}0.9.0"),
                  "startedTime": "2026-01-01T00:00:00Z", "completionTime": "2026-01-01T00:01:00Z", "verified": false},
             ],
             "availableUpdates": available,
@@ -1527,6 +1570,9 @@ async fn a_version_alone_that_is_not_an_available_update_is_invalid_and_nothing_
 /// rollback`): the operator moves its Deployment back to that image.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_to_a_version_in_history_moves_the_operator_to_its_image() {
+    let Some((_registry, images_at)) = operator_images(&["0.9.0"]).await else {
+        return;
+    };
     let env = Env::new("desired-rollback").await;
     let Env {
         tc,
@@ -1538,13 +1584,13 @@ async fn a_rollback_to_a_version_in_history_moves_the_operator_to_its_image() {
         ..
     } = &env;
     let deployments = own_deployment(tc, ns, "cvo", "example.com/cvo:1.0.0").await;
-    seed_status(cvs, Value::Null, json!([])).await;
+    seed_status_at(cvs, &images_at, Value::Null, json!([])).await;
     let op = start_self_updating(kubeconfig, dir.path(), ns, lease);
     // The first pass is done: the request below is a spec change it did not see.
     op.metric_at_least("cvo_sync_passes_total", &[("trigger", "initial")], 1.0)
         .await;
     desire(cvs, json!({"version": "0.9.0", "image": ""})).await;
-    moved_to(&deployments, "example.com/cvo:0.9.0").await;
+    moved_to(&deployments, &format!("{images_at}0.9.0")).await;
     condition_is(cvs, "Progressing", "True", "OperatorImageUpdating").await;
     op.terminate().await;
     env.finish().await;
@@ -2065,7 +2111,10 @@ async fn without_a_channel_retrieved_updates_is_false_no_channel() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_alone_from_a_served_graph_selects_its_payload_and_updates() {
     use common::graph::{CLUSTER_ID, GraphServer, Reply};
-    let payload = |v: &str| format!("example.com/cvo:{v}");
+    let Some((_registry, images_at)) = operator_images(&["1.5.0"]).await else {
+        return;
+    };
+    let payload = |v: &str| format!("{images_at}{v}");
     let graph = json!({
         "nodes": [
             {"version": "1.4.0", "payload": payload("1.4.0"), "metadata": {}},
@@ -2093,7 +2142,15 @@ async fn a_version_alone_from_a_served_graph_selects_its_payload_and_updates() {
     .await
     .expect("set the update service");
     let deployments = own_deployment(tc, ns, "cvo", &payload("1.4.0")).await;
-    let op = start_image(kubeconfig, dir.path(), ns, lease, "1.4.0", "one");
+    let op = start_image(
+        kubeconfig,
+        dir.path(),
+        ns,
+        lease,
+        "1.4.0",
+        "one",
+        &payload("1.4.0"),
+    );
     history(cvs, "1.4.0", "Completed").await;
     let cv = retrieved(cvs, "True", "", Duration::from_secs(60)).await;
     assert_eq!(
@@ -2106,7 +2163,15 @@ async fn a_version_alone_from_a_served_graph_selects_its_payload_and_updates() {
     condition_is(cvs, "Progressing", "True", "OperatorImageUpdating").await;
 
     // The rollout, played by hand (no kubelet here): the new pod runs the 1.5.0 image.
-    let new_pod = start_image(kubeconfig, dir.path(), ns, lease, "1.5.0", "two");
+    let new_pod = start_image(
+        kubeconfig,
+        dir.path(),
+        ns,
+        lease,
+        "1.5.0",
+        "two",
+        &payload("1.5.0"),
+    );
     new_pod.metric_at_least("cvo_leader", &[], 0.0).await;
     op.terminate().await;
     let cv = history(cvs, "1.5.0", "Completed").await;
@@ -2458,5 +2523,361 @@ async fn readiness_comes_from_the_election_not_from_a_pass() {
     assert_eq!(metric(&text, "cvo_leader", &[]), 0.0, "a standby: {text}");
     standby.terminate().await;
     leader.terminate().await;
+    env.finish().await;
+}
+
+/// `spec.desiredUpdate.image` naming a **release artifact** in a registry (issue 18; the real
+/// registry of `common::registry`): the operator started on release A (a directory) pulls
+/// release B by digest and leads with it in the same process — B's objects applied, history
+/// B Completed (image `HOST/REPO@sha256:…`) over A, drift of B's objects repaired; a tag
+/// resolves once per spec change (the tag moved afterwards changes nothing); an image that is
+/// not in the registry is `ReleaseAccepted=False` reason `RetrievePayload` naming it, while
+/// the current release stays enforced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_desired_release_artifact_is_pulled_and_led_with_in_the_same_process() {
+    let Some(registry) = common::registry::Registry::start() else {
+        return;
+    };
+    let env = Env::new("operator-pull").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        lease,
+        ..
+    } = &env;
+    let release = |version: &str, value: &str, extra: &str| {
+        let path = dir.path().join(format!("release-{version}"));
+        let mut files = vec![(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", value),
+        )];
+        if !extra.is_empty() {
+            files.push(("0000_10_a_01_extra.yaml", configmap(ns, extra, value)));
+        }
+        write_release(&path, version, &files);
+        path
+    };
+    env.write_release(
+        "1.0.0",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", "one"),
+        )],
+    );
+    let b = registry
+        .push_release("cvo/release", "b", &release("1.1.0", "two", "extra-b"))
+        .await;
+    let c = registry
+        .push_release("cvo/release", "c", &release("1.2.0", "three", "extra-c"))
+        .await;
+    let cache = dir.path().join("cache");
+    let op = env.start(&[
+        "--resync-interval",
+        "2s",
+        "--lease-name",
+        lease,
+        "--cache-dir",
+        cache.to_str().expect("utf-8 path"),
+        "--release-image",
+        "example.com/cvo:1.0.0",
+    ]);
+    let pid = op.pid();
+    history(cvs, "1.0.0", "Completed").await;
+
+    // By digest: B is pulled and led with, no new process.
+    let b_image = registry.pullspec("cvo/release", &format!("@{b}"));
+    desire(cvs, json!({"image": b_image})).await;
+    let cv = history(cvs, "1.1.0", "Completed").await;
+    let entries: Vec<(String, String, String)> = cv.data["status"]["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .map(|h| {
+            let text = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+            (text("version"), text("state"), text("image"))
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("1.1.0".to_owned(), "Completed".to_owned(), b_image.clone()),
+            (
+                "1.0.0".to_owned(),
+                "Completed".to_owned(),
+                "example.com/cvo:1.0.0".to_owned()
+            ),
+        ],
+        "history: B (its digest) over A"
+    );
+    assert_eq!(cv.data["status"]["desired"]["image"], json!(b_image));
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("two"));
+    assert_eq!(cm_value(tc, ns, "extra-b").await.as_deref(), Some("two"));
+    condition_is(cvs, "ReleaseAccepted", "True", "PayloadLoaded").await;
+    assert_eq!(op.pid(), pid);
+    op.metric_at_least("cvo_sync_passes_total", &[("result", "switched")], 1.0)
+        .await;
+    // Drift of B's objects is repaired: its watches were built for it.
+    tc.dynamic(&configmaps(), Some(ns))
+        .delete("extra-b", &DeleteParams::default())
+        .await
+        .expect("delete extra-b");
+    poll_until("extra-b repaired", Duration::from_secs(30), || async {
+        cm_value(tc, ns, "extra-b")
+            .await
+            .ok_or_else(|| "absent".to_owned())
+    })
+    .await;
+
+    // By tag: C is resolved once; the tag moved to another release afterwards changes nothing
+    // (passes go on every ~2 s) until the spec changes.
+    let c_tag = registry.pullspec("cvo/release", ":c");
+    desire(cvs, json!({"image": c_tag})).await;
+    let cv = history(cvs, "1.2.0", "Completed").await;
+    let c_image = registry.pullspec("cvo/release", &format!("@{c}"));
+    assert_eq!(cv.data["status"]["history"][0]["image"], json!(c_image));
+    registry
+        .push_release("cvo/release", "c", &release("1.3.0", "four", "extra-d"))
+        .await;
+    let text = op.scrape().await.expect("metrics");
+    let resyncs = metric(&text, "cvo_sync_passes_total", &[("trigger", "resync")]);
+    op.metric_at_least(
+        "cvo_sync_passes_total",
+        &[("trigger", "resync")],
+        resyncs + 2.0,
+    )
+    .await;
+    let cv = cvs.get("version").await.expect("ClusterVersion");
+    assert_eq!(cv.data["status"]["history"][0]["version"], "1.2.0");
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("three"));
+    assert_eq!(
+        cm_value(tc, ns, "extra-d").await,
+        None,
+        "the moved tag is not read"
+    );
+
+    // Not in the registry: RetrievePayload, and C stays enforced.
+    let missing = registry.pullspec("cvo/missing", &format!("@sha256:{}", "0".repeat(64)));
+    desire(cvs, json!({"image": missing})).await;
+    let refused = condition_is(cvs, "ReleaseAccepted", "False", "RetrievePayload").await;
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("image=\"{missing}\""))
+            && message.contains("not found in the registry")
+            && message.contains("release 1.2.0 stays applied"),
+        "{refused}"
+    );
+    let progressing = condition_is(cvs, "Progressing", "False", "RetrievePayload").await;
+    assert!(
+        progressing["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("release 1.2.0 stays applied")),
+        "{progressing}"
+    );
+    tc.dynamic(&configmaps(), Some(ns))
+        .patch(
+            "settings",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "drifted"}})),
+        )
+        .await
+        .expect("edit settings");
+    poll_until("settings repaired", Duration::from_secs(30), || async {
+        match cm_value(tc, ns, "settings").await.as_deref() {
+            Some("three") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(op.pid(), pid);
+
+    // The image the operator runs again (forced: it is a downgrade): back to the release it
+    // started with, still in the same process.
+    desire(
+        cvs,
+        json!({"image": "example.com/cvo:1.0.0", "force": true}),
+    )
+    .await;
+    history(cvs, "1.0.0", "Completed").await;
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("one"));
+    op.terminate().await;
+    drop(registry);
+    env.finish().await;
+}
+
+/// A registry asking for HTTP Basic auth (tests/fixtures/oci/htpasswd, a test-only password):
+/// without the pull Secret the release is `RetrievePayload` naming the Secret; once the
+/// `kubernetes.io/dockerconfigjson` Secret exists, the next retry (the backoff's, with passes
+/// every ~2 s) pulls it with its credentials and leads with it; the password is never logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pull_secret_gives_the_registry_credentials_and_is_never_printed() {
+    use base64::Engine as _;
+    use k8s_openapi::api::core::v1::Secret;
+    const PASSWORD: &str = "not-a-secret-1";
+    let htpasswd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oci/htpasswd");
+    let Some(registry) = common::registry::Registry::start_with_htpasswd(&htpasswd) else {
+        return;
+    };
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("cvo-test:{PASSWORD}"));
+    let config = json!({"auths": {registry.host(): {"auth": auth}}}).to_string();
+    let env = Env::new("operator-pull-secret").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        lease,
+        ..
+    } = &env;
+    env.write_release(
+        "1.0.0",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", "one"),
+        )],
+    );
+    let b_dir = dir.path().join("release-b");
+    write_release(
+        &b_dir,
+        "1.1.0",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", "two"),
+        )],
+    );
+    let access = cvo::oci::Access {
+        credentials: cvo::oci::Credentials::from_docker_config(config.as_bytes())
+            .expect("a Docker config"),
+        ..cvo::oci::Access::default()
+    };
+    let b = registry
+        .push_release_as("cvo/private", "b", &b_dir, &access)
+        .await;
+    let secret_name = format!("{ns}/pull");
+    let cache = dir.path().join("cache");
+    let op = env.start(&[
+        "--resync-interval",
+        "2s",
+        "--lease-name",
+        lease,
+        "--cache-dir",
+        cache.to_str().expect("utf-8 path"),
+        "--pull-secret",
+        &secret_name,
+    ]);
+    history(cvs, "1.0.0", "Completed").await;
+    let b_image = registry.pullspec("cvo/private", &format!("@{b}"));
+    desire(cvs, json!({"image": b_image})).await;
+    let refused = condition_is(cvs, "ReleaseAccepted", "False", "RetrievePayload").await;
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!(
+                "the pull Secret {secret_name} (--pull-secret) does not exist"
+            ))),
+        "{refused}"
+    );
+    let secrets: Api<Secret> = Api::namespaced(tc.client.clone(), ns);
+    secrets
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "pull", "namespace": ns},
+                "type": "kubernetes.io/dockerconfigjson",
+                "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(&config)},
+            }))
+            .expect("a Secret"),
+        )
+        .await
+        .expect("create the pull Secret");
+    let cv = history(cvs, "1.1.0", "Completed").await;
+    assert_eq!(cv.data["status"]["history"][0]["image"], json!(b_image));
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("two"));
+    let log = op.log();
+    assert!(
+        !log.contains(PASSWORD) && !log.contains(&auth),
+        "the operator's log holds the credential"
+    );
+    op.terminate().await;
+    drop(registry);
+    env.finish().await;
+}
+
+/// An operator started on a release with errors reports it and applies nothing; a
+/// `spec.desiredUpdate.image` naming a release artifact is pulled and led with in the same
+/// process (the way out without a new pod), and a pull that fails is said in the report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_on_an_invalid_release_pulls_a_desired_release_artifact() {
+    let Some(registry) = common::registry::Registry::start() else {
+        return;
+    };
+    let env = Env::new("operator-invalid-pull").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        lease,
+        ..
+    } = &env;
+    env.write_release(
+        "1.0.0",
+        &[(
+            "0000_10_a_01_broken.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: [unclosed\n".to_owned(),
+        )],
+    );
+    let fixed = dir.path().join("release-fixed");
+    write_release(
+        &fixed,
+        "1.0.1",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", "fixed"),
+        )],
+    );
+    let digest = registry.push_release("cvo/release", "1.0.1", &fixed).await;
+    let cache = dir.path().join("cache");
+    let op = env.start(&[
+        "--resync-interval",
+        "1h",
+        "--lease-name",
+        lease,
+        "--cache-dir",
+        cache.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(release_refused(cvs).await["reason"], "InvalidRelease");
+    // A tag that is not there: still InvalidRelease, and the report says why it was not used.
+    let missing = registry.pullspec("cvo/release", ":9.9.9");
+    desire(cvs, json!({"image": missing})).await;
+    poll_until(
+        "the pull failure reported",
+        Duration::from_secs(60),
+        || async {
+            let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
+            match condition(&cv, "ReleaseAccepted") {
+                Some(c)
+                    if c["reason"] == "InvalidRelease"
+                        && c["message"].as_str().is_some_and(|m| {
+                            m.contains(&format!("cannot use the release image {missing}"))
+                        }) =>
+                {
+                    Ok(())
+                }
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    let image = registry.pullspec("cvo/release", &format!("@{digest}"));
+    desire(cvs, json!({"image": image})).await;
+    let cv = history(cvs, "1.0.1", "Completed").await;
+    assert_eq!(cv.data["status"]["history"][0]["image"], json!(image));
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("fixed"));
+    condition_is(cvs, "ReleaseAccepted", "True", "PayloadLoaded").await;
+    op.terminate().await;
+    drop(registry);
     env.finish().await;
 }

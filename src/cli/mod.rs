@@ -168,6 +168,7 @@ impl OciArgs {
     pub fn access(&self) -> crate::oci::Access {
         crate::oci::Access {
             insecure: self.insecure_registry.clone(),
+            ..crate::oci::Access::default()
         }
     }
 }
@@ -203,6 +204,16 @@ impl ReleaseArgs {
         }
     }
 
+    /// How OCI sources are read with these flags: the one place a reading command's (and the
+    /// operator's) fetch options are built.
+    pub fn fetch_options(&self) -> crate::oci::FetchOptions {
+        crate::oci::FetchOptions {
+            cache_dir: self.oci.cache_dir.clone(),
+            access: self.oci.access(),
+            caps: self.caps(),
+        }
+    }
+
     /// The release directory: `--release` itself, or the OCI source it names resolved to a
     /// digest and extracted (once per command; a note on stderr, or an info event in JSON
     /// mode, names the digest and the tag it came from).
@@ -214,12 +225,8 @@ impl ReleaseArgs {
         if let Some(opened) = self.opened.get() {
             return Ok(opened.dir());
         }
-        let options = crate::oci::FetchOptions {
-            cache_dir: self.oci.cache_dir.clone(),
-            access: self.oci.access(),
-            caps: self.caps(),
-        };
-        let opened = block_on(crate::oci::open(&source, &options))?.map_err(oci_error)?;
+        let opened =
+            block_on(crate::oci::open(&source, &self.fetch_options()))?.map_err(oci_error)?;
         let from = match &opened.tag {
             Some(tag) => format!(" (tag {tag})"),
             None => String::new(),
@@ -300,27 +307,23 @@ impl ReleaseArgs {
     /// [`ReleaseArgs::load`], its note written as `format` says: a `note:` line, or an info
     /// event (`cvo operator`, whose stderr is all JSON in JSON mode).
     pub fn load_logged(&self, format: LogFormat) -> Result<Release, CliError> {
-        let (release, used) = self.load_checked(format)?;
-        if self.profile.is_some() || used.profiles.is_empty() {
-            return Ok(release);
-        }
-        if !used.profiles.contains(DEFAULT_CLUSTER_PROFILE) {
-            return Err(CliError::usage(format_args!(
-                "{}, but not {DEFAULT_CLUSTER_PROFILE}, the CVO's default: choose one with --profile",
-                used.describe()
-            )));
-        }
-        let profiles = used.profiles.iter().cloned().collect::<Vec<_>>().join(", ");
-        let note = format!(
-            "the release uses cluster profiles ({profiles}): reading it in {DEFAULT_CLUSTER_PROFILE}, the CVO's default (choose another with --profile)"
-        );
-        match format {
-            LogFormat::Text => stderr_line!("note: {note}"),
-            LogFormat::Json => {
-                tracing::info!(%profiles, profile = DEFAULT_CLUSTER_PROFILE, "{note}");
+        let dir = self.dir(format)?;
+        let options = self.options_in(self.profile.as_deref());
+        let (release, choice) =
+            crate::release::load_selected(&dir, &options).map_err(CliError::usage)?;
+        if let crate::release::ProfileChoice::Default { profiles } = choice {
+            let profiles = profiles.join(", ");
+            let note = format!(
+                "the release uses cluster profiles ({profiles}): reading it in {DEFAULT_CLUSTER_PROFILE}, the CVO's default (choose another with --profile)"
+            );
+            match format {
+                LogFormat::Text => stderr_line!("note: {note}"),
+                LogFormat::Json => {
+                    tracing::info!(%profiles, profile = DEFAULT_CLUSTER_PROFILE, "{note}");
+                }
             }
         }
-        self.load_in(format, Some(DEFAULT_CLUSTER_PROFILE))
+        Ok(release)
     }
 
     /// The release `validate` checks, once per profile: with `--profile`, or when the

@@ -60,6 +60,11 @@ pub struct OperatorArgs {
     /// POD_NAMESPACE, else --release-image). Without it the operator never moves itself.
     #[arg(long, value_name = "NAMESPACE/NAME")]
     pub self_deployment: Option<crate::cluster::NamespacedName>,
+    /// A kubernetes.io/dockerconfigjson Secret whose credentials are used to pull the
+    /// releases spec.desiredUpdate.image names (read at every pull, never printed; the Docker
+    /// config's credentials still serve other registries).
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub pull_secret: Option<crate::cluster::NamespacedName>,
     /// What the leader runs: the release (always), and with operand-cleanup also the OLM
     /// operand-cleanup reconciler of `cvo operand-cleanup` (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "release")]
@@ -212,6 +217,13 @@ impl OperatorArgs {
                     namespace: self.operand_cleanup_namespace.clone(),
                     ..Default::default()
                 }),
+            pull: crate::operator::pull::Config {
+                pull_secret: self.pull_secret.clone(),
+                ..crate::operator::pull::Config::new(
+                    self.release.fetch_options(),
+                    self.release.options_in(self.release.profile.as_deref()),
+                )
+            },
         }
     }
 }

@@ -118,6 +118,12 @@ impl Backoff {
     pub const RECONCILER_RESTART: Backoff =
         Backoff::doubling(Duration::from_secs(10), Duration::from_secs(300));
 
+    /// The operator trying again to pull a release `spec.desiredUpdate.image` names that it
+    /// could not retrieve or load (docs/operator.md): not before 10 s, doubling, capped at
+    /// 5 min, at the next full pass; a spec change tries at once.
+    pub const RELEASE_PULL: Backoff =
+        Backoff::doubling(Duration::from_secs(10), Duration::from_secs(300));
+
     /// `initial`, doubling up to `max`, with no limit on the attempts. (The OLM reconciler's
     /// requeue is one, from its `Config`: 1 s to 60 s by default.)
     pub const fn doubling(initial: Duration, max: Duration) -> Backoff {

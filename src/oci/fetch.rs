@@ -50,12 +50,7 @@ impl Opened {
 
 /// Reads `source` into a release directory (see the module doc).
 pub async fn open(source: &Source, options: &FetchOptions) -> Result<Opened, OciError> {
-    let cache_root = match &options.cache_dir {
-        Some(dir) => dir.clone(),
-        None => Cache::default_root().ok_or_else(|| {
-            OciError::Usage("no user cache directory (HOME is unset): pass --cache-dir".to_owned())
-        })?,
-    };
+    let cache_root = cache_root(options)?;
     let cache = Cache::open(&cache_root)?;
     let source_text = source.to_string();
     let (digest, shape, layer_path, image) = match source {
@@ -100,6 +95,78 @@ pub async fn open(source: &Source, options: &FetchOptions) -> Result<Opened, Oci
         image,
         shape,
     })
+}
+
+/// What a registry reference names, once resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A release artifact of this shape: [`open`] reads it.
+    Release(Shape),
+    /// A container image (or an image index): what it is, in words.
+    Image(&'static str),
+}
+
+/// A registry reference resolved to a manifest digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    /// The manifest digest (the reference's own when it pins one).
+    pub digest: Digest,
+    /// What the manifest is.
+    pub kind: Kind,
+}
+
+/// Resolves `r` to its manifest digest (a tag is resolved now; a pinned digest is checked
+/// against the bytes) and tells a release artifact from a container image. The manifest is
+/// kept in the cache, so that [`open`] of the digest does not ask for it again. A manifest
+/// that is neither is refused naming its media types.
+pub async fn resolve(r: &RegistryRef, options: &FetchOptions) -> Result<Resolved, OciError> {
+    let cache = Cache::open(&cache_root(options)?)?;
+    let cached = r
+        .digest
+        .as_ref()
+        .and_then(|d| cache.get(d, MAX_MANIFEST_BYTES));
+    let (manifest, digest) = match (cached, &r.digest) {
+        (Some(path), Some(d)) => (
+            std::fs::read(&path)
+                .map_err(|e| OciError::Unavailable(format!("{}: {e}", path.display())))?,
+            d.clone(),
+        ),
+        _ => {
+            let reference = match (&r.digest, &r.tag) {
+                (Some(d), _) => d.to_string(),
+                (None, Some(t)) => t.clone(),
+                (None, None) => unreachable!("a parsed reference has a tag or a digest"),
+            };
+            let got = Registry::new(&r.registry, &options.access)?
+                .manifest(&r.repository, &reference)
+                .await?;
+            cache.put(&got.1, &got.0)?;
+            got
+        }
+    };
+    let kind = match release_layer(&manifest) {
+        Ok((shape, _)) => Kind::Release(shape),
+        Err(why) => match super::shape::container_image(&manifest) {
+            Some(what) => Kind::Image(what),
+            None => {
+                return Err(OciError::Refused(format!(
+                    "{}@{digest}: {why}; nor is it a container image",
+                    r.name()
+                )));
+            }
+        },
+    };
+    Ok(Resolved { digest, kind })
+}
+
+/// `--cache-dir`, else the user's cache directory.
+fn cache_root(options: &FetchOptions) -> Result<PathBuf, OciError> {
+    match &options.cache_dir {
+        Some(dir) => Ok(dir.clone()),
+        None => Cache::default_root().ok_or_else(|| {
+            OciError::Usage("no user cache directory (HOME is unset): pass --cache-dir".to_owned())
+        }),
+    }
 }
 
 /// The manifest digest, shape and cached layer file of a registry source.
@@ -391,6 +458,68 @@ mod tests {
         assert!(matches!(err, OciError::Refused(_)), "{err}");
         assert!(
             err.to_string().contains("not an OCI image manifest"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn resolve_tells_a_release_from_an_image_from_anything_else() {
+        let (release, release_digest) = cvo_manifest(&layer());
+        let image = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": crate::oci::shape::MANIFEST_MEDIA_TYPE,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": Digest::of(b"{}").to_string(), "size": 2},
+            "layers": []
+        })
+        .to_string()
+        .into_bytes();
+        let other = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": crate::oci::shape::MANIFEST_MEDIA_TYPE,
+            "config": {"mediaType": "application/vnd.example.thing+json", "digest": Digest::of(b"{}").to_string(), "size": 2},
+            "layers": []
+        })
+        .to_string()
+        .into_bytes();
+        let mut routes = base_routes();
+        for (tag, body) in [("release", release), ("image", image), ("other", other)] {
+            routes.insert(
+                format!("/v2/cvo/x/manifests/{tag}"),
+                (200, crate::oci::shape::MANIFEST_MEDIA_TYPE, body),
+            );
+        }
+        let host = fake_registry(routes).await;
+        let cache = tempfile::tempdir().unwrap();
+        let options = FetchOptions {
+            cache_dir: Some(cache.path().to_owned()),
+            access: Access::default(),
+            caps: CAPS,
+        };
+        let reference = |tag: &str| match Source::parse(&format!("oci://{host}/cvo/x:{tag}")) {
+            Ok(Some(Source::Registry(r))) => r,
+            other => panic!("{other:?}"),
+        };
+        let resolved = resolve(&reference("release"), &options).await.unwrap();
+        assert_eq!(
+            resolved,
+            Resolved {
+                digest: release_digest,
+                kind: Kind::Release(Shape::Cvo)
+            }
+        );
+        let resolved = resolve(&reference("image"), &options).await.unwrap();
+        assert_eq!(resolved.kind, Kind::Image("a container image"));
+        let err = resolve(&reference("other"), &options).await.unwrap_err();
+        assert!(matches!(err, OciError::Refused(_)), "{err}");
+        assert!(
+            err.to_string()
+                .contains("application/vnd.example.thing+json")
+                && err.to_string().contains("nor is it a container image"),
+            "{err}"
+        );
+        let err = resolve(&reference("missing"), &options).await.unwrap_err();
+        assert!(
+            err.to_string().contains("not found in the registry"),
             "{err}"
         );
     }

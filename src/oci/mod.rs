@@ -28,10 +28,10 @@ pub mod shape;
 
 pub use digest::Digest;
 pub use error::OciError;
-pub use fetch::{FetchOptions, Opened, open};
+pub use fetch::{FetchOptions, Kind, Opened, Resolved, open, resolve};
 pub use push::{Pushed, push_artifact, push_release};
 pub use reference::{LayoutRef, RegistryRef, Source};
-pub use registry::Access;
+pub use registry::{Access, Credentials};
 
 /// Size caps of what is read: the release loader's limits (`--max-file-bytes`,
 /// `--max-release-bytes`, docs/limits.md) applied to the artifact.

@@ -34,6 +34,112 @@ use crate::cluster::retry::Backoff;
 pub struct Access {
     /// `--insecure-registry`: `HOST[:PORT]`s reached over plain HTTP.
     pub insecure: Vec<String>,
+    /// Credentials the caller holds (the operator's pull Secret), used before the Docker
+    /// config's for the registries they name.
+    pub credentials: Credentials,
+}
+
+/// Registry credentials from a Docker config document (`{"auths": {"HOST[:PORT]": {...}}}`,
+/// the content of a `kubernetes.io/dockerconfigjson` Secret), by registry. Never printed:
+/// its `Debug` names the registries only.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    by_registry: std::collections::BTreeMap<String, Credential>,
+}
+
+#[derive(Clone)]
+enum Credential {
+    Basic(String, String),
+    Token(String),
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("registries", &self.by_registry.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Credentials {
+    /// Reads a Docker config document. Its entries may give `auth` (base64 of
+    /// `user:password`), `username` and `password`, or `identitytoken`; a key written as a URL
+    /// (`https://HOST[:PORT]/v1/`) counts as its `HOST[:PORT]`. An error says what is wrong in
+    /// plain words, never quoting a value.
+    pub fn from_docker_config(bytes: &[u8]) -> Result<Credentials, String> {
+        use base64::Engine as _;
+        #[derive(serde::Deserialize)]
+        struct Config {
+            #[serde(default)]
+            auths: std::collections::BTreeMap<String, Entry>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Entry {
+            #[serde(default)]
+            auth: Option<String>,
+            #[serde(default)]
+            username: Option<String>,
+            #[serde(default)]
+            password: Option<String>,
+            #[serde(default)]
+            identitytoken: Option<String>,
+        }
+        let config: Config = serde_json::from_slice(bytes).map_err(|e| {
+            format!(
+                "it is not a Docker config (JSON with \"auths\") at line {} column {}",
+                e.line(),
+                e.column()
+            )
+        })?;
+        let mut by_registry = std::collections::BTreeMap::new();
+        for (key, entry) in config.auths {
+            let registry = registry_key(&key);
+            let credential = if let Some(token) = entry.identitytoken.filter(|t| !t.is_empty()) {
+                Credential::Token(token)
+            } else if let (Some(user), Some(password)) = (&entry.username, &entry.password) {
+                Credential::Basic(user.clone(), password.clone())
+            } else if let Some(auth) = entry.auth.filter(|a| !a.is_empty()) {
+                let decoded = base64::engine::general_purpose::STANDARD
+                    .decode(auth.trim())
+                    .ok()
+                    .and_then(|b| String::from_utf8(b).ok())
+                    .ok_or_else(|| {
+                        format!("the auth field for {registry} is not base64 of user:password")
+                    })?;
+                let Some((user, password)) = decoded.split_once(':') else {
+                    return Err(format!(
+                        "the auth field for {registry} is not base64 of user:password"
+                    ));
+                };
+                Credential::Basic(user.to_owned(), password.to_owned())
+            } else {
+                continue;
+            };
+            by_registry.insert(registry, credential);
+        }
+        Ok(Credentials { by_registry })
+    }
+
+    /// The registries credentials are held for.
+    pub fn registries(&self) -> impl Iterator<Item = &str> {
+        self.by_registry.keys().map(String::as_str)
+    }
+
+    fn get(&self, registry: &str) -> Option<RegistryAuth> {
+        self.by_registry.get(registry).map(|c| match c {
+            Credential::Basic(u, p) => RegistryAuth::Basic(u.clone(), p.clone()),
+            Credential::Token(t) => RegistryAuth::Bearer(t.clone()),
+        })
+    }
+}
+
+/// `HOST[:PORT]` of a Docker config's key (`https://quay.io/v1/` → `quay.io`).
+fn registry_key(key: &str) -> String {
+    let rest = key
+        .strip_prefix("https://")
+        .or_else(|| key.strip_prefix("http://"))
+        .unwrap_or(key);
+    rest.split('/').next().unwrap_or(rest).to_owned()
 }
 
 impl Access {
@@ -98,7 +204,10 @@ impl Registry {
             client,
             registry: registry.to_owned(),
             scheme: if plain { "http" } else { "https" },
-            auth: credentials(registry)?,
+            auth: match access.credentials.get(registry) {
+                Some(auth) => auth,
+                None => credentials(registry)?,
+            },
         })
     }
 
@@ -436,6 +545,7 @@ mod tests {
     fn loopback_is_plain_http_others_need_the_flag() {
         let access = Access {
             insecure: vec!["mirror.lan:5000".to_owned(), "other.lan".to_owned()],
+            ..Access::default()
         };
         for plain in [
             "127.0.0.1:5000",
@@ -455,5 +565,40 @@ mod tests {
         ] {
             assert!(!access.plain_http(https), "{https}");
         }
+    }
+
+    #[test]
+    fn docker_config_credentials_are_read_and_never_printed() {
+        let config = br#"{"auths": {
+            "https://quay.io/v1/": {"auth": "dXNlcjpzM2NyM3Q="},
+            "127.0.0.1:5000": {"username": "u", "password": "hunter2"},
+            "tok.example": {"identitytoken": "tok-s3cr3t"},
+            "empty.example": {}
+        }}"#;
+        let c = Credentials::from_docker_config(config).unwrap();
+        assert_eq!(
+            c.registries().collect::<Vec<_>>(),
+            ["127.0.0.1:5000", "quay.io", "tok.example"]
+        );
+        assert!(
+            matches!(c.get("quay.io"), Some(RegistryAuth::Basic(u, p)) if u == "user" && p == "s3cr3t")
+        );
+        assert!(matches!(c.get("tok.example"), Some(RegistryAuth::Bearer(t)) if t == "tok-s3cr3t"));
+        assert!(c.get("other.example").is_none());
+        let shown = format!(
+            "{:?}",
+            Access {
+                credentials: c,
+                ..Access::default()
+            }
+        );
+        for secret in ["s3cr3t", "hunter2", "tok-s3cr3t", "dXNlcjpzM2NyM3Q"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        let err = Credentials::from_docker_config(br#"{"auths": {"q.io": {"auth": "!!!"}}}"#)
+            .unwrap_err();
+        assert!(err.contains("q.io") && !err.contains("!!!"), "{err}");
+        let err = Credentials::from_docker_config(b"hunter2").unwrap_err();
+        assert!(!err.contains("hunter2"), "{err}");
     }
 }

@@ -170,6 +170,44 @@ pub fn release_layer(bytes: &[u8]) -> Result<(Shape, Descriptor), String> {
     Err(refuse())
 }
 
+/// What a manifest that is not a release artifact is, when it is a container image: a Docker
+/// or OCI image manifest whose config is an image config, or an image index (a multi-arch
+/// image). `None`: neither a release artifact nor an image.
+pub fn container_image(bytes: &[u8]) -> Option<&'static str> {
+    const IMAGE_CONFIGS: &[&str] = &[
+        "application/vnd.oci.image.config.v1+json",
+        "application/vnd.docker.container.image.v1+json",
+    ];
+    const INDEXES: &[(&str, &str)] = &[
+        (
+            "application/vnd.oci.image.index.v1+json",
+            "an OCI image index",
+        ),
+        (
+            "application/vnd.docker.distribution.manifest.list.v2+json",
+            "a Docker manifest list",
+        ),
+    ];
+    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let media_type = value.get("mediaType").and_then(serde_json::Value::as_str);
+    if let Some((_, what)) = INDEXES.iter().find(|(m, _)| Some(*m) == media_type) {
+        return Some(what);
+    }
+    if media_type.is_none()
+        && value
+            .get("manifests")
+            .is_some_and(serde_json::Value::is_array)
+    {
+        return Some("an OCI image index");
+    }
+    let config = value
+        .pointer("/config/mediaType")
+        .and_then(serde_json::Value::as_str)?;
+    IMAGE_CONFIGS
+        .contains(&config)
+        .then_some("a container image")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,5 +274,29 @@ mod tests {
                 .unwrap_err()
                 .contains("not an OCI image manifest")
         );
+    }
+
+    #[test]
+    fn container_images_are_told_from_other_manifests() {
+        let image = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "digest": Digest::of(b"{}").to_string(), "size": 2},
+            "layers": []
+        });
+        assert_eq!(
+            container_image(image.to_string().as_bytes()),
+            Some("a container image")
+        );
+        let index = serde_json::json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": []});
+        assert_eq!(
+            container_image(index.to_string().as_bytes()),
+            Some("an OCI image index")
+        );
+        assert_eq!(container_image(&cvo_manifest(b"x").0), None);
+        let other = serde_json::json!({"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
+            "config": {"mediaType": "application/vnd.example.config+json", "digest": Digest::of(b"{}").to_string(), "size": 2}, "layers": []});
+        assert_eq!(container_image(other.to_string().as_bytes()), None);
+        assert_eq!(container_image(b"<html>"), None);
     }
 }

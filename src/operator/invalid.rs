@@ -1,74 +1,57 @@
-//! The operator of a release that cannot be used (unreadable, or with errors): it elects as
-//! [`super::run`] does, and as leader reports `ReleaseAccepted=False` (reason
-//! [`INVALID_RELEASE`]) and applies nothing.
+//! What the leader does with a release that cannot be used (unreadable, or with errors;
+//! [`super::run_invalid`]): it reports `ReleaseAccepted=False` (reason [`INVALID_RELEASE`])
+//! every resync interval and at every ClusterVersion spec change, and applies nothing — until
+//! `spec.desiredUpdate.image` names a release artifact it can pull ([`super::pull`]): then it
+//! returns that release, to be led with as a usable one.
 
-use std::sync::Arc;
-
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::metrics::{self, Metrics};
+use super::metrics::Metrics;
+use super::pull::{Outcome, Pulled, Puller, Switch};
 use super::self_update::{self, Decision, SelfUpdate};
 use super::status::not_progressing;
-use super::{Election, Options, drift, resync};
+use super::{Options, drift, resync};
 use crate::cluster::Cluster;
 use crate::status::clusterversion;
 use crate::status::conditions::RELEASE_ACCEPTED;
 use crate::status::spec::Spec;
 use crate::status::{Condition, ConditionStatus};
 
-/// Runs the operator for a release that cannot be used (unreadable, or with errors): elects
-/// as [`super::run`] does, and as leader reports `ReleaseAccepted=False` (reason
-/// [`INVALID_RELEASE`], `why` as the message) every resync interval, applying nothing, until
-/// `shutdown` resolves. A fixed release is picked up by restarting the operator, or by moving
-/// it to an image with one (`spec.desiredUpdate.image`, acted on at the spec change).
-pub async fn run_invalid(
-    client: kube::Client,
-    lease_client: kube::Client,
+/// The leader's work with a release that cannot be used (`why`: the `ReleaseAccepted`
+/// message), until told to stop (or dropped when leadership is lost); `Some`: a release
+/// `spec.desiredUpdate.image` names was pulled, to lead with.
+pub(super) async fn lead_invalid(
+    cluster: &Cluster,
     why: &str,
     options: &Options,
-    metrics: Arc<Metrics>,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
-    // Readiness as for a usable release: connected and placed by the election.
-    let (mut leader_rx, election) = Election::start(lease_client, &options.lease, &metrics);
-    let cluster = Cluster::new(metrics::instrument(client, metrics.clone()));
+    metrics: &Metrics,
+    puller: &Puller,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<Switch> {
     let mover = SelfUpdate::new(options.self_update.clone());
-    let reporting = async {
-        loop {
-            if leader_rx.wait_for(|l| *l).await.is_err() {
-                return;
-            }
-            metrics.leader.set(1);
-            let generation =
-                report_invalid(&cluster, options, why, &mover, &metrics, "initial").await;
-            // A spec change (a desiredUpdate.image naming a fixed release, say) is acted on at
-            // once, not at the next resync.
-            let (cv_tx, mut cv_rx) = mpsc::unbounded_channel();
-            let cv_watch = drift::watch_cluster_version(&cluster, generation, &cv_tx);
-            tokio::pin!(cv_watch);
-            let mut cv_watching = true;
-            let mut lost = leader_rx.clone();
-            loop {
-                let trigger = tokio::select! {
-                    _ = lost.wait_for(|l| !*l) => break,
-                    () = &mut cv_watch, if cv_watching => { cv_watching = false; continue }
-                    Some(()) = cv_rx.recv() => "clusterversion",
-                    () = tokio::time::sleep(resync::next_delay(options.resync_interval)) => "resync",
-                };
-                report_invalid(&cluster, options, why, &mover, &metrics, trigger).await;
-            }
-            metrics.leader.set(0);
-        }
+    let report = |trigger| report_invalid(cluster, options, why, &mover, puller, metrics, trigger);
+    let generation = match report("initial").await {
+        Ok(generation) => generation,
+        Err(pulled) => return Some(Switch::Pulled(pulled)),
     };
-    tokio::select! {
-        () = reporting => {}
-        () = shutdown => tracing::info!("stopping"),
+    // A spec change (a desiredUpdate.image naming a fixed release, say) is acted on at once,
+    // not at the next resync.
+    let (cv_tx, mut cv_rx) = mpsc::unbounded_channel();
+    let cv_watch = drift::watch_cluster_version(cluster, generation, &cv_tx);
+    tokio::pin!(cv_watch);
+    let mut cv_watching = true;
+    loop {
+        let trigger = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return None,
+            () = &mut cv_watch, if cv_watching => { cv_watching = false; continue }
+            Some(()) = cv_rx.recv() => "clusterversion",
+            () = tokio::time::sleep(resync::next_delay(options.resync_interval)) => "resync",
+        };
+        if let Err(pulled) = report(trigger).await {
+            return Some(Switch::Pulled(pulled));
+        }
     }
-    metrics.readiness.stopping();
-    metrics.leader.set(0);
-    election.stop().await;
-    tracing::info!("stopped");
 }
 
 /// `ReleaseAccepted` reason for a release that cannot be read or has errors.
@@ -76,15 +59,17 @@ pub const INVALID_RELEASE: &str = "InvalidRelease";
 
 /// One report of a release that cannot be used: `ReleaseAccepted=False` ([`INVALID_RELEASE`],
 /// `why`) — unless `spec.desiredUpdate.image` moved the operator to another image (a fixed
-/// release, say), which is reported instead. Returns the ClusterVersion's generation.
+/// release, say), which is reported instead. Returns the ClusterVersion's generation, or the
+/// release artifact `spec.desiredUpdate.image` names, pulled.
 async fn report_invalid(
     cluster: &Cluster,
     options: &Options,
     why: &str,
     mover: &SelfUpdate,
+    puller: &Puller,
     metrics: &Metrics,
     trigger: &'static str,
-) -> Option<i64> {
+) -> Result<Option<i64>, Box<Pulled>> {
     let retry = &options.sync.apply.retry;
     let started = Instant::now();
     let cv = match clusterversion::read(cluster, retry).await {
@@ -96,7 +81,29 @@ async fn report_invalid(
     };
     let generation = cv.as_ref().and_then(|cv| cv.metadata.generation);
     let desired = cv.as_ref().and_then(self_update::desired_image);
-    let decision = mover.decide(cluster, desired.as_deref(), None).await;
+    // A release artifact is pulled (and led with); a container image moves the operator.
+    let mut pull_failure = None;
+    let decision = match desired.as_deref() {
+        Some(to) if !mover.runs(cluster, to).await => {
+            match puller
+                .consider(cluster.client(), generation, to, None)
+                .await
+            {
+                Outcome::Switch(pulled) => {
+                    tracing::warn!(image = %pulled.image(), asked = %pulled.asked, "the release cannot be used; switching to the release spec.desiredUpdate.image names");
+                    metrics.pass(trigger, "switched", started.elapsed().as_secs_f64());
+                    return Err(pulled);
+                }
+                Outcome::Image => mover.decide(cluster, Some(to), None).await,
+                Outcome::Lead => Decision::Stay,
+                Outcome::Failed(e) => {
+                    pull_failure = Some(e);
+                    Decision::Stay
+                }
+            }
+        }
+        other => mover.decide(cluster, other, None).await,
+    };
     let (conditions, result) = match &decision {
         Decision::HandedOver { to, .. } => {
             tracing::warn!(%to, "the release cannot be used; the operator's Deployment runs the image spec.desiredUpdate names: handed over");
@@ -110,6 +117,16 @@ async fn report_invalid(
             if let Decision::CannotMove { to, why: cannot } = &decision {
                 message.push_str(&format!(
                     "; cannot move the operator to image {to}: {cannot}"
+                ));
+            }
+            if let Some(e) = &pull_failure {
+                let at = e
+                    .digest
+                    .as_ref()
+                    .map_or_else(String::new, |d| format!(" (digest {d})"));
+                message.push_str(&format!(
+                    "; cannot use the release image {}{at}: {}",
+                    e.image, e.cause
                 ));
             }
             tracing::error!(
@@ -150,5 +167,5 @@ async fn report_invalid(
         tracing::warn!(error = %e, "could not record {RELEASE_ACCEPTED} in ClusterVersion");
     }
     metrics.pass(trigger, result, started.elapsed().as_secs_f64());
-    generation
+    Ok(generation)
 }

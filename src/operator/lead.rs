@@ -1,6 +1,8 @@
 //! What the leader does until told to stop: a full pass, then the steady state — drift
 //! repaired from watches, a full pass on a ClusterVersion change or the resync timer, each
-//! full pass followed by a look at the update service.
+//! full pass followed by a look at the update service. It ends when told to stop, or when a
+//! pass pulled the release `spec.desiredUpdate.image` names: then it returns that release, to
+//! be led with from a fresh start.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -12,6 +14,7 @@ use super::Options;
 use super::drift::{self, Kinds, Known};
 use super::metrics::Metrics;
 use super::pass::Passes;
+use super::pull::{Puller, Switch};
 use super::repair::{Repairs, repairer};
 use super::resync;
 use super::self_update::SelfUpdate;
@@ -66,14 +69,17 @@ impl Schedule {
     }
 }
 
-/// What the leader does until told to stop (or dropped when leadership is lost).
+/// What the leader does until told to stop (or dropped when leadership is lost); `Some`: a
+/// pass asked to lead with another release (`pulled`: `release` is a pulled one).
 pub(super) async fn lead(
     cluster: &Cluster,
     release: &Release,
+    pulled: bool,
     options: &Options,
     metrics: &Metrics,
+    puller: &Puller,
     stop: &mut watch::Receiver<bool>,
-) {
+) -> Option<Switch> {
     let known = Known::default();
     let grace = options.shutdown_grace;
     let mover = SelfUpdate::new(options.self_update.clone());
@@ -84,11 +90,19 @@ pub(super) async fn lead(
         metrics,
         known: &known,
         mover: &mover,
+        puller,
+        pulled,
     };
-    let first = match until_stopped(passes.full_pass("initial"), stop, grace).await {
+    let mut first = match until_stopped(passes.full_pass("initial"), stop, grace).await {
         Ok(end) => end,
-        Err(stopped) => return pass_stopped(cluster, release, options, stopped).await,
+        Err(stopped) => {
+            pass_stopped(cluster, release, options, stopped).await;
+            return None;
+        }
     };
+    if let Some(next) = first.switch.take() {
+        return Some(next);
+    }
     let mut updates = Refresher::new(cluster, release, &options.sync.apply.retry);
     updates.start();
     let mut watching = first.accepted && !first.paused;
@@ -110,7 +124,7 @@ pub(super) async fn lead(
     tracing::info!(kinds = kinds.len(), next_pass_in = ?schedule.next_pass.saturating_duration_since(Instant::now()), "steady state: watching managed objects for drift");
     loop {
         let next = tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
+            _ = stop.wait_for(|s| *s) => return None,
             () = &mut watches, if watching => Next::WatchesEnded,
             () = &mut cv_watch, if cv_watching => { cv_watching = false; continue }
             () = tokio::time::sleep_until(schedule.next_pass) => Next::Pass("resync"),
@@ -142,17 +156,23 @@ pub(super) async fn lead(
                 let queue = queue.into_iter().filter(|i| !unmanaged.contains(i));
                 let repaired = repairs.run(&repairer, &known, metrics, queue, stop, grace);
                 if repaired.await.is_err() {
-                    return;
+                    return None;
                 }
                 continue;
             }
             Next::Pass(trigger) => trigger,
         };
         while cv_rx.try_recv().is_ok() {}
-        let end = match until_stopped(passes.full_pass(trigger), stop, grace).await {
+        let mut end = match until_stopped(passes.full_pass(trigger), stop, grace).await {
             Ok(end) => end,
-            Err(stopped) => return pass_stopped(cluster, release, options, stopped).await,
+            Err(stopped) => {
+                pass_stopped(cluster, release, options, stopped).await;
+                return None;
+            }
         };
+        if let Some(next) = end.switch.take() {
+            return Some(next);
+        }
         unmanaged = end.unmanaged;
         updates.start();
         if end.paused {

@@ -5,7 +5,7 @@
 //! | metric | type | labels |
 //! |---|---|---|
 //! | `cvo_sync_pass_duration_seconds` | histogram | `trigger` (initial, resync, clusterversion) |
-//! | `cvo_sync_passes_total` | counter | `trigger`, `result` (applied, failed, refused, error, handed-over) |
+//! | `cvo_sync_passes_total` | counter | `trigger`, `result` (applied, failed, refused, error, handed-over, switched) |
 //! | `cvo_sync_pass_writes` | gauge | — writes the last full pass sent (0 in steady state) |
 //! | `cvo_manifests_total` | counter | `action` (created, updated, unchanged, …), of passes and repairs |
 //! | `cvo_drift_repairs_total` | counter | `action`: one manifest re-applied after a watch event |

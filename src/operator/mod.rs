@@ -10,13 +10,15 @@
 //!   rule: connected and placed by the election, never waiting for a pass);
 //! - [`events`]: Kubernetes Events (a deleted object that came back).
 //! - [`self_update`]: moving the operator's own Deployment to `spec.desiredUpdate.image`;
+//! - [`pull`]: pulling the release artifact `spec.desiredUpdate.image` names, to lead with it
+//!   (no new pod);
 //! - [`cleanup`]: the OLM operand-cleanup reconciler, run while leading
 //!   (`--components operand-cleanup`);
 //! - `lead`: what the leader does — the first full pass, then the steady state;
 //! - `pass`: one full pass (self-update, sync, its metrics and events);
 //! - `repair`: drift repair of one manifest, retried with backoff;
 //! - `shutdown`: the grace period, and the status of a pass abandoned at its end;
-//! - `invalid`: the operator of a release that cannot be used ([`run_invalid`]);
+//! - `invalid`: what the leader does with a release that cannot be used ([`run_invalid`]);
 //! - `status`: what the operator records besides the sync's own status;
 //! - `updates`: available updates from the update service, after every full pass.
 //!
@@ -30,8 +32,15 @@
 //! `spec.desiredUpdate` is read as OpenShift's CVO reads it ([`crate::status::spec`]): a
 //! `version` without an `image` names the image `status.availableUpdates` (or a
 //! `status.history` entry) gives it; a request that is invalid is reported as `Invalid` and not
-//! acted on. The image asked for, when it is not the operator's, gets its Deployment moved
-//! there, and the operator hands over: it applies nothing more (see [`self_update`]).
+//! acted on. The image asked for, when it is neither the operator's nor the release it leads
+//! with, is looked up in its registry ([`pull`]): a **release artifact** is pulled and loaded,
+//! and the leader switches to it — `lead` ends with the new release and [`run`] enters it
+//! again as a new leader would (a full pass first, watches rebuilt); the release led with is
+//! kept while the process lives (a restart starts from `--release` again and pulls the spec's
+//! image again). A **container image** gets the operator's Deployment moved there, and the
+//! operator hands over: it applies nothing more (see [`self_update`]). An image that cannot be
+//! looked up or pulled is reported (`ReleaseAccepted=False`, `RetrievePayload`) and the
+//! current release stays enforced.
 //!
 //! A release the preconditions refuse is reported as `ReleaseAccepted=False` (reason: the
 //! precondition) and `Progressing=False` saying so, and nothing is applied; a request for the
@@ -58,6 +67,7 @@ mod lead;
 pub mod leader;
 pub mod metrics;
 mod pass;
+pub mod pull;
 mod repair;
 pub mod resync;
 pub mod self_update;
@@ -76,7 +86,7 @@ use crate::sync::SyncOptions;
 use leader::{Elector, LeaseConfig};
 use metrics::Metrics;
 
-pub use invalid::{INVALID_RELEASE, run_invalid};
+pub use invalid::INVALID_RELEASE;
 pub use shutdown::INTERRUPTED;
 pub use status::forced_by_spec;
 
@@ -94,6 +104,8 @@ pub struct Options {
     pub self_update: self_update::Config,
     /// Also run the OLM operand-cleanup reconciler while leading (`None`: do not).
     pub operand_cleanup: Option<crate::olm::Config>,
+    /// How releases `spec.desiredUpdate.image` names are pulled and loaded.
+    pub pull: pull::Config,
 }
 
 /// Runs the operator until `shutdown` resolves: elects, leads while elected, stops gracefully.
@@ -116,11 +128,51 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    run_with(
+        client,
+        lease_client,
+        Ok(release),
+        options,
+        metrics,
+        shutdown,
+    )
+    .await;
+}
+
+/// Runs the operator of a release that cannot be used (unreadable, or with errors; `why` is
+/// the `ReleaseAccepted` message): it elects as [`run`] does, and as leader reports
+/// `ReleaseAccepted=False` (reason [`INVALID_RELEASE`]) and applies nothing — until
+/// `spec.desiredUpdate.image` names a release artifact it can pull: then it leads with that one
+/// as [`run`] does (or a container image: its Deployment moves there).
+pub async fn run_invalid(
+    client: kube::Client,
+    lease_client: kube::Client,
+    why: &str,
+    options: &Options,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    run_with(client, lease_client, Err(why), options, metrics, shutdown).await;
+}
+
+/// [`run`] and [`run_invalid`]: `release` is the release given at start, or why it cannot be
+/// used.
+async fn run_with(
+    client: kube::Client,
+    lease_client: kube::Client,
+    release: Result<&Release, &str>,
+    options: &Options,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
     let (stop_tx, stop_rx) = watch::channel(false);
     let (mut leader_rx, election) = Election::start(lease_client, &options.lease, &metrics);
     // The reconciler's requests are not the release's: not counted in the metrics.
     let cleanup_client = client.clone();
     let cluster = Cluster::new(metrics::instrument(client, metrics.clone()));
+    let puller = pull::Puller::new(options.pull.clone());
+    // The release pulled last (spec.desiredUpdate.image): led with while the process lives.
+    let mut pulled: Option<Box<pull::Pulled>> = None;
     tokio::pin!(shutdown);
     let leading = async {
         loop {
@@ -145,12 +197,38 @@ pub async fn run(
                     .await;
                 }
             };
-            let work = async {
-                tokio::join!(
-                    lead::lead(&cluster, release, options, &metrics, &mut stop),
-                    cleanup
-                )
+            let releases = async {
+                loop {
+                    let next = match (pulled.as_ref(), release) {
+                        (Some(p), _) => {
+                            let current = &p.release;
+                            lead::lead(
+                                &cluster, current, true, options, &metrics, &puller, &mut stop,
+                            )
+                            .await
+                        }
+                        (None, Ok(release)) => {
+                            lead::lead(
+                                &cluster, release, false, options, &metrics, &puller, &mut stop,
+                            )
+                            .await
+                        }
+                        (None, Err(why)) => {
+                            invalid::lead_invalid(
+                                &cluster, why, options, &metrics, &puller, &mut stop,
+                            )
+                            .await
+                        }
+                    };
+                    // Lead again with the other release, as a new leader would.
+                    match next {
+                        Some(pull::Switch::Pulled(next)) => pulled = Some(next),
+                        Some(pull::Switch::Start) => pulled = None,
+                        None => return,
+                    }
+                }
             };
+            let work = async { tokio::join!(releases, cleanup) };
             tokio::select! {
                 _ = work => {}
                 _ = lost.wait_for(|l| !*l) => {

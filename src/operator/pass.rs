@@ -1,5 +1,6 @@
-//! One full pass of the operator: what `spec.desiredUpdate.image` asks of the operator itself
-//! ([`SelfUpdate`]), then the sync ([`crate::sync::sync`]), then its metrics, events and log.
+//! One full pass of the operator: what `spec.desiredUpdate.image` asks — a release to pull and
+//! switch to ([`Puller`]), or an image to move the operator to ([`SelfUpdate`]) — then the sync
+//! ([`crate::sync::sync`]), then its metrics, events and log.
 
 use std::collections::BTreeSet;
 
@@ -8,6 +9,7 @@ use tokio::time::Instant;
 
 use super::drift::Known;
 use super::metrics::Metrics;
+use super::pull::{Outcome, Puller, Switch};
 use super::self_update::{Decision, IMAGE_CONFLICT, SelfUpdate};
 use super::status::{
     VERIFY_VERSION, forced_by_spec, not_progressing, record_status, version_mismatch,
@@ -36,6 +38,9 @@ pub(super) struct PassEnd {
     pub paused: bool,
     /// Manifests whose objects ClusterVersion overrides mark unmanaged.
     pub unmanaged: BTreeSet<usize>,
+    /// The leader switches to another release: the one `spec.desiredUpdate.image` names,
+    /// pulled, or back to its start release (nothing was applied by this pass).
+    pub switch: Option<Switch>,
 }
 
 /// What a full pass works with: the operator and the release it leads with.
@@ -46,6 +51,9 @@ pub(super) struct Passes<'a> {
     pub metrics: &'a Metrics,
     pub known: &'a Known,
     pub mover: &'a SelfUpdate,
+    pub puller: &'a Puller,
+    /// The release led with was pulled (it is not the one the operator started with).
+    pub pulled: bool,
 }
 
 /// What the start of a pass decided: how to sync, and what to record of the self-update.
@@ -91,6 +99,7 @@ impl Passes<'_> {
             // Refused: nothing is applied, and Progressing says so.
             let version = crate::status::conditions::version_text(release);
             let refusal = release_accepted(&version, &o.refused, false);
+            move_conditions.retain(|c| c.type_ != "Progressing");
             move_conditions.push(not_progressing(
                 cv.as_ref(),
                 &format!("release {version}"),
@@ -150,8 +159,53 @@ impl Passes<'_> {
         let spec = cv.as_ref().map(Spec::of).unwrap_or_default();
         let desired = spec.desired_update.as_ref();
         let image = desired.map(|d| d.image.as_str()).filter(|i| !i.is_empty());
-        let decision = mover.decide(cluster, image, Some(self.release)).await;
+        // A release artifact is pulled and led with; a container image moves the operator; an
+        // image that cannot be looked up or pulled is reported, and this release stays.
+        let mut pull_failure = None;
+        let decision = match image {
+            Some(to) if !mover.runs(cluster, to).await => {
+                let leading = self.release.image.as_deref();
+                match self
+                    .puller
+                    .consider(cluster.client(), generation, to, leading)
+                    .await
+                {
+                    Outcome::Lead => Decision::Stay,
+                    Outcome::Image => mover.decide(cluster, image, Some(self.release)).await,
+                    Outcome::Switch(next) => {
+                        tracing::warn!(image = %next.image(), asked = %next.asked, from = %version, "switching to the release spec.desiredUpdate.image names: a full pass with it follows");
+                        metrics.pass(trigger, "switched", started.elapsed().as_secs_f64());
+                        return Err(PassEnd {
+                            generation,
+                            switch: Some(Switch::Pulled(next)),
+                            ..PassEnd::default()
+                        });
+                    }
+                    Outcome::Failed(e) => {
+                        pull_failure = Some(e);
+                        Decision::Stay
+                    }
+                }
+            }
+            Some(to) if self.pulled => {
+                // The image the operator runs again: its own release, as it started.
+                tracing::warn!(image = %to, from = %version, "spec.desiredUpdate.image names the image the operator runs: back to the release it started with; a full pass with it follows");
+                metrics.pass(trigger, "switched", started.elapsed().as_secs_f64());
+                return Err(PassEnd {
+                    generation,
+                    switch: Some(Switch::Start),
+                    ..PassEnd::default()
+                });
+            }
+            _ => mover.decide(cluster, image, Some(self.release)).await,
+        };
         let mut move_conditions = decision.conditions(mover.deployment(), &version);
+        if let Some(e) = &pull_failure {
+            let asked_version = desired.map_or("", |d| d.version.as_str());
+            move_conditions.extend(e.conditions(cv.as_ref(), &version, asked_version));
+            // The pass must not overwrite the report with ReleaseAccepted=True.
+            sync_options.release_accepted = false;
+        }
         let stored_invalid = cv
             .as_ref()
             .and_then(|cv| clusterversion::condition(cv, "Invalid"));
@@ -194,7 +248,7 @@ impl Passes<'_> {
             }
         }
         // The operator runs the image asked for: its release is the one asked for.
-        let runs_desired = image.is_some() && decision == Decision::Stay;
+        let runs_desired = image.is_some() && decision == Decision::Stay && pull_failure.is_none();
         if let Some(d) = desired.filter(|_| runs_desired) {
             if !d.version.is_empty() && d.version != version {
                 let refusal = version_mismatch(d, &version);

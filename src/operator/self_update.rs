@@ -222,6 +222,11 @@ impl SelfUpdate {
         }
     }
 
+    /// Whether this process runs `image` (`false` when it cannot tell).
+    pub async fn runs(&self, cluster: &Cluster, image: &str) -> bool {
+        matches!(self.own_image(cluster).await, Ok(Some(own)) if own == image)
+    }
+
     /// The image this process runs: its Pod's operator container, else `--release-image`.
     async fn own_image(&self, cluster: &Cluster) -> Result<Option<String>, SelfUpdateError> {
         let Some(pod) = &self.config.pod else {

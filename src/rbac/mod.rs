@@ -114,6 +114,9 @@ pub enum Why {
     CreateUnnamed,
     /// The operator reads its Pod and moves its Deployment (`--self-deployment`).
     SelfImage,
+    /// The operator reads its pull Secret (`--pull-secret`, passed by the release's operator
+    /// Deployment).
+    PullSecret,
     /// The operand-cleanup reconciler watches CSVs, writes their status and removes its
     /// finalizer (`--components operand-cleanup`).
     CleanupCsv,
@@ -162,6 +165,9 @@ impl Why {
             }
             Why::SelfImage => {
                 "get pods, get/patch the Deployment: with --self-deployment the operator reads its own Pod (a generated name) for the image it runs and moves its Deployment to spec.desiredUpdate.image"
+            }
+            Why::PullSecret => {
+                "get: the operator reads its pull Secret (cvo operator --pull-secret, passed by the release's operator Deployment) when it pulls a release spec.desiredUpdate.image names; this one Secret only"
             }
             Why::WatchSecrets => {
                 "list, watch: the operator's drift watch on the release's Secrets in this namespace (metadata only, but RBAC cannot tell) and each pass's listing here; Secrets are never read cluster-wide"
@@ -300,6 +306,18 @@ pub fn derive(
     }
     let mut cluster = Vec::new();
     let mut namespaced = operator_namespace_grants(options);
+    for secret in pull_secrets(release) {
+        namespaced
+            .entry(secret.namespace.clone())
+            .or_default()
+            .push(Grant::own(
+                "",
+                "secrets",
+                Verb::Get,
+                Some(&secret.name),
+                Why::PullSecret,
+            ));
+    }
     let mut ships_rbac = false;
     let mut deletes = false;
     for manifest in &release.manifests {
@@ -587,6 +605,46 @@ fn operator_namespace_grants(options: &Options) -> BTreeMap<String, Vec<Grant>> 
     out
 }
 
+/// The pull Secrets (`--pull-secret NAMESPACE/NAME` or `--pull-secret=NAMESPACE/NAME`) the
+/// release's Deployments pass to a `cvo operator` container: the operator reads each when it
+/// pulls a release.
+pub fn pull_secrets(release: &Release) -> BTreeSet<crate::cluster::NamespacedName> {
+    let mut out = BTreeSet::new();
+    for m in release
+        .manifests
+        .iter()
+        .filter(|m| !m.is_delete() && m.id.group == "apps" && m.id.kind == "Deployment")
+    {
+        let containers = m
+            .object
+            .pointer("/spec/template/spec/containers")
+            .and_then(serde_json::Value::as_array);
+        for c in containers.into_iter().flatten() {
+            let words: Vec<&str> = ["command", "args"]
+                .iter()
+                .filter_map(|k| c.get(*k).and_then(serde_json::Value::as_array))
+                .flatten()
+                .filter_map(serde_json::Value::as_str)
+                .collect();
+            if !words.contains(&"operator") {
+                continue;
+            }
+            let mut it = words.iter();
+            while let Some(w) = it.next() {
+                let value = match w.strip_prefix("--pull-secret") {
+                    Some("") => it.next().copied(),
+                    Some(rest) => rest.strip_prefix('='),
+                    None => None,
+                };
+                if let Some(Ok(name)) = value.map(str::parse) {
+                    out.insert(name);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Merges grants into rules: per (group, resource), one rule for the verbs every name needs,
 /// then one per set of by-name verbs (those not already granted for every name), each listing
 /// its names. Sorted by group, resource, then the every-name rule first and by verbs.
@@ -860,6 +918,34 @@ mod tests {
             rules.contains(&"apps/deployments [cvo-operator] get,patch".to_owned()),
             "{rules:?}"
         );
+    }
+
+    #[test]
+    fn a_pull_secret_passed_by_the_operators_deployment_is_granted_by_name() {
+        let deployment = |args: &str| {
+            format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: cvo\n  namespace: cluster-version\nspec:\n  selector:\n    matchLabels: {{a: b}}\n  template:\n    metadata:\n      labels: {{a: b}}\n    spec:\n      containers:\n      - name: operator\n        image: i\n        args: [{args}]\n"
+            )
+        };
+        for args in [
+            "operator, --release, /r, --pull-secret, cluster-version/pull",
+            "operator, --pull-secret=cluster-version/pull",
+        ] {
+            let text = deployment(args);
+            let release = release(&[("0000_10_a_01_d.yaml", text.as_str())]);
+            let rbac = derive(&release, &Resources::of(&release), &options(true)).unwrap();
+            let rules = lines(&rbac.namespace_rules["cluster-version"]);
+            assert!(
+                rules.contains(&"/secrets [pull] get".to_owned()),
+                "{args}: {rules:?}"
+            );
+        }
+        // Not an operator, or no flag: nothing.
+        for args in ["web, --pull-secret, cluster-version/pull", "operator"] {
+            let text = deployment(args);
+            let release = release(&[("0000_10_a_01_d.yaml", text.as_str())]);
+            assert!(pull_secrets(&release).is_empty(), "{args}");
+        }
     }
 
     #[test]

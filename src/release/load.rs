@@ -76,6 +76,56 @@ struct Found {
     image_references: Option<PathBuf>,
 }
 
+/// How [`load_selected`] chose the release's profile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProfileChoice {
+    /// The profile of the options (or none: the release uses no profiles).
+    AsGiven,
+    /// No profile was given and the release uses these: it was read in
+    /// [`DEFAULT_CLUSTER_PROFILE`], the CVO's default.
+    Default { profiles: Vec<String> },
+}
+
+/// Loads `root` as every `--release` reader does (`cvo operator` at start, and a release it
+/// pulls later): with the options' profile; without one, a release that uses cluster profiles
+/// is read in [`DEFAULT_CLUSTER_PROFILE`] (every profile at once would hold each object's
+/// per-profile twins). A profile or feature set no manifest names would silently select
+/// nothing: refused, naming the ones the release uses, as is a release that uses profiles but
+/// not the default one.
+///
+/// # Errors
+///
+/// The loader's error, or the refusal, in plain words.
+pub fn load_selected(
+    root: &Path,
+    options: &LoadOptions,
+) -> Result<(Release, ProfileChoice), String> {
+    let release = load(root, options).map_err(|e| e.to_string())?;
+    let used = super::Selectors::of(release.all_manifests());
+    if let Some(why) = used.refusal(&options.filters) {
+        return Err(why);
+    }
+    if options.filters.profile.is_some() || used.profiles.is_empty() {
+        return Ok((release, ProfileChoice::AsGiven));
+    }
+    if !used.profiles.contains(DEFAULT_CLUSTER_PROFILE) {
+        return Err(format!(
+            "{}, but not {DEFAULT_CLUSTER_PROFILE}, the CVO's default: choose one with --profile",
+            used.describe()
+        ));
+    }
+    drop(release);
+    let mut in_default = options.clone();
+    in_default.filters.profile = Some(DEFAULT_CLUSTER_PROFILE.to_owned());
+    let release = load(root, &in_default).map_err(|e| e.to_string())?;
+    Ok((
+        release,
+        ProfileChoice::Default {
+            profiles: used.profiles.into_iter().collect(),
+        },
+    ))
+}
+
 /// Loads a release directory: every good manifest plus every problem found.
 ///
 /// # Errors

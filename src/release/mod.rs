@@ -35,7 +35,10 @@ pub use annotations::{
 pub use filename::{FileOrder, parse_file_name};
 pub use filter::{DEFAULT_FEATURE_SET, Filters, Selectors};
 pub use identity::ObjectId;
-pub use load::{DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, load, version_hash};
+pub use load::{
+    DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, ProfileChoice, load, load_selected,
+    version_hash,
+};
 pub use locate::field_line;
 pub use metadata::{MetadataError, ReleaseMetadata};
 pub use read::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_RELEASE_BYTES, Limits};
@@ -132,6 +135,13 @@ impl Release {
 
     pub fn version(&self) -> Option<&semver::Version> {
         self.metadata.as_ref().map(|m| &m.version)
+    }
+
+    /// The diagnostics that are errors.
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
     }
 
     pub fn has_errors(&self) -> bool {

@@ -144,6 +144,73 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// `127.0.0.1:PORT/REPO` followed by `tail`: the CVO's pullspec form (no `oci://`), as
+    /// ClusterVersion `spec.desiredUpdate.image` names it.
+    pub fn pullspec(&self, repo: &str, tail: &str) -> String {
+        format!("{}/{repo}{tail}", self.host())
+    }
+
+    /// Pushes the release directory `dir` to `REPO:TAG` as cvo's artifact (the library's
+    /// push, which `cvo push` runs); its manifest digest (`sha256:…`).
+    pub async fn push_release(&self, repo: &str, tag: &str, dir: &Path) -> String {
+        self.push_release_as(repo, tag, dir, &cvo::oci::Access::default())
+            .await
+    }
+
+    /// [`Registry::push_release`] with `access` (credentials for a registry with htpasswd).
+    pub async fn push_release_as(
+        &self,
+        repo: &str,
+        tag: &str,
+        dir: &Path,
+        access: &cvo::oci::Access,
+    ) -> String {
+        let target = cvo::oci::Source::parse(&self.url(repo, &format!(":{tag}")))
+            .expect("a reference")
+            .expect("an OCI reference");
+        let caps = cvo::oci::Caps {
+            max_file_bytes: 1 << 20,
+            max_release_bytes: 16 << 20,
+        };
+        cvo::oci::push_release(dir, &target, access, caps)
+            .await
+            .expect("push the release")
+            .digest
+            .to_string()
+    }
+
+    /// Pushes a (tiny) container image to `REPO:TAG`: an OCI image manifest with an image
+    /// config and one layer, what an operator's own image is; its manifest digest.
+    pub async fn push_image(&self, repo: &str, tag: &str) -> String {
+        let config = format!(
+            r#"{{"architecture":"amd64","os":"linux","config":{{"Labels":{{"tag":"{tag}"}}}}}}"#
+        );
+        let layer =
+            cvo::oci::extract::raw_layer(&[("bin/cvo", tar::EntryType::Regular, tag.as_bytes())]);
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cvo::oci::Digest::of(config.as_bytes()).to_string(), "size": config.len()},
+            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": cvo::oci::Digest::of(&layer).to_string(), "size": layer.len()}]
+        })
+        .to_string();
+        let target = cvo::oci::Source::parse(&self.url(repo, &format!(":{tag}")))
+            .expect("a reference")
+            .expect("an OCI reference");
+        cvo::oci::push_artifact(
+            &target,
+            manifest.as_bytes(),
+            &[&layer, config.as_bytes()],
+            &cvo::oci::Access::default(),
+        )
+        .await
+        .expect("push the image")
+        .digest
+        .to_string()
+    }
+}
+
 impl Drop for Registry {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -1,0 +1,698 @@
+//! Releases pulled from a registry: `spec.desiredUpdate.image` naming a **release artifact**
+//! (cvo's or Flux's shape, [`crate::oci::shape`]) makes the leader pull it, load it exactly as
+//! `cvo operator --release` loads a release (same profile, feature set, exclusions and limits),
+//! and lead with it from then on — no new pod. An image that is a container image keeps its
+//! old meaning (the operator's Deployment moves there: [`super::self_update`]).
+//!
+//! - The pullspec is the CVO's: `HOST[:PORT]/REPO@sha256:HEX` or `HOST[:PORT]/REPO:TAG` (no
+//!   `oci://`); the first path component names a registry when it has a `.` or a `:` or is
+//!   `localhost` (Docker's rule); anything else is not looked up (an image, as before).
+//! - A tag is resolved to a digest **once per ClusterVersion generation**: a tag moved later
+//!   changes nothing until the spec changes. What is remembered lives as long as the process;
+//!   after a restart the operator starts with its `--release` again, and the next full pass
+//!   resolves the spec's tag again (the "rebuilt from the cluster" rule).
+//! - Registry access: loopback registries over plain HTTP, `--insecure-registry`, the Docker
+//!   config's credentials, and `--pull-secret NAMESPACE/NAME` (a `kubernetes.io/dockerconfigjson`
+//!   Secret, read at every pull, never printed); blobs cached by digest under `--cache-dir`.
+//!   Every [`FetchOptions`] the operator uses is built by [`Config::fetch_options`].
+//! - Failures never stop the release being enforced: a registry that cannot be reached, a
+//!   manifest that is not there, a manifest that is neither a release nor an image, a size cap,
+//!   an unsafe layer → `ReleaseAccepted=False` reason [`RETRIEVE_PAYLOAD`]; a release that
+//!   cannot be loaded or has errors → reason [`PAYLOAD_INTEGRITY`] (the CVO's reasons). A
+//!   registry that cannot be reached is "cannot tell": the Deployment is not moved either.
+//!   The pull is tried again at a later full pass, not before [`Backoff::RELEASE_PULL`] says
+//!   (a spec change tries at once).
+
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject};
+use tokio::time::Instant;
+
+use crate::cluster::NamespacedName;
+use crate::cluster::retry::Backoff;
+use crate::oci::{Credentials, Digest, FetchOptions, Kind, Opened, RegistryRef, Resolved, Source};
+use crate::release::{LoadOptions, Release};
+use crate::status::conditions::RELEASE_ACCEPTED;
+use crate::status::{Condition, ConditionStatus};
+
+/// `ReleaseAccepted` / `Progressing` reason when the release image cannot be retrieved (the
+/// CVO's).
+pub const RETRIEVE_PAYLOAD: &str = "RetrievePayload";
+/// `ReleaseAccepted` reason when the retrieved release cannot be loaded or has errors (the
+/// CVO's reason for a payload it cannot load).
+pub const PAYLOAD_INTEGRITY: &str = "UpdatePayloadIntegrity";
+/// The key of a `kubernetes.io/dockerconfigjson` Secret.
+const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
+/// The type of a pull Secret.
+const DOCKER_CONFIG_TYPE: &str = "kubernetes.io/dockerconfigjson";
+/// How many errors of a release with errors the message names.
+const ERRORS_SHOWN: usize = 10;
+
+/// How the operator pulls releases: from its flags.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// How OCI sources are read: the options `--release` was read with (`--cache-dir` — in
+    /// the shipped Deployment an `emptyDir` —, `--insecure-registry`, the size caps), built by
+    /// the command line's one function for them.
+    pub fetch: FetchOptions,
+    /// `--pull-secret NAMESPACE/NAME`.
+    pub pull_secret: Option<NamespacedName>,
+    /// How a pulled release is loaded: the profile, feature set, exclusions and limits the
+    /// operator's `--release` was loaded with (the release image is set per pull).
+    pub load: LoadOptions,
+}
+
+impl Config {
+    /// A configuration reading with `fetch` and loading with `load`, without a pull Secret.
+    pub fn new(fetch: FetchOptions, load: LoadOptions) -> Self {
+        Config {
+            fetch,
+            pull_secret: None,
+            load,
+        }
+    }
+
+    /// The fetch options of a pull: [`Config::fetch`] with the pull Secret's `credentials`
+    /// added (the Docker config's stay in use for other registries).
+    pub fn fetch_options(&self, credentials: Credentials) -> FetchOptions {
+        let mut options = self.fetch.clone();
+        options.access.credentials = credentials;
+        options
+    }
+}
+
+/// `spec.desiredUpdate.image` as a registry reference, when it names one: `HOST[:PORT]/REPO`
+/// with `@sha256:HEX` or `:TAG`, the first component a registry host (it has a `.` or a `:`,
+/// or is `localhost`). `None`: not a pullspec the operator looks up.
+pub fn pullspec(image: &str) -> Option<RegistryRef> {
+    let (host, _) = image.split_once('/')?;
+    if !(host.contains('.') || host.contains(':') || host == "localhost") {
+        return None;
+    }
+    match Source::parse(&format!("oci://{image}")) {
+        Ok(Some(Source::Registry(r))) => Some(r),
+        _ => None,
+    }
+}
+
+/// A release pulled and loaded: what the operator leads with once it switched to it. The
+/// extracted directory lives as long as this does.
+#[derive(Debug)]
+pub struct Pulled {
+    /// The release, its image `HOST[:PORT]/REPO@sha256:…`.
+    pub release: Release,
+    /// The pullspec asked for (a tag, or the digest).
+    pub asked: String,
+    _opened: Opened,
+}
+
+impl Pulled {
+    /// `HOST[:PORT]/REPO@sha256:…`.
+    pub fn image(&self) -> &str {
+        self.release.image.as_deref().unwrap_or_default()
+    }
+}
+
+/// What the leader switches to, ending its work with the current release.
+#[derive(Debug)]
+pub enum Switch {
+    /// A release pulled from a registry.
+    Pulled(Box<Pulled>),
+    /// The release the operator started with (`--release`): the spec names the image the
+    /// operator runs again, while it led with a pulled release.
+    Start,
+}
+
+/// What the image asked for means for the leader.
+#[derive(Debug)]
+pub enum Outcome {
+    /// It is the release the operator leads with: apply it.
+    Lead,
+    /// A container image (or not a pullspec looked up): the operator's Deployment moves there.
+    Image,
+    /// A release artifact, pulled and loaded: lead with it from now on.
+    Switch(Box<Pulled>),
+    /// It could not be pulled or used: report, keep the current release.
+    Failed(PullError),
+}
+
+/// Why the release image asked for could not be used, in plain words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PullError {
+    /// The pullspec asked for.
+    pub image: String,
+    /// The manifest digest, when resolved.
+    pub digest: Option<Digest>,
+    /// [`RETRIEVE_PAYLOAD`] or [`PAYLOAD_INTEGRITY`].
+    pub reason: &'static str,
+    /// What went wrong.
+    pub cause: String,
+}
+
+impl PullError {
+    /// `ReleaseAccepted=False` and `Progressing=False` saying the release `version` (the one
+    /// led with) stays applied. `asked_version`: `spec.desiredUpdate.version` (may be empty).
+    pub fn conditions(
+        &self,
+        cv: Option<&DynamicObject>,
+        version: &str,
+        asked_version: &str,
+    ) -> Vec<Condition> {
+        let at = match &self.digest {
+            Some(d) => format!(" (digest {d})"),
+            None => String::new(),
+        };
+        let step = if self.reason == PAYLOAD_INTEGRITY {
+            "Loading payload failed"
+        } else {
+            "Retrieving payload failed"
+        };
+        let accepted = Condition::new(
+            RELEASE_ACCEPTED,
+            ConditionStatus::False,
+            self.reason,
+            format!(
+                "{step} version={asked_version:?} image={:?} failure={}{at}; release {version} stays applied",
+                self.image, self.cause
+            ),
+        );
+        let current = cv.and_then(crate::status::clusterversion::current_version);
+        let at_version = match current {
+            Some(c) => format!("Cluster version is {c}: "),
+            None => String::new(),
+        };
+        let progressing = Condition::new(
+            "Progressing",
+            ConditionStatus::False,
+            self.reason,
+            format!(
+                "{at_version}release {version} stays applied; the release image {}{at} cannot be used yet (see ReleaseAccepted), tried again at a later full pass",
+                self.image
+            ),
+        );
+        vec![accepted, progressing]
+    }
+}
+
+/// Which spec a resolution or a failure is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Key {
+    generation: Option<i64>,
+    image: String,
+}
+
+/// A failure, and when the next attempt may be made.
+#[derive(Debug)]
+struct Failure {
+    key: Key,
+    attempts: u32,
+    retry_at: Instant,
+    error: PullError,
+}
+
+/// What the puller remembers while the process lives (never across a restart).
+#[derive(Debug, Default)]
+struct Memory {
+    /// The last pullspec resolved, for the generation it was resolved in.
+    resolved: Option<(Key, Resolved)>,
+    /// The last failure.
+    failure: Option<Failure>,
+}
+
+/// Pulls the releases `spec.desiredUpdate.image` names; kept by [`super::run`] across
+/// leaders and switches.
+#[derive(Debug)]
+pub struct Puller {
+    config: Config,
+    memory: Mutex<Memory>,
+}
+
+impl Puller {
+    pub fn new(config: Config) -> Self {
+        Puller {
+            config,
+            memory: Mutex::new(Memory::default()),
+        }
+    }
+
+    /// What `image` (`spec.desiredUpdate.image` of ClusterVersion `generation`) means, for an
+    /// operator leading with the release of image `leading`: pulls and loads a release
+    /// artifact it does not lead with yet.
+    pub async fn consider(
+        &self,
+        client: &kube::Client,
+        generation: Option<i64>,
+        image: &str,
+        leading: Option<&str>,
+    ) -> Outcome {
+        if leading == Some(image) {
+            return Outcome::Lead;
+        }
+        let Some(reference) = pullspec(image) else {
+            return Outcome::Image;
+        };
+        let key = Key {
+            generation,
+            image: image.to_owned(),
+        };
+        if let Some(error) = self.waiting(&key) {
+            return Outcome::Failed(error);
+        }
+        match self.pull(client, &key, &reference, leading).await {
+            Ok(outcome) => {
+                self.lock().failure = None;
+                outcome
+            }
+            Err(error) => {
+                self.failed(key, error.clone());
+                Outcome::Failed(error)
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The last failure for `key`, while its backoff runs.
+    fn waiting(&self, key: &Key) -> Option<PullError> {
+        let memory = self.lock();
+        let f = memory.failure.as_ref()?;
+        (f.key == *key && Instant::now() < f.retry_at).then(|| f.error.clone())
+    }
+
+    /// Records a failure for `key` (the attempts counted while the key stays the same).
+    fn failed(&self, key: Key, error: PullError) {
+        let mut memory = self.lock();
+        let attempts = match &memory.failure {
+            Some(f) if f.key == key => f.attempts + 1,
+            _ => 1,
+        };
+        let wait = Backoff::RELEASE_PULL.delay(attempts);
+        tracing::error!(image = %error.image, digest = ?error.digest.as_ref().map(ToString::to_string), reason = error.reason, retry_in = ?wait, "{}", error.cause);
+        memory.failure = Some(Failure {
+            key,
+            attempts,
+            retry_at: Instant::now() + wait,
+            error,
+        });
+    }
+
+    /// The resolution of `key` remembered for its generation, else a new one.
+    async fn resolve(
+        &self,
+        key: &Key,
+        reference: &RegistryRef,
+        options: &FetchOptions,
+    ) -> Result<Resolved, crate::oci::OciError> {
+        if let Some((k, r)) = &self.lock().resolved
+            && k == key
+        {
+            return Ok(r.clone());
+        }
+        let resolved = crate::oci::resolve(reference, options).await?;
+        if let Some(tag) = &reference.tag
+            && reference.digest.is_none()
+        {
+            tracing::info!(image = %key.image, %tag, digest = %resolved.digest, "resolved the tag spec.desiredUpdate.image names: kept until the spec changes");
+        }
+        self.lock().resolved = Some((key.clone(), resolved.clone()));
+        Ok(resolved)
+    }
+
+    async fn pull(
+        &self,
+        client: &kube::Client,
+        key: &Key,
+        reference: &RegistryRef,
+        leading: Option<&str>,
+    ) -> Result<Outcome, PullError> {
+        let fail = |digest: Option<&Digest>, reason, cause: String| PullError {
+            image: key.image.clone(),
+            digest: digest.cloned(),
+            reason,
+            cause,
+        };
+        let credentials = self
+            .credentials(client)
+            .await
+            .map_err(|cause| fail(None, RETRIEVE_PAYLOAD, cause))?;
+        let options = self.config.fetch_options(credentials);
+        let resolved = self
+            .resolve(key, reference, &options)
+            .await
+            .map_err(|e| fail(None, RETRIEVE_PAYLOAD, self.access_hint(e.to_string())))?;
+        let digest = resolved.digest.clone();
+        let at = format!("{}@{digest}", reference.name());
+        match resolved.kind {
+            Kind::Image(what) => {
+                tracing::debug!(image = %key.image, %digest, "spec.desiredUpdate.image is {what}, not a release artifact");
+                return Ok(Outcome::Image);
+            }
+            Kind::Release(_) if leading == Some(at.as_str()) => return Ok(Outcome::Lead),
+            Kind::Release(_) => {}
+        }
+        let pinned = Source::Registry(RegistryRef {
+            digest: Some(digest.clone()),
+            ..reference.clone()
+        });
+        let started = Instant::now();
+        let opened = crate::oci::open(&pinned, &options).await.map_err(|e| {
+            fail(
+                Some(&digest),
+                RETRIEVE_PAYLOAD,
+                self.access_hint(e.to_string()),
+            )
+        })?;
+        let dir = opened.dir();
+        let load = LoadOptions {
+            release_image: Some(at.clone()),
+            ..self.config.load.clone()
+        };
+        let loaded =
+            tokio::task::spawn_blocking(move || crate::release::load_selected(&dir, &load))
+                .await
+                .map_err(|e| format!("loading was interrupted: {e}"))
+                .and_then(|r| r)
+                .map_err(|cause| {
+                    fail(
+                        Some(&digest),
+                        PAYLOAD_INTEGRITY,
+                        format!("the release cannot be loaded: {cause}"),
+                    )
+                })?;
+        let (release, _) = loaded;
+        if release.has_errors() {
+            return Err(fail(Some(&digest), PAYLOAD_INTEGRITY, errors_of(&release)));
+        }
+        for d in &release.diagnostics {
+            tracing::warn!(image = %at, "{d}");
+        }
+        tracing::info!(image = %at, asked = %key.image, version = %crate::status::conditions::version_text(&release), manifests = release.manifests.len(), seconds = started.elapsed().as_secs_f64(), "pulled the release spec.desiredUpdate.image names: leading with it from now on");
+        Ok(Outcome::Switch(Box::new(Pulled {
+            release,
+            asked: key.image.clone(),
+            _opened: opened,
+        })))
+    }
+
+    /// `cause`, with where the operator's credentials come from when the registry refused
+    /// access (the registry's message speaks of `docker login`, the command line's way).
+    fn access_hint(&self, cause: String) -> String {
+        if !cause.contains("refused access") {
+            return cause;
+        }
+        match &self.config.pull_secret {
+            Some(secret) => format!(
+                "{cause}; the operator used the credentials of the pull Secret {secret} for it, if it names this registry"
+            ),
+            None => format!(
+                "{cause}; the operator takes credentials from a kubernetes.io/dockerconfigjson Secret named by --pull-secret NAMESPACE/NAME"
+            ),
+        }
+    }
+
+    /// The pull Secret's credentials (none without `--pull-secret`). Read at every pull; its
+    /// data is never printed.
+    async fn credentials(&self, client: &kube::Client) -> Result<Credentials, String> {
+        let Some(secret) = &self.config.pull_secret else {
+            return Ok(Credentials::default());
+        };
+        let api: Api<Secret> = Api::namespaced(client.clone(), &secret.namespace);
+        let found = api
+            .get_opt(&secret.name)
+            .await
+            .map_err(|e| format!("reading the pull Secret {secret} (--pull-secret): {}", api_error(&e)))?
+            .ok_or_else(|| format!("the pull Secret {secret} (--pull-secret) does not exist: create it (kubectl create secret docker-registry) or fix the flag"))?;
+        credentials_of(secret, &found)
+    }
+}
+
+/// A failed read of the pull Secret in plain words.
+fn api_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => "the operator may not read it (403 Forbidden): grant get on this Secret (`cvo rbac` prints the rule when the operator's Deployment passes --pull-secret)".to_owned(),
+        kube::Error::Api(s) => format!("the API server answered {}: {}", s.code, s.message),
+        other => format!(
+            "cannot reach the API server: {}",
+            crate::cluster::request_error::cause(other)
+        ),
+    }
+}
+
+/// The credentials of the pull Secret `found` (named `name` in messages).
+fn credentials_of(name: &NamespacedName, found: &Secret) -> Result<Credentials, String> {
+    let type_ = found.type_.as_deref().unwrap_or("Opaque");
+    if type_ != DOCKER_CONFIG_TYPE {
+        return Err(format!(
+            "the pull Secret {name} (--pull-secret) is of type {type_}, not {DOCKER_CONFIG_TYPE}: create it with kubectl create secret docker-registry"
+        ));
+    }
+    let bytes = found
+        .data
+        .as_ref()
+        .and_then(|d| d.get(DOCKER_CONFIG_KEY))
+        .ok_or_else(|| {
+            format!("the pull Secret {name} (--pull-secret) has no key {DOCKER_CONFIG_KEY}")
+        })?;
+    Credentials::from_docker_config(&bytes.0)
+        .map_err(|why| format!("the pull Secret {name} (--pull-secret): {why}"))
+}
+
+/// The errors of a release with errors, each as `file:line: message` (the first ten).
+fn errors_of(release: &Release) -> String {
+    let errors: Vec<String> = release
+        .errors()
+        .map(|d| format!("{}: {}", d.location, d.message))
+        .collect();
+    let mut text = format!(
+        "the release has {} errors (see `cvo validate`): {}",
+        errors.len(),
+        errors
+            .iter()
+            .take(ERRORS_SHOWN)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    if errors.len() > ERRORS_SHOWN {
+        text.push_str(&format!("; and {} more", errors.len() - ERRORS_SHOWN));
+    }
+    text
+}
+
+/// How long the last failure's backoff still runs.
+#[cfg(test)]
+fn retry_in(puller: &Puller) -> Option<std::time::Duration> {
+    puller
+        .lock()
+        .failure
+        .as_ref()
+        .map(|f| f.retry_at.saturating_duration_since(Instant::now()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    #[test]
+    fn pullspecs_name_a_registry_host() {
+        let hex = "a".repeat(64);
+        let r = pullspec(&format!("127.0.0.1:5000/cvo/release@sha256:{hex}")).unwrap();
+        assert_eq!(
+            (
+                r.registry.as_str(),
+                r.repository.as_str(),
+                r.digest.unwrap().hex()
+            ),
+            ("127.0.0.1:5000", "cvo/release", hex.as_str())
+        );
+        let r = pullspec("quay.io/cvo/release:1.1.0").unwrap();
+        assert_eq!(r.tag.as_deref(), Some("1.1.0"));
+        assert!(pullspec("localhost/cvo:1").is_some());
+        // Not looked up: no registry host (Docker Hub short names), or not a pullspec.
+        for image in [
+            "img:1",
+            "cvo/release:1",
+            "oci://quay.io/x:1",
+            "quay.io/x",
+            "",
+        ] {
+            assert!(pullspec(image).is_none(), "{image}");
+        }
+    }
+
+    fn config(cache: &std::path::Path) -> Config {
+        Config::new(
+            FetchOptions {
+                cache_dir: Some(cache.to_owned()),
+                access: crate::oci::Access::default(),
+                caps: crate::oci::Caps {
+                    max_file_bytes: 1 << 20,
+                    max_release_bytes: 1 << 20,
+                },
+            },
+            LoadOptions::default(),
+        )
+    }
+
+    fn puller() -> (Puller, tempfile::TempDir) {
+        let cache = tempfile::tempdir().unwrap();
+        (Puller::new(config(cache.path())), cache)
+    }
+
+    fn client() -> (memory_apiserver::MemoryServer, kube::Client) {
+        let server = memory_apiserver::MemoryServer::start(memory_apiserver::Config::default());
+        let client = server.client();
+        (server, client)
+    }
+
+    #[tokio::test]
+    async fn the_release_led_with_and_images_without_a_registry_are_not_looked_up() {
+        let (_server, client) = client();
+        let (p, _cache) = puller();
+        let at = format!("127.0.0.1:1/cvo/x@sha256:{}", "b".repeat(64));
+        assert!(matches!(
+            p.consider(&client, Some(1), &at, Some(&at)).await,
+            Outcome::Lead
+        ));
+        assert!(matches!(
+            p.consider(&client, Some(1), "img:2", None).await,
+            Outcome::Image
+        ));
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_registry_fails_closed_and_waits_before_trying_again() {
+        // Nothing listens on port 1: the registry cannot be reached.
+        let (_server, client) = client();
+        let (p, _cache) = puller();
+        let image = "127.0.0.1:1/cvo/release:1.1.0";
+        let Outcome::Failed(e) = p.consider(&client, Some(3), image, None).await else {
+            panic!("not a failure")
+        };
+        assert_eq!(e.reason, RETRIEVE_PAYLOAD);
+        assert!(
+            e.cause.contains("cannot reach the registry 127.0.0.1:1"),
+            "{}",
+            e.cause
+        );
+        let first = retry_in(&p).unwrap();
+        assert!(first > Duration::from_secs(5), "{first:?}");
+        // Within the backoff the same failure is reported, without asking the registry.
+        let started = std::time::Instant::now();
+        let Outcome::Failed(again) = p.consider(&client, Some(3), image, None).await else {
+            panic!("not a failure")
+        };
+        assert_eq!(again, e);
+        assert!(started.elapsed() < Duration::from_secs(1));
+        // A spec change tries at once (and fails again, counted afresh).
+        let Outcome::Failed(_) = p.consider(&client, Some(4), image, None).await else {
+            panic!("not a failure")
+        };
+        assert!(retry_in(&p).unwrap() <= first + Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn a_tag_is_resolved_once_per_generation() {
+        let (_server, client) = client();
+        let (p, _cache) = puller();
+        let digest = Digest::of(b"manifest");
+        let key = |generation| Key {
+            generation: Some(generation),
+            image: "127.0.0.1:1/cvo/x:1".to_owned(),
+        };
+        p.lock().resolved = Some((
+            key(5),
+            Resolved {
+                digest: digest.clone(),
+                kind: Kind::Release(crate::oci::shape::Shape::Cvo),
+            },
+        ));
+        // Same generation: the remembered digest, which is the release led with.
+        let leading = format!("127.0.0.1:1/cvo/x@{digest}");
+        assert!(matches!(
+            p.consider(&client, Some(5), "127.0.0.1:1/cvo/x:1", Some(&leading))
+                .await,
+            Outcome::Lead
+        ));
+        // Another generation resolves again (here: the registry cannot be reached).
+        assert!(matches!(
+            p.consider(&client, Some(6), "127.0.0.1:1/cvo/x:1", Some(&leading))
+                .await,
+            Outcome::Failed(_)
+        ));
+    }
+
+    #[test]
+    fn failures_are_worded_with_the_pullspec_the_digest_and_the_cause() {
+        let e = PullError {
+            image: "127.0.0.1:5000/cvo/release:1.1.0".into(),
+            digest: Some(Digest::of(b"m")),
+            reason: RETRIEVE_PAYLOAD,
+            cause: "the layer has 9 bytes, more than --max-release-bytes 1: refused".into(),
+        };
+        let c = e.conditions(None, "1.0.0", "1.1.0");
+        assert_eq!(
+            (c[0].type_.as_str(), c[0].status, c[0].reason.as_str()),
+            (RELEASE_ACCEPTED, ConditionStatus::False, RETRIEVE_PAYLOAD)
+        );
+        assert_eq!(
+            c[0].message,
+            format!(
+                "Retrieving payload failed version=\"1.1.0\" image=\"127.0.0.1:5000/cvo/release:1.1.0\" failure=the layer has 9 bytes, more than --max-release-bytes 1: refused (digest {}); release 1.0.0 stays applied",
+                Digest::of(b"m")
+            )
+        );
+        assert_eq!(
+            (c[1].type_.as_str(), c[1].status),
+            ("Progressing", ConditionStatus::False)
+        );
+        assert!(
+            c[1].message.starts_with("release 1.0.0 stays applied"),
+            "{}",
+            c[1].message
+        );
+        let integrity = PullError {
+            reason: PAYLOAD_INTEGRITY,
+            digest: None,
+            ..e
+        };
+        assert!(
+            integrity.conditions(None, "1.0.0", "")[0]
+                .message
+                .starts_with("Loading payload failed version=\"\"")
+        );
+    }
+
+    #[test]
+    fn the_pull_secret_must_be_a_docker_config_and_is_never_quoted() {
+        let name: NamespacedName = "ns/pull".parse().unwrap();
+        let secret = |type_: &str, key: &str, value: &[u8]| Secret {
+            type_: Some(type_.to_owned()),
+            data: Some([(key.to_owned(), ByteString(value.to_vec()))].into()),
+            ..Secret::default()
+        };
+        let good = br#"{"auths":{"127.0.0.1:5000":{"username":"u","password":"hunter2"}}}"#;
+        let c =
+            credentials_of(&name, &secret(DOCKER_CONFIG_TYPE, DOCKER_CONFIG_KEY, good)).unwrap();
+        assert_eq!(c.registries().collect::<Vec<_>>(), ["127.0.0.1:5000"]);
+        let err = credentials_of(&name, &secret("Opaque", DOCKER_CONFIG_KEY, good)).unwrap_err();
+        assert!(
+            err.contains("ns/pull") && err.contains("type Opaque"),
+            "{err}"
+        );
+        let err = credentials_of(&name, &secret(DOCKER_CONFIG_TYPE, "config", good)).unwrap_err();
+        assert!(err.contains("no key .dockerconfigjson"), "{err}");
+        let err = credentials_of(
+            &name,
+            &secret(DOCKER_CONFIG_TYPE, DOCKER_CONFIG_KEY, b"hunter2"),
+        )
+        .unwrap_err();
+        assert!(err.contains("ns/pull") && !err.contains("hunter2"), "{err}");
+    }
+}
