@@ -85,8 +85,15 @@ async fn report_invalid(
     let mut pull_failure = None;
     let decision = match desired.as_deref() {
         Some(to) if !mover.runs(cluster, to).await => {
+            let repository = mover.pod_repository(cluster).await;
             match puller
-                .consider(cluster.client(), generation, to, None)
+                .consider(
+                    cluster.client(),
+                    generation,
+                    to,
+                    None,
+                    repository.as_deref(),
+                )
                 .await
             {
                 Outcome::Switch(pulled) => {

@@ -165,9 +165,16 @@ impl Passes<'_> {
         let decision = match image {
             Some(to) if !mover.runs(cluster, to).await => {
                 let leading = self.release.image.as_deref();
+                let repository = mover.pod_repository(cluster).await;
                 match self
                     .puller
-                    .consider(cluster.client(), generation, to, leading)
+                    .consider(
+                        cluster.client(),
+                        generation,
+                        to,
+                        leading,
+                        repository.as_deref(),
+                    )
                     .await
                 {
                     Outcome::Lead => Decision::Stay,

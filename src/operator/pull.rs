@@ -11,6 +11,13 @@
 //!   changes nothing until the spec changes. What is remembered lives as long as the process;
 //!   after a restart the operator starts with its `--release` again, and the next full pass
 //!   resolves the spec's tag again (the "rebuilt from the cluster" rule).
+//! - An image in the repository of the container image the operator's Pod runs (its
+//!   `operator` container: `ghcr.io/cvo-project/cvo:1.5.0` for an operator running
+//!   `ghcr.io/cvo-project/cvo:1.4.0`) is an operator image, and the Deployment moves there
+//!   without the registry being asked: the kubelet may reach registries (mirrors, node
+//!   credentials) the operator cannot, and moving between its own images worked so before
+//!   releases were artifacts. Release artifacts belong in other repositories. Without a Pod
+//!   (`POD_NAME`/`POD_NAMESPACE` unset) every pullspec is looked up.
 //! - Registry access: loopback registries over plain HTTP, `--insecure-registry`, the Docker
 //!   config's credentials, and `--pull-secret NAMESPACE/NAME` (a `kubernetes.io/dockerconfigjson`
 //!   Secret, read at every pull, never printed); blobs cached by digest under `--cache-dir`.
@@ -238,13 +245,16 @@ impl Puller {
 
     /// What `image` (`spec.desiredUpdate.image` of ClusterVersion `generation`) means, for an
     /// operator leading with the release of image `leading`: pulls and loads a release
-    /// artifact it does not lead with yet.
+    /// artifact it does not lead with yet. An image of `operator_repository` (the repository of
+    /// the container image the operator's Pod runs) is an operator image without asking the
+    /// registry: see the module doc.
     pub async fn consider(
         &self,
         client: &kube::Client,
         generation: Option<i64>,
         image: &str,
         leading: Option<&str>,
+        operator_repository: Option<&str>,
     ) -> Outcome {
         if leading == Some(image) {
             return Outcome::Lead;
@@ -252,6 +262,9 @@ impl Puller {
         let Some(reference) = pullspec(image) else {
             return Outcome::Image;
         };
+        if operator_repository == Some(reference.name().as_str()) {
+            return Outcome::Image;
+        }
         let key = Key {
             generation,
             image: image.to_owned(),
@@ -557,11 +570,24 @@ mod tests {
         let (p, _cache) = puller();
         let at = format!("127.0.0.1:1/cvo/x@sha256:{}", "b".repeat(64));
         assert!(matches!(
-            p.consider(&client, Some(1), &at, Some(&at)).await,
+            p.consider(&client, Some(1), &at, Some(&at), None).await,
             Outcome::Lead
         ));
         assert!(matches!(
-            p.consider(&client, Some(1), "img:2", None).await,
+            p.consider(&client, Some(1), "img:2", None, None).await,
+            Outcome::Image
+        ));
+        // An image of the repository the operator's Pod runs: an operator image, though its
+        // registry (nothing listens on port 1) cannot be reached.
+        assert!(matches!(
+            p.consider(
+                &client,
+                Some(1),
+                "127.0.0.1:1/cvo/cvo:1.5.0",
+                None,
+                Some("127.0.0.1:1/cvo/cvo")
+            )
+            .await,
             Outcome::Image
         ));
     }
@@ -572,7 +598,7 @@ mod tests {
         let (_server, client) = client();
         let (p, _cache) = puller();
         let image = "127.0.0.1:1/cvo/release:1.1.0";
-        let Outcome::Failed(e) = p.consider(&client, Some(3), image, None).await else {
+        let Outcome::Failed(e) = p.consider(&client, Some(3), image, None, None).await else {
             panic!("not a failure")
         };
         assert_eq!(e.reason, RETRIEVE_PAYLOAD);
@@ -585,13 +611,13 @@ mod tests {
         assert!(first > Duration::from_secs(5), "{first:?}");
         // Within the backoff the same failure is reported, without asking the registry.
         let started = std::time::Instant::now();
-        let Outcome::Failed(again) = p.consider(&client, Some(3), image, None).await else {
+        let Outcome::Failed(again) = p.consider(&client, Some(3), image, None, None).await else {
             panic!("not a failure")
         };
         assert_eq!(again, e);
         assert!(started.elapsed() < Duration::from_secs(1));
         // A spec change tries at once (and fails again, counted afresh).
-        let Outcome::Failed(_) = p.consider(&client, Some(4), image, None).await else {
+        let Outcome::Failed(_) = p.consider(&client, Some(4), image, None, None).await else {
             panic!("not a failure")
         };
         assert!(retry_in(&p).unwrap() <= first + Duration::from_secs(1));
@@ -616,14 +642,26 @@ mod tests {
         // Same generation: the remembered digest, which is the release led with.
         let leading = format!("127.0.0.1:1/cvo/x@{digest}");
         assert!(matches!(
-            p.consider(&client, Some(5), "127.0.0.1:1/cvo/x:1", Some(&leading))
-                .await,
+            p.consider(
+                &client,
+                Some(5),
+                "127.0.0.1:1/cvo/x:1",
+                Some(&leading),
+                None
+            )
+            .await,
             Outcome::Lead
         ));
         // Another generation resolves again (here: the registry cannot be reached).
         assert!(matches!(
-            p.consider(&client, Some(6), "127.0.0.1:1/cvo/x:1", Some(&leading))
-                .await,
+            p.consider(
+                &client,
+                Some(6),
+                "127.0.0.1:1/cvo/x:1",
+                Some(&leading),
+                None
+            )
+            .await,
             Outcome::Failed(_)
         ));
     }

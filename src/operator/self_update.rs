@@ -227,6 +227,15 @@ impl SelfUpdate {
         matches!(self.own_image(cluster).await, Ok(Some(own)) if own == image)
     }
 
+    /// The repository (`HOST[:PORT]/REPO`) of the container image this process's Pod runs;
+    /// `None` without a Pod (`--release-image` names a release, not a container image), or
+    /// when it cannot be read.
+    pub async fn pod_repository(&self, cluster: &Cluster) -> Option<String> {
+        self.config.pod.as_ref()?;
+        let own = self.own_image(cluster).await.ok().flatten()?;
+        super::pull::pullspec(&own).map(|r| r.name())
+    }
+
     /// The image this process runs: its Pod's operator container, else `--release-image`.
     async fn own_image(&self, cluster: &Cluster) -> Result<Option<String>, SelfUpdateError> {
         let Some(pod) = &self.config.pod else {
