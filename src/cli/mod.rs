@@ -161,6 +161,11 @@ pub struct OciArgs {
     /// ::1, localhost) always are; any other host only over HTTPS without this flag.
     #[arg(long, value_name = "HOST[:PORT]")]
     pub insecure_registry: Vec<String>,
+    /// Verify the OCI release's cosign signature (the tag sha256-HEX.sig beside it) with this
+    /// public key (PEM, as cosign.pub) before reading it; repeatable, any one key suffices. A
+    /// release that is unsigned or whose signature does not verify is refused (exit code 4).
+    #[arg(long, value_name = "PUB.pem")]
+    pub verify_key: Vec<PathBuf>,
 }
 
 impl OciArgs {
@@ -170,13 +175,34 @@ impl OciArgs {
             insecure: self.insecure_registry.clone(),
         }
     }
+
+    /// The enforced signature check of `--verify-key`, `None` without the flag; a usage error
+    /// when a key file cannot be read or is not a P-256 public key.
+    pub fn verify(&self) -> Result<Option<crate::oci::Verify>, CliError> {
+        if self.verify_key.is_empty() {
+            return Ok(None);
+        }
+        let keys = self
+            .verify_key
+            .iter()
+            .map(|path| crate::oci::PublicKey::load(path).map_err(CliError::Usage))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(crate::oci::Verify {
+            keys,
+            enforce: true,
+        }))
+    }
 }
 
-/// An OCI error as the CLI reports it: a wrong reference is a usage error (exit code 2),
-/// anything else a failure (exit code 1).
+/// An OCI error as the CLI reports it: a wrong reference is a usage error (exit code 2), a
+/// failed signature verification a refusal (exit code 4), anything else a failure (exit
+/// code 1).
 fn oci_error(e: crate::oci::OciError) -> CliError {
     match e {
         crate::oci::OciError::Usage(m) => CliError::Usage(m),
+        e @ crate::oci::OciError::Verification { .. } => {
+            CliError::Several(vec![e.to_string()], Exit::Refused)
+        }
         other => CliError::Failed(other.to_string()),
     }
 }
@@ -209,6 +235,13 @@ impl ReleaseArgs {
     pub fn dir(&self, format: LogFormat) -> Result<PathBuf, CliError> {
         let Some(source) = crate::oci::Source::parse(&self.release).map_err(CliError::Usage)?
         else {
+            if let Some(key) = self.oci.verify_key.first() {
+                return Err(CliError::usage(format_args!(
+                    "--verify-key {}: the release {} is a directory, which has no digest or signature to verify; verify an OCI release (oci://… or oci-layout:…)",
+                    key.display(),
+                    self.release
+                )));
+            }
             return Ok(PathBuf::from(&self.release));
         };
         if let Some(opened) = self.opened.get() {
@@ -218,13 +251,21 @@ impl ReleaseArgs {
             cache_dir: self.oci.cache_dir.clone(),
             access: self.oci.access(),
             caps: self.caps(),
+            verify: self.oci.verify()?,
         };
         let opened = block_on(crate::oci::open(&source, &options))?.map_err(oci_error)?;
         let from = match &opened.tag {
             Some(tag) => format!(" (tag {tag})"),
             None => String::new(),
         };
-        let note = format!("release {} is {}{from}", opened.source, opened.digest);
+        let verified = match &opened.signature {
+            crate::oci::SignatureCheck::Verified { key } => format!(", verified by {key}"),
+            _ => String::new(),
+        };
+        let note = format!(
+            "release {} is {}{from}{verified}",
+            opened.source, opened.digest
+        );
         match format {
             LogFormat::Text => stderr_line!("note: {note}"),
             LogFormat::Json => {

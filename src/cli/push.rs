@@ -1,10 +1,13 @@
 //! `cvo push --release DIR TARGET`: validate a release directory (errors refuse the push, as
 //! `cvo validate` reports them), then push it as cvo's OCI artifact to
 //! `oci://HOST[:PORT]/REPO:TAG` or write it into `oci-layout:PATH:TAG`. Prints
-//! `REPO:TAG@sha256:…` (`-o json`: `{"repository","tag","digest"}`).
+//! `REPO:TAG@sha256:…` (`-o json`: `{"repository","tag","digest"}`). With `--sign-key KEY.pem`
+//! it then signs that digest in cosign's format (the tag `sha256-HEX.sig` beside it) and prints
+//! the signature as a second line `REPO:sha256-HEX.sig@sha256:…` (`-o json`: `"signature"`).
 //!
 //! Exit codes: 0 pushed, 1 the release has errors or the push failed, 2 a wrong command line
-//! (a target that is not an OCI reference, a release that is not a directory).
+//! (a target that is not an OCI reference, a release that is not a directory, a signing key
+//! that cannot be read or is not a PKCS#8 P-256 key).
 
 use clap::Args;
 
@@ -21,6 +24,11 @@ pub struct PushArgs {
     /// directory, created when missing).
     #[arg(value_name = "TARGET")]
     pub target: String,
+    /// Sign the pushed release with this private key (PKCS#8 PEM, ECDSA P-256: openssl
+    /// ecparam -name prime256v1 -genkey | openssl pkcs8 -topk8 -nocrypt), in cosign's format:
+    /// the tag sha256-HEX.sig beside it, which `cosign verify --key` and skopeo read.
+    #[arg(long, value_name = "KEY.pem")]
+    pub sign_key: Option<std::path::PathBuf>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
@@ -44,6 +52,12 @@ pub fn run(args: &PushArgs) -> Result<Exit, CliError> {
             args.release.release
         )));
     }
+    let key = args
+        .sign_key
+        .as_deref()
+        .map(crate::oci::SigningKey::load)
+        .transpose()
+        .map_err(CliError::Usage)?;
     let diagnostics = super::validate::findings(&args.release, None)?;
     let summary = Summary::of(&diagnostics);
     if summary.has_errors() {
@@ -62,15 +76,31 @@ pub fn run(args: &PushArgs) -> Result<Exit, CliError> {
         )));
     }
     let dir = std::path::Path::new(&args.release.release);
-    let pushed = block_on(crate::oci::push_release(
+    let access = args.release.oci.access();
+    let mut pushed = block_on(crate::oci::push_release(
         dir,
         &target,
-        &args.release.oci.access(),
+        &access,
         args.release.caps(),
     ))?
     .map_err(oci_error)?;
+    if let Some(key) = &key {
+        block_on(crate::oci::sign_pushed(&target, &mut pushed, key, &access))?.map_err(|e| {
+            oci_error(e.context(format_args!(
+                "pushed {}:{}@{} but could not sign it",
+                pushed.repository, pushed.tag, pushed.digest
+            )))
+        })?;
+    }
     let out = match args.output {
-        OutputFormat::Text => format!("{}:{}@{}\n", pushed.repository, pushed.tag, pushed.digest),
+        OutputFormat::Text => {
+            let mut text = format!("{}:{}@{}\n", pushed.repository, pushed.tag, pushed.digest);
+            if let Some(signature) = &pushed.signature {
+                text.push_str(signature);
+                text.push('\n');
+            }
+            text
+        }
         OutputFormat::Json => format!(
             "{}\n",
             serde_json::to_string_pretty(&pushed).unwrap_or_default()

@@ -1,15 +1,18 @@
 //! Reading an OCI source as a release directory: resolve to a manifest digest once, check the
 //! manifest's shape, get the layer (from the cache when a verified copy is there), extract it
 //! into a temporary directory and rename that into place. What is read afterwards is exactly
-//! that digest's content: a tag moved after resolution changes nothing.
+//! that digest's content: a tag moved after resolution changes nothing. With [`Verify`], the
+//! signature of that digest is checked before the layer is read ([`super::attach::verify`]).
 
 use std::fs::File;
 use std::io::{BufReader, Seek};
 use std::path::PathBuf;
 
+use super::attach::Place;
 use super::cache::Cache;
 use super::registry::Registry;
 use super::shape::{Descriptor, Shape, release_layer};
+use super::signature::{SignatureCheck, Verify};
 use super::{Access, Caps, Digest, LayoutRef, MAX_MANIFEST_BYTES, OciError, RegistryRef, Source};
 
 /// How to read OCI sources: the flags of the reading commands.
@@ -21,6 +24,9 @@ pub struct FetchOptions {
     pub access: Access,
     /// Size caps.
     pub caps: Caps,
+    /// Check the release's signature with these keys; `None`: no check
+    /// ([`SignatureCheck::NotAsked`]).
+    pub verify: Option<Verify>,
 }
 
 /// A release read from an OCI source: its extracted directory (removed when this is
@@ -39,6 +45,8 @@ pub struct Opened {
     pub image: Option<String>,
     /// The artifact's shape.
     pub shape: Shape,
+    /// What the signature check found.
+    pub signature: SignatureCheck,
 }
 
 impl Opened {
@@ -58,21 +66,20 @@ pub async fn open(source: &Source, options: &FetchOptions) -> Result<Opened, Oci
     };
     let cache = Cache::open(&cache_root)?;
     let source_text = source.to_string();
-    let (digest, shape, layer_path, image) = match source {
+    let (read, image) = match source {
         Source::Registry(r) => {
-            let (digest, shape, layer) = from_registry(r, options, &cache).await?;
-            (
-                digest.clone(),
-                shape,
-                layer,
-                Some(format!("{}@{digest}", r.name())),
-            )
+            let read = from_registry(r, options, &cache).await?;
+            let image = Some(format!("{}@{}", r.name(), read.digest));
+            (read, image)
         }
-        Source::Layout(l) => {
-            let (digest, shape, layer) = from_layout(l, options, &cache)?;
-            (digest, shape, layer, None)
-        }
+        Source::Layout(l) => (from_layout(l, options, &cache).await?, None),
     };
+    let Read {
+        digest,
+        shape,
+        layer: layer_path,
+        signature,
+    } = read;
     let root = tempfile::Builder::new()
         .prefix("release-")
         .tempdir_in(cache.extract_dir())
@@ -99,7 +106,29 @@ pub async fn open(source: &Source, options: &FetchOptions) -> Result<Opened, Oci
         tag: source.tag().map(str::to_owned),
         image,
         shape,
+        signature,
     })
+}
+
+/// What resolving a source found: the manifest digest, the shape, the (verified, cached)
+/// layer file and the signature check.
+struct Read {
+    digest: Digest,
+    shape: Shape,
+    layer: PathBuf,
+    signature: SignatureCheck,
+}
+
+/// The signature check of `digest` at `place` with `verify` (none asked: `NotAsked`).
+async fn check_signature(
+    place: Place<'_>,
+    digest: &Digest,
+    verify: Option<&Verify>,
+) -> Result<SignatureCheck, OciError> {
+    match verify {
+        Some(v) => super::attach::verify(place, digest, v).await,
+        None => Ok(SignatureCheck::NotAsked),
+    }
 }
 
 /// The manifest digest, shape and cached layer file of a registry source.
@@ -107,7 +136,7 @@ async fn from_registry(
     r: &RegistryRef,
     options: &FetchOptions,
     cache: &Cache,
-) -> Result<(Digest, Shape, PathBuf), OciError> {
+) -> Result<Read, OciError> {
     let mut registry: Option<Registry> = None;
     let connect = |registry: &mut Option<Registry>| -> Result<(), OciError> {
         if registry.is_none() {
@@ -146,8 +175,25 @@ async fn from_registry(
     let (shape, layer) =
         release_layer(&manifest).map_err(|e| OciError::Refused(format!("{name}: {e}")))?;
     let layer_digest = layer_digest(&layer, &name)?;
+    // The signature of the resolved digest, before the layer is read.
+    let signature = match &options.verify {
+        Some(v) => {
+            connect(&mut registry)?;
+            let place = Place::Registry {
+                registry: registry.as_ref().expect("connected"),
+                repository: &r.repository,
+            };
+            check_signature(place, &digest, Some(v)).await?
+        }
+        None => SignatureCheck::NotAsked,
+    };
     if let Some(path) = cache.get(&layer_digest, options.caps.max_release_bytes) {
-        return Ok((digest, shape, path));
+        return Ok(Read {
+            digest,
+            shape,
+            layer: path,
+            signature,
+        });
     }
     connect(&mut registry)?;
     let mut tmp = cache.temp_file()?;
@@ -162,21 +208,28 @@ async fn from_registry(
         )
         .await?;
     let path = cache.keep(tmp, &layer_digest)?;
-    Ok((digest, shape, path))
+    Ok(Read {
+        digest,
+        shape,
+        layer: path,
+        signature,
+    })
 }
 
 /// The manifest digest, shape and (verified, copied) layer file of a layout source.
-fn from_layout(
+async fn from_layout(
     l: &LayoutRef,
     options: &FetchOptions,
     cache: &Cache,
-) -> Result<(Digest, Shape, PathBuf), OciError> {
+) -> Result<Read, OciError> {
     let digest = super::layout::resolve(&l.path, l.tag.as_deref(), l.digest.as_ref())?;
     let manifest = super::layout::read_manifest(&l.path, &digest)?;
     let name = format!("oci-layout:{}@{digest}", l.path.display());
     let (shape, layer) =
         release_layer(&manifest).map_err(|e| OciError::Refused(format!("{name}: {e}")))?;
     let layer_digest = layer_digest(&layer, &name)?;
+    let signature =
+        check_signature(Place::Layout(&l.path), &digest, options.verify.as_ref()).await?;
     if layer.size > options.caps.max_release_bytes {
         return Err(OciError::Refused(format!(
             "{name}: the layer has {} bytes, more than --max-release-bytes {}: refused",
@@ -194,7 +247,12 @@ fn from_layout(
         .rewind()
         .map_err(|e| OciError::Unavailable(format!("{}: {e}", tmp.path().display())))?;
     let path = cache.keep(tmp, &layer_digest)?;
-    Ok((digest, shape, path))
+    Ok(Read {
+        digest,
+        shape,
+        layer: path,
+        signature,
+    })
 }
 
 fn layer_digest(layer: &Descriptor, name: &str) -> Result<Digest, OciError> {
@@ -267,6 +325,7 @@ mod tests {
             cache_dir: Some(cache.path().to_owned()),
             access: Access::default(),
             caps,
+            verify: None,
         };
         (open(&source, &options).await, cache)
     }
