@@ -206,7 +206,8 @@ async fn from_registry(
             options.caps.max_release_bytes,
             tmp.as_file_mut(),
         )
-        .await?;
+        .await
+        .map_err(|e| tampered(e, options.verify.as_ref(), &digest))?;
     let path = cache.keep(tmp, &layer_digest)?;
     Ok(Read {
         digest,
@@ -242,7 +243,8 @@ async fn from_layout(
         &layer_digest,
         options.caps.max_release_bytes,
         tmp.as_file_mut(),
-    )?;
+    )
+    .map_err(|e| tampered(e, options.verify.as_ref(), &digest))?;
     tmp.as_file_mut()
         .rewind()
         .map_err(|e| OciError::Unavailable(format!("{}: {e}", tmp.path().display())))?;
@@ -253,6 +255,24 @@ async fn from_layout(
         layer: path,
         signature,
     })
+}
+
+/// With an enforced signature check, a layer that does not match the digest the verified
+/// manifest names is a verification failure too (exit code 4): the signed release was changed.
+fn tampered(e: OciError, verify: Option<&Verify>, digest: &Digest) -> OciError {
+    match e {
+        OciError::Refused(m)
+            if verify.is_some_and(|v| v.enforce)
+                && (m.contains("changed or was corrupted")
+                    || m.contains("does not match its digest")) =>
+        {
+            OciError::Verification {
+                digest: digest.clone(),
+                why: format!("its signature verified, but its content was changed: {m}"),
+            }
+        }
+        e => e,
+    }
 }
 
 fn layer_digest(layer: &Descriptor, name: &str) -> Result<Digest, OciError> {
@@ -452,5 +472,124 @@ mod tests {
             err.to_string().contains("not an OCI image manifest"),
             "{err}"
         );
+    }
+
+    /// A layout holding one release, tagged `1`, and its layer's path.
+    fn layout_release(dir: &std::path::Path) -> (Source, crate::oci::Pushed, PathBuf) {
+        let layer = layer();
+        let (manifest, _) = cvo_manifest(&layer);
+        let target = Source::parse(&format!("oci-layout:{}:1", dir.display()))
+            .unwrap()
+            .unwrap();
+        let pushed = futures::executor::block_on(crate::oci::push_artifact(
+            &target,
+            &manifest,
+            &[&layer, crate::oci::shape::EMPTY_CONFIG],
+            &Access::default(),
+        ))
+        .unwrap();
+        let blob = crate::oci::layout::blob_path(dir, &Digest::of(&layer));
+        (target, pushed, blob)
+    }
+
+    async fn open_verified(
+        cache: &std::path::Path,
+        source: &Source,
+        keys: &[&crate::oci::SigningKey],
+        enforce: bool,
+    ) -> Result<Opened, OciError> {
+        let options = FetchOptions {
+            cache_dir: Some(cache.to_owned()),
+            access: Access::default(),
+            caps: CAPS,
+            verify: Some(Verify {
+                keys: keys.iter().map(|k| k.public_key()).collect(),
+                enforce,
+            }),
+        };
+        open(source, &options).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_signature_of_the_resolved_digest_is_checked_before_the_layer_is_read() {
+        use crate::oci::keys::tests::new_key;
+        let keys = tempfile::tempdir().unwrap();
+        let (_, key) = new_key(keys.path(), "release.pem");
+        let (_, other) = new_key(keys.path(), "other.pem");
+        let dir = tempfile::tempdir().unwrap();
+        let (source, mut pushed, blob) = layout_release(dir.path());
+        let cache = tempfile::tempdir().unwrap();
+        // Unsigned: refused when enforced, read and reported under force.
+        let err = open_verified(cache.path(), &source, &[&key], true)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, OciError::Verification { digest, why } if *digest == pushed.digest && why.contains("not signed")),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(&pushed.digest.to_string()),
+            "{err}"
+        );
+        let forced = open_verified(cache.path(), &source, &[&key], false)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&forced.signature, SignatureCheck::Failed { why } if why.contains("not signed")),
+            "{:?}",
+            forced.signature
+        );
+        assert!(forced.dir().join("a.yaml").exists());
+        // Signed: verified, naming the key file.
+        crate::oci::sign_pushed(&source, &mut pushed, &key, &Access::default())
+            .await
+            .unwrap();
+        let opened = open_verified(cache.path(), &source, &[&other, &key], true)
+            .await
+            .unwrap();
+        assert_eq!(
+            opened.signature,
+            SignatureCheck::Verified {
+                key: key.path().display().to_string()
+            }
+        );
+        let err = open_verified(cache.path(), &source, &[&other], true)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("signed by another key"), "{err}");
+        // A second signature (another key) joins the first; signing again with the same key
+        // replaces its own.
+        crate::oci::sign_pushed(&source, &mut pushed, &other, &Access::default())
+            .await
+            .unwrap();
+        crate::oci::sign_pushed(&source, &mut pushed, &key, &Access::default())
+            .await
+            .unwrap();
+        let tag = crate::oci::signature::tag(&pushed.digest);
+        let sig = crate::oci::layout::find(dir.path(), &tag).unwrap().unwrap();
+        let manifest = crate::oci::layout::read_manifest(dir.path(), &sig).unwrap();
+        assert_eq!(crate::oci::signature::layers(&manifest).unwrap().len(), 2);
+        for k in [&key, &other] {
+            open_verified(cache.path(), &source, &[k], true)
+                .await
+                .unwrap();
+        }
+        // A tampered layer: refused as a verification failure.
+        let mut bytes = std::fs::read(&blob).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&blob, bytes).unwrap();
+        let err = open_verified(cache.path(), &source, &[&key], true)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, OciError::Verification { why, .. } if why.contains("content was changed")),
+            "{err}"
+        );
+        // Under force too, a tampered layer is never read.
+        let err = open_verified(cache.path(), &source, &[&key], false)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, OciError::Refused(_)), "{err}");
     }
 }
