@@ -5,9 +5,13 @@
 //! it then signs that digest in cosign's format (the tag `sha256-HEX.sig` beside it) and prints
 //! the signature as a second line `REPO:sha256-HEX.sig@sha256:…` (`-o json`: `"signature"`).
 //!
+//! `cvo push --release oci://…|oci-layout:… TARGET` mirrors a release artifact instead: the
+//! same manifest bytes (so the same digest) and its signature tag, copied unchanged (e.g. into
+//! an OCI layout for an air-gapped cluster); `--verify-key` checks the signature first.
+//!
 //! Exit codes: 0 pushed, 1 the release has errors or the push failed, 2 a wrong command line
-//! (a target that is not an OCI reference, a release that is not a directory, a signing key
-//! that cannot be read or is not a PKCS#8 P-256 key).
+//! (a target that is not an OCI reference, a signing key that cannot be read or is not a
+//! PKCS#8 P-256 key), 4 a mirrored release whose signature does not verify with --verify-key.
 
 use clap::Args;
 
@@ -43,21 +47,28 @@ pub fn run(args: &PushArgs) -> Result<Exit, CliError> {
                 args.target
             ))
         })?;
-    if Source::parse(&args.release.release)
-        .map_err(CliError::Usage)?
-        .is_some()
-    {
-        return Err(CliError::usage(format_args!(
-            "--release {}: cvo push reads a release directory (to copy an artifact, pull it with --release and push its directory)",
-            args.release.release
-        )));
-    }
     let key = args
         .sign_key
         .as_deref()
         .map(crate::oci::SigningKey::load)
         .transpose()
         .map_err(CliError::Usage)?;
+    if let Some(source) = Source::parse(&args.release.release).map_err(CliError::Usage)? {
+        let access = args.release.oci.access();
+        let verify = args.release.oci.verify()?;
+        let mut pushed = block_on(crate::oci::mirror(
+            &source,
+            &target,
+            &access,
+            args.release.caps(),
+            verify.as_ref(),
+        ))?
+        .map_err(oci_error)?;
+        if let Some(key) = &key {
+            sign(&target, &mut pushed, key, &access)?;
+        }
+        return print(&pushed, args.output);
+    }
     let diagnostics = super::validate::findings(&args.release, None)?;
     let summary = Summary::of(&diagnostics);
     if summary.has_errors() {
@@ -85,14 +96,29 @@ pub fn run(args: &PushArgs) -> Result<Exit, CliError> {
     ))?
     .map_err(oci_error)?;
     if let Some(key) = &key {
-        block_on(crate::oci::sign_pushed(&target, &mut pushed, key, &access))?.map_err(|e| {
-            oci_error(e.context(format_args!(
-                "pushed {}:{}@{} but could not sign it",
-                pushed.repository, pushed.tag, pushed.digest
-            )))
-        })?;
+        sign(&target, &mut pushed, key, &access)?;
     }
-    let out = match args.output {
+    print(&pushed, args.output)
+}
+
+/// Signs what was pushed to `target` with `key`.
+fn sign(
+    target: &Source,
+    pushed: &mut crate::oci::Pushed,
+    key: &crate::oci::SigningKey,
+    access: &crate::oci::Access,
+) -> Result<(), CliError> {
+    block_on(crate::oci::sign_pushed(target, pushed, key, access))?.map_err(|e| {
+        oci_error(e.context(format_args!(
+            "pushed {}:{}@{} but could not sign it",
+            pushed.repository, pushed.tag, pushed.digest
+        )))
+    })
+}
+
+/// Prints `REPO:TAG@sha256:…` (and the signature's line), or the JSON object.
+fn print(pushed: &crate::oci::Pushed, output: OutputFormat) -> Result<Exit, CliError> {
+    let out = match output {
         OutputFormat::Text => {
             let mut text = format!("{}:{}@{}\n", pushed.repository, pushed.tag, pushed.digest);
             if let Some(signature) = &pushed.signature {
@@ -103,7 +129,7 @@ pub fn run(args: &PushArgs) -> Result<Exit, CliError> {
         }
         OutputFormat::Json => format!(
             "{}\n",
-            serde_json::to_string_pretty(&pushed).unwrap_or_default()
+            serde_json::to_string_pretty(pushed).unwrap_or_default()
         ),
     };
     super::print_stdout(&out)?;

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::keys::SigningKey;
 use super::registry::Registry;
-use super::shape::MANIFEST_MEDIA_TYPE;
+use super::shape::{Descriptor, MANIFEST_MEDIA_TYPE};
 use super::signature::{self, Layer, Rejection, SignatureCheck, Verify};
 use super::{Digest, MAX_MANIFEST_BYTES, OciError, payload};
 
@@ -28,7 +28,7 @@ pub enum Place<'a> {
 
 impl Place<'_> {
     /// `HOST[:PORT]/REPO`, or `oci-layout:PATH`.
-    fn name(&self) -> String {
+    pub fn name(&self) -> String {
         match self {
             Place::Registry {
                 registry,
@@ -39,7 +39,7 @@ impl Place<'_> {
     }
 
     /// The manifest tagged `tag`, `None` when there is none.
-    async fn manifest(&self, tag: &str) -> Result<Option<Vec<u8>>, OciError> {
+    pub async fn manifest(&self, tag: &str) -> Result<Option<Vec<u8>>, OciError> {
         match self {
             Place::Registry {
                 registry,
@@ -57,14 +57,18 @@ impl Place<'_> {
 
     /// A signature layer's payload, checked against its digest and capped.
     async fn payload(&self, layer: &Layer) -> Result<Vec<u8>, OciError> {
-        let descriptor = layer.descriptor();
+        self.blob(&layer.descriptor(), signature::MAX_PAYLOAD_BYTES)
+            .await
+    }
+
+    /// The blob `descriptor` names, checked against its digest; refused when larger than `cap`.
+    pub async fn blob(&self, descriptor: &Descriptor, cap: u64) -> Result<Vec<u8>, OciError> {
         let digest = descriptor.digest().map_err(OciError::Refused)?;
-        if layer.size > signature::MAX_PAYLOAD_BYTES {
+        if descriptor.size > cap {
             return Err(OciError::Refused(format!(
-                "{}@{digest}: a signature payload of {} bytes, more than {}: refused",
+                "{}@{digest}: a blob of {} bytes, more than {cap}: refused",
                 self.name(),
-                layer.size,
-                signature::MAX_PAYLOAD_BYTES
+                descriptor.size,
             )));
         }
         let mut out = Vec::new();
@@ -72,24 +76,14 @@ impl Place<'_> {
             Place::Registry {
                 registry,
                 repository,
-            } => {
-                registry
-                    .blob(
-                        repository,
-                        &descriptor,
-                        signature::MAX_PAYLOAD_BYTES,
-                        &mut out,
-                    )
-                    .await?
-            }
-            Place::Layout(path) => {
-                super::layout::read_blob(path, &digest, signature::MAX_PAYLOAD_BYTES, &mut out)?
-            }
+            } => registry.blob(repository, descriptor, cap, &mut out).await?,
+            Place::Layout(path) => super::layout::read_blob(path, &digest, cap, &mut out)?,
         }
         Ok(out)
     }
 
-    async fn write(&self, tag: &str, manifest: &[u8], blobs: &[&[u8]]) -> Result<(), OciError> {
+    /// Writes `blobs` and the OCI image manifest `manifest` tagged `tag`.
+    pub async fn write(&self, tag: &str, manifest: &[u8], blobs: &[&[u8]]) -> Result<(), OciError> {
         match self {
             Place::Registry {
                 registry,
@@ -197,4 +191,29 @@ pub async fn sign(
     let (manifest, config) = signature::artifact(&layers);
     place.write(&tag, &manifest, &[&payload, &config]).await?;
     Ok((tag, Digest::of(&manifest)))
+}
+
+/// Copies the signature of `digest` (its tag, manifest, config and payloads, unchanged) from
+/// `from` to `to`; `None` when `from` has none.
+pub async fn copy(
+    from: Place<'_>,
+    to: Place<'_>,
+    digest: &Digest,
+) -> Result<Option<(String, Digest)>, OciError> {
+    let tag = signature::tag(digest);
+    let Some(manifest) = from.manifest(&tag).await? else {
+        return Ok(None);
+    };
+    let refused = |e: String| OciError::Refused(format!("{}:{tag}: {e}", from.name()));
+    let config = serde_json::from_slice::<serde_json::Value>(&manifest)
+        .ok()
+        .and_then(|m| serde_json::from_value::<Layer>(m["config"].clone()).ok())
+        .ok_or_else(|| refused("the signature manifest has no config".to_owned()))?;
+    let mut blobs = vec![from.blob(&config.descriptor(), MAX_MANIFEST_BYTES).await?];
+    for layer in signature::layers(&manifest).map_err(refused)? {
+        blobs.push(from.payload(&layer).await?);
+    }
+    let blobs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+    to.write(&tag, &manifest, &blobs).await?;
+    Ok(Some((tag, Digest::of(&manifest))))
 }

@@ -289,6 +289,7 @@ pub(crate) mod tests {
             ("p384.pem", "is an ECDSA P-384 key"),
             ("ed25519.pem", "is an Ed25519 key"),
             ("encrypted.pem", "is encrypted"),
+            ("p256.cosign.key", "cosign's encrypted key format"),
             ("p256.pub", "is a public key"),
         ] {
             let err = SigningKey::load(&fixture(file)).unwrap_err();

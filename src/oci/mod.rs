@@ -16,7 +16,8 @@
 //! digest is resolved and before its layer is read.
 //!
 //! [`layer`] writes the reproducible layer and [`push`] sends it, with the manifest, to a
-//! registry or a layout, and signs it. This module knows nothing of manifests' contents, of the cluster or of
+//! registry or a layout, and signs it; [`mirror`] copies a release artifact unchanged (same
+//! digest) with its signature, e.g. from a registry into an OCI layout. This module knows nothing of manifests' contents, of the cluster or of
 //! the engine: it only moves verified bytes.
 
 pub mod attach;
@@ -28,6 +29,7 @@ pub mod fetch;
 pub mod keys;
 pub mod layer;
 pub mod layout;
+pub mod mirror;
 pub mod payload;
 pub mod push;
 pub mod reference;
@@ -39,6 +41,7 @@ pub use digest::Digest;
 pub use error::OciError;
 pub use fetch::{FetchOptions, Opened, open};
 pub use keys::{PublicKey, SigningKey};
+pub use mirror::mirror;
 pub use push::{Pushed, push_artifact, push_release, sign_pushed};
 pub use reference::{LayoutRef, RegistryRef, Source};
 pub use registry::Access;

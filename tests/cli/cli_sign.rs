@@ -323,3 +323,60 @@ fn wrong_keys_and_verify_key_on_a_directory_are_usage_errors() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("is an RSA key"), "{stderr}");
 }
+
+#[test]
+fn mirroring_into_a_layout_keeps_the_digest_and_the_signature() {
+    let Some(registry) = common::registry::Registry::start() else {
+        return;
+    };
+    let a = release("sign-mirror", "a");
+    let b = release("sign-mirror", "b");
+    let (digest, signature) = push(
+        a.path(),
+        &registry.url("cvo/mirror", ":a"),
+        Some(&key("p256.pem")),
+    );
+    let (digest_b, _) = push(b.path(), &registry.url("cvo/mirror", ":b"), None);
+    let layout = tempfile::tempdir().unwrap();
+    let target = format!("oci-layout:{}:a", layout.path().display());
+    let source = registry.url("cvo/mirror", &format!("@{digest}"));
+    let (code, stdout, stderr) = cvo(&[
+        "push",
+        "--release",
+        &source,
+        &target,
+        "--verify-key",
+        &key("p256.pub"),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some(format!("{target}@{digest}").as_str()));
+    // The signature manifest copied unchanged: the same digest.
+    let sig_digest = signature.unwrap().rsplit_once('@').unwrap().1.to_owned();
+    assert!(
+        lines
+            .next()
+            .is_some_and(|l| l.ends_with(&format!("@{sig_digest}"))),
+        "{stdout}"
+    );
+    // The air-gapped side verifies it with the same key.
+    let (code, _, stderr) = validate(&target, &["p256.pub"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains(&digest) && stderr.contains("verified by"),
+        "{stderr}"
+    );
+    // An unsigned release is not mirrored under --verify-key.
+    let target_b = format!("oci-layout:{}:b", layout.path().display());
+    let (code, _, stderr) = cvo(&[
+        "push",
+        "--release",
+        &registry.url("cvo/mirror", ":b"),
+        &target_b,
+        "--verify-key",
+        &key("p256.pub"),
+    ]);
+    assert_refused((code, String::new(), stderr), &digest_b, "not signed");
+    let index = std::fs::read_to_string(layout.path().join("index.json")).unwrap();
+    assert!(!index.contains(&digest_b[7..]), "{index}");
+}
