@@ -395,4 +395,48 @@ mod tests {
             Ok(b.path().display().to_string().as_str())
         );
     }
+
+    /// A signature `cosign sign --key` made (a published test vector of sigstore-rs, from its
+    /// cosign signature-layer tests: the public key, the base64 signature, the image): it
+    /// verifies over the payload cvo writes for the same image, byte for byte.
+    #[test]
+    fn a_signature_made_by_cosign_verifies_over_cvos_payload() {
+        let cosign_pub = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAENptdY/l3nB0yqkXLBWkZWQwo6+cu\nOSWS1X9vPavpiQOoTTGC0xX57OojUadxF1cdQmrsiReWg2Wn4FneJfa8xw==\n-----END PUBLIC KEY-----\n";
+        let signature = "MEUCIQD6q/COgzOyW0YH1Dk+CCYSt4uAhm3FDHUwvPI55zwnlwIgE0ZK58ZOWpZw8YVmBapJhBqCfdPekIknimuO0xH8Jh8=";
+        let digest = Digest::parse(
+            "sha256:f3cfc9d0dbf931d3db4685ec659b7ac68e2a578219da4aae65427886e649b06b",
+        )
+        .unwrap();
+        let repository = "registry-testing.svc.lan/busybox";
+        let key =
+            PublicKey::from_spki(pem::parse(cosign_pub).unwrap().contents(), "cosign.pub").unwrap();
+        let payload = payload::write(repository, &digest);
+        let layer = Layer {
+            media_type: SIMPLE_SIGNING_MEDIA_TYPE.to_owned(),
+            digest: Digest::of(&payload).to_string(),
+            size: payload.len() as u64,
+            annotations: [(SIGNATURE_ANNOTATION.to_owned(), signature.to_owned())].into(),
+        };
+        assert_eq!(
+            check(
+                &layer,
+                &payload,
+                std::slice::from_ref(&key),
+                &digest,
+                Some(repository)
+            ),
+            Ok("cosign.pub".to_owned())
+        );
+        let other = Digest::of(b"other");
+        assert!(
+            check(
+                &layer,
+                &payload::write(repository, &other),
+                &[key],
+                &other,
+                None
+            )
+            .is_err()
+        );
+    }
 }
