@@ -171,11 +171,7 @@ async fn from_registry(
             got
         }
     };
-    let name = format!("oci://{}@{digest}", r.name());
-    let (shape, layer) =
-        release_layer(&manifest).map_err(|e| OciError::Refused(format!("{name}: {e}")))?;
-    let layer_digest = layer_digest(&layer, &name)?;
-    // The signature of the resolved digest, before the layer is read.
+    // The signature of the resolved digest, before anything of the release is used.
     let signature = match &options.verify {
         Some(v) => {
             connect(&mut registry)?;
@@ -187,6 +183,10 @@ async fn from_registry(
         }
         None => SignatureCheck::NotAsked,
     };
+    let name = format!("oci://{}@{digest}", r.name());
+    let (shape, layer) =
+        release_layer(&manifest).map_err(|e| OciError::Refused(format!("{name}: {e}")))?;
+    let layer_digest = layer_digest(&layer, &name)?;
     if let Some(path) = cache.get(&layer_digest, options.caps.max_release_bytes) {
         return Ok(Read {
             digest,
@@ -225,12 +225,12 @@ async fn from_layout(
 ) -> Result<Read, OciError> {
     let digest = super::layout::resolve(&l.path, l.tag.as_deref(), l.digest.as_ref())?;
     let manifest = super::layout::read_manifest(&l.path, &digest)?;
+    let signature =
+        check_signature(Place::Layout(&l.path), &digest, options.verify.as_ref()).await?;
     let name = format!("oci-layout:{}@{digest}", l.path.display());
     let (shape, layer) =
         release_layer(&manifest).map_err(|e| OciError::Refused(format!("{name}: {e}")))?;
     let layer_digest = layer_digest(&layer, &name)?;
-    let signature =
-        check_signature(Place::Layout(&l.path), &digest, options.verify.as_ref()).await?;
     if layer.size > options.caps.max_release_bytes {
         return Err(OciError::Refused(format!(
             "{name}: the layer has {} bytes, more than --max-release-bytes {}: refused",

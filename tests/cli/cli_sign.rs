@@ -129,13 +129,13 @@ async fn signed_releases_are_applied_and_others_refused_with_nothing_applied() {
     let source_a = registry.url("cvo/signed", &format!("@{digest_a}"));
     let source_b = registry.url("cvo/signed", ":b");
 
-    let apply = |source: &str| {
+    let apply_with = |source: &str, public_key: &str| {
         let args: Vec<String> = [
             "apply",
             "--release",
             source,
             "--verify-key",
-            &key("p256.pub"),
+            &key(public_key),
             "--install-timeout",
             "120s",
             "--health-timeout",
@@ -152,6 +152,7 @@ async fn signed_releases_are_applied_and_others_refused_with_nothing_applied() {
             common::run_cvo(&kubeconfig, &args).await
         }
     };
+    let apply = |source: &str| apply_with(source, "p256.pub");
     let namespaces = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(tc.client.clone());
     let nothing_applied = || async {
         assert!(
@@ -165,10 +166,11 @@ async fn signed_releases_are_applied_and_others_refused_with_nothing_applied() {
     nothing_applied().await;
     // Signed by another key.
     assert_refused(
-        validate(&source_a, &["other.pub"]),
+        apply_with(&source_a, "other.pub").await,
         &digest_a,
         "signed by another key",
     );
+    nothing_applied().await;
     // A's signature moved to B's signature tag: its payload names A.
     let sig_manifest = registry_manifest(&registry, &signature);
     let moved = cvo::oci::Source::parse(
