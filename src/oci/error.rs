@@ -18,7 +18,7 @@ pub enum OciError {
     /// The release's signature did not verify with the given keys (exit code 4): `why` says
     /// what failed (no signature tag, another key, another digest or repository in the
     /// payload, a malformed signature).
-    #[error("the release {digest} failed signature verification: {why}; nothing was read from it")]
+    #[error("the release {digest} failed signature verification: {why}; nothing of it was used")]
     Verification {
         /// The manifest digest of the release.
         digest: super::Digest,
