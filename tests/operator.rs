@@ -721,6 +721,59 @@ async fn an_invalid_release_is_reported_and_a_desired_image_moves_the_operator_a
     env.finish().await;
 }
 
+/// `cvo operator --release oci-layout:… --verify-key`: a release whose signature does not
+/// verify is refused at start like any unusable release (`ReleaseAccepted=False`, the digest
+/// and the reason in the message), nothing is applied, and the operator keeps running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsigned_oci_release_is_refused_at_start_with_nothing_applied() {
+    let env = Env::new("operator-unsigned").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    env.write_release(
+        "1.0.0",
+        &[("0000_10_a_00_good.yaml", configmap(ns, "good", "x"))],
+    );
+    let layout = env.dir.path().join("layout");
+    let target = format!("oci-layout:{}:1.0.0", layout.display());
+    let out = common::cli::cvo()
+        .args(["push", "--release"])
+        .arg(&env.release)
+        .arg(&target)
+        .output()
+        .expect("run cvo push");
+    assert!(out.status.success(), "{out:?}");
+    let key = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oci/keys/p256.pub");
+    let cache = env.dir.path().join("cache");
+    let op = Operator::start(
+        &env.kubeconfig,
+        env.dir.path(),
+        Path::new(&target),
+        ns,
+        &[
+            "--resync-interval",
+            "1h",
+            "--lease-name",
+            lease,
+            "--verify-key",
+            key.to_str().unwrap(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+        ],
+    );
+    let refused = release_refused(cvs).await;
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("failed signature verification") && message.contains("not signed"),
+        "{refused}"
+    );
+    op.metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
+        .await;
+    assert_eq!(cm_value(tc, ns, "good").await, None, "nothing applied");
+    op.terminate().await;
+    env.finish().await;
+}
+
 /// A Deployment standing for the operator's own: its `operator` container runs `image`.
 async fn own_deployment(tc: &TestCluster, ns: &str, name: &str, image: &str) -> Api<Deployment> {
     let deployments = Api::<Deployment>::namespaced(tc.client.clone(), ns);

@@ -148,6 +148,11 @@ pub struct ReleaseArgs {
     /// The OCI source read, once resolved and extracted (kept for the command's lifetime).
     #[arg(skip)]
     opened: std::sync::OnceLock<crate::oci::Opened>,
+    /// A directory `--release` is taken as it is even with `--verify-key` (the operator's:
+    /// its keys verify the releases `spec.desiredUpdate.image` names, and a directory release
+    /// is its image's own). Other commands refuse the combination.
+    #[arg(skip)]
+    directory_trusted: std::sync::atomic::AtomicBool,
 }
 
 /// How OCI sources and targets are reached: shared by `--release` readers and `cvo push`.
@@ -161,6 +166,11 @@ pub struct OciArgs {
     /// ::1, localhost) always are; any other host only over HTTPS without this flag.
     #[arg(long, value_name = "HOST[:PORT]")]
     pub insecure_registry: Vec<String>,
+    /// Verify the OCI release's cosign signature (the tag sha256-HEX.sig beside it) with this
+    /// public key (PEM, as cosign.pub) before reading it; repeatable, any one key suffices. A
+    /// release that is unsigned or whose signature does not verify is refused (exit code 4).
+    #[arg(long, value_name = "PUB.pem")]
+    pub verify_key: Vec<PathBuf>,
 }
 
 impl OciArgs {
@@ -171,13 +181,34 @@ impl OciArgs {
             ..crate::oci::Access::default()
         }
     }
+
+    /// The enforced signature check of `--verify-key`, `None` without the flag; a usage error
+    /// when a key file cannot be read or is not a P-256 public key.
+    pub fn verify(&self) -> Result<Option<crate::oci::Verify>, CliError> {
+        if self.verify_key.is_empty() {
+            return Ok(None);
+        }
+        let keys = self
+            .verify_key
+            .iter()
+            .map(|path| crate::oci::PublicKey::load(path).map_err(CliError::Usage))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(crate::oci::Verify {
+            keys,
+            enforce: true,
+        }))
+    }
 }
 
-/// An OCI error as the CLI reports it: a wrong reference is a usage error (exit code 2),
-/// anything else a failure (exit code 1).
+/// An OCI error as the CLI reports it: a wrong reference is a usage error (exit code 2), a
+/// failed signature verification a refusal (exit code 4), anything else a failure (exit
+/// code 1).
 fn oci_error(e: crate::oci::OciError) -> CliError {
     match e {
         crate::oci::OciError::Usage(m) => CliError::Usage(m),
+        e @ crate::oci::OciError::Verification { .. } => {
+            CliError::Several(vec![e.to_string()], Exit::Refused)
+        }
         other => CliError::Failed(other.to_string()),
     }
 }
@@ -205,13 +236,14 @@ impl ReleaseArgs {
     }
 
     /// How OCI sources are read with these flags: the one place a reading command's (and the
-    /// operator's) fetch options are built.
-    pub fn fetch_options(&self) -> crate::oci::FetchOptions {
-        crate::oci::FetchOptions {
+    /// operator's) fetch options are built. Fails when a `--verify-key` cannot be read.
+    pub fn fetch_options(&self) -> Result<crate::oci::FetchOptions, CliError> {
+        Ok(crate::oci::FetchOptions {
             cache_dir: self.oci.cache_dir.clone(),
             access: self.oci.access(),
             caps: self.caps(),
-        }
+            verify: self.oci.verify()?,
+        })
     }
 
     /// The release directory: `--release` itself, or the OCI source it names resolved to a
@@ -220,18 +252,35 @@ impl ReleaseArgs {
     pub fn dir(&self, format: LogFormat) -> Result<PathBuf, CliError> {
         let Some(source) = crate::oci::Source::parse(&self.release).map_err(CliError::Usage)?
         else {
+            let trusted = self
+                .directory_trusted
+                .load(std::sync::atomic::Ordering::Relaxed);
+            if let Some(key) = self.oci.verify_key.first().filter(|_| !trusted) {
+                return Err(CliError::usage(format_args!(
+                    "--verify-key {}: the release {} is a directory, which has no digest or signature to verify; verify an OCI release (oci://… or oci-layout:…)",
+                    key.display(),
+                    self.release
+                )));
+            }
             return Ok(PathBuf::from(&self.release));
         };
         if let Some(opened) = self.opened.get() {
             return Ok(opened.dir());
         }
         let opened =
-            block_on(crate::oci::open(&source, &self.fetch_options()))?.map_err(oci_error)?;
+            block_on(crate::oci::open(&source, &self.fetch_options()?))?.map_err(oci_error)?;
         let from = match &opened.tag {
             Some(tag) => format!(" (tag {tag})"),
             None => String::new(),
         };
-        let note = format!("release {} is {}{from}", opened.source, opened.digest);
+        let verified = match &opened.signature {
+            crate::oci::SignatureCheck::Verified { key } => format!(", verified by {key}"),
+            _ => String::new(),
+        };
+        let note = format!(
+            "release {} is {}{from}{verified}",
+            opened.source, opened.digest
+        );
         match format {
             LogFormat::Text => stderr_line!("note: {note}"),
             LogFormat::Json => {
@@ -241,6 +290,12 @@ impl ReleaseArgs {
         let dir = opened.dir();
         let _ = self.opened.set(opened);
         Ok(dir)
+    }
+
+    /// Takes a directory `--release` as it is even with `--verify-key` (see the field).
+    pub fn trust_directory(&self) {
+        self.directory_trusted
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Where an OCI release came from (`None` for a directory, or before [`ReleaseArgs::dir`]).

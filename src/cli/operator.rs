@@ -104,9 +104,11 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs, format: LogFormat) -> Resul
             .map_err(CliError::usage)?;
         let addr = listener.local_addr().unwrap_or(args.metrics_addr);
         tokio::spawn(metrics::serve(metrics.clone(), listener));
+        // --verify-key verifies OCI releases; a directory release is the image's own.
+        args.release.trust_directory();
         let release = load_release(&args.release, format);
         let (client, target) = client(global, args).await?;
-        let options = args.options(&client, &timings);
+        let options = args.options(&client, &timings)?;
         tracing::info!(
             release = %release
                 .as_ref()
@@ -180,7 +182,11 @@ impl OperatorArgs {
 
     /// The operator's options from these flags, the Lease `timings` and `client`'s default
     /// namespace.
-    fn options(&self, client: &kube::Client, timings: &LeaseConfig) -> crate::operator::Options {
+    fn options(
+        &self,
+        client: &kube::Client,
+        timings: &LeaseConfig,
+    ) -> Result<crate::operator::Options, CliError> {
         let namespace = self
             .namespace
             .clone()
@@ -194,7 +200,7 @@ impl OperatorArgs {
             .state_namespace
             .clone()
             .unwrap_or_else(|| lease.namespace.clone());
-        crate::operator::Options {
+        Ok(crate::operator::Options {
             sync: SyncOptions {
                 release_accepted: true,
                 record: Some(crate::status::record::Location {
@@ -220,11 +226,11 @@ impl OperatorArgs {
             pull: crate::operator::pull::Config {
                 pull_secret: self.pull_secret.clone(),
                 ..crate::operator::pull::Config::new(
-                    self.release.fetch_options(),
+                    self.release.fetch_options()?,
                     self.release.options_in(self.release.profile.as_deref()),
                 )
             },
-        }
+        })
     }
 }
 

@@ -1,10 +1,17 @@
 //! `cvo push --release DIR TARGET`: validate a release directory (errors refuse the push, as
 //! `cvo validate` reports them), then push it as cvo's OCI artifact to
 //! `oci://HOST[:PORT]/REPO:TAG` or write it into `oci-layout:PATH:TAG`. Prints
-//! `REPO:TAG@sha256:…` (`-o json`: `{"repository","tag","digest"}`).
+//! `REPO:TAG@sha256:…` (`-o json`: `{"repository","tag","digest"}`). With `--sign-key KEY.pem`
+//! it then signs that digest in cosign's format (the tag `sha256-HEX.sig` beside it) and prints
+//! the signature as a second line `REPO:sha256-HEX.sig@sha256:…` (`-o json`: `"signature"`).
+//!
+//! `cvo push --release oci://…|oci-layout:… TARGET` mirrors a release artifact instead: the
+//! same manifest bytes (so the same digest) and its signature tag, copied unchanged (e.g. into
+//! an OCI layout for an air-gapped cluster); `--verify-key` checks the signature first.
 //!
 //! Exit codes: 0 pushed, 1 the release has errors or the push failed, 2 a wrong command line
-//! (a target that is not an OCI reference, a release that is not a directory).
+//! (a target that is not an OCI reference, a signing key that cannot be read or is not a
+//! PKCS#8 P-256 key), 4 a mirrored release whose signature does not verify with --verify-key.
 
 use clap::Args;
 
@@ -21,6 +28,11 @@ pub struct PushArgs {
     /// directory, created when missing).
     #[arg(value_name = "TARGET")]
     pub target: String,
+    /// Sign the pushed release with this private key (PKCS#8 PEM, ECDSA P-256: openssl
+    /// ecparam -name prime256v1 -genkey | openssl pkcs8 -topk8 -nocrypt), in cosign's format:
+    /// the tag sha256-HEX.sig beside it, which `cosign verify --key` and skopeo read.
+    #[arg(long, value_name = "KEY.pem")]
+    pub sign_key: Option<std::path::PathBuf>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
@@ -35,14 +47,27 @@ pub fn run(args: &PushArgs) -> Result<Exit, CliError> {
                 args.target
             ))
         })?;
-    if Source::parse(&args.release.release)
-        .map_err(CliError::Usage)?
-        .is_some()
-    {
-        return Err(CliError::usage(format_args!(
-            "--release {}: cvo push reads a release directory (to copy an artifact, pull it with --release and push its directory)",
-            args.release.release
-        )));
+    let key = args
+        .sign_key
+        .as_deref()
+        .map(crate::oci::SigningKey::load)
+        .transpose()
+        .map_err(CliError::Usage)?;
+    if let Some(source) = Source::parse(&args.release.release).map_err(CliError::Usage)? {
+        let access = args.release.oci.access();
+        let verify = args.release.oci.verify()?;
+        let mut pushed = block_on(crate::oci::mirror(
+            &source,
+            &target,
+            &access,
+            args.release.caps(),
+            verify.as_ref(),
+        ))?
+        .map_err(oci_error)?;
+        if let Some(key) = &key {
+            sign(&target, &mut pushed, key, &access)?;
+        }
+        return print(&pushed, args.output);
     }
     let diagnostics = super::validate::findings(&args.release, None)?;
     let summary = Summary::of(&diagnostics);
@@ -62,18 +87,49 @@ pub fn run(args: &PushArgs) -> Result<Exit, CliError> {
         )));
     }
     let dir = std::path::Path::new(&args.release.release);
-    let pushed = block_on(crate::oci::push_release(
+    let access = args.release.oci.access();
+    let mut pushed = block_on(crate::oci::push_release(
         dir,
         &target,
-        &args.release.oci.access(),
+        &access,
         args.release.caps(),
     ))?
     .map_err(oci_error)?;
-    let out = match args.output {
-        OutputFormat::Text => format!("{}:{}@{}\n", pushed.repository, pushed.tag, pushed.digest),
+    if let Some(key) = &key {
+        sign(&target, &mut pushed, key, &access)?;
+    }
+    print(&pushed, args.output)
+}
+
+/// Signs what was pushed to `target` with `key`.
+fn sign(
+    target: &Source,
+    pushed: &mut crate::oci::Pushed,
+    key: &crate::oci::SigningKey,
+    access: &crate::oci::Access,
+) -> Result<(), CliError> {
+    block_on(crate::oci::sign_pushed(target, pushed, key, access))?.map_err(|e| {
+        oci_error(e.context(format_args!(
+            "pushed {}:{}@{} but could not sign it",
+            pushed.repository, pushed.tag, pushed.digest
+        )))
+    })
+}
+
+/// Prints `REPO:TAG@sha256:…` (and the signature's line), or the JSON object.
+fn print(pushed: &crate::oci::Pushed, output: OutputFormat) -> Result<Exit, CliError> {
+    let out = match output {
+        OutputFormat::Text => {
+            let mut text = format!("{}:{}@{}\n", pushed.repository, pushed.tag, pushed.digest);
+            if let Some(signature) = &pushed.signature {
+                text.push_str(signature);
+                text.push('\n');
+            }
+            text
+        }
         OutputFormat::Json => format!(
             "{}\n",
-            serde_json::to_string_pretty(&pushed).unwrap_or_default()
+            serde_json::to_string_pretty(pushed).unwrap_or_default()
         ),
     };
     super::print_stdout(&out)?;

@@ -15,6 +15,16 @@ pub enum OciError {
     /// unsafe tar entry (exit code 1).
     #[error("{0}")]
     Refused(String),
+    /// The release's signature did not verify with the given keys (exit code 4): `why` says
+    /// what failed (no signature tag, another key, another digest or repository in the
+    /// payload, a malformed signature).
+    #[error("the release {digest} failed signature verification: {why}; nothing of it was used")]
+    Verification {
+        /// The manifest digest of the release.
+        digest: super::Digest,
+        /// What failed, in plain words.
+        why: String,
+    },
 }
 
 impl OciError {
@@ -24,6 +34,10 @@ impl OciError {
             OciError::Usage(m) => OciError::Usage(format!("{context}: {m}")),
             OciError::Unavailable(m) => OciError::Unavailable(format!("{context}: {m}")),
             OciError::Refused(m) => OciError::Refused(format!("{context}: {m}")),
+            OciError::Verification { digest, why } => OciError::Verification {
+                digest,
+                why: format!("{context}: {why}"),
+            },
         }
     }
 }

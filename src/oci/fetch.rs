@@ -1,15 +1,18 @@
 //! Reading an OCI source as a release directory: resolve to a manifest digest once, check the
 //! manifest's shape, get the layer (from the cache when a verified copy is there), extract it
 //! into a temporary directory and rename that into place. What is read afterwards is exactly
-//! that digest's content: a tag moved after resolution changes nothing.
+//! that digest's content: a tag moved after resolution changes nothing. With [`Verify`], the
+//! signature of that digest is checked before the layer is read ([`super::attach::verify`]).
 
 use std::fs::File;
 use std::io::{BufReader, Seek};
 use std::path::PathBuf;
 
+use super::attach::Place;
 use super::cache::Cache;
 use super::registry::Registry;
 use super::shape::{Descriptor, Shape, release_layer};
+use super::signature::{SignatureCheck, Verify};
 use super::{Access, Caps, Digest, LayoutRef, MAX_MANIFEST_BYTES, OciError, RegistryRef, Source};
 
 /// How to read OCI sources: the flags of the reading commands.
@@ -21,6 +24,9 @@ pub struct FetchOptions {
     pub access: Access,
     /// Size caps.
     pub caps: Caps,
+    /// Check the release's signature with these keys; `None`: no check
+    /// ([`SignatureCheck::NotAsked`]).
+    pub verify: Option<Verify>,
 }
 
 /// A release read from an OCI source: its extracted directory (removed when this is
@@ -39,6 +45,8 @@ pub struct Opened {
     pub image: Option<String>,
     /// The artifact's shape.
     pub shape: Shape,
+    /// What the signature check found.
+    pub signature: SignatureCheck,
 }
 
 impl Opened {
@@ -53,21 +61,20 @@ pub async fn open(source: &Source, options: &FetchOptions) -> Result<Opened, Oci
     let cache_root = cache_root(options)?;
     let cache = Cache::open(&cache_root)?;
     let source_text = source.to_string();
-    let (digest, shape, layer_path, image) = match source {
+    let (read, image) = match source {
         Source::Registry(r) => {
-            let (digest, shape, layer) = from_registry(r, options, &cache).await?;
-            (
-                digest.clone(),
-                shape,
-                layer,
-                Some(format!("{}@{digest}", r.name())),
-            )
+            let read = from_registry(r, options, &cache).await?;
+            let image = Some(format!("{}@{}", r.name(), read.digest));
+            (read, image)
         }
-        Source::Layout(l) => {
-            let (digest, shape, layer) = from_layout(l, options, &cache)?;
-            (digest, shape, layer, None)
-        }
+        Source::Layout(l) => (from_layout(l, options, &cache).await?, None),
     };
+    let Read {
+        digest,
+        shape,
+        layer: layer_path,
+        signature,
+    } = read;
     let root = tempfile::Builder::new()
         .prefix("release-")
         .tempdir_in(cache.extract_dir())
@@ -94,6 +101,7 @@ pub async fn open(source: &Source, options: &FetchOptions) -> Result<Opened, Oci
         tag: source.tag().map(str::to_owned),
         image,
         shape,
+        signature,
     })
 }
 
@@ -169,12 +177,33 @@ fn cache_root(options: &FetchOptions) -> Result<PathBuf, OciError> {
     }
 }
 
+/// What resolving a source found: the manifest digest, the shape, the (verified, cached)
+/// layer file and the signature check.
+struct Read {
+    digest: Digest,
+    shape: Shape,
+    layer: PathBuf,
+    signature: SignatureCheck,
+}
+
+/// The signature check of `digest` at `place` with `verify` (none asked: `NotAsked`).
+async fn check_signature(
+    place: Place<'_>,
+    digest: &Digest,
+    verify: Option<&Verify>,
+) -> Result<SignatureCheck, OciError> {
+    match verify {
+        Some(v) => super::attach::verify(place, digest, v).await,
+        None => Ok(SignatureCheck::NotAsked),
+    }
+}
+
 /// The manifest digest, shape and cached layer file of a registry source.
 async fn from_registry(
     r: &RegistryRef,
     options: &FetchOptions,
     cache: &Cache,
-) -> Result<(Digest, Shape, PathBuf), OciError> {
+) -> Result<Read, OciError> {
     let mut registry: Option<Registry> = None;
     let connect = |registry: &mut Option<Registry>| -> Result<(), OciError> {
         if registry.is_none() {
@@ -209,12 +238,29 @@ async fn from_registry(
             got
         }
     };
+    // The signature of the resolved digest, before anything of the release is used.
+    let signature = match &options.verify {
+        Some(v) => {
+            connect(&mut registry)?;
+            let place = Place::Registry {
+                registry: registry.as_ref().expect("connected"),
+                repository: &r.repository,
+            };
+            check_signature(place, &digest, Some(v)).await?
+        }
+        None => SignatureCheck::NotAsked,
+    };
     let name = format!("oci://{}@{digest}", r.name());
     let (shape, layer) =
         release_layer(&manifest).map_err(|e| OciError::Refused(format!("{name}: {e}")))?;
     let layer_digest = layer_digest(&layer, &name)?;
     if let Some(path) = cache.get(&layer_digest, options.caps.max_release_bytes) {
-        return Ok((digest, shape, path));
+        return Ok(Read {
+            digest,
+            shape,
+            layer: path,
+            signature,
+        });
     }
     connect(&mut registry)?;
     let mut tmp = cache.temp_file()?;
@@ -227,19 +273,27 @@ async fn from_registry(
             options.caps.max_release_bytes,
             tmp.as_file_mut(),
         )
-        .await?;
+        .await
+        .map_err(|e| tampered(e, options.verify.as_ref(), &digest))?;
     let path = cache.keep(tmp, &layer_digest)?;
-    Ok((digest, shape, path))
+    Ok(Read {
+        digest,
+        shape,
+        layer: path,
+        signature,
+    })
 }
 
 /// The manifest digest, shape and (verified, copied) layer file of a layout source.
-fn from_layout(
+async fn from_layout(
     l: &LayoutRef,
     options: &FetchOptions,
     cache: &Cache,
-) -> Result<(Digest, Shape, PathBuf), OciError> {
+) -> Result<Read, OciError> {
     let digest = super::layout::resolve(&l.path, l.tag.as_deref(), l.digest.as_ref())?;
     let manifest = super::layout::read_manifest(&l.path, &digest)?;
+    let signature =
+        check_signature(Place::Layout(&l.path), &digest, options.verify.as_ref()).await?;
     let name = format!("oci-layout:{}@{digest}", l.path.display());
     let (shape, layer) =
         release_layer(&manifest).map_err(|e| OciError::Refused(format!("{name}: {e}")))?;
@@ -256,12 +310,36 @@ fn from_layout(
         &layer_digest,
         options.caps.max_release_bytes,
         tmp.as_file_mut(),
-    )?;
+    )
+    .map_err(|e| tampered(e, options.verify.as_ref(), &digest))?;
     tmp.as_file_mut()
         .rewind()
         .map_err(|e| OciError::Unavailable(format!("{}: {e}", tmp.path().display())))?;
     let path = cache.keep(tmp, &layer_digest)?;
-    Ok((digest, shape, path))
+    Ok(Read {
+        digest,
+        shape,
+        layer: path,
+        signature,
+    })
+}
+
+/// With an enforced signature check, a layer that does not match the digest the verified
+/// manifest names is a verification failure too (exit code 4): the signed release was changed.
+fn tampered(e: OciError, verify: Option<&Verify>, digest: &Digest) -> OciError {
+    match e {
+        OciError::Refused(m)
+            if verify.is_some_and(|v| v.enforce)
+                && (m.contains("changed or was corrupted")
+                    || m.contains("does not match its digest")) =>
+        {
+            OciError::Verification {
+                digest: digest.clone(),
+                why: format!("its signature verified, but its content was changed: {m}"),
+            }
+        }
+        e => e,
+    }
 }
 
 fn layer_digest(layer: &Descriptor, name: &str) -> Result<Digest, OciError> {
@@ -334,6 +412,7 @@ mod tests {
             cache_dir: Some(cache.path().to_owned()),
             access: Access::default(),
             caps,
+            verify: None,
         };
         (open(&source, &options).await, cache)
     }
@@ -494,6 +573,7 @@ mod tests {
             cache_dir: Some(cache.path().to_owned()),
             access: Access::default(),
             caps: CAPS,
+            verify: None,
         };
         let reference = |tag: &str| match Source::parse(&format!("oci://{host}/cvo/x:{tag}")) {
             Ok(Some(Source::Registry(r))) => r,
@@ -522,5 +602,124 @@ mod tests {
             err.to_string().contains("not found in the registry"),
             "{err}"
         );
+    }
+
+    /// A layout holding one release, tagged `1`, and its layer's path.
+    fn layout_release(dir: &std::path::Path) -> (Source, crate::oci::Pushed, PathBuf) {
+        let layer = layer();
+        let (manifest, _) = cvo_manifest(&layer);
+        let target = Source::parse(&format!("oci-layout:{}:1", dir.display()))
+            .unwrap()
+            .unwrap();
+        let pushed = futures::executor::block_on(crate::oci::push_artifact(
+            &target,
+            &manifest,
+            &[&layer, crate::oci::shape::EMPTY_CONFIG],
+            &Access::default(),
+        ))
+        .unwrap();
+        let blob = crate::oci::layout::blob_path(dir, &Digest::of(&layer));
+        (target, pushed, blob)
+    }
+
+    async fn open_verified(
+        cache: &std::path::Path,
+        source: &Source,
+        keys: &[&crate::oci::SigningKey],
+        enforce: bool,
+    ) -> Result<Opened, OciError> {
+        let options = FetchOptions {
+            cache_dir: Some(cache.to_owned()),
+            access: Access::default(),
+            caps: CAPS,
+            verify: Some(Verify {
+                keys: keys.iter().map(|k| k.public_key()).collect(),
+                enforce,
+            }),
+        };
+        open(source, &options).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_signature_of_the_resolved_digest_is_checked_before_the_layer_is_read() {
+        use crate::oci::keys::tests::new_key;
+        let keys = tempfile::tempdir().unwrap();
+        let (_, key) = new_key(keys.path(), "release.pem");
+        let (_, other) = new_key(keys.path(), "other.pem");
+        let dir = tempfile::tempdir().unwrap();
+        let (source, mut pushed, blob) = layout_release(dir.path());
+        let cache = tempfile::tempdir().unwrap();
+        // Unsigned: refused when enforced, read and reported under force.
+        let err = open_verified(cache.path(), &source, &[&key], true)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, OciError::Verification { digest, why } if *digest == pushed.digest && why.contains("not signed")),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(&pushed.digest.to_string()),
+            "{err}"
+        );
+        let forced = open_verified(cache.path(), &source, &[&key], false)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&forced.signature, SignatureCheck::Failed { why } if why.contains("not signed")),
+            "{:?}",
+            forced.signature
+        );
+        assert!(forced.dir().join("a.yaml").exists());
+        // Signed: verified, naming the key file.
+        crate::oci::sign_pushed(&source, &mut pushed, &key, &Access::default())
+            .await
+            .unwrap();
+        let opened = open_verified(cache.path(), &source, &[&other, &key], true)
+            .await
+            .unwrap();
+        assert_eq!(
+            opened.signature,
+            SignatureCheck::Verified {
+                key: key.path().display().to_string()
+            }
+        );
+        let err = open_verified(cache.path(), &source, &[&other], true)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("signed by another key"), "{err}");
+        // A second signature (another key) joins the first; signing again with the same key
+        // replaces its own.
+        crate::oci::sign_pushed(&source, &mut pushed, &other, &Access::default())
+            .await
+            .unwrap();
+        crate::oci::sign_pushed(&source, &mut pushed, &key, &Access::default())
+            .await
+            .unwrap();
+        let tag = crate::oci::signature::tag(&pushed.digest);
+        let sig = crate::oci::layout::find(dir.path(), &tag).unwrap().unwrap();
+        let manifest = crate::oci::layout::read_manifest(dir.path(), &sig).unwrap();
+        assert_eq!(crate::oci::signature::layers(&manifest).unwrap().len(), 2);
+        for k in [&key, &other] {
+            open_verified(cache.path(), &source, &[k], true)
+                .await
+                .unwrap();
+        }
+        // A tampered layer: refused as a verification failure.
+        let mut bytes = std::fs::read(&blob).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&blob, bytes).unwrap();
+        let err = open_verified(cache.path(), &source, &[&key], true)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, OciError::Verification { why, .. } if why.contains("content was changed")),
+            "{err}"
+        );
+        // Under force too, a tampered layer is never read.
+        let err = open_verified(cache.path(), &source, &[&key], false)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, OciError::Refused(_)), "{err}");
     }
 }

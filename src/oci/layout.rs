@@ -50,6 +50,22 @@ fn read_index(path: &Path) -> Result<Index, OciError> {
         .map_err(|e| OciError::Refused(format!("{}: not an OCI image index: {e}", file.display())))
 }
 
+/// The digest of the manifest tagged `tag` in the layout at `path`, `None` when no manifest
+/// has that tag.
+pub fn find(path: &Path, tag: &str) -> Result<Option<Digest>, OciError> {
+    let index = read_index(path)?;
+    index
+        .manifests
+        .iter()
+        .find(|m| m.annotations.get(REF_NAME).map(String::as_str) == Some(tag))
+        .map(|m| {
+            Digest::parse(&m.digest).map_err(|e| {
+                OciError::Refused(format!("{}: {e}", path.join("index.json").display()))
+            })
+        })
+        .transpose()
+}
+
 /// The digest of the manifest `tag` or `digest` names in the layout at `path` (with neither,
 /// the layout's only manifest).
 pub fn resolve(

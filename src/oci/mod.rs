@@ -10,28 +10,42 @@
 //! unpacks it into a temporary directory (regular files and directories only), renamed into
 //! place when complete. The caller loads that directory exactly as a release directory.
 //!
+//! With a [`Verify`] in the [`FetchOptions`], the release's cosign signature (the tag
+//! `sha256-HEX.sig` beside it: [`signature`] the format, [`payload`] what it signs, [`keys`] the
+//! key files, [`attach`] reading and writing it in a registry or layout) is checked once the
+//! digest is resolved and before its layer is read.
+//!
 //! [`layer`] writes the reproducible layer and [`push`] sends it, with the manifest, to a
-//! registry or a layout. This module knows nothing of manifests' contents, of the cluster or of
+//! registry or a layout, and signs it; [`mirror`] copies a release artifact unchanged (same
+//! digest) with its signature, e.g. from a registry into an OCI layout. This module knows nothing of manifests' contents, of the cluster or of
 //! the engine: it only moves verified bytes.
 
+pub mod attach;
 pub mod cache;
 pub mod digest;
 pub mod error;
 pub mod extract;
 pub mod fetch;
+pub mod keys;
 pub mod layer;
 pub mod layout;
+pub mod mirror;
+pub mod payload;
 pub mod push;
 pub mod reference;
 pub mod registry;
 pub mod shape;
+pub mod signature;
 
 pub use digest::Digest;
 pub use error::OciError;
 pub use fetch::{FetchOptions, Kind, Opened, Resolved, open, resolve};
-pub use push::{Pushed, push_artifact, push_release};
+pub use keys::{PublicKey, SigningKey};
+pub use mirror::mirror;
+pub use push::{Pushed, push_artifact, push_release, sign_pushed};
 pub use reference::{LayoutRef, RegistryRef, Source};
 pub use registry::{Access, Credentials};
+pub use signature::{SignatureCheck, Verify};
 
 /// Size caps of what is read: the release loader's limits (`--max-file-bytes`,
 /// `--max-release-bytes`, docs/limits.md) applied to the artifact.

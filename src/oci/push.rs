@@ -1,6 +1,7 @@
 //! `cvo push`'s library half: a release directory as cvo's artifact (the reproducible layer
 //! of [`super::layer`], the empty config, the manifest of [`super::shape::cvo_manifest`]),
-//! pushed to a registry or written into an OCI image layout under a tag.
+//! pushed to a registry or written into an OCI image layout under a tag, and signed
+//! ([`sign_pushed`], cosign's format, beside it).
 
 use std::path::Path;
 
@@ -19,6 +20,9 @@ pub struct Pushed {
     pub tag: String,
     /// The manifest digest.
     pub digest: Digest,
+    /// `REPO:sha256-HEX.sig@sha256:…`, the signature written by [`sign_pushed`], if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 impl Serialize for Digest {
@@ -71,6 +75,7 @@ pub async fn push_artifact(
                 repository: r.name(),
                 tag: tag.to_owned(),
                 digest: Digest::of(manifest),
+                signature: None,
             })
         }
         Source::Layout(l) => {
@@ -79,7 +84,35 @@ pub async fn push_artifact(
                 repository: format!("oci-layout:{}", l.path.display()),
                 tag: tag.to_owned(),
                 digest,
+                signature: None,
             })
         }
     }
+}
+
+/// Signs what [`push_artifact`] pushed to `target` with `key` (the signature tag
+/// `sha256-HEX.sig` beside it, other signatures on that tag kept) and records it in
+/// `pushed.signature`.
+pub async fn sign_pushed(
+    target: &Source,
+    pushed: &mut Pushed,
+    key: &super::SigningKey,
+    access: &Access,
+) -> Result<(), OciError> {
+    let (tag, digest) = match target {
+        Source::Registry(r) => {
+            let registry = Registry::new(&r.registry, access)?;
+            let place = super::attach::Place::Registry {
+                registry: &registry,
+                repository: &r.repository,
+            };
+            super::attach::sign(place, &r.name(), &pushed.digest, key).await?
+        }
+        Source::Layout(l) => {
+            let place = super::attach::Place::Layout(&l.path);
+            super::attach::sign(place, &pushed.repository, &pushed.digest, key).await?
+        }
+    };
+    pushed.signature = Some(format!("{}:{tag}@{digest}", pushed.repository));
+    Ok(())
 }

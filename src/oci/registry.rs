@@ -235,13 +235,49 @@ impl Registry {
                     .pull_manifest_raw(&image, &self.auth, ACCEPTED_MEDIA_TYPES)
             })
             .await?;
+        Self::checked_manifest(&what, reference, &bytes)
+    }
+
+    /// [`Registry::manifest`], `None` when the registry has no such manifest (the registry
+    /// answered "not found"; any other failure is an error).
+    pub async fn manifest_if_exists(
+        &self,
+        repository: &str,
+        reference: &str,
+    ) -> Result<Option<(Vec<u8>, Digest)>, OciError> {
+        let image = self.reference(repository, reference);
+        let what = format!(
+            "{}/{repository}{}{reference}",
+            self.registry,
+            sep(reference)
+        );
+        let got = self
+            .retry_raw(&what, || {
+                self.client
+                    .pull_manifest_raw(&image, &self.auth, ACCEPTED_MEDIA_TYPES)
+            })
+            .await;
+        match got {
+            Ok((bytes, _)) => Self::checked_manifest(&what, reference, &bytes).map(Some),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(self.describe(&what, &e)),
+        }
+    }
+
+    /// `bytes` as the manifest `reference` names: capped, its digest computed and, when
+    /// `reference` is a digest, checked.
+    fn checked_manifest(
+        what: &str,
+        reference: &str,
+        bytes: &[u8],
+    ) -> Result<(Vec<u8>, Digest), OciError> {
         if bytes.len() as u64 > MAX_MANIFEST_BYTES {
             return Err(OciError::Refused(format!(
                 "{what}: the manifest has {} bytes, more than {MAX_MANIFEST_BYTES}: refused",
                 bytes.len()
             )));
         }
-        let digest = Digest::of(&bytes);
+        let digest = Digest::of(bytes);
         if let Ok(expected) = Digest::parse(reference)
             && expected != digest
         {
@@ -386,7 +422,18 @@ impl Registry {
 
     /// Runs `op` under the request backoff, retrying transient failures; the last failure
     /// in plain words, naming `what` and the registry.
-    async fn retry<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, OciError>
+    async fn retry<T, F, Fut>(&self, what: &str, op: F) -> Result<T, OciError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, OciDistributionError>>,
+    {
+        self.retry_raw(what, op)
+            .await
+            .map_err(|e| self.describe(what, &e))
+    }
+
+    /// [`Registry::retry`], the last error as the client gave it.
+    async fn retry_raw<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, OciDistributionError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, OciDistributionError>>,
@@ -400,9 +447,9 @@ impl Registry {
                         tracing::debug!(registry = %self.registry, "{what}: {}; retrying in {wait:?}", describe_cause(&e));
                         tokio::time::sleep(wait).await;
                     }
-                    None => return Err(self.describe(what, &e)),
+                    None => return Err(e),
                 },
-                Err(e) => return Err(self.describe(what, &e)),
+                Err(e) => return Err(e),
             }
         }
     }
@@ -477,6 +524,23 @@ impl Registry {
 }
 
 /// `:` before a tag, `@` before a digest.
+/// Whether the registry answered that the manifest, blob or repository does not exist.
+fn not_found(e: &OciDistributionError) -> bool {
+    use OciDistributionError as E;
+    match e {
+        E::ImageManifestNotFoundError(_) | E::ServerError { code: 404, .. } => true,
+        E::RegistryError { envelope, .. } => envelope.errors.iter().any(|x| {
+            matches!(
+                x.code,
+                oci_client::errors::OciErrorCode::ManifestUnknown
+                    | oci_client::errors::OciErrorCode::NameUnknown
+                    | oci_client::errors::OciErrorCode::BlobUnknown
+            )
+        }),
+        _ => false,
+    }
+}
+
 fn sep(reference: &str) -> &'static str {
     if reference.starts_with("sha256:") {
         "@"

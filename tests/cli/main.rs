@@ -15,5 +15,6 @@ mod cli_oci;
 mod cli_operand_cleanup;
 mod cli_progress;
 mod cli_rbac;
+mod cli_sign;
 mod cli_validate;
 mod dockerfile;
