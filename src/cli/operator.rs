@@ -234,10 +234,15 @@ impl OperatorArgs {
     }
 }
 
-/// The release, or why it cannot be used (the `ReleaseAccepted` message). Its diagnostics,
+/// The release, or why it cannot be used (the `ReleaseAccepted` reason and message: an OCI
+/// release whose signature does not verify is `ImageVerificationFailed`). Its diagnostics,
 /// or the reason it cannot be read, go to stderr as `format` says: rustc-style text, or one
 /// event each (the diagnostic's severity as the level, its rule, file and line as fields).
-fn load_release(args: &ReleaseArgs, format: LogFormat) -> Result<crate::release::Release, String> {
+fn load_release(
+    args: &ReleaseArgs,
+    format: LogFormat,
+) -> Result<crate::release::Release, crate::operator::Unusable> {
+    use crate::operator::Unusable;
     match args.load_logged(format) {
         Ok(release) => {
             for d in &release.diagnostics {
@@ -247,7 +252,7 @@ fn load_release(args: &ReleaseArgs, format: LogFormat) -> Result<crate::release:
                 }
             }
             if release.has_errors() {
-                Err(invalid_release(&release))
+                Err(Unusable::invalid(invalid_release(&release)))
             } else {
                 Ok(release)
             }
@@ -257,7 +262,15 @@ fn load_release(args: &ReleaseArgs, format: LogFormat) -> Result<crate::release:
                 LogFormat::Text => stderr_line!("error: {e}"),
                 LogFormat::Json => tracing::error!(release = %args.release, "{e}"),
             }
-            Err(unreadable_release(args))
+            if e.exit() == Exit::Refused {
+                // Only a signature that does not verify refuses a release being read.
+                Err(Unusable::unverified(format!(
+                    "The release {} cannot be verified: {e}",
+                    args.release
+                )))
+            } else {
+                Err(Unusable::invalid(unreadable_release(args)))
+            }
         }
     }
 }

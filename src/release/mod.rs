@@ -116,6 +116,25 @@ pub struct Release {
     pub excluded: Vec<Excluded>,
     /// Everything found wrong or suspicious while loading.
     pub diagnostics: Vec<Diagnostic>,
+    /// What is known of the release image's signature: set by whoever read it from an OCI
+    /// source with `--verify-key` (the loader itself reads a directory: `NotChecked`).
+    #[serde(skip)]
+    pub verification: Verification,
+}
+
+/// What is known of a release image's signature (`--verify-key`, docs/release-format.md):
+/// ClusterVersion history `verified`, and the accepted risk of a forced update.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Verification {
+    /// Not checked: a directory, or no key given.
+    #[default]
+    NotChecked,
+    /// Its signature verified with one of the keys.
+    Verified,
+    /// Its signature did not verify, and it is used anyway because the update was forced
+    /// (`spec.desiredUpdate.force`): the accepted risk recorded in its history entry, in the
+    /// CVO's words.
+    Forced(String),
 }
 
 /// A manifest that the inclusion filters left out.

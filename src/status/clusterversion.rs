@@ -146,6 +146,9 @@ pub struct Desired<'a> {
     pub image: &'a str,
     /// The release's [`crate::release::version_hash`].
     pub version_hash: &'a str,
+    /// The release image's signature verified (`--verify-key`): a new history entry's
+    /// `verified`.
+    pub verified: bool,
 }
 
 /// The status after a pass towards `desired` (pure). `complete`: every manifest applied.
@@ -169,6 +172,7 @@ pub fn next_status(
         version,
         image,
         version_hash,
+        verified,
     } = desired;
     status["desired"] = json!({"version": version, "image": image});
     status["versionHash"] = json!(version_hash);
@@ -195,7 +199,7 @@ pub fn next_status(
         {
             superseded["completionTime"] = json!(now_text);
         }
-        history.insert(0, json!({"state": "Partial", "version": version, "image": image, "startedTime": now_text, "completionTime": null, "verified": false}));
+        history.insert(0, json!({"state": "Partial", "version": version, "image": image, "startedTime": now_text, "completionTime": null, "verified": verified}));
     }
     if let Some(risks) = accepted_risks {
         history[0]["acceptedRisks"] = json!(risks);
@@ -290,6 +294,8 @@ pub enum Update<'a> {
         image: &'a str,
         /// The release's [`crate::release::version_hash`].
         version_hash: &'a str,
+        /// The release image's signature verified: a new history entry's `verified`.
+        verified: bool,
         conditions: &'a [Condition],
         complete: bool,
         accepted_risks: Option<&'a str>,
@@ -316,6 +322,7 @@ impl Update<'_> {
                 version,
                 image,
                 version_hash,
+                verified,
                 conditions,
                 complete,
                 accepted_risks,
@@ -326,6 +333,7 @@ impl Update<'_> {
                     version,
                     image,
                     version_hash,
+                    verified,
                 };
                 let mut next = next_status(old, desired, conditions, complete, accepted_risks, now);
                 if let Some(started) = started.filter(|s| *s < now)
