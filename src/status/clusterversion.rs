@@ -757,6 +757,7 @@ mod tests {
             version,
             image: "quay.io/r@sha256:1",
             version_hash: "h",
+            verified: false,
         }
     }
 
@@ -771,6 +772,7 @@ mod tests {
             version: "1.0.0",
             image: "",
             version_hash: "",
+            verified: false,
             conditions: &[],
             complete: true,
             accepted_risks: None,
@@ -798,6 +800,7 @@ mod tests {
             version,
             image: "",
             version_hash: "",
+            verified: false,
             conditions: &[],
             complete: true,
             accepted_risks: None,
@@ -940,9 +943,20 @@ mod tests {
             version: "1.0.0",
             image: "",
             version_hash: "",
+            verified: false,
         };
         let s0 = next_status(&Value::Null, without, &[], false, None, t0);
         assert_eq!(s0["desired"], json!({"version": "1.0.0", "image": ""}));
+        assert_eq!(s0["history"][0]["verified"], false);
+        // A release image whose signature verified: its new entry says so; the entry of
+        // the release before it keeps what it had.
+        let verified = Desired {
+            verified: true,
+            ..d("1.1.0")
+        };
+        let s2 = next_status(&s0, verified, &[], false, None, t0);
+        assert_eq!(s2["history"][0]["verified"], true);
+        assert_eq!(s2["history"][1]["verified"], false);
         assert_eq!(s0["history"][0]["image"], "", "never absent");
         // The same release, now with its image known: the entry learns it.
         let s2 = next_status(&s0, d("1.0.0"), &[], true, None, t0);
