@@ -252,7 +252,10 @@ fn load_release(
                 }
             }
             if release.has_errors() {
-                Err(Unusable::invalid(invalid_release(&release)))
+                Err(Unusable::invalid(format!(
+                    "The release has {}",
+                    release.errors_line()
+                )))
             } else {
                 Ok(release)
             }
@@ -296,33 +299,6 @@ fn log_diagnostic(d: &crate::diagnostic::Diagnostic) {
         Severity::Warning => event!(warn),
         Severity::Note => event!(info),
     }
-}
-
-/// How many errors of an invalid release `ReleaseAccepted` names before counting the rest.
-const ERRORS_SHOWN: usize = 10;
-
-/// The `ReleaseAccepted` message of a release with errors: each as `file:line: message`.
-fn invalid_release(release: &crate::release::Release) -> String {
-    let errors: Vec<String> = release
-        .diagnostics
-        .iter()
-        .filter(|d| d.severity == crate::diagnostic::Severity::Error)
-        .map(|d| format!("{}: {}", d.location, d.message))
-        .collect();
-    let mut message = format!(
-        "The release has {} errors (see `cvo validate`): {}",
-        errors.len(),
-        errors
-            .iter()
-            .take(ERRORS_SHOWN)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("; ")
-    );
-    if errors.len() > ERRORS_SHOWN {
-        message.push_str(&format!("; and {} more", errors.len() - ERRORS_SHOWN));
-    }
-    message
 }
 
 /// The `ReleaseAccepted` message of a release that cannot be read (the loader's error).

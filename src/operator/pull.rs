@@ -63,8 +63,6 @@ pub const IMAGE_VERIFICATION_FAILED: &str = "ImageVerificationFailed";
 const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
 /// The type of a pull Secret.
 const DOCKER_CONFIG_TYPE: &str = "kubernetes.io/dockerconfigjson";
-/// How many errors of a release with errors the message names.
-const ERRORS_SHOWN: usize = 10;
 
 /// How the operator pulls releases: from its flags.
 #[derive(Clone, Debug)]
@@ -422,7 +420,11 @@ impl Puller {
                 })?;
         let (mut release, _) = loaded;
         if release.has_errors() {
-            return Err(fail(Some(&digest), PAYLOAD_INTEGRITY, errors_of(&release)));
+            return Err(fail(
+                Some(&digest),
+                PAYLOAD_INTEGRITY,
+                format!("the release has {}", release.errors_line()),
+            ));
         }
         release.verification = match &opened.signature {
             SignatureCheck::NotAsked => Verification::NotChecked,
@@ -508,28 +510,6 @@ fn credentials_of(name: &NamespacedName, found: &Secret) -> Result<Credentials, 
         })?;
     Credentials::from_docker_config(&bytes.0)
         .map_err(|why| format!("the pull Secret {name} (--pull-secret): {why}"))
-}
-
-/// The errors of a release with errors, each as `file:line: message` (the first ten).
-fn errors_of(release: &Release) -> String {
-    let errors: Vec<String> = release
-        .errors()
-        .map(|d| format!("{}: {}", d.location, d.message))
-        .collect();
-    let mut text = format!(
-        "the release has {} errors (see `cvo validate`): {}",
-        errors.len(),
-        errors
-            .iter()
-            .take(ERRORS_SHOWN)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("; ")
-    );
-    if errors.len() > ERRORS_SHOWN {
-        text.push_str(&format!("; and {} more", errors.len() - ERRORS_SHOWN));
-    }
-    text
 }
 
 /// How long the last failure's backoff still runs.

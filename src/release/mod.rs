@@ -163,6 +163,25 @@ impl Release {
             .filter(|d| d.severity == Severity::Error)
     }
 
+    /// The errors in one line, for a status message: `N errors (see `cvo validate`):
+    /// file:line: message; …` — the first ten, then how many more.
+    pub fn errors_line(&self) -> String {
+        const SHOWN: usize = 10;
+        let errors: Vec<String> = self
+            .errors()
+            .map(|d| format!("{}: {}", d.location, d.message))
+            .collect();
+        let mut line = format!(
+            "{} errors (see `cvo validate`): {}",
+            errors.len(),
+            errors[..errors.len().min(SHOWN)].join("; ")
+        );
+        if errors.len() > SHOWN {
+            line.push_str(&format!("; and {} more", errors.len() - SHOWN));
+        }
+        line
+    }
+
     pub fn has_errors(&self) -> bool {
         self.diagnostics
             .iter()
