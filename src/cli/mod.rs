@@ -381,6 +381,10 @@ impl ReleaseArgs {
         let (mut release, choice) =
             crate::release::load_selected(&dir, &options).map_err(CliError::usage)?;
         release.verification = self.verification();
+        if self.origin().is_some() {
+            // Its files are named inside the artifact, not in the temporary directory.
+            release.name_files_relative_to_root();
+        }
         if let crate::release::ProfileChoice::Default { profiles } = choice {
             let profiles = profiles.join(", ");
             let note = format!(

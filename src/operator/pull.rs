@@ -419,6 +419,7 @@ impl Puller {
                     )
                 })?;
         let (mut release, _) = loaded;
+        release.name_files_relative_to_root();
         if release.has_errors() {
             return Err(fail(
                 Some(&digest),

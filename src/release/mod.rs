@@ -163,6 +163,29 @@ impl Release {
             .filter(|d| d.severity == Severity::Error)
     }
 
+    /// Names the release's files (manifests kept and excluded, diagnostics) relative to its
+    /// root instead of under it: for a release read from an OCI artifact, whose root is a
+    /// temporary extraction directory that means nothing once the command ends (the artifact's
+    /// digest is what names it). Call it once nothing reads the files again: validation does
+    /// ([`crate::release::field_line`]).
+    pub fn name_files_relative_to_root(&mut self) {
+        let root = self.root.clone();
+        let relative = |file: &mut PathBuf| {
+            if let Ok(rel) = file.strip_prefix(&root) {
+                *file = rel.to_path_buf();
+            }
+        };
+        for m in &mut self.manifests {
+            relative(&mut m.location.file);
+        }
+        for e in &mut self.excluded {
+            relative(&mut e.manifest.location.file);
+        }
+        for d in &mut self.diagnostics {
+            relative(&mut d.location.file);
+        }
+    }
+
     /// The errors in one line, for a status message: `N errors (see `cvo validate`):
     /// file:line: message; …` — the first ten, then how many more.
     pub fn errors_line(&self) -> String {

@@ -71,6 +71,47 @@ fn graph(env: &Env, source: &str) -> String {
     stdout
 }
 
+/// The files of an OCI release are named inside the artifact (`0000_….yaml`), never in the
+/// temporary directory it was extracted to, which is gone once the command ends: validate's
+/// text, JSON and SARIF, and apply's JSON report.
+#[test]
+fn files_of_an_oci_release_are_named_inside_the_artifact() {
+    let env = Env::new();
+    let release =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/validate/dropped-field/bad");
+    let layout = tempfile::tempdir().unwrap();
+    let source = format!("oci-layout:{}:1", layout.path().display());
+    let (code, _, stderr) = cvo(
+        &env,
+        &["push", "--release", release.to_str().unwrap(), &source],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let file = "0000_50_app_00_binding.yaml";
+    let cache = env.cache.path().display().to_string();
+    let (code, text, _) = cvo(&env, &["validate", "--release", &source]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(&format!("--> {file}:1 (document 0)")),
+        "{text}"
+    );
+    for format in ["json", "sarif"] {
+        let (_, out, _) = cvo(
+            &env,
+            &["validate", "--release", &source, "--format", format],
+        );
+        assert!(out.contains(&format!("\"{file}\"")), "{out}");
+        assert!(!out.contains(&cache), "{out}");
+    }
+    let (code, out, stderr) = cvo(
+        &env,
+        &["apply", "--in-memory", "--release", &source, "-o", "json"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["results"][0]["file"], file, "{report:#}");
+    assert!(!stderr.contains(&cache), "{stderr}");
+}
+
 #[test]
 fn push_is_reproducible_and_every_source_reads_like_the_directory() {
     let Some(registry) = common::registry::Registry::start() else {
