@@ -2581,8 +2581,8 @@ async fn readiness_comes_from_the_election_not_from_a_pass() {
     env.finish().await;
 }
 
-/// `spec.desiredUpdate.image` naming a release artifact, with `--verify-key` (issue 18): an
-/// unsigned release is `ReleaseAccepted=False` reason `ImageVerificationFailed` ("The update
+/// `spec.desiredUpdate.image` naming a release artifact, with `--verify-key` (issue 18): the
+/// operator started on a signed release A read from the registry; an unsigned release is `ReleaseAccepted=False` reason `ImageVerificationFailed` ("The update
 /// cannot be verified", the CVO's words) and the current release stays; `force: true` uses it
 /// anyway, its history entry `verified: false` with the failure among its `acceptedRisks`; a
 /// release signed with the key is led with, its history entry `verified: true`.
@@ -2610,45 +2610,49 @@ async fn a_desired_release_artifact_is_verified_unless_the_update_is_forced() {
         write_release(&path, version, &files);
         path
     };
-    env.write_release(
-        "1.0.0",
-        &[(
-            "0000_10_a_00_settings.yaml",
-            configmap(ns, "settings", "one"),
-        )],
-    );
+    // `cvo push --sign-key`: the digest of the signed release.
+    let push_signed = |dir: std::path::PathBuf, tag: &str| {
+        let out = common::cli::cvo()
+            .args(["push", "--release"])
+            .arg(dir)
+            .arg(registry.url("cvo/release", &format!(":{tag}")))
+            .arg("--sign-key")
+            .arg(keys.join("p256.pem"))
+            .output()
+            .expect("run cvo push");
+        assert!(out.status.success(), "{out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        stdout
+            .lines()
+            .next()
+            .and_then(|l| l.rsplit_once('@'))
+            .map(|(_, d)| d.to_owned())
+            .expect("the pushed digest")
+    };
+    let start = push_signed(release("1.0.0", "one"), "a");
     let unsigned = registry
         .push_release("cvo/release", "b", &release("1.1.0", "two"))
         .await;
-    let out = common::cli::cvo()
-        .args(["push", "--release"])
-        .arg(release("1.2.0", "three"))
-        .arg(registry.url("cvo/release", ":c"))
-        .arg("--sign-key")
-        .arg(keys.join("p256.pem"))
-        .output()
-        .expect("run cvo push");
-    assert!(out.status.success(), "{out:?}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let signed = stdout
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit_once('@'))
-        .map(|(_, d)| d.to_owned())
-        .expect("the pushed digest");
+    let signed = push_signed(release("1.2.0", "three"), "c");
     let cache = dir.path().join("cache");
-    let op = env.start(&[
-        "--resync-interval",
-        "2s",
-        "--lease-name",
-        lease,
-        "--cache-dir",
-        cache.to_str().expect("utf-8 path"),
-        "--release-image",
-        "example.com/cvo:1.0.0",
-        "--verify-key",
-        keys.join("p256.pub").to_str().expect("utf-8 path"),
-    ]);
+    // Started on the signed release A, read from the registry.
+    let a_image = registry.pullspec("cvo/release", &format!("@{start}"));
+    let op = Operator::start(
+        &env.kubeconfig,
+        dir.path(),
+        Path::new(&format!("oci://{a_image}")),
+        ns,
+        &[
+            "--resync-interval",
+            "2s",
+            "--lease-name",
+            lease,
+            "--cache-dir",
+            cache.to_str().expect("utf-8 path"),
+            "--verify-key",
+            keys.join("p256.pub").to_str().expect("utf-8 path"),
+        ],
+    );
     history(cvs, "1.0.0", "Completed").await;
 
     // Unsigned: refused, the current release stays.
@@ -2683,11 +2687,27 @@ async fn a_desired_release_artifact_is_verified_unless_the_update_is_forced() {
     desire(cvs, json!({"image": c_image, "force": false})).await;
     let cv = history(cvs, "1.2.0", "Completed").await;
     let entry = &cv.data["status"]["history"][0];
-    assert_eq!(entry["verified"], true, "{entry}");
-    assert_eq!(entry["image"], json!(c_image), "{entry}");
     assert!(
         entry.get("acceptedRisks").is_none_or(Value::is_null),
         "{entry}"
+    );
+    // History: each release by its digest, and whether its signature verified.
+    let entries: Vec<(String, String, bool)> = cv.data["status"]["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .map(|h| {
+            let text = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+            (text("version"), text("image"), h["verified"] == true)
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("1.2.0".to_owned(), c_image.clone(), true),
+            ("1.1.0".to_owned(), b_image.clone(), false),
+            ("1.0.0".to_owned(), a_image.clone(), true),
+        ]
     );
     condition_is(cvs, "ReleaseAccepted", "True", "PayloadLoaded").await;
     assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("three"));
