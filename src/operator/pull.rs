@@ -548,6 +548,7 @@ mod tests {
                     max_file_bytes: 1 << 20,
                     max_release_bytes: 1 << 20,
                 },
+                verify: None,
             },
             LoadOptions::default(),
         )
