@@ -230,7 +230,7 @@ impl Registry {
             sep(reference)
         );
         let (bytes, _) = self
-            .retry(&what, || {
+            .retry(Operation::Pull, &what, || {
                 self.client
                     .pull_manifest_raw(&image, &self.auth, ACCEPTED_MEDIA_TYPES)
             })
@@ -260,7 +260,7 @@ impl Registry {
         match got {
             Ok((bytes, _)) => Self::checked_manifest(&what, reference, &bytes).map(Some),
             Err(e) if not_found(&e) => Ok(None),
-            Err(e) => Err(self.describe(&what, &e)),
+            Err(e) => Err(self.describe(Operation::Pull, &what, &e)),
         }
     }
 
@@ -315,7 +315,9 @@ impl Registry {
             ..Default::default()
         };
         let mut stream = self
-            .retry(&what, || self.client.pull_blob_stream(&image, &layer))
+            .retry(Operation::Pull, &what, || {
+                self.client.pull_blob_stream(&image, &layer)
+            })
             .await?;
         let mut hasher = super::digest::Hasher::new();
         let mut total: u64 = 0;
@@ -357,11 +359,13 @@ impl Registry {
         let what = format!("{}/{repository}@{digest}", self.registry);
         let digest_text = digest.to_string();
         let exists = self
-            .retry(&what, || self.client.blob_exists(&image, &digest_text))
+            .retry(Operation::Push, &what, || {
+                self.client.blob_exists(&image, &digest_text)
+            })
             .await?;
         if !exists {
             let data = bytes::Bytes::copy_from_slice(bytes);
-            self.retry(&what, || {
+            self.retry(Operation::Push, &what, || {
                 self.client.push_blob(&image, data.clone(), &digest_text)
             })
             .await?;
@@ -383,7 +387,7 @@ impl Registry {
         let content_type = http::HeaderValue::from_str(media_type)
             .map_err(|e| OciError::Usage(format!("media type {media_type:?}: {e}")))?;
         let body = bytes::Bytes::copy_from_slice(bytes);
-        self.retry(&what, || {
+        self.retry(Operation::Push, &what, || {
             self.client
                 .push_manifest_raw(&image, body.clone(), content_type.clone())
         })
@@ -422,14 +426,14 @@ impl Registry {
 
     /// Runs `op` under the request backoff, retrying transient failures; the last failure
     /// in plain words, naming `what` and the registry.
-    async fn retry<T, F, Fut>(&self, what: &str, op: F) -> Result<T, OciError>
+    async fn retry<T, F, Fut>(&self, operation: Operation, what: &str, op: F) -> Result<T, OciError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, OciDistributionError>>,
     {
         self.retry_raw(what, op)
             .await
-            .map_err(|e| self.describe(what, &e))
+            .map_err(|e| self.describe(operation, what, &e))
     }
 
     /// [`Registry::retry`], the last error as the client gave it.
@@ -454,21 +458,14 @@ impl Registry {
         }
     }
 
-    /// `e` in plain words.
-    fn describe(&self, what: &str, e: &OciDistributionError) -> OciError {
+    /// `e` in plain words; `operation` is what was being done.
+    fn describe(&self, operation: Operation, what: &str, e: &OciDistributionError) -> OciError {
         use OciDistributionError as E;
         let registry = &self.registry;
+        if let Some(status) = refusal(e) {
+            return OciError::Unavailable(self.refused(operation, what, status));
+        }
         match e {
-            E::RequestError(re)
-                if re
-                    .status()
-                    .is_some_and(|s| s.as_u16() == 401 || s.as_u16() == 403) =>
-            {
-                OciError::Unavailable(format!(
-                    "{what}: the registry {registry} refused access (HTTP {}); log in with `docker login {registry}` (the Docker config's credentials are used) or check the repository's permissions",
-                    re.status().map_or(0, |s| s.as_u16())
-                ))
-            }
             E::RequestError(re) if re.is_connect() || re.is_timeout() || re.is_request() => {
                 let hint = if self.scheme == "https"
                     && !is_loopback(super::reference::host_of(registry))
@@ -483,14 +480,6 @@ impl Registry {
                     describe_cause(e)
                 ))
             }
-            E::AuthenticationFailure(_)
-            | E::UnauthorizedError { .. }
-            | E::ServerError {
-                code: 401 | 403, ..
-            } => OciError::Unavailable(format!(
-                "{what}: the registry {registry} refused access ({}); log in with `docker login {registry}` (the Docker config's credentials are used) or check the repository's permissions",
-                describe_cause(e)
-            )),
             E::ImageManifestNotFoundError(_) => OciError::Unavailable(format!(
                 "{what}: not found in the registry {registry}: check the repository, tag or digest"
             )),
@@ -523,7 +512,62 @@ impl Registry {
     }
 }
 
-/// `:` before a tag, `@` before a digest.
+/// What a request was for: reading, or pushing (which also needs pull access).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operation {
+    Pull,
+    Push,
+}
+
+impl Registry {
+    /// A refusal (HTTP `status`, 401 or 403) in plain words: without credentials, how to log
+    /// in; with them, that they are wrong or do not allow `operation`.
+    fn refused(&self, operation: Operation, what: &str, status: u16) -> String {
+        let registry = &self.registry;
+        let (verb, permission) = match operation {
+            Operation::Pull => ("read", "pull"),
+            Operation::Push => ("push", "push"),
+        };
+        if matches!(self.auth, RegistryAuth::Anonymous) {
+            format!(
+                "{what}: the registry {registry} refused access without credentials (HTTP {status}): log in with `docker login {registry}` (cvo uses the Docker config's credentials) as a user who may {permission} the repository"
+            )
+        } else {
+            format!(
+                "{what}: the registry {registry} refused access (HTTP {status}) to {verb} with the credentials cvo holds for it: either they are wrong (log in again with `docker login {registry}`) or that user may not {permission} the repository (ask the registry's owner for {permission} access)"
+            )
+        }
+    }
+}
+
+/// The HTTP status when the registry (or its token server) refused access: 401 or 403.
+fn refusal(e: &OciDistributionError) -> Option<u16> {
+    use OciDistributionError as E;
+    match e {
+        E::RequestError(re) => re
+            .status()
+            .map(|s| s.as_u16())
+            .filter(|s| *s == 401 || *s == 403),
+        E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => Some(401),
+        E::ServerError {
+            code: code @ (401 | 403),
+            ..
+        } => Some(*code),
+        E::RegistryError { envelope, .. }
+            if envelope.errors.iter().any(|x| {
+                matches!(
+                    x.code,
+                    oci_client::errors::OciErrorCode::Unauthorized
+                        | oci_client::errors::OciErrorCode::Denied
+                )
+            }) =>
+        {
+            Some(401)
+        }
+        _ => None,
+    }
+}
+
 /// Whether the registry answered that the manifest, blob or repository does not exist.
 fn not_found(e: &OciDistributionError) -> bool {
     use OciDistributionError as E;
@@ -541,6 +585,7 @@ fn not_found(e: &OciDistributionError) -> bool {
     }
 }
 
+/// `:` before a tag, `@` before a digest.
 fn sep(reference: &str) -> &'static str {
     if reference.starts_with("sha256:") {
         "@"
