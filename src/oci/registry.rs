@@ -7,9 +7,11 @@
 //!   system's roots (rustls-platform-verifier).
 //! - Credentials: from the Docker config (`$DOCKER_CONFIG/config.json`, else
 //!   `~/.docker/config.json`, with its credential helpers and store), looked up by `HOST[:PORT]`;
-//!   a user name and password are used for Basic auth or to get a Bearer token, as the
-//!   registry's challenge asks; an identity token is sent as a Bearer token. Without any,
-//!   access is anonymous. No credential is ever printed or logged.
+//!   a user name and password are used for Basic auth or to get a bearer token from the
+//!   registry's token server (its realm), as the registry's challenge asks; an identity token
+//!   (`identitytoken`, an OAuth2 refresh token) is exchanged at the realm for a bearer token
+//!   per repository and operation (`super::oauth`). Without any, access is anonymous. No
+//!   credential or token is ever printed or logged.
 //! - Timeouts and retries: connecting times out after 10 s and a stalled read after 60 s; a
 //!   transport error, a timeout, 429 or 5xx is retried under the project's one request
 //!   backoff ([`Backoff::REQUEST`]: 200 ms doubling to 5 s, 6 attempts); anything else
@@ -24,6 +26,7 @@ use oci_client::Reference;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::OciDistributionError;
 use oci_client::secrets::RegistryAuth;
+use oci_client::token_cache::RegistryOperation;
 
 use super::shape::{ACCEPTED_MEDIA_TYPES, Descriptor};
 use super::{Digest, MAX_MANIFEST_BYTES, OciError};
@@ -164,7 +167,18 @@ pub struct Registry {
     client: oci_client::Client,
     registry: String,
     scheme: &'static str,
+    /// What `oci-client` is given: anonymous, or a user name and password.
     auth: RegistryAuth,
+    /// An identity token to exchange, and the `(repository, push)` pairs it was exchanged
+    /// for so far.
+    identity: Option<Identity>,
+    access: Access,
+}
+
+struct Identity {
+    refresh_token: String,
+    exchanger: super::oauth::Exchanger,
+    done: tokio::sync::Mutex<std::collections::BTreeSet<(String, bool)>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -200,14 +214,31 @@ impl Registry {
                 "cannot set up a client for the registry {registry}: {e}"
             ))
         })?;
+        let scheme = if plain { "http" } else { "https" };
+        let held = match access.credentials.get(registry) {
+            Some(auth) => auth,
+            None => credentials(registry)?,
+        };
+        // Both sources give a bearer token only for an identity token.
+        let (auth, identity) = match held {
+            RegistryAuth::Bearer(refresh_token) => (
+                RegistryAuth::Anonymous,
+                Some(Identity {
+                    refresh_token,
+                    exchanger: super::oauth::Exchanger::new(registry, scheme)
+                        .map_err(OciError::Unavailable)?,
+                    done: Default::default(),
+                }),
+            ),
+            other => (other, None),
+        };
         Ok(Registry {
             client,
             registry: registry.to_owned(),
-            scheme: if plain { "http" } else { "https" },
-            auth: match access.credentials.get(registry) {
-                Some(auth) => auth,
-                None => credentials(registry)?,
-            },
+            scheme,
+            auth,
+            identity,
+            access: access.clone(),
         })
     }
 
@@ -229,6 +260,7 @@ impl Registry {
             self.registry,
             sep(reference)
         );
+        self.store_auth(&image, Operation::Pull).await?;
         let (bytes, _) = self
             .retry(Operation::Pull, &what, || {
                 self.client
@@ -251,6 +283,7 @@ impl Registry {
             self.registry,
             sep(reference)
         );
+        self.store_auth(&image, Operation::Pull).await?;
         let got = self
             .retry_raw(&what, || {
                 self.client
@@ -307,7 +340,7 @@ impl Registry {
             )));
         }
         let image = self.reference(repository, &digest.to_string());
-        self.store_auth(&image).await;
+        self.store_auth(&image, Operation::Pull).await?;
         let layer = oci_client::manifest::OciDescriptor {
             media_type: descriptor.media_type.clone(),
             digest: digest.to_string(),
@@ -355,7 +388,7 @@ impl Registry {
     pub async fn push_blob(&self, repository: &str, bytes: &[u8]) -> Result<Digest, OciError> {
         let digest = Digest::of(bytes);
         let image = self.reference(repository, &digest.to_string());
-        self.store_auth(&image).await;
+        self.store_auth(&image, Operation::Push).await?;
         let what = format!("{}/{repository}@{digest}", self.registry);
         let digest_text = digest.to_string();
         let exists = self
@@ -382,7 +415,7 @@ impl Registry {
         media_type: &str,
     ) -> Result<(), OciError> {
         let image = self.reference(repository, tag);
-        self.store_auth(&image).await;
+        self.store_auth(&image, Operation::Push).await?;
         let what = format!("{}/{repository}:{tag}", self.registry);
         let content_type = http::HeaderValue::from_str(media_type)
             .map_err(|e| OciError::Usage(format!("media type {media_type:?}: {e}")))?;
@@ -395,12 +428,56 @@ impl Registry {
         Ok(())
     }
 
-    /// Gives the client this registry's credentials before a request: oci-client uses them
-    /// (Basic, or to get a Bearer token for the operation) only once stored.
-    async fn store_auth(&self, image: &Reference) {
+    /// Gives the client this registry's credentials before a request on `image` for
+    /// `operation`: oci-client uses them (Basic, or to get a bearer token for the operation)
+    /// only once stored. With an identity token, first exchanges it for a bearer token for
+    /// the repository and operation (once each), which the client then uses.
+    async fn store_auth(&self, image: &Reference, operation: Operation) -> Result<(), OciError> {
+        if let Some(identity) = &self.identity {
+            let push = operation == Operation::Push;
+            let key = (image.repository().to_owned(), push);
+            let mut done = identity.done.lock().await;
+            if !done.contains(&key) {
+                let scope = format!(
+                    "repository:{}:{}",
+                    image.repository(),
+                    if push { "pull,push" } else { "pull" }
+                );
+                let token = identity
+                    .exchanger
+                    .exchange(&identity.refresh_token, &scope, |host| {
+                        self.access.plain_http(host)
+                    })
+                    .await
+                    .map_err(|why| {
+                        OciError::Unavailable(format!(
+                            "{}/{}: {why}",
+                            self.registry,
+                            image.repository()
+                        ))
+                    })?;
+                if let Some(token) = token {
+                    // A push also reads (whether a blob is there): the token for pull and
+                    // push serves both.
+                    let ops: &[RegistryOperation] = if push {
+                        &[RegistryOperation::Pull, RegistryOperation::Push]
+                    } else {
+                        &[RegistryOperation::Pull]
+                    };
+                    for op in ops {
+                        self.client
+                            .auth(image, &RegistryAuth::Bearer(token.clone()), *op)
+                            .await
+                            .map_err(|e| self.describe(operation, &self.registry, &e))?;
+                    }
+                }
+                done.insert(key);
+            }
+        }
         self.client
             .store_auth_if_needed(image.resolve_registry(), &self.auth)
             .await;
+        Ok(())
     }
 
     fn reference(&self, repository: &str, reference: &str) -> Reference {
@@ -528,7 +605,7 @@ impl Registry {
             Operation::Pull => ("read", "pull"),
             Operation::Push => ("push", "push"),
         };
-        if matches!(self.auth, RegistryAuth::Anonymous) {
+        if matches!(self.auth, RegistryAuth::Anonymous) && self.identity.is_none() {
             format!(
                 "{what}: the registry {registry} refused access without credentials (HTTP {status}): log in with `docker login {registry}` (cvo uses the Docker config's credentials) as a user who may {permission} the repository"
             )

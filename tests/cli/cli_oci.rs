@@ -604,6 +604,76 @@ fn bearer_tokens_come_from_the_realm_with_the_docker_configs_credentials() {
     no_secret_in(&tokens, &texts);
 }
 
+/// A Docker identity token (`identitytoken`: an OAuth2 refresh token, what `docker login`
+/// stores when the token server issues one) is exchanged at the realm (`POST`,
+/// `grant_type=refresh_token`) for a bearer token granting what its user may do: the reader
+/// reads, its push is refused; an unknown identity token is refused by the token server in
+/// plain words; neither token is printed.
+#[test]
+fn an_identity_token_is_exchanged_at_the_realm_for_bearer_tokens() {
+    let Some((tokens, registry)) = token_registry() else {
+        return;
+    };
+    let writer = Env::new();
+    log_in(&writer, &registry, &WRITER);
+    let target = registry.url("cvo/example", ":1");
+    push(&writer, &example(), &target);
+    let with_identity = |token: &str| {
+        let env = Env::new();
+        // `docker login` writes the user name `<token>` into `auth` beside it.
+        std::fs::write(
+            env.docker_config.path().join("config.json"),
+            serde_json::json!({"auths": {registry.host(): {
+                "auth": base64(b"<token>:"), "identitytoken": token}}})
+            .to_string(),
+        )
+        .unwrap();
+        env
+    };
+    let reader = with_identity(READER.refresh_token.unwrap());
+    let mut outputs = Vec::new();
+    let (code, stdout, stderr) = cvo(&reader, &["graph", "--release", &target]);
+    assert_eq!(code, 0, "{stderr}\n{}", registry.log());
+    assert_eq!(stdout, graph(&reader, &example()));
+    assert!(
+        tokens.issued().iter().any(|i| i.method == "POST"
+            && i.user.as_deref() == Some("reader")
+            && i.granted == [("cvo/example".to_owned(), vec!["pull".to_owned()])]),
+        "{:?}",
+        tokens.issued()
+    );
+    outputs.extend([stdout, stderr]);
+    let (code, stdout, stderr) = cvo(
+        &reader,
+        &[
+            "push",
+            "--release",
+            &example(),
+            &registry.url("cvo/example", ":2"),
+        ],
+    );
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("the registry {} refused access", registry.host()))
+            && stderr.contains("may not push the repository"),
+        "{stderr}"
+    );
+    outputs.extend([stdout, stderr]);
+    let unknown = with_identity("not-a-secret-unknown-refresh");
+    let (code, stdout, stderr) = cvo(&unknown, &["graph", "--release", &target]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("the token server {}", tokens.realm()))
+            && stderr.contains("refused the Docker config's identity token (HTTP 401)")
+            && stderr.contains(&format!("docker login {}", registry.host()))
+            && !stderr.contains("not-a-secret-unknown-refresh"),
+        "{stderr}"
+    );
+    outputs.extend([stdout, stderr]);
+    let texts: Vec<&str> = outputs.iter().map(String::as_str).collect();
+    no_secret_in(&tokens, &texts);
+}
+
 /// `cvo apply --release oci://…@sha256:…` as the pull-only user of a registry with token
 /// auth applies the release on the test cluster, and prints no secret.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
