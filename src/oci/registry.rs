@@ -169,8 +169,8 @@ pub struct Registry {
     scheme: &'static str,
     /// What `oci-client` is given: anonymous, or a user name and password.
     auth: RegistryAuth,
-    /// An identity token to exchange, and the `(repository, push)` pairs it was exchanged
-    /// for so far.
+    /// An identity token to exchange, and when it was last exchanged for each
+    /// `(repository, push)` pair.
     identity: Option<Identity>,
     access: Access,
 }
@@ -178,8 +178,12 @@ pub struct Registry {
 struct Identity {
     refresh_token: String,
     exchanger: super::oauth::Exchanger,
-    done: tokio::sync::Mutex<std::collections::BTreeSet<(String, bool)>>,
+    done: tokio::sync::Mutex<std::collections::BTreeMap<(String, bool), std::time::Instant>>,
 }
+
+/// How long an exchanged token is used before it is exchanged again: distribution's shortest
+/// token lifetime (its clients assume at least 60 s).
+const EXCHANGED_TOKEN_USE: Duration = Duration::from_secs(50);
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -431,13 +435,17 @@ impl Registry {
     /// Gives the client this registry's credentials before a request on `image` for
     /// `operation`: oci-client uses them (Basic, or to get a bearer token for the operation)
     /// only once stored. With an identity token, first exchanges it for a bearer token for
-    /// the repository and operation (once each), which the client then uses.
+    /// the repository and operation (again when the last one is older than
+    /// [`EXCHANGED_TOKEN_USE`]), which the client then uses.
     async fn store_auth(&self, image: &Reference, operation: Operation) -> Result<(), OciError> {
         if let Some(identity) = &self.identity {
             let push = operation == Operation::Push;
             let key = (image.repository().to_owned(), push);
             let mut done = identity.done.lock().await;
-            if !done.contains(&key) {
+            if done
+                .get(&key)
+                .is_none_or(|at| at.elapsed() >= EXCHANGED_TOKEN_USE)
+            {
                 let scope = format!(
                     "repository:{}:{}",
                     image.repository(),
@@ -471,7 +479,7 @@ impl Registry {
                             .map_err(|e| self.describe(operation, &self.registry, &e))?;
                     }
                 }
-                done.insert(key);
+                done.insert(key, std::time::Instant::now());
             }
         }
         self.client
