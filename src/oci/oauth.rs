@@ -80,6 +80,8 @@ pub(super) struct Exchanger {
 impl Exchanger {
     /// An exchanger for `registry` reached at `scheme://registry`.
     pub fn new(registry: &str, scheme: &str) -> Result<Exchanger, String> {
+        // reqwest's rustls needs the process-wide provider (ring), as in `Registry::new`.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .read_timeout(Duration::from_secs(60))
@@ -261,5 +263,74 @@ mod tests {
         assert_eq!(get("service"), Some("svc"));
         assert_eq!(get("scope"), Some("repository:cvo/x:pull,push"));
         assert_eq!(get("client_id"), Some(CLIENT_ID));
+    }
+
+    /// A registry on loopback whose `/v2/` answers 401 with `challenge`; the number of
+    /// requests it had, shared.
+    async fn challenging_registry(
+        challenge: &'static str,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let hits = std::sync::Arc::new(AtomicUsize::new(0));
+        let counted = hits.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let counted = counted.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |_req| {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        async move {
+                            Ok::<_, std::convert::Infallible>(
+                                hyper::Response::builder()
+                                    .status(401)
+                                    .header("www-authenticate", challenge)
+                                    .body(http_body_util::Full::new(bytes::Bytes::new()))
+                                    .expect("response"),
+                            )
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        (addr, hits)
+    }
+
+    #[tokio::test]
+    async fn the_identity_token_goes_to_no_plain_http_realm_but_a_trusted_one() {
+        // A plain-HTTP realm on another host: never contacted.
+        let (addr, hits) =
+            challenging_registry(r#"Bearer realm="http://auth.example.invalid/token",service="s""#)
+                .await;
+        let exchanger = Exchanger::new(&addr, "http").unwrap();
+        let err = exchanger
+            .exchange("s3cr3t-refresh", "repository:cvo/x:pull", |_| false)
+            .await
+            .unwrap_err();
+        assert!(
+            err.contains("not reached over HTTPS")
+                && err.contains("--insecure-registry auth.example.invalid")
+                && !err.contains("s3cr3t-refresh"),
+            "{err}"
+        );
+        assert_eq!(
+            hits.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "only /v2/"
+        );
+        // A registry asking for no bearer token: nothing to exchange.
+        let (basic, _) = challenging_registry(r#"Basic realm="x""#).await;
+        let exchanger = Exchanger::new(&basic, "http").unwrap();
+        assert_eq!(
+            exchanger
+                .exchange("s3cr3t-refresh", "repository:cvo/x:pull", |_| true)
+                .await
+                .unwrap(),
+            None
+        );
     }
 }
