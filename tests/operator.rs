@@ -3149,7 +3149,8 @@ async fn an_operator_on_an_invalid_release_pulls_a_desired_release_artifact() {
         cache.to_str().expect("utf-8 path"),
     ]);
     assert_eq!(release_refused(cvs).await["reason"], "InvalidRelease");
-    // A tag that is not there: still InvalidRelease, and the report says why it was not used.
+    // A tag that is not there: the pull failure's reason (RetrievePayload), and the report
+    // says both why the start release cannot be used and why the image was not.
     let missing = registry.pullspec("cvo/release", ":9.9.9");
     desire(cvs, json!({"image": missing})).await;
     poll_until(
@@ -3159,9 +3160,10 @@ async fn an_operator_on_an_invalid_release_pulls_a_desired_release_artifact() {
             let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
             match condition(&cv, "ReleaseAccepted") {
                 Some(c)
-                    if c["reason"] == "InvalidRelease"
+                    if c["reason"] == "RetrievePayload"
                         && c["message"].as_str().is_some_and(|m| {
-                            m.contains(&format!("cannot use the release image {missing}"))
+                            m.contains("The release has 1 errors")
+                                && m.contains(&format!("cannot use the release image {missing}"))
                         }) =>
                 {
                     Ok(())

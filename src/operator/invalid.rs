@@ -112,7 +112,10 @@ async fn report_invalid(
     let update = cv.as_ref().and_then(|cv| Spec::of(cv).desired_update);
     // What is looked up: the image asked for, else the release image the cluster is at (a
     // release pulled before a restart: rebuilt from the cluster).
-    let cluster_at = cv.as_ref().and_then(clusterversion::desired_image);
+    let cluster_at = cv
+        .as_ref()
+        .and_then(clusterversion::desired_image)
+        .filter(|at| at.contains("@sha256:"));
     let lookup = match (desired.as_deref(), cluster_at.as_deref()) {
         (Some(to), _) => Some((to, false)),
         (None, Some(at)) => Some((at, true)),

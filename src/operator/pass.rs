@@ -160,12 +160,14 @@ impl Passes<'_> {
         let desired = spec.desired_update.as_ref();
         let image = desired.map(|d| d.image.as_str()).filter(|i| !i.is_empty());
         // The release image the cluster is at (`status.desired.image`), when it is not the one
-        // this operator leads with: after a restart or a failover, a release pulled earlier.
+        // this operator leads with and may be a release pulled earlier (after a restart or a
+        // failover): a pulled release is always recorded by digest. (A tag there is the image
+        // of a release baked into an operator image: the cluster updates from it as before.)
         let leading = self.release.image.as_deref();
         let cluster_at = cv
             .as_ref()
             .and_then(clusterversion::desired_image)
-            .filter(|at| Some(at.as_str()) != leading);
+            .filter(|at| Some(at.as_str()) != leading && at.contains("@sha256:"));
         // What is looked up: the image asked for; without one, the image the cluster is at, when
         // this operator leads with the release it started with (rebuilt from the cluster, so
         // that a restart does not put back the start release over a pulled one).
