@@ -142,7 +142,7 @@ async fn find_signature(
     for layer in layers.iter().take(signature::MAX_SIGNATURES) {
         let payload = match place.payload(layer).await {
             Ok(p) => p,
-            Err(OciError::Refused(m)) => {
+            Err(OciError::Refused(m) | OciError::Mismatch(m)) => {
                 rejections.push(Rejection::Malformed(m));
                 continue;
             }

@@ -15,6 +15,11 @@ pub enum OciError {
     /// unsafe tar entry (exit code 1).
     #[error("{0}")]
     Refused(String),
+    /// Bytes read do not match the digest (or the size) their manifest or reference gives: a
+    /// blob changed or corrupted in the registry, the layout or on the way (exit code 1; with
+    /// an enforced `--verify-key`, a [`OciError::Verification`]: the signed release changed).
+    #[error("{0}")]
+    Mismatch(String),
     /// The release's signature did not verify with the given keys (exit code 4): `why` says
     /// what failed (no signature tag, another key, another digest or repository in the
     /// payload, a malformed signature).
@@ -34,6 +39,7 @@ impl OciError {
             OciError::Usage(m) => OciError::Usage(format!("{context}: {m}")),
             OciError::Unavailable(m) => OciError::Unavailable(format!("{context}: {m}")),
             OciError::Refused(m) => OciError::Refused(format!("{context}: {m}")),
+            OciError::Mismatch(m) => OciError::Mismatch(format!("{context}: {m}")),
             OciError::Verification { digest, why } => OciError::Verification {
                 digest,
                 why: format!("{context}: {why}"),

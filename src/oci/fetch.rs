@@ -343,20 +343,15 @@ async fn from_layout(
     })
 }
 
-/// With an enforced signature check, a layer that does not match the digest the verified
-/// manifest names is a verification failure too (exit code 4): the signed release was changed.
+/// With an enforced signature check, a layer that does not match the digest or size the
+/// verified manifest gives is a verification failure too (exit code 4): the signed release was
+/// changed.
 fn tampered(e: OciError, verify: Option<&Verify>, digest: &Digest) -> OciError {
     match e {
-        OciError::Refused(m)
-            if verify.is_some_and(|v| v.enforce)
-                && (m.contains("changed or was corrupted")
-                    || m.contains("does not match its digest")) =>
-        {
-            OciError::Verification {
-                digest: digest.clone(),
-                why: format!("its signature verified, but its content was changed: {m}"),
-            }
-        }
+        OciError::Mismatch(m) if verify.is_some_and(|v| v.enforce) => OciError::Verification {
+            digest: digest.clone(),
+            why: format!("its signature verified, but its content was changed: {m}"),
+        },
         e => e,
     }
 }
@@ -484,7 +479,7 @@ mod tests {
         let host = fake_registry(routes).await;
         let (opened, _cache) = open_from(&host, &format!("@{other}"), CAPS).await;
         let err = opened.unwrap_err();
-        assert!(matches!(err, OciError::Refused(_)), "{err}");
+        assert!(matches!(err, OciError::Mismatch(_)), "{err}");
         assert!(err.to_string().contains("digest"), "{err}");
     }
 
@@ -515,7 +510,8 @@ mod tests {
             let host = fake_registry(routes).await;
             let (opened, cache) = open_from(&host, ":1", CAPS).await;
             let err = opened.unwrap_err();
-            assert!(matches!(err, OciError::Refused(_)), "{name}: {err}");
+            // Content that is not what the manifest gives (another digest, more bytes).
+            assert!(matches!(err, OciError::Mismatch(_)), "{name}: {err}");
             // Nothing kept in the cache.
             assert!(
                 std::fs::read_dir(cache.path().join("blobs/sha256"))
@@ -739,6 +735,6 @@ mod tests {
         let err = open_verified(cache.path(), &source, &[&key], false)
             .await
             .unwrap_err();
-        assert!(matches!(err, OciError::Refused(_)), "{err}");
+        assert!(matches!(err, OciError::Mismatch(_)), "{err}");
     }
 }

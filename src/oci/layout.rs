@@ -140,7 +140,8 @@ pub fn read_blob(
     let what = format!("oci-layout:{} blob {digest}", path.display());
     copy_verified(&mut BufReader::new(file), out, digest, cap, &what).map_err(|e| match e {
         VerifyError::Io(e) => OciError::Unavailable(format!("{what}: {e}")),
-        VerifyError::TooLarge(m) | VerifyError::Mismatch(m) => OciError::Refused(m),
+        VerifyError::TooLarge(m) => OciError::Refused(m),
+        VerifyError::Mismatch(m) => OciError::Mismatch(m),
     })?;
     Ok(())
 }

@@ -361,7 +361,7 @@ impl Registry {
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| {
                 if e.to_string().to_lowercase().contains("digest") {
-                    OciError::Refused(format!(
+                    OciError::Mismatch(format!(
                         "{what}: the registry sent content that does not match its digest ({e}): its blob changed or was corrupted, refused"
                     ))
                 } else {
@@ -370,7 +370,7 @@ impl Registry {
             })?;
             total += chunk.len() as u64;
             if total > descriptor.size {
-                return Err(OciError::Refused(format!(
+                return Err(OciError::Mismatch(format!(
                     "{what}: the registry sent more than the {} bytes the manifest gives: refused",
                     descriptor.size
                 )));
@@ -381,7 +381,7 @@ impl Registry {
         }
         let got = hasher.finish();
         if got != digest {
-            return Err(OciError::Refused(format!(
+            return Err(OciError::Mismatch(format!(
                 "{what}: the registry sent content whose digest is {got}: its blob changed or was corrupted, refused"
             )));
         }
@@ -585,7 +585,7 @@ impl Registry {
                     "{what}: not found in the registry {registry}: check the repository, tag or digest"
                 ))
             }
-            E::DigestError(_) => OciError::Refused(format!(
+            E::DigestError(_) => OciError::Mismatch(format!(
                 "{what}: {}: the registry's content does not match its digest, refused",
                 describe_cause(e)
             )),
