@@ -1463,12 +1463,7 @@ async fn an_update_with_openshifts_crds_writes_only_status_the_server_accepts() 
         cv.metadata.generation
     );
     assert!(status["availableUpdates"].is_null(), "{status}");
-    cvs.delete("version", &DeleteParams::default())
-        .await
-        .expect("delete cv");
-    common::wait_gone(tc, cvs, "version", "ClusterVersion version").await;
-    common::example::restore_stand_in_crds(tc).await;
-    common::example::remove_guard(tc).await;
+    common::example::clean_up(tc, cvs).await;
     env.finish().await;
 }
 

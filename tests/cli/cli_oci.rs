@@ -407,12 +407,7 @@ async fn apply_from_a_digest_gives_the_objects_of_the_directory_run() {
     let cvs = tc.dynamic(&cv_resource, None);
     let cv = cvs.get("version").await.expect("get cv");
     assert_eq!(cv.data["status"]["desired"]["image"], image.as_str());
-    cvs.delete("version", &Default::default())
-        .await
-        .expect("delete cv");
-    common::wait_gone(&tc, &cvs, "version", "ClusterVersion version").await;
-    common::example::restore_stand_in_crds(&tc).await;
-    common::example::remove_guard(&tc).await;
+    common::example::clean_up(&tc, &cvs).await;
     drop(registry);
 }
 
@@ -767,12 +762,7 @@ async fn apply_reads_a_release_with_a_pull_only_bearer_token() {
     );
     no_secret_in(&tokens, &[&stdout, &stderr]);
     let cvs = tc.dynamic(&cv_resource, None);
-    cvs.delete("version", &Default::default())
-        .await
-        .expect("delete cv");
-    common::wait_gone(&tc, &cvs, "version", "ClusterVersion version").await;
-    common::example::restore_stand_in_crds(&tc).await;
-    common::example::remove_guard(&tc).await;
+    common::example::clean_up(&tc, &cvs).await;
     drop(registry);
 }
 

@@ -1165,12 +1165,7 @@ async fn a_release_adopts_least_privilege_and_its_operator_keeps_running_it() {
         newest_history(&cvs).await,
         ("1.6.0".to_owned(), "Completed".to_owned())
     );
-    cvs.delete("version", &Default::default())
-        .await
-        .expect("delete cv");
-    common::wait_gone(&tc, &cvs, "version", "ClusterVersion version").await;
-    common::example::restore_stand_in_crds(&tc).await;
-    common::example::remove_guard(&tc).await;
+    common::example::clean_up(&tc, &cvs).await;
 }
 
 #[test]

@@ -65,6 +65,18 @@ pub async fn prepare(tc: &TestCluster) {
     }
 }
 
+/// The end of a test that applied the example with its ClusterVersion `version` (the
+/// kind's API `cvs`): deletes `version` and waits until it is gone, puts back the stand-in CRDs
+/// the example replaced, and removes its admission guard.
+pub async fn clean_up(tc: &TestCluster, cvs: &kube::Api<kube::api::DynamicObject>) {
+    cvs.delete("version", &Default::default())
+        .await
+        .expect("delete ClusterVersion version");
+    super::wait_gone(tc, cvs, "version", "ClusterVersion version").await;
+    restore_stand_in_crds(tc).await;
+    remove_guard(tc).await;
+}
+
 /// Deletes the example's admission guard (policy and binding), which denies deleting its
 /// `Alive` object and would hold the namespace cleanup (docs/cluster-deletion.md).
 pub async fn remove_guard(tc: &TestCluster) {
