@@ -722,8 +722,9 @@ async fn an_invalid_release_is_reported_and_a_desired_image_moves_the_operator_a
 }
 
 /// `cvo operator --release oci-layout:… --verify-key`: a release whose signature does not
-/// verify is refused at start like any unusable release (`ReleaseAccepted=False`, the digest
-/// and the reason in the message), nothing is applied, and the operator keeps running.
+/// verify is refused at start like any unusable release (`ReleaseAccepted=False` reason
+/// `ImageVerificationFailed`, the digest and what failed in the message), nothing is applied,
+/// and the operator keeps running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unsigned_oci_release_is_refused_at_start_with_nothing_applied() {
     let env = Env::new("operator-unsigned").await;
@@ -767,6 +768,7 @@ async fn an_unsigned_oci_release_is_refused_at_start_with_nothing_applied() {
         message.contains("failed signature verification") && message.contains("not signed"),
         "{refused}"
     );
+    assert_eq!(refused["reason"], "ImageVerificationFailed", "{refused}");
     op.metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 1.0)
         .await;
     assert_eq!(cm_value(tc, ns, "good").await, None, "nothing applied");
@@ -2577,6 +2579,141 @@ async fn readiness_comes_from_the_election_not_from_a_pass() {
     standby.terminate().await;
     leader.terminate().await;
     env.finish().await;
+}
+
+/// `spec.desiredUpdate.image` naming a release artifact, with `--verify-key` (issue 18): the
+/// operator started on a signed release A read from the registry; an unsigned release is `ReleaseAccepted=False` reason `ImageVerificationFailed` ("The update
+/// cannot be verified", the CVO's words) and the current release stays; `force: true` uses it
+/// anyway, its history entry `verified: false` with the failure among its `acceptedRisks`; a
+/// release signed with the key is led with, its history entry `verified: true`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_desired_release_artifact_is_verified_unless_the_update_is_forced() {
+    let Some(registry) = common::registry::Registry::start() else {
+        return;
+    };
+    let env = Env::new("operator-verify").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        lease,
+        ..
+    } = &env;
+    let keys = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oci/keys");
+    let release = |version: &str, value: &str| {
+        let path = dir.path().join(format!("release-{version}"));
+        let files = [(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", value),
+        )];
+        write_release(&path, version, &files);
+        path
+    };
+    // `cvo push --sign-key`: the digest of the signed release.
+    let push_signed = |dir: std::path::PathBuf, tag: &str| {
+        let out = common::cli::cvo()
+            .args(["push", "--release"])
+            .arg(dir)
+            .arg(registry.url("cvo/release", &format!(":{tag}")))
+            .arg("--sign-key")
+            .arg(keys.join("p256.pem"))
+            .output()
+            .expect("run cvo push");
+        assert!(out.status.success(), "{out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        stdout
+            .lines()
+            .next()
+            .and_then(|l| l.rsplit_once('@'))
+            .map(|(_, d)| d.to_owned())
+            .expect("the pushed digest")
+    };
+    let start = push_signed(release("1.0.0", "one"), "a");
+    let unsigned = registry
+        .push_release("cvo/release", "b", &release("1.1.0", "two"))
+        .await;
+    let signed = push_signed(release("1.2.0", "three"), "c");
+    let cache = dir.path().join("cache");
+    // Started on the signed release A, read from the registry.
+    let a_image = registry.pullspec("cvo/release", &format!("@{start}"));
+    let op = Operator::start(
+        &env.kubeconfig,
+        dir.path(),
+        Path::new(&format!("oci://{a_image}")),
+        ns,
+        &[
+            "--resync-interval",
+            "2s",
+            "--lease-name",
+            lease,
+            "--cache-dir",
+            cache.to_str().expect("utf-8 path"),
+            "--verify-key",
+            keys.join("p256.pub").to_str().expect("utf-8 path"),
+        ],
+    );
+    history(cvs, "1.0.0", "Completed").await;
+
+    // Unsigned: refused, the current release stays.
+    let b_image = registry.pullspec("cvo/release", &format!("@{unsigned}"));
+    desire(cvs, json!({"image": b_image})).await;
+    let refused = condition_is(cvs, "ReleaseAccepted", "False", "ImageVerificationFailed").await;
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("The update cannot be verified")
+            && message.contains("not signed")
+            && message.contains(&unsigned)
+            && message.contains("release 1.0.0 stays applied"),
+        "{refused}"
+    );
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("one"));
+
+    // Forced: used anyway, the failure recorded.
+    desire(cvs, json!({"image": b_image, "force": true})).await;
+    let cv = history(cvs, "1.1.0", "Completed").await;
+    let entry = &cv.data["status"]["history"][0];
+    assert_eq!(entry["verified"], false, "{entry}");
+    let risks = entry["acceptedRisks"].as_str().unwrap_or_default();
+    assert!(
+        risks.contains(&format!("image=\"{b_image}\" cannot be verified, but continuing anyway because the update was forced"))
+            && risks.contains("not signed"),
+        "{entry}"
+    );
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("two"));
+
+    // Signed with the key: verified.
+    let c_image = registry.pullspec("cvo/release", &format!("@{signed}"));
+    desire(cvs, json!({"image": c_image, "force": false})).await;
+    let cv = history(cvs, "1.2.0", "Completed").await;
+    let entry = &cv.data["status"]["history"][0];
+    assert!(
+        entry.get("acceptedRisks").is_none_or(Value::is_null),
+        "{entry}"
+    );
+    // History: each release by its digest, and whether its signature verified.
+    let entries: Vec<(String, String, bool)> = cv.data["status"]["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .map(|h| {
+            let text = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+            (text("version"), text("image"), h["verified"] == true)
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("1.2.0".to_owned(), c_image.clone(), true),
+            ("1.1.0".to_owned(), b_image.clone(), false),
+            ("1.0.0".to_owned(), a_image.clone(), true),
+        ]
+    );
+    condition_is(cvs, "ReleaseAccepted", "True", "PayloadLoaded").await;
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("three"));
+    op.terminate().await;
+    env.finish().await;
+    drop(registry);
 }
 
 /// `spec.desiredUpdate.image` naming a **release artifact** in a registry (issue 18; the real

@@ -335,7 +335,21 @@ impl ReleaseArgs {
     /// code 2) when it cannot be read.
     fn load_in(&self, format: LogFormat, profile: Option<&str>) -> Result<Release, CliError> {
         let dir = self.dir(format)?;
-        crate::release::load(&dir, &self.options_in(profile)).map_err(CliError::usage)
+        let mut release =
+            crate::release::load(&dir, &self.options_in(profile)).map_err(CliError::usage)?;
+        release.verification = self.verification();
+        Ok(release)
+    }
+
+    /// What `--verify-key` proved of the release read (after [`ReleaseArgs::dir`]): a
+    /// directory, or an OCI release read without a key, was not checked.
+    fn verification(&self) -> crate::release::Verification {
+        match self.origin().map(|o| &o.signature) {
+            Some(crate::oci::SignatureCheck::Verified { .. }) => {
+                crate::release::Verification::Verified
+            }
+            _ => crate::release::Verification::NotChecked,
+        }
     }
 
     /// Loads the release as the flags say, and the profiles and feature sets it uses. A
@@ -364,8 +378,13 @@ impl ReleaseArgs {
     pub fn load_logged(&self, format: LogFormat) -> Result<Release, CliError> {
         let dir = self.dir(format)?;
         let options = self.options_in(self.profile.as_deref());
-        let (release, choice) =
+        let (mut release, choice) =
             crate::release::load_selected(&dir, &options).map_err(CliError::usage)?;
+        release.verification = self.verification();
+        if self.origin().is_some() {
+            // Its files are named inside the artifact, not in the temporary directory.
+            release.name_files_relative_to_root();
+        }
         if let crate::release::ProfileChoice::Default { profiles } = choice {
             let profiles = profiles.join(", ");
             let note = format!(

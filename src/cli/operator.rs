@@ -234,10 +234,15 @@ impl OperatorArgs {
     }
 }
 
-/// The release, or why it cannot be used (the `ReleaseAccepted` message). Its diagnostics,
+/// The release, or why it cannot be used (the `ReleaseAccepted` reason and message: an OCI
+/// release whose signature does not verify is `ImageVerificationFailed`). Its diagnostics,
 /// or the reason it cannot be read, go to stderr as `format` says: rustc-style text, or one
 /// event each (the diagnostic's severity as the level, its rule, file and line as fields).
-fn load_release(args: &ReleaseArgs, format: LogFormat) -> Result<crate::release::Release, String> {
+fn load_release(
+    args: &ReleaseArgs,
+    format: LogFormat,
+) -> Result<crate::release::Release, crate::operator::Unusable> {
+    use crate::operator::Unusable;
     match args.load_logged(format) {
         Ok(release) => {
             for d in &release.diagnostics {
@@ -247,7 +252,10 @@ fn load_release(args: &ReleaseArgs, format: LogFormat) -> Result<crate::release:
                 }
             }
             if release.has_errors() {
-                Err(invalid_release(&release))
+                Err(Unusable::invalid(format!(
+                    "The release has {}",
+                    release.errors_line()
+                )))
             } else {
                 Ok(release)
             }
@@ -257,7 +265,15 @@ fn load_release(args: &ReleaseArgs, format: LogFormat) -> Result<crate::release:
                 LogFormat::Text => stderr_line!("error: {e}"),
                 LogFormat::Json => tracing::error!(release = %args.release, "{e}"),
             }
-            Err(unreadable_release(args))
+            if e.exit() == Exit::Refused {
+                // Only a signature that does not verify refuses a release being read.
+                Err(Unusable::unverified(format!(
+                    "The release {} cannot be verified: {e}",
+                    args.release
+                )))
+            } else {
+                Err(Unusable::invalid(unreadable_release(args)))
+            }
         }
     }
 }
@@ -283,33 +299,6 @@ fn log_diagnostic(d: &crate::diagnostic::Diagnostic) {
         Severity::Warning => event!(warn),
         Severity::Note => event!(info),
     }
-}
-
-/// How many errors of an invalid release `ReleaseAccepted` names before counting the rest.
-const ERRORS_SHOWN: usize = 10;
-
-/// The `ReleaseAccepted` message of a release with errors: each as `file:line: message`.
-fn invalid_release(release: &crate::release::Release) -> String {
-    let errors: Vec<String> = release
-        .diagnostics
-        .iter()
-        .filter(|d| d.severity == crate::diagnostic::Severity::Error)
-        .map(|d| format!("{}: {}", d.location, d.message))
-        .collect();
-    let mut message = format!(
-        "The release has {} errors (see `cvo validate`): {}",
-        errors.len(),
-        errors
-            .iter()
-            .take(ERRORS_SHOWN)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("; ")
-    );
-    if errors.len() > ERRORS_SHOWN {
-        message.push_str(&format!("; and {} more", errors.len() - ERRORS_SHOWN));
-    }
-    message
 }
 
 /// The `ReleaseAccepted` message of a release that cannot be read (the loader's error).

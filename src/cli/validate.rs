@@ -31,11 +31,19 @@ pub struct ValidateArgs {
 }
 
 pub fn run(args: &ValidateArgs) -> Result<Exit, CliError> {
-    let diagnostics = findings(&args.release, args.previous.as_deref())?;
-    // SARIF names the files of an OCI release inside the artifact, not in its temporary
-    // directory (text and JSON still show the temporary path: docs/oci-status.md).
+    let mut diagnostics = findings(&args.release, args.previous.as_deref())?;
+    // Every format names the files of an OCI release inside the artifact, not in its
+    // temporary directory.
     let base = match args.release.origin() {
-        Some(opened) => Some(opened.dir()),
+        Some(opened) => {
+            let root = opened.dir();
+            for d in &mut diagnostics {
+                if let Ok(rel) = d.location.file.strip_prefix(&root) {
+                    d.location.file = rel.to_path_buf();
+                }
+            }
+            None
+        }
         None => std::env::current_dir().ok(),
     };
     let out = validate::report::render(args.format, &diagnostics, base.as_deref());

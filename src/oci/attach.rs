@@ -101,8 +101,8 @@ impl Place<'_> {
     }
 }
 
-/// Checks the signature of the release `digest` at `place` with `verify`'s keys. A registry's
-/// signature must also name its repository. A failure is [`OciError::Verification`] when
+/// Checks the signature of the release `digest` at `place` with `verify`'s keys (the digest
+/// is what is signed: see [`signature::check`]). A failure is [`OciError::Verification`] when
 /// `verify.enforce`, else [`SignatureCheck::Failed`].
 pub async fn verify(
     place: Place<'_>,
@@ -138,10 +138,6 @@ async fn find_signature(
         )));
     };
     let layers = signature::layers(&manifest).map_err(|e| refused(format!("{tag}: {e}")))?;
-    let repository = match place {
-        Place::Registry { .. } => Some(where_.as_str()),
-        Place::Layout(_) => None,
-    };
     let mut rejections = Vec::new();
     for layer in layers.iter().take(signature::MAX_SIGNATURES) {
         let payload = match place.payload(layer).await {
@@ -152,7 +148,7 @@ async fn find_signature(
             }
             Err(e) => return Err(e),
         };
-        match signature::check(layer, &payload, &verify.keys, digest, repository) {
+        match signature::check(layer, &payload, &verify.keys, digest) {
             Ok(key) => return Ok(key),
             Err(r) => rejections.push(r),
         }
@@ -185,7 +181,7 @@ pub async fn sign(
         _ => Vec::new(),
     };
     layers.retain(|l| {
-        !(l.digest == new.digest && signature::check(l, &payload, &own, digest, None).is_ok())
+        !(l.digest == new.digest && signature::check(l, &payload, &own, digest).is_ok())
     });
     layers.push(new);
     let (manifest, config) = signature::artifact(&layers);

@@ -5,7 +5,10 @@
 //!
 //! Layout: `ROOT/blobs/sha256/<hex>` (complete, verified blobs, written to a temporary file
 //! in `ROOT/tmp/` first and renamed), and `ROOT/extract/` (the temporary directories releases
-//! are extracted into, removed when the command ends).
+//! are extracted into, removed when the command ends). What a killed process left in `tmp/`
+//! and `extract/` is removed by the next one to open the cache, once older than
+//! [`STALE_AFTER`] (no process reads its extraction directory that long: a release is read
+//! once, right after extraction).
 
 use std::fs::File;
 use std::io::BufReader;
@@ -13,6 +16,9 @@ use std::path::{Path, PathBuf};
 
 use super::digest::{VerifyError, copy_verified};
 use super::{Digest, OciError};
+
+/// Age after which an entry of `tmp/` or `extract/` is a leftover of a killed process.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
 
 /// A cache directory.
 #[derive(Clone, Debug)]
@@ -31,9 +37,44 @@ impl Cache {
                 ))
             })?;
         }
-        Ok(Cache {
+        let cache = Cache {
             root: root.to_owned(),
-        })
+        };
+        cache.remove_leftovers(std::time::SystemTime::now());
+        Ok(cache)
+    }
+
+    /// Removes the entries of `tmp/` and `extract/` last modified more than [`STALE_AFTER`]
+    /// before `now` (best effort: what cannot be removed stays, said at debug level).
+    fn remove_leftovers(&self, now: std::time::SystemTime) {
+        for sub in ["tmp", "extract"] {
+            let Ok(entries) = std::fs::read_dir(self.root.join(sub)) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let stale = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > STALE_AFTER));
+                if !stale {
+                    continue;
+                }
+                let removed = if path.is_dir() {
+                    std::fs::remove_dir_all(&path)
+                } else {
+                    std::fs::remove_file(&path)
+                };
+                match removed {
+                    Ok(()) => {
+                        tracing::debug!(path = %path.display(), "removed a leftover of an earlier run from the cache")
+                    }
+                    Err(e) => {
+                        tracing::debug!(path = %path.display(), error = %e, "could not remove a leftover from the cache")
+                    }
+                }
+            }
+        }
     }
 
     /// The default cache directory: `cvo/` in the user cache directory ($XDG_CACHE_HOME or
@@ -122,6 +163,27 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leftovers_of_killed_runs_are_removed_once_stale() {
+        let root = tempfile::tempdir().unwrap();
+        let cache = Cache::open(root.path()).unwrap();
+        let extracted = cache.extract_dir().join("release-x");
+        std::fs::create_dir_all(extracted.join("release")).unwrap();
+        std::fs::write(extracted.join("release/a.yaml"), "a").unwrap();
+        let partial = root.path().join("tmp/blob");
+        std::fs::write(&partial, "b").unwrap();
+        let digest = Digest::of(b"kept");
+        let blob = cache.put(&digest, b"kept").unwrap();
+        // Fresh: kept (another process may be using it).
+        let now = std::time::SystemTime::now();
+        cache.remove_leftovers(now);
+        assert!(extracted.exists() && partial.exists());
+        // Older than STALE_AFTER: removed; blobs are never touched.
+        cache.remove_leftovers(now + STALE_AFTER + std::time::Duration::from_secs(60));
+        assert!(!extracted.exists() && !partial.exists());
+        assert!(blob.exists());
+    }
 
     #[test]
     fn verified_blobs_are_reused_and_corrupted_ones_dropped() {

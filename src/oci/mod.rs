@@ -17,8 +17,9 @@
 //!
 //! [`layer`] writes the reproducible layer and [`push`] sends it, with the manifest, to a
 //! registry or a layout, and signs it; [`mirror`] copies a release artifact unchanged (same
-//! digest) with its signature, e.g. from a registry into an OCI layout. This module knows nothing of manifests' contents, of the cluster or of
-//! the engine: it only moves verified bytes.
+//! digest) with its signature, e.g. from a registry into an OCI layout; [`registry`] exchanges a
+//! Docker identity token for bearer tokens through `oauth`. This module knows nothing of
+//! manifests' contents, of the cluster or of the engine: it only moves verified bytes.
 
 pub mod attach;
 pub mod cache;
@@ -30,6 +31,7 @@ pub mod keys;
 pub mod layer;
 pub mod layout;
 pub mod mirror;
+mod oauth;
 pub mod payload;
 pub mod push;
 pub mod reference;

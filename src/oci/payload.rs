@@ -92,22 +92,6 @@ pub fn parse(bytes: &[u8]) -> Result<Claims, String> {
     })
 }
 
-/// Whether two repository names (`HOST[:PORT]/REPO`) are the same, Docker Hub's spellings
-/// (`docker.io`, `index.docker.io`, `registry-1.docker.io`, `library/`) taken as one.
-pub fn same_repository(a: &str, b: &str) -> bool {
-    fn normal(r: &str) -> String {
-        let r = r.to_ascii_lowercase();
-        for hub in ["index.docker.io/", "registry-1.docker.io/", "docker.io/"] {
-            if let Some(rest) = r.strip_prefix(hub) {
-                let rest = rest.strip_prefix("library/").unwrap_or(rest);
-                return format!("docker.io/{rest}");
-            }
-        }
-        r
-    }
-    normal(a) == normal(b)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,11 +130,6 @@ mod tests {
             };
             assert_eq!(c.repository(), repository);
         }
-        assert!(same_repository("docker.io/library/x", "index.docker.io/x"));
-        assert!(!same_repository(
-            "127.0.0.1:5000/cvo/x",
-            "127.0.0.1:5000/cvo/y"
-        ));
     }
 
     #[test]

@@ -7,9 +7,11 @@
 //!   system's roots (rustls-platform-verifier).
 //! - Credentials: from the Docker config (`$DOCKER_CONFIG/config.json`, else
 //!   `~/.docker/config.json`, with its credential helpers and store), looked up by `HOST[:PORT]`;
-//!   a user name and password are used for Basic auth or to get a Bearer token, as the
-//!   registry's challenge asks; an identity token is sent as a Bearer token. Without any,
-//!   access is anonymous. No credential is ever printed or logged.
+//!   a user name and password are used for Basic auth or to get a bearer token from the
+//!   registry's token server (its realm), as the registry's challenge asks; an identity token
+//!   (`identitytoken`, an OAuth2 refresh token) is exchanged at the realm for a bearer token
+//!   per repository and operation (`super::oauth`). Without any, access is anonymous. No
+//!   credential or token is ever printed or logged.
 //! - Timeouts and retries: connecting times out after 10 s and a stalled read after 60 s; a
 //!   transport error, a timeout, 429 or 5xx is retried under the project's one request
 //!   backoff ([`Backoff::REQUEST`]: 200 ms doubling to 5 s, 6 attempts); anything else
@@ -24,6 +26,7 @@ use oci_client::Reference;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::OciDistributionError;
 use oci_client::secrets::RegistryAuth;
+use oci_client::token_cache::RegistryOperation;
 
 use super::shape::{ACCEPTED_MEDIA_TYPES, Descriptor};
 use super::{Digest, MAX_MANIFEST_BYTES, OciError};
@@ -164,8 +167,23 @@ pub struct Registry {
     client: oci_client::Client,
     registry: String,
     scheme: &'static str,
+    /// What `oci-client` is given: anonymous, or a user name and password.
     auth: RegistryAuth,
+    /// An identity token to exchange, and when it was last exchanged for each
+    /// `(repository, push)` pair.
+    identity: Option<Identity>,
+    access: Access,
 }
+
+struct Identity {
+    refresh_token: String,
+    exchanger: super::oauth::Exchanger,
+    done: tokio::sync::Mutex<std::collections::BTreeMap<(String, bool), std::time::Instant>>,
+}
+
+/// How long an exchanged token is used before it is exchanged again: distribution's shortest
+/// token lifetime (its clients assume at least 60 s).
+const EXCHANGED_TOKEN_USE: Duration = Duration::from_secs(50);
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -200,14 +218,31 @@ impl Registry {
                 "cannot set up a client for the registry {registry}: {e}"
             ))
         })?;
+        let scheme = if plain { "http" } else { "https" };
+        let held = match access.credentials.get(registry) {
+            Some(auth) => auth,
+            None => credentials(registry)?,
+        };
+        // Both sources give a bearer token only for an identity token.
+        let (auth, identity) = match held {
+            RegistryAuth::Bearer(refresh_token) => (
+                RegistryAuth::Anonymous,
+                Some(Identity {
+                    refresh_token,
+                    exchanger: super::oauth::Exchanger::new(registry, scheme)
+                        .map_err(OciError::Unavailable)?,
+                    done: Default::default(),
+                }),
+            ),
+            other => (other, None),
+        };
         Ok(Registry {
             client,
             registry: registry.to_owned(),
-            scheme: if plain { "http" } else { "https" },
-            auth: match access.credentials.get(registry) {
-                Some(auth) => auth,
-                None => credentials(registry)?,
-            },
+            scheme,
+            auth,
+            identity,
+            access: access.clone(),
         })
     }
 
@@ -229,8 +264,9 @@ impl Registry {
             self.registry,
             sep(reference)
         );
+        self.store_auth(&image, Operation::Pull).await?;
         let (bytes, _) = self
-            .retry(&what, || {
+            .retry(Operation::Pull, &what, || {
                 self.client
                     .pull_manifest_raw(&image, &self.auth, ACCEPTED_MEDIA_TYPES)
             })
@@ -251,6 +287,7 @@ impl Registry {
             self.registry,
             sep(reference)
         );
+        self.store_auth(&image, Operation::Pull).await?;
         let got = self
             .retry_raw(&what, || {
                 self.client
@@ -260,7 +297,7 @@ impl Registry {
         match got {
             Ok((bytes, _)) => Self::checked_manifest(&what, reference, &bytes).map(Some),
             Err(e) if not_found(&e) => Ok(None),
-            Err(e) => Err(self.describe(&what, &e)),
+            Err(e) => Err(self.describe(Operation::Pull, &what, &e)),
         }
     }
 
@@ -307,7 +344,7 @@ impl Registry {
             )));
         }
         let image = self.reference(repository, &digest.to_string());
-        self.store_auth(&image).await;
+        self.store_auth(&image, Operation::Pull).await?;
         let layer = oci_client::manifest::OciDescriptor {
             media_type: descriptor.media_type.clone(),
             digest: digest.to_string(),
@@ -315,7 +352,9 @@ impl Registry {
             ..Default::default()
         };
         let mut stream = self
-            .retry(&what, || self.client.pull_blob_stream(&image, &layer))
+            .retry(Operation::Pull, &what, || {
+                self.client.pull_blob_stream(&image, &layer)
+            })
             .await?;
         let mut hasher = super::digest::Hasher::new();
         let mut total: u64 = 0;
@@ -353,15 +392,17 @@ impl Registry {
     pub async fn push_blob(&self, repository: &str, bytes: &[u8]) -> Result<Digest, OciError> {
         let digest = Digest::of(bytes);
         let image = self.reference(repository, &digest.to_string());
-        self.store_auth(&image).await;
+        self.store_auth(&image, Operation::Push).await?;
         let what = format!("{}/{repository}@{digest}", self.registry);
         let digest_text = digest.to_string();
         let exists = self
-            .retry(&what, || self.client.blob_exists(&image, &digest_text))
+            .retry(Operation::Push, &what, || {
+                self.client.blob_exists(&image, &digest_text)
+            })
             .await?;
         if !exists {
             let data = bytes::Bytes::copy_from_slice(bytes);
-            self.retry(&what, || {
+            self.retry(Operation::Push, &what, || {
                 self.client.push_blob(&image, data.clone(), &digest_text)
             })
             .await?;
@@ -378,12 +419,12 @@ impl Registry {
         media_type: &str,
     ) -> Result<(), OciError> {
         let image = self.reference(repository, tag);
-        self.store_auth(&image).await;
+        self.store_auth(&image, Operation::Push).await?;
         let what = format!("{}/{repository}:{tag}", self.registry);
         let content_type = http::HeaderValue::from_str(media_type)
             .map_err(|e| OciError::Usage(format!("media type {media_type:?}: {e}")))?;
         let body = bytes::Bytes::copy_from_slice(bytes);
-        self.retry(&what, || {
+        self.retry(Operation::Push, &what, || {
             self.client
                 .push_manifest_raw(&image, body.clone(), content_type.clone())
         })
@@ -391,12 +432,60 @@ impl Registry {
         Ok(())
     }
 
-    /// Gives the client this registry's credentials before a request: oci-client uses them
-    /// (Basic, or to get a Bearer token for the operation) only once stored.
-    async fn store_auth(&self, image: &Reference) {
+    /// Gives the client this registry's credentials before a request on `image` for
+    /// `operation`: oci-client uses them (Basic, or to get a bearer token for the operation)
+    /// only once stored. With an identity token, first exchanges it for a bearer token for
+    /// the repository and operation (again when the last one is older than
+    /// [`EXCHANGED_TOKEN_USE`]), which the client then uses.
+    async fn store_auth(&self, image: &Reference, operation: Operation) -> Result<(), OciError> {
+        if let Some(identity) = &self.identity {
+            let push = operation == Operation::Push;
+            let key = (image.repository().to_owned(), push);
+            let mut done = identity.done.lock().await;
+            if done
+                .get(&key)
+                .is_none_or(|at| at.elapsed() >= EXCHANGED_TOKEN_USE)
+            {
+                let scope = format!(
+                    "repository:{}:{}",
+                    image.repository(),
+                    if push { "pull,push" } else { "pull" }
+                );
+                let token = identity
+                    .exchanger
+                    .exchange(&identity.refresh_token, &scope, |host| {
+                        self.access.plain_http(host)
+                    })
+                    .await
+                    .map_err(|why| {
+                        OciError::Unavailable(format!(
+                            "{}/{}: {why}",
+                            self.registry,
+                            image.repository()
+                        ))
+                    })?;
+                if let Some(token) = token {
+                    // A push also reads (whether a blob is there): the token for pull and
+                    // push serves both.
+                    let ops: &[RegistryOperation] = if push {
+                        &[RegistryOperation::Pull, RegistryOperation::Push]
+                    } else {
+                        &[RegistryOperation::Pull]
+                    };
+                    for op in ops {
+                        self.client
+                            .auth(image, &RegistryAuth::Bearer(token.clone()), *op)
+                            .await
+                            .map_err(|e| self.describe(operation, &self.registry, &e))?;
+                    }
+                }
+                done.insert(key, std::time::Instant::now());
+            }
+        }
         self.client
             .store_auth_if_needed(image.resolve_registry(), &self.auth)
             .await;
+        Ok(())
     }
 
     fn reference(&self, repository: &str, reference: &str) -> Reference {
@@ -422,14 +511,14 @@ impl Registry {
 
     /// Runs `op` under the request backoff, retrying transient failures; the last failure
     /// in plain words, naming `what` and the registry.
-    async fn retry<T, F, Fut>(&self, what: &str, op: F) -> Result<T, OciError>
+    async fn retry<T, F, Fut>(&self, operation: Operation, what: &str, op: F) -> Result<T, OciError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, OciDistributionError>>,
     {
         self.retry_raw(what, op)
             .await
-            .map_err(|e| self.describe(what, &e))
+            .map_err(|e| self.describe(operation, what, &e))
     }
 
     /// [`Registry::retry`], the last error as the client gave it.
@@ -454,21 +543,14 @@ impl Registry {
         }
     }
 
-    /// `e` in plain words.
-    fn describe(&self, what: &str, e: &OciDistributionError) -> OciError {
+    /// `e` in plain words; `operation` is what was being done.
+    fn describe(&self, operation: Operation, what: &str, e: &OciDistributionError) -> OciError {
         use OciDistributionError as E;
         let registry = &self.registry;
+        if let Some(status) = refusal(e) {
+            return OciError::Unavailable(self.refused(operation, what, status));
+        }
         match e {
-            E::RequestError(re)
-                if re
-                    .status()
-                    .is_some_and(|s| s.as_u16() == 401 || s.as_u16() == 403) =>
-            {
-                OciError::Unavailable(format!(
-                    "{what}: the registry {registry} refused access (HTTP {}); log in with `docker login {registry}` (the Docker config's credentials are used) or check the repository's permissions",
-                    re.status().map_or(0, |s| s.as_u16())
-                ))
-            }
             E::RequestError(re) if re.is_connect() || re.is_timeout() || re.is_request() => {
                 let hint = if self.scheme == "https"
                     && !is_loopback(super::reference::host_of(registry))
@@ -483,14 +565,6 @@ impl Registry {
                     describe_cause(e)
                 ))
             }
-            E::AuthenticationFailure(_)
-            | E::UnauthorizedError { .. }
-            | E::ServerError {
-                code: 401 | 403, ..
-            } => OciError::Unavailable(format!(
-                "{what}: the registry {registry} refused access ({}); log in with `docker login {registry}` (the Docker config's credentials are used) or check the repository's permissions",
-                describe_cause(e)
-            )),
             E::ImageManifestNotFoundError(_) => OciError::Unavailable(format!(
                 "{what}: not found in the registry {registry}: check the repository, tag or digest"
             )),
@@ -523,7 +597,62 @@ impl Registry {
     }
 }
 
-/// `:` before a tag, `@` before a digest.
+/// What a request was for: reading, or pushing (which also needs pull access).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operation {
+    Pull,
+    Push,
+}
+
+impl Registry {
+    /// A refusal (HTTP `status`, 401 or 403) in plain words: without credentials, how to log
+    /// in; with them, that they are wrong or do not allow `operation`.
+    fn refused(&self, operation: Operation, what: &str, status: u16) -> String {
+        let registry = &self.registry;
+        let (verb, permission) = match operation {
+            Operation::Pull => ("read", "pull"),
+            Operation::Push => ("push", "push"),
+        };
+        if matches!(self.auth, RegistryAuth::Anonymous) && self.identity.is_none() {
+            format!(
+                "{what}: the registry {registry} refused access without credentials (HTTP {status}): log in with `docker login {registry}` (cvo uses the Docker config's credentials) as a user who may {permission} the repository"
+            )
+        } else {
+            format!(
+                "{what}: the registry {registry} refused access (HTTP {status}) to {verb} with the credentials cvo holds for it: either they are wrong (log in again with `docker login {registry}`) or that user may not {permission} the repository (ask the registry's owner for {permission} access)"
+            )
+        }
+    }
+}
+
+/// The HTTP status when the registry (or its token server) refused access: 401 or 403.
+fn refusal(e: &OciDistributionError) -> Option<u16> {
+    use OciDistributionError as E;
+    match e {
+        E::RequestError(re) => re
+            .status()
+            .map(|s| s.as_u16())
+            .filter(|s| *s == 401 || *s == 403),
+        E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => Some(401),
+        E::ServerError {
+            code: code @ (401 | 403),
+            ..
+        } => Some(*code),
+        E::RegistryError { envelope, .. }
+            if envelope.errors.iter().any(|x| {
+                matches!(
+                    x.code,
+                    oci_client::errors::OciErrorCode::Unauthorized
+                        | oci_client::errors::OciErrorCode::Denied
+                )
+            }) =>
+        {
+            Some(401)
+        }
+        _ => None,
+    }
+}
+
 /// Whether the registry answered that the manifest, blob or repository does not exist.
 fn not_found(e: &OciDistributionError) -> bool {
     use OciDistributionError as E;
@@ -541,6 +670,7 @@ fn not_found(e: &OciDistributionError) -> bool {
     }
 }
 
+/// `:` before a tag, `@` before a digest.
 fn sep(reference: &str) -> &'static str {
     if reference.starts_with("sha256:") {
         "@"

@@ -169,14 +169,15 @@ pub enum Rejection {
 }
 
 /// Checks one signature layer whose blob is `payload` (already verified against the layer's
-/// digest): the key file whose key verifies it, if its payload names `digest` (and, when
-/// given, the repository `repository`, `HOST[:PORT]/REPO`).
+/// digest): the key file whose key verifies it, if its payload names `digest`. The repository
+/// the payload names is not checked, as neither cosign nor OpenShift's CVO checks it: the
+/// digest is what is signed, and a release mirrored into another registry or repository (an
+/// air-gapped cluster's) is the same release.
 pub fn check(
     layer: &Layer,
     payload: &[u8],
     keys: &[PublicKey],
     digest: &Digest,
-    repository: Option<&str>,
 ) -> Result<String, Rejection> {
     if layer.media_type != SIMPLE_SIGNING_MEDIA_TYPE {
         return Err(Rejection::Malformed(format!(
@@ -206,14 +207,6 @@ pub fn check(
         return Err(Rejection::Claims(format!(
             "the signature by {by} is valid but signs another release, {} (a signature copied from another release's tag)",
             claims.digest
-        )));
-    }
-    if let Some(repository) = repository
-        && !payload::same_repository(claims.repository(), repository)
-    {
-        return Err(Rejection::Claims(format!(
-            "the signature by {by} is valid but names another repository, {} (not {repository})",
-            claims.repository()
         )));
     }
     Ok(key.name.clone())
@@ -277,14 +270,12 @@ mod tests {
         let digest = Digest::of(b"release");
         let (layer, payload) = signed(&key, &digest, REPO);
         assert_eq!(layer.digest, Digest::of(&payload).to_string());
-        let got = check(&layer, &payload, &[key.public_key()], &digest, Some(REPO)).unwrap();
+        let got = check(&layer, &payload, &[key.public_key()], &digest).unwrap();
         assert_eq!(got, key.path().display().to_string());
-        // The layout case: no repository to compare.
-        assert!(check(&layer, &payload, &[key.public_key()], &digest, None).is_ok());
     }
 
     #[test]
-    fn another_key_another_digest_or_repository_are_rejected() {
+    fn another_key_or_another_digest_are_rejected_another_repository_is_not() {
         let dir = tempfile::tempdir().unwrap();
         let (_, key) = new_key(dir.path(), "k.pem");
         let (_, other) = new_key(dir.path(), "other.pem");
@@ -292,7 +283,7 @@ mod tests {
         let (layer, payload) = signed(&key, &digest, REPO);
         let keys = [other.public_key()];
         assert_eq!(
-            check(&layer, &payload, &keys, &digest, Some(REPO)),
+            check(&layer, &payload, &keys, &digest),
             Err(Rejection::NoKey)
         );
         let why = why("sha256-x.sig", &[Rejection::NoKey], &keys);
@@ -302,28 +293,23 @@ mod tests {
         );
         let keys = [key.public_key()];
         let moved = Digest::of(b"another release");
-        let Err(Rejection::Claims(c)) = check(&layer, &payload, &keys, &moved, Some(REPO)) else {
+        let Err(Rejection::Claims(c)) = check(&layer, &payload, &keys, &moved) else {
             panic!("a moved signature verified")
         };
         assert!(
             c.contains("signs another release") && c.contains(&digest.to_string()),
             "{c}"
         );
-        let Err(Rejection::Claims(c)) = check(
-            &layer,
-            &payload,
-            &keys,
-            &digest,
-            Some("127.0.0.1:5000/cvo/y"),
-        ) else {
-            panic!("a signature of another repository verified")
-        };
-        assert!(c.contains("names another repository"), "{c}");
+        // The repository the payload names is not checked (a mirror's is another).
+        assert_eq!(
+            check(&layer, &payload, &keys, &digest),
+            Ok(key.public_key().name.clone())
+        );
         // A payload changed after signing.
         let mut changed = payload.clone();
         changed[10] ^= 1;
         assert_eq!(
-            check(&layer, &changed, &keys, &digest, Some(REPO)),
+            check(&layer, &changed, &keys, &digest),
             Err(Rejection::NoKey)
         );
     }
@@ -338,7 +324,7 @@ mod tests {
         let mut bad = layer.clone();
         bad.annotations
             .insert(SIGNATURE_ANNOTATION.into(), "not base64!".into());
-        let r = check(&bad, &payload, &keys, &digest, Some(REPO)).unwrap_err();
+        let r = check(&bad, &payload, &keys, &digest).unwrap_err();
         assert!(
             matches!(&r, Rejection::Malformed(m) if m.contains("not base64")),
             "{r:?}"
@@ -354,12 +340,12 @@ mod tests {
             base64::engine::general_purpose::STANDARD.encode(der),
         );
         assert_eq!(
-            check(&bad, &payload, &keys, &digest, Some(REPO)),
+            check(&bad, &payload, &keys, &digest),
             Err(Rejection::NoKey)
         );
         bad.annotations.clear();
         assert!(matches!(
-            check(&bad, &payload, &keys, &digest, Some(REPO)),
+            check(&bad, &payload, &keys, &digest),
             Err(Rejection::Malformed(_))
         ));
         assert!(layers(b"{").unwrap_err().contains("malformed"));
@@ -387,7 +373,7 @@ mod tests {
         let keys = [c.public_key(), b.public_key()];
         let results: Vec<_> = [(&read[0], &pa), (&read[1], &pb)]
             .iter()
-            .map(|(l, p)| check(l, p, &keys, &digest, Some(REPO)))
+            .map(|(l, p)| check(l, p, &keys, &digest))
             .collect();
         assert_eq!(results[0], Err(Rejection::NoKey));
         assert_eq!(

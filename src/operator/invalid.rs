@@ -1,5 +1,6 @@
-//! What the leader does with a release that cannot be used (unreadable, or with errors;
-//! [`super::run_invalid`]): it reports `ReleaseAccepted=False` (reason [`INVALID_RELEASE`])
+//! What the leader does with a release that cannot be used (unreadable, with errors, or an OCI
+//! release whose signature does not verify; [`super::run_invalid`]): it reports
+//! `ReleaseAccepted=False` (reason [`INVALID_RELEASE`], or [`IMAGE_VERIFICATION_FAILED`])
 //! every resync interval and at every ClusterVersion spec change, and applies nothing — until
 //! `spec.desiredUpdate.image` names a release artifact it can pull ([`super::pull`]): then it
 //! returns that release, to be led with as a usable one.
@@ -8,7 +9,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::metrics::Metrics;
-use super::pull::{Outcome, Pulled, Puller, Switch};
+use super::pull::{IMAGE_VERIFICATION_FAILED, Outcome, Pulled, Puller, Switch};
 use super::self_update::{self, Decision, SelfUpdate};
 use super::status::not_progressing;
 use super::{Options, drift, resync};
@@ -19,11 +20,11 @@ use crate::status::spec::Spec;
 use crate::status::{Condition, ConditionStatus};
 
 /// The leader's work with a release that cannot be used (`why`: the `ReleaseAccepted`
-/// message), until told to stop (or dropped when leadership is lost); `Some`: a release
+/// reason and message), until told to stop (or dropped when leadership is lost); `Some`: a release
 /// `spec.desiredUpdate.image` names was pulled, to lead with.
 pub(super) async fn lead_invalid(
     cluster: &Cluster,
-    why: &str,
+    why: &Unusable,
     options: &Options,
     metrics: &Metrics,
     puller: &Puller,
@@ -57,6 +58,33 @@ pub(super) async fn lead_invalid(
 /// `ReleaseAccepted` reason for a release that cannot be read or has errors.
 pub const INVALID_RELEASE: &str = "InvalidRelease";
 
+/// Why the release given at start cannot be used: the `ReleaseAccepted` reason and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unusable {
+    /// [`INVALID_RELEASE`], or [`IMAGE_VERIFICATION_FAILED`] for an OCI release whose
+    /// signature does not verify with `--verify-key`.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Unusable {
+    /// A release that cannot be read or has errors.
+    pub fn invalid(message: String) -> Self {
+        Unusable {
+            reason: INVALID_RELEASE,
+            message,
+        }
+    }
+
+    /// An OCI release whose signature does not verify.
+    pub fn unverified(message: String) -> Self {
+        Unusable {
+            reason: IMAGE_VERIFICATION_FAILED,
+            message,
+        }
+    }
+}
+
 /// One report of a release that cannot be used: `ReleaseAccepted=False` ([`INVALID_RELEASE`],
 /// `why`) — unless `spec.desiredUpdate.image` moved the operator to another image (a fixed
 /// release, say), which is reported instead. Returns the ClusterVersion's generation, or the
@@ -64,7 +92,7 @@ pub const INVALID_RELEASE: &str = "InvalidRelease";
 async fn report_invalid(
     cluster: &Cluster,
     options: &Options,
-    why: &str,
+    why: &Unusable,
     mover: &SelfUpdate,
     puller: &Puller,
     metrics: &Metrics,
@@ -81,6 +109,11 @@ async fn report_invalid(
     };
     let generation = cv.as_ref().and_then(|cv| cv.metadata.generation);
     let desired = cv.as_ref().and_then(self_update::desired_image);
+    let forced = cv.as_ref().is_some_and(|cv| {
+        crate::status::spec::Spec::of(cv)
+            .desired_update
+            .is_some_and(|d| d.force)
+    });
     // A release artifact is pulled (and led with); a container image moves the operator.
     let mut pull_failure = None;
     let decision = match desired.as_deref() {
@@ -93,6 +126,7 @@ async fn report_invalid(
                     to,
                     None,
                     repository.as_deref(),
+                    forced,
                 )
                 .await
             {
@@ -120,7 +154,7 @@ async fn report_invalid(
             )
         }
         Decision::Stay | Decision::CannotMove { .. } | Decision::Conflict { .. } => {
-            let mut message = why.to_owned();
+            let mut message = why.message.clone();
             if let Decision::CannotMove { to, why: cannot } = &decision {
                 message.push_str(&format!(
                     "; cannot move the operator to image {to}: {cannot}"
@@ -137,21 +171,17 @@ async fn report_invalid(
                 ));
             }
             tracing::error!(
-                reason = INVALID_RELEASE,
+                reason = why.reason,
                 "the release cannot be used: nothing is applied"
             );
             let refused = Condition::new(
                 RELEASE_ACCEPTED,
                 ConditionStatus::False,
-                INVALID_RELEASE,
+                why.reason,
                 message,
             );
             // Nothing is applied: no earlier leader's Progressing stays.
-            let idle = not_progressing(
-                cv.as_ref(),
-                "the release this operator holds",
-                INVALID_RELEASE,
-            );
+            let idle = not_progressing(cv.as_ref(), "the release this operator holds", why.reason);
             (vec![refused, idle], "refused")
         }
     };

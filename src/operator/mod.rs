@@ -86,7 +86,7 @@ use crate::sync::SyncOptions;
 use leader::{Elector, LeaseConfig};
 use metrics::Metrics;
 
-pub use invalid::INVALID_RELEASE;
+pub use invalid::{INVALID_RELEASE, Unusable};
 pub use shutdown::INTERRUPTED;
 pub use status::forced_by_spec;
 
@@ -139,15 +139,16 @@ pub async fn run(
     .await;
 }
 
-/// Runs the operator of a release that cannot be used (unreadable, or with errors; `why` is
-/// the `ReleaseAccepted` message): it elects as [`run`] does, and as leader reports
-/// `ReleaseAccepted=False` (reason [`INVALID_RELEASE`]) and applies nothing — until
+/// Runs the operator of a release that cannot be used (unreadable, with errors, or unverified;
+/// `why` is the `ReleaseAccepted` reason and message): it elects as [`run`] does, and as leader
+/// reports `ReleaseAccepted=False` (reason [`INVALID_RELEASE`], or `ImageVerificationFailed`)
+/// and applies nothing — until
 /// `spec.desiredUpdate.image` names a release artifact it can pull: then it leads with that one
 /// as [`run`] does (or a container image: its Deployment moves there).
 pub async fn run_invalid(
     client: kube::Client,
     lease_client: kube::Client,
-    why: &str,
+    why: &Unusable,
     options: &Options,
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()>,
@@ -160,7 +161,7 @@ pub async fn run_invalid(
 async fn run_with(
     client: kube::Client,
     lease_client: kube::Client,
-    release: Result<&Release, &str>,
+    release: Result<&Release, &Unusable>,
     options: &Options,
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()>,

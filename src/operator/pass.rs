@@ -174,6 +174,7 @@ impl Passes<'_> {
                         to,
                         leading,
                         repository.as_deref(),
+                        desired.is_some_and(|d| d.force),
                     )
                     .await
                 {

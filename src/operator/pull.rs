@@ -22,6 +22,11 @@
 //!   config's credentials, and `--pull-secret NAMESPACE/NAME` (a `kubernetes.io/dockerconfigjson`
 //!   Secret, read at every pull, never printed); blobs cached by digest under `--cache-dir`.
 //!   Every [`FetchOptions`] the operator uses is built by [`Config::fetch_options`].
+//! - Signatures: with `--verify-key`, the resolved digest's cosign signature is checked
+//!   before the release is read; one that does not verify is reason
+//!   [`IMAGE_VERIFICATION_FAILED`] — unless `spec.desiredUpdate.force`: then the release is
+//!   used, [`Verification::Forced`] carrying the CVO's accepted-risk message into its history
+//!   entry (`verified: false`); a verified release's entry is `verified: true`.
 //! - Failures never stop the release being enforced: a registry that cannot be reached, a
 //!   manifest that is not there, a manifest that is neither a release nor an image, a size cap,
 //!   an unsafe layer → `ReleaseAccepted=False` reason [`RETRIEVE_PAYLOAD`]; a release that
@@ -38,8 +43,10 @@ use tokio::time::Instant;
 
 use crate::cluster::NamespacedName;
 use crate::cluster::retry::Backoff;
-use crate::oci::{Credentials, Digest, FetchOptions, Kind, Opened, RegistryRef, Resolved, Source};
-use crate::release::{LoadOptions, Release};
+use crate::oci::{
+    Credentials, Digest, FetchOptions, Kind, Opened, RegistryRef, Resolved, SignatureCheck, Source,
+};
+use crate::release::{LoadOptions, Release, Verification};
 use crate::status::conditions::RELEASE_ACCEPTED;
 use crate::status::{Condition, ConditionStatus};
 
@@ -49,12 +56,13 @@ pub const RETRIEVE_PAYLOAD: &str = "RetrievePayload";
 /// `ReleaseAccepted` reason when the retrieved release cannot be loaded or has errors (the
 /// CVO's reason for a payload it cannot load).
 pub const PAYLOAD_INTEGRITY: &str = "UpdatePayloadIntegrity";
+/// `ReleaseAccepted` reason when the release image's signature does not verify with the
+/// operator's `--verify-key` keys (the CVO's), and the update is not forced.
+pub const IMAGE_VERIFICATION_FAILED: &str = "ImageVerificationFailed";
 /// The key of a `kubernetes.io/dockerconfigjson` Secret.
 const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
 /// The type of a pull Secret.
 const DOCKER_CONFIG_TYPE: &str = "kubernetes.io/dockerconfigjson";
-/// How many errors of a release with errors the message names.
-const ERRORS_SHOWN: usize = 10;
 
 /// How the operator pulls releases: from its flags.
 #[derive(Clone, Debug)]
@@ -136,7 +144,8 @@ pub enum Switch {
 pub enum Outcome {
     /// It is the release the operator leads with: apply it.
     Lead,
-    /// A container image (or not a pullspec looked up): the operator's Deployment moves there.
+    /// A container image (or not a pullspec looked up): the operator's Deployment moves there
+    /// (a container image is not checked against `--verify-key`: the kubelet runs it).
     Image,
     /// A release artifact, pulled and loaded: lead with it from now on.
     Switch(Box<Pulled>),
@@ -151,7 +160,7 @@ pub struct PullError {
     pub image: String,
     /// The manifest digest, when resolved.
     pub digest: Option<Digest>,
-    /// [`RETRIEVE_PAYLOAD`] or [`PAYLOAD_INTEGRITY`].
+    /// [`RETRIEVE_PAYLOAD`], [`IMAGE_VERIFICATION_FAILED`] or [`PAYLOAD_INTEGRITY`].
     pub reason: &'static str,
     /// What went wrong.
     pub cause: String,
@@ -247,7 +256,9 @@ impl Puller {
     /// operator leading with the release of image `leading`: pulls and loads a release
     /// artifact it does not lead with yet. An image of `operator_repository` (the repository of
     /// the container image the operator's Pod runs) is an operator image without asking the
-    /// registry: see the module doc.
+    /// registry: see the module doc. `force` (`spec.desiredUpdate.force`): a release whose
+    /// signature does not verify with `--verify-key` is used anyway, the failure recorded as
+    /// an accepted risk.
     pub async fn consider(
         &self,
         client: &kube::Client,
@@ -255,6 +266,7 @@ impl Puller {
         image: &str,
         leading: Option<&str>,
         operator_repository: Option<&str>,
+        force: bool,
     ) -> Outcome {
         if leading == Some(image) {
             return Outcome::Lead;
@@ -272,7 +284,7 @@ impl Puller {
         if let Some(error) = self.waiting(&key) {
             return Outcome::Failed(error);
         }
-        match self.pull(client, &key, &reference, leading).await {
+        match self.pull(client, &key, &reference, leading, force).await {
             Ok(outcome) => {
                 self.lock().failure = None;
                 outcome
@@ -340,6 +352,7 @@ impl Puller {
         key: &Key,
         reference: &RegistryRef,
         leading: Option<&str>,
+        force: bool,
     ) -> Result<Outcome, PullError> {
         let fail = |digest: Option<&Digest>, reason, cause: String| PullError {
             image: key.image.clone(),
@@ -351,7 +364,10 @@ impl Puller {
             .credentials(client)
             .await
             .map_err(|cause| fail(None, RETRIEVE_PAYLOAD, cause))?;
-        let options = self.config.fetch_options(credentials);
+        let mut options = self.config.fetch_options(credentials);
+        if let Some(verify) = &mut options.verify {
+            verify.enforce = !force;
+        }
         let resolved = self
             .resolve(key, reference, &options)
             .await
@@ -371,13 +387,20 @@ impl Puller {
             ..reference.clone()
         });
         let started = Instant::now();
-        let opened = crate::oci::open(&pinned, &options).await.map_err(|e| {
-            fail(
-                Some(&digest),
-                RETRIEVE_PAYLOAD,
-                self.access_hint(e.to_string()),
-            )
-        })?;
+        let opened = crate::oci::open(&pinned, &options)
+            .await
+            .map_err(|e| match e {
+                crate::oci::OciError::Verification { why, .. } => fail(
+                    Some(&digest),
+                    IMAGE_VERIFICATION_FAILED,
+                    format!("The update cannot be verified: {why}"),
+                ),
+                e => fail(
+                    Some(&digest),
+                    RETRIEVE_PAYLOAD,
+                    self.access_hint(e.to_string()),
+                ),
+            })?;
         let dir = opened.dir();
         let load = LoadOptions {
             release_image: Some(at.clone()),
@@ -395,10 +418,27 @@ impl Puller {
                         format!("the release cannot be loaded: {cause}"),
                     )
                 })?;
-        let (release, _) = loaded;
+        let (mut release, _) = loaded;
+        release.name_files_relative_to_root();
         if release.has_errors() {
-            return Err(fail(Some(&digest), PAYLOAD_INTEGRITY, errors_of(&release)));
+            return Err(fail(
+                Some(&digest),
+                PAYLOAD_INTEGRITY,
+                format!("the release has {}", release.errors_line()),
+            ));
         }
+        release.verification = match &opened.signature {
+            SignatureCheck::NotAsked => Verification::NotChecked,
+            SignatureCheck::Verified { .. } => Verification::Verified,
+            SignatureCheck::Failed { why } => {
+                let version = crate::status::conditions::version_text(&release);
+                let risk = format!(
+                    "Target release version={version:?} image={at:?} cannot be verified, but continuing anyway because the update was forced: The update cannot be verified: {why}"
+                );
+                tracing::warn!(image = %at, "{risk}");
+                Verification::Forced(risk)
+            }
+        };
         for d in &release.diagnostics {
             tracing::warn!(image = %at, "{d}");
         }
@@ -473,28 +513,6 @@ fn credentials_of(name: &NamespacedName, found: &Secret) -> Result<Credentials, 
         .map_err(|why| format!("the pull Secret {name} (--pull-secret): {why}"))
 }
 
-/// The errors of a release with errors, each as `file:line: message` (the first ten).
-fn errors_of(release: &Release) -> String {
-    let errors: Vec<String> = release
-        .errors()
-        .map(|d| format!("{}: {}", d.location, d.message))
-        .collect();
-    let mut text = format!(
-        "the release has {} errors (see `cvo validate`): {}",
-        errors.len(),
-        errors
-            .iter()
-            .take(ERRORS_SHOWN)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("; ")
-    );
-    if errors.len() > ERRORS_SHOWN {
-        text.push_str(&format!("; and {} more", errors.len() - ERRORS_SHOWN));
-    }
-    text
-}
-
 /// How long the last failure's backoff still runs.
 #[cfg(test)]
 fn retry_in(puller: &Puller) -> Option<std::time::Duration> {
@@ -548,6 +566,7 @@ mod tests {
                     max_file_bytes: 1 << 20,
                     max_release_bytes: 1 << 20,
                 },
+                verify: None,
             },
             LoadOptions::default(),
         )
@@ -570,11 +589,13 @@ mod tests {
         let (p, _cache) = puller();
         let at = format!("127.0.0.1:1/cvo/x@sha256:{}", "b".repeat(64));
         assert!(matches!(
-            p.consider(&client, Some(1), &at, Some(&at), None).await,
+            p.consider(&client, Some(1), &at, Some(&at), None, false)
+                .await,
             Outcome::Lead
         ));
         assert!(matches!(
-            p.consider(&client, Some(1), "img:2", None, None).await,
+            p.consider(&client, Some(1), "img:2", None, None, false)
+                .await,
             Outcome::Image
         ));
         // An image of the repository the operator's Pod runs: an operator image, though its
@@ -585,7 +606,8 @@ mod tests {
                 Some(1),
                 "127.0.0.1:1/cvo/cvo:1.5.0",
                 None,
-                Some("127.0.0.1:1/cvo/cvo")
+                Some("127.0.0.1:1/cvo/cvo"),
+                false
             )
             .await,
             Outcome::Image
@@ -598,7 +620,8 @@ mod tests {
         let (_server, client) = client();
         let (p, _cache) = puller();
         let image = "127.0.0.1:1/cvo/release:1.1.0";
-        let Outcome::Failed(e) = p.consider(&client, Some(3), image, None, None).await else {
+        let Outcome::Failed(e) = p.consider(&client, Some(3), image, None, None, false).await
+        else {
             panic!("not a failure")
         };
         assert_eq!(e.reason, RETRIEVE_PAYLOAD);
@@ -611,13 +634,15 @@ mod tests {
         assert!(first > Duration::from_secs(5), "{first:?}");
         // Within the backoff the same failure is reported, without asking the registry.
         let started = std::time::Instant::now();
-        let Outcome::Failed(again) = p.consider(&client, Some(3), image, None, None).await else {
+        let Outcome::Failed(again) = p.consider(&client, Some(3), image, None, None, false).await
+        else {
             panic!("not a failure")
         };
         assert_eq!(again, e);
         assert!(started.elapsed() < Duration::from_secs(1));
         // A spec change tries at once (and fails again, counted afresh).
-        let Outcome::Failed(_) = p.consider(&client, Some(4), image, None, None).await else {
+        let Outcome::Failed(_) = p.consider(&client, Some(4), image, None, None, false).await
+        else {
             panic!("not a failure")
         };
         assert!(retry_in(&p).unwrap() <= first + Duration::from_secs(1));
@@ -647,7 +672,8 @@ mod tests {
                 Some(5),
                 "127.0.0.1:1/cvo/x:1",
                 Some(&leading),
-                None
+                None,
+                false
             )
             .await,
             Outcome::Lead
@@ -659,7 +685,8 @@ mod tests {
                 Some(6),
                 "127.0.0.1:1/cvo/x:1",
                 Some(&leading),
-                None
+                None,
+                false
             )
             .await,
             Outcome::Failed(_)

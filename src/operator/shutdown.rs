@@ -104,6 +104,7 @@ async fn record_interrupted(
             version,
             image: release.image.as_deref().unwrap_or(""),
             version_hash: &release.version_hash,
+            verified: release.verification == crate::release::Verification::Verified,
             conditions: &condition,
             complete: false,
             accepted_risks: None,

@@ -18,7 +18,8 @@ use super::read::{Limits, ReadError, human_bytes, read_capped, regular_file_size
 use super::template::{TemplateValues, mentions_cvo_fields, render};
 use super::yaml::{Document, DocumentError, Parsed, decode, parse_json, parse_yaml};
 use super::{
-    DeleteIntent, Excluded, Filters, Manifest, ObjectId, Release, ReleaseMetadata, parse_file_name,
+    DeleteIntent, Excluded, Filters, Manifest, ObjectId, Release, ReleaseMetadata, Verification,
+    parse_file_name,
 };
 use crate::diagnostic::{Diagnostic, Location, Severity, excerpt};
 
@@ -236,6 +237,7 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
         manifests,
         excluded,
         diagnostics,
+        verification: Verification::NotChecked,
     })
 }
 

@@ -116,6 +116,25 @@ pub struct Release {
     pub excluded: Vec<Excluded>,
     /// Everything found wrong or suspicious while loading.
     pub diagnostics: Vec<Diagnostic>,
+    /// What is known of the release image's signature: set by whoever read it from an OCI
+    /// source with `--verify-key` (the loader itself reads a directory: `NotChecked`).
+    #[serde(skip)]
+    pub verification: Verification,
+}
+
+/// What is known of a release image's signature (`--verify-key`, docs/release-format.md):
+/// ClusterVersion history `verified`, and the accepted risk of a forced update.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Verification {
+    /// Not checked: a directory, or no key given.
+    #[default]
+    NotChecked,
+    /// Its signature verified with one of the keys.
+    Verified,
+    /// Its signature did not verify, and it is used anyway because the update was forced
+    /// (`spec.desiredUpdate.force`): the accepted risk recorded in its history entry, in the
+    /// CVO's words.
+    Forced(String),
 }
 
 /// A manifest that the inclusion filters left out.
@@ -142,6 +161,48 @@ impl Release {
         self.diagnostics
             .iter()
             .filter(|d| d.severity == Severity::Error)
+    }
+
+    /// Names the release's files (manifests kept and excluded, diagnostics) relative to its
+    /// root instead of under it: for a release read from an OCI artifact, whose root is a
+    /// temporary extraction directory that means nothing once the command ends (the artifact's
+    /// digest is what names it). Call it once nothing reads the files again: validation does
+    /// ([`crate::release::field_line`]).
+    pub fn name_files_relative_to_root(&mut self) {
+        let root = self.root.clone();
+        let relative = |file: &mut PathBuf| {
+            if let Ok(rel) = file.strip_prefix(&root) {
+                *file = rel.to_path_buf();
+            }
+        };
+        for m in &mut self.manifests {
+            relative(&mut m.location.file);
+        }
+        for e in &mut self.excluded {
+            relative(&mut e.manifest.location.file);
+        }
+        for d in &mut self.diagnostics {
+            relative(&mut d.location.file);
+        }
+    }
+
+    /// The errors in one line, for a status message: `N errors (see `cvo validate`):
+    /// file:line: message; …` — the first ten, then how many more.
+    pub fn errors_line(&self) -> String {
+        const SHOWN: usize = 10;
+        let errors: Vec<String> = self
+            .errors()
+            .map(|d| format!("{}: {}", d.location, d.message))
+            .collect();
+        let mut line = format!(
+            "{} errors (see `cvo validate`): {}",
+            errors.len(),
+            errors[..errors.len().min(SHOWN)].join("; ")
+        );
+        if errors.len() > SHOWN {
+            line.push_str(&format!("; and {} more", errors.len() - SHOWN));
+        }
+        line
     }
 
     pub fn has_errors(&self) -> bool {

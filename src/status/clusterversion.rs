@@ -146,6 +146,9 @@ pub struct Desired<'a> {
     pub image: &'a str,
     /// The release's [`crate::release::version_hash`].
     pub version_hash: &'a str,
+    /// The release image's signature verified (`--verify-key`): a new history entry's
+    /// `verified`.
+    pub verified: bool,
 }
 
 /// The status after a pass towards `desired` (pure). `complete`: every manifest applied.
@@ -169,6 +172,7 @@ pub fn next_status(
         version,
         image,
         version_hash,
+        verified,
     } = desired;
     status["desired"] = json!({"version": version, "image": image});
     status["versionHash"] = json!(version_hash);
@@ -195,7 +199,7 @@ pub fn next_status(
         {
             superseded["completionTime"] = json!(now_text);
         }
-        history.insert(0, json!({"state": "Partial", "version": version, "image": image, "startedTime": now_text, "completionTime": null, "verified": false}));
+        history.insert(0, json!({"state": "Partial", "version": version, "image": image, "startedTime": now_text, "completionTime": null, "verified": verified}));
     }
     if let Some(risks) = accepted_risks {
         history[0]["acceptedRisks"] = json!(risks);
@@ -290,6 +294,8 @@ pub enum Update<'a> {
         image: &'a str,
         /// The release's [`crate::release::version_hash`].
         version_hash: &'a str,
+        /// The release image's signature verified: a new history entry's `verified`.
+        verified: bool,
         conditions: &'a [Condition],
         complete: bool,
         accepted_risks: Option<&'a str>,
@@ -316,6 +322,7 @@ impl Update<'_> {
                 version,
                 image,
                 version_hash,
+                verified,
                 conditions,
                 complete,
                 accepted_risks,
@@ -326,6 +333,7 @@ impl Update<'_> {
                     version,
                     image,
                     version_hash,
+                    verified,
                 };
                 let mut next = next_status(old, desired, conditions, complete, accepted_risks, now);
                 if let Some(started) = started.filter(|s| *s < now)
@@ -749,6 +757,7 @@ mod tests {
             version,
             image: "quay.io/r@sha256:1",
             version_hash: "h",
+            verified: false,
         }
     }
 
@@ -763,6 +772,7 @@ mod tests {
             version: "1.0.0",
             image: "",
             version_hash: "",
+            verified: false,
             conditions: &[],
             complete: true,
             accepted_risks: None,
@@ -790,6 +800,7 @@ mod tests {
             version,
             image: "",
             version_hash: "",
+            verified: false,
             conditions: &[],
             complete: true,
             accepted_risks: None,
@@ -932,9 +943,20 @@ mod tests {
             version: "1.0.0",
             image: "",
             version_hash: "",
+            verified: false,
         };
         let s0 = next_status(&Value::Null, without, &[], false, None, t0);
         assert_eq!(s0["desired"], json!({"version": "1.0.0", "image": ""}));
+        assert_eq!(s0["history"][0]["verified"], false);
+        // A release image whose signature verified: its new entry says so; the entry of
+        // the release before it keeps what it had.
+        let verified = Desired {
+            verified: true,
+            ..d("1.1.0")
+        };
+        let s2 = next_status(&s0, verified, &[], false, None, t0);
+        assert_eq!(s2["history"][0]["verified"], true);
+        assert_eq!(s2["history"][1]["verified"], false);
         assert_eq!(s0["history"][0]["image"], "", "never absent");
         // The same release, now with its image known: the entry learns it.
         let s2 = next_status(&s0, d("1.0.0"), &[], true, None, t0);

@@ -35,7 +35,7 @@ use crate::cluster::Cluster;
 use crate::cluster::retry::Retries;
 use crate::exit::Exit;
 use crate::health::WaitMode;
-use crate::release::{ObjectId, Release};
+use crate::release::{ObjectId, Release, Verification};
 use crate::status::clusterversion::{self, ClusterVersionError, WriteOutcome};
 use crate::status::conditions::{self, Grace};
 use crate::status::record;
@@ -528,10 +528,15 @@ impl Announced {
                 .collect::<Vec<_>>()
                 .join("; ")
         });
-        let accepted_risks = match (accepted_risks, options.accepted_risks.clone()) {
-            (Some(overridden), Some(accepted)) => Some(format!("{overridden}; {accepted}")),
-            (overridden, accepted) => overridden.or(accepted),
+        // And, as the CVO does, a release image whose signature did not verify.
+        let unverified = match &release.verification {
+            Verification::Forced(risk) => Some(risk.clone()),
+            _ => None,
         };
+        let accepted_risks = [unverified, accepted_risks, options.accepted_risks.clone()]
+            .into_iter()
+            .flatten()
+            .reduce(|a, b| format!("{a}; {b}"));
         warnings.extend(
             refused
                 .iter()
@@ -592,6 +597,7 @@ impl Announced {
             version: &pre.version,
             image: release.image.as_deref().unwrap_or(""),
             version_hash: &release.version_hash,
+            verified: release.verification == Verification::Verified,
             conditions: &starting,
             complete: false,
             accepted_risks: self.accepted_risks.as_deref(),
@@ -696,6 +702,7 @@ impl Concluded {
                 version: &pre.version,
                 image: release.image.as_deref().unwrap_or(""),
                 version_hash: &release.version_hash,
+                verified: release.verification == Verification::Verified,
                 conditions: &conditions,
                 complete,
                 accepted_risks: announced.accepted_risks.as_deref(),

@@ -188,6 +188,7 @@ pub(crate) mod testing {
             manifests,
             excluded: Vec::new(),
             diagnostics: Vec::new(),
+            verification: Default::default(),
         }
     }
 

@@ -71,6 +71,47 @@ fn graph(env: &Env, source: &str) -> String {
     stdout
 }
 
+/// The files of an OCI release are named inside the artifact (`0000_….yaml`), never in the
+/// temporary directory it was extracted to, which is gone once the command ends: validate's
+/// text, JSON and SARIF, and apply's JSON report.
+#[test]
+fn files_of_an_oci_release_are_named_inside_the_artifact() {
+    let env = Env::new();
+    let release =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/validate/dropped-field/bad");
+    let layout = tempfile::tempdir().unwrap();
+    let source = format!("oci-layout:{}:1", layout.path().display());
+    let (code, _, stderr) = cvo(
+        &env,
+        &["push", "--release", release.to_str().unwrap(), &source],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let file = "0000_50_app_00_binding.yaml";
+    let cache = env.cache.path().display().to_string();
+    let (code, text, _) = cvo(&env, &["validate", "--release", &source]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(&format!("--> {file}:1 (document 0)")),
+        "{text}"
+    );
+    for format in ["json", "sarif"] {
+        let (_, out, _) = cvo(
+            &env,
+            &["validate", "--release", &source, "--format", format],
+        );
+        assert!(out.contains(&format!("\"{file}\"")), "{out}");
+        assert!(!out.contains(&cache), "{out}");
+    }
+    let (code, out, stderr) = cvo(
+        &env,
+        &["apply", "--in-memory", "--release", &source, "-o", "json"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["results"][0]["file"], file, "{report:#}");
+    assert!(!stderr.contains(&cache), "{stderr}");
+}
+
 #[test]
 fn push_is_reproducible_and_every_source_reads_like_the_directory() {
     let Some(registry) = common::registry::Registry::start() else {
@@ -426,6 +467,313 @@ fn basic_auth_credentials_come_from_the_docker_config_and_are_never_printed() {
             && !stderr.contains(&wrong),
         "{stderr}"
     );
+}
+
+/// The token server's users: one may pull and push, one may only pull (and holds a refresh
+/// token, what `docker login` stores as `identitytoken`).
+const WRITER: common::token::User = common::token::User {
+    name: "writer",
+    password: "not-a-secret-writer-1",
+    refresh_token: None,
+    actions: &["pull", "push"],
+};
+const READER: common::token::User = common::token::User {
+    name: "reader",
+    password: "not-a-secret-reader-1",
+    refresh_token: Some("not-a-secret-refresh-1"),
+    actions: &["pull"],
+};
+
+/// A registry with distribution's token auth and its token server (`common::token`); `None`
+/// after a visible skip.
+fn token_registry() -> Option<(common::token::TokenServer, common::registry::Registry)> {
+    let tokens = common::token::TokenServer::start(&[WRITER, READER])?;
+    let registry = common::registry::Registry::start_with_token(&tokens)?;
+    Some((tokens, registry))
+}
+
+/// `env`'s Docker config holding `user`'s credentials for `registry`, as `docker login` writes
+/// them; the `auth` value.
+fn log_in(env: &Env, registry: &common::registry::Registry, user: &common::token::User) -> String {
+    let auth = base64(format!("{}:{}", user.name, user.password).as_bytes());
+    std::fs::write(
+        env.docker_config.path().join("config.json"),
+        serde_json::json!({"auths": {registry.host(): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    auth
+}
+
+/// Asserts that no credential of the token server's users and no token it issued appears in
+/// `texts`.
+fn no_secret_in(tokens: &common::token::TokenServer, texts: &[&str]) {
+    let mut secrets: Vec<String> = tokens
+        .issued()
+        .into_iter()
+        .filter_map(|i| i.token)
+        .collect();
+    for user in [WRITER, READER] {
+        secrets.push(user.password.to_owned());
+        secrets.push(base64(
+            format!("{}:{}", user.name, user.password).as_bytes(),
+        ));
+        secrets.extend(user.refresh_token.map(str::to_owned));
+    }
+    for text in texts {
+        for secret in &secrets {
+            assert!(
+                !text.contains(secret.as_str()),
+                "a secret is printed: {text}"
+            );
+        }
+    }
+}
+
+/// A registry asking for bearer tokens (distribution's token auth): the Docker config's user
+/// name and password get a token from the realm for exactly the operation (pull, or pull and
+/// push), so the writer's push lands and the reader reads it; the reader's push, anonymous
+/// access and wrong credentials are refused in plain words naming the registry and what to
+/// do; no password and no token appears in any output.
+#[test]
+fn bearer_tokens_come_from_the_realm_with_the_docker_configs_credentials() {
+    let Some((tokens, registry)) = token_registry() else {
+        return;
+    };
+    let target = registry.url("cvo/example", ":1");
+    let mut outputs = Vec::new();
+    // Anonymous: the token server grants nothing, the registry refuses.
+    let anonymous = Env::new();
+    let (code, stdout, stderr) = cvo(&anonymous, &["push", "--release", &example(), &target]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("the registry {} refused access", registry.host()))
+            && stderr.contains("docker login"),
+        "{stderr}"
+    );
+    assert!(
+        tokens
+            .issued()
+            .iter()
+            .all(|i| i.user.is_none() && i.granted.is_empty()),
+        "{:?}",
+        tokens.issued()
+    );
+
+    outputs.extend([stdout, stderr]);
+    // The writer: a token for pull and push on the repository, and the artifact lands.
+    let writer = Env::new();
+    log_in(&writer, &registry, &WRITER);
+    let (code, stdout, stderr) = cvo(&writer, &["push", "--release", &example(), &target]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}\n{}", registry.log());
+    assert!(
+        tokens
+            .issued()
+            .iter()
+            .any(|i| i.user.as_deref() == Some("writer")
+                && i.granted
+                    == [(
+                        "cvo/example".to_owned(),
+                        vec!["pull".to_owned(), "push".to_owned()]
+                    )]),
+        "{:?}",
+        tokens.issued()
+    );
+    let digest = stdout
+        .trim()
+        .rsplit_once('@')
+        .expect("REPO:TAG@sha256:…")
+        .1
+        .to_owned();
+
+    outputs.extend([stdout, stderr]);
+    // The reader: reads it by tag and by digest, as the directory reads.
+    let reader = Env::new();
+    log_in(&reader, &registry, &READER);
+    let directory = graph(&reader, &example());
+    for source in [
+        target.clone(),
+        registry.url("cvo/example", &format!("@{digest}")),
+    ] {
+        let (code, stdout, stderr) = cvo(&reader, &["graph", "--release", &source]);
+        assert_eq!(code, 0, "{source}: {stderr}");
+        assert_eq!(stdout, directory);
+
+        outputs.extend([stdout, stderr]);
+    }
+    // … but may not push: refused, naming the registry, the repository and what to do.
+    let (code, stdout, stderr) = cvo(
+        &reader,
+        &[
+            "push",
+            "--release",
+            &example(),
+            &registry.url("cvo/example", ":2"),
+        ],
+    );
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("the registry {} refused access", registry.host()))
+            && stderr.contains("cvo/example:2")
+            && stderr.contains("to push with the credentials cvo holds for it")
+            && stderr.contains("may not push the repository"),
+        "{stderr}"
+    );
+
+    outputs.extend([stdout, stderr]);
+    // A wrong password: the token server refuses it, and so does the registry.
+    let wrong = Env::new();
+    let bad = common::token::User {
+        password: "wrong-password-1",
+        ..READER
+    };
+    log_in(&wrong, &registry, &bad);
+    let (code, stdout, stderr) = cvo(&wrong, &["graph", "--release", &target]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("refused access (HTTP 401) to read with the credentials")
+            && stderr.contains("log in again"),
+        "{stderr}"
+    );
+    assert!(
+        tokens.issued().iter().any(|i| i.status == 401),
+        "{:?}",
+        tokens.issued()
+    );
+
+    outputs.extend([stdout, stderr]);
+    let texts: Vec<&str> = outputs.iter().map(String::as_str).collect();
+    no_secret_in(&tokens, &texts);
+}
+
+/// A Docker identity token (`identitytoken`: an OAuth2 refresh token, what `docker login`
+/// stores when the token server issues one) is exchanged at the realm (`POST`,
+/// `grant_type=refresh_token`) for a bearer token granting what its user may do: the reader
+/// reads, its push is refused; an unknown identity token is refused by the token server in
+/// plain words; neither token is printed.
+#[test]
+fn an_identity_token_is_exchanged_at_the_realm_for_bearer_tokens() {
+    let Some((tokens, registry)) = token_registry() else {
+        return;
+    };
+    let writer = Env::new();
+    log_in(&writer, &registry, &WRITER);
+    let target = registry.url("cvo/example", ":1");
+    push(&writer, &example(), &target);
+    let with_identity = |token: &str| {
+        let env = Env::new();
+        // `docker login` writes the user name `<token>` into `auth` beside it.
+        std::fs::write(
+            env.docker_config.path().join("config.json"),
+            serde_json::json!({"auths": {registry.host(): {
+                "auth": base64(b"<token>:"), "identitytoken": token}}})
+            .to_string(),
+        )
+        .unwrap();
+        env
+    };
+    let reader = with_identity(READER.refresh_token.unwrap());
+    let mut outputs = Vec::new();
+    let (code, stdout, stderr) = cvo(&reader, &["graph", "--release", &target]);
+    assert_eq!(code, 0, "{stderr}\n{}", registry.log());
+    assert_eq!(stdout, graph(&reader, &example()));
+    assert!(
+        tokens.issued().iter().any(|i| i.method == "POST"
+            && i.user.as_deref() == Some("reader")
+            && i.granted == [("cvo/example".to_owned(), vec!["pull".to_owned()])]),
+        "{:?}",
+        tokens.issued()
+    );
+    outputs.extend([stdout, stderr]);
+    let (code, stdout, stderr) = cvo(
+        &reader,
+        &[
+            "push",
+            "--release",
+            &example(),
+            &registry.url("cvo/example", ":2"),
+        ],
+    );
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("the registry {} refused access", registry.host()))
+            && stderr.contains("may not push the repository"),
+        "{stderr}"
+    );
+    outputs.extend([stdout, stderr]);
+    let unknown = with_identity("not-a-secret-unknown-refresh");
+    let (code, stdout, stderr) = cvo(&unknown, &["graph", "--release", &target]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("the token server {}", tokens.realm()))
+            && stderr.contains("refused the Docker config's identity token (HTTP 401)")
+            && stderr.contains(&format!("docker login {}", registry.host()))
+            && !stderr.contains("not-a-secret-unknown-refresh"),
+        "{stderr}"
+    );
+    outputs.extend([stdout, stderr]);
+    let texts: Vec<&str> = outputs.iter().map(String::as_str).collect();
+    no_secret_in(&tokens, &texts);
+}
+
+/// `cvo apply --release oci://…@sha256:…` as the pull-only user of a registry with token
+/// auth applies the release on the test cluster, and prints no secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_reads_a_release_with_a_pull_only_bearer_token() {
+    let Some((tokens, registry)) = token_registry() else {
+        return;
+    };
+    let writer = Env::new();
+    log_in(&writer, &registry, &WRITER);
+    let digest = push(&writer, &example(), &registry.url("cvo/example", ":1.4.0"));
+    let reader = Env::new();
+    log_in(&reader, &registry, &READER);
+    let tc = common::cluster().await;
+    let (_cv_turn, cv_resource) = common::cluster_version(&tc).await;
+    common::example::prepare(&tc).await;
+    let work = tempfile::tempdir().unwrap();
+    let kubeconfig = tc.kubeconfig_file(work.path()).await;
+    let source = registry.url("cvo/example", &format!("@{digest}"));
+    let docker_config = reader.docker_config.path().to_owned();
+    let cache = reader.cache.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        common::cli::cvo()
+            .env("DOCKER_CONFIG", &docker_config)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["apply", "--release", &source, "-o", "json"])
+            .args(["--install-timeout", "120s", "--health-timeout", "60s"])
+            .arg("--cache-dir")
+            .arg(&cache)
+            .write_stdin("")
+            .output()
+            .expect("run cvo")
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let report: Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    assert_eq!(report["release"]["digest"], digest.as_str());
+    assert!(
+        tokens
+            .issued()
+            .iter()
+            .any(|i| i.user.as_deref() == Some("reader")
+                && i.granted == [("cvo/example".to_owned(), vec!["pull".to_owned()])]),
+        "{:?}",
+        tokens.issued()
+    );
+    no_secret_in(&tokens, &[&stdout, &stderr]);
+    let cvs = tc.dynamic(&cv_resource, None);
+    cvs.delete("version", &Default::default())
+        .await
+        .expect("delete cv");
+    common::wait_gone(&tc, &cvs, "version", "ClusterVersion version").await;
+    common::example::restore_stand_in_crds(&tc).await;
+    common::example::remove_guard(&tc).await;
+    drop(registry);
 }
 
 /// Standard base64 with padding (the Docker config's `auth`).

@@ -5,8 +5,8 @@
 //! (manifests-example on a cluster, and with OpenShift's own CRDs), [`report`] (what a
 //! sync did), [`graph`] (an update service on loopback), [`olm`] (OLM's CRDs and CSVs),
 //! [`lifecycle`] (the shipped lifecycle component), [`operator`] (`cvo operator` processes
-//! and the operator tests' `Env`), [`registry`] (a real OCI registry on loopback), [`skip`]
-//! (visible skips).
+//! and the operator tests' `Env`), [`registry`] (a real OCI registry on loopback), [`token`]
+//! (a token server for its bearer-token auth), [`skip`] (visible skips).
 //!
 //! [`cluster`] returns a [`TestCluster`] (the embedded server's `memory_apiserver::testing`):
 //! by default a fresh embedded in-memory API server, or, when the environment variable
@@ -28,6 +28,7 @@ pub mod registry;
 pub mod release;
 pub mod report;
 pub mod skip;
+pub mod token;
 
 // Shortcuts to what most tests use; each test binary uses some of them.
 #[allow(unused_imports)]

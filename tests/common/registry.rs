@@ -1,6 +1,7 @@
 //! A real OCI registry for the tests: Debian's `docker-registry` (docker/distribution 2.8,
 //! `apt-get install docker-registry`, installed by `.ci/run`), bound to 127.0.0.1 on a free
-//! port with a temporary root and config file, stopped (and its root removed) on drop. Without
+//! port with a temporary root and config file, stopped (and its root removed) on drop; with
+//! htpasswd Basic auth or distribution's token auth (a `super::token` server). Without
 //! the binary, [`Registry::start`] skips visibly and returns `None`.
 
 use std::path::{Path, PathBuf};
@@ -28,10 +29,26 @@ impl Registry {
     /// Like [`Registry::start`], asking for HTTP Basic auth checked against `htpasswd` (a
     /// bcrypt htpasswd file, such as tests/fixtures/oci/htpasswd).
     pub fn start_with_htpasswd(htpasswd: &Path) -> Option<Registry> {
-        Self::start_with(Some(htpasswd))
+        Self::start_with(Some(format!(
+            "auth:\n  htpasswd:\n    realm: cvo-test\n    path: {}\n",
+            htpasswd.display()
+        )))
     }
 
-    fn start_with(htpasswd: Option<&Path>) -> Option<Registry> {
+    /// Like [`Registry::start`], asking for bearer tokens from `tokens` (distribution's token
+    /// auth: its realm, service and issuer, tokens checked against its certificate).
+    pub fn start_with_token(tokens: &super::token::TokenServer) -> Option<Registry> {
+        Self::start_with(Some(format!(
+            "auth:\n  token:\n    realm: {}\n    service: {}\n    issuer: {}\n    rootcertbundle: {}\n",
+            tokens.realm(),
+            super::token::SERVICE,
+            super::token::ISSUER,
+            tokens.certificate().display()
+        )))
+    }
+
+    /// `auth`: the config's `auth:` section, if any.
+    fn start_with(auth: Option<String>) -> Option<Registry> {
         if !Path::new(BINARY).exists() {
             super::skip(&format!(
                 "{BINARY} is absent (apt-get install docker-registry; .ci/run installs it)"
@@ -41,7 +58,7 @@ impl Registry {
         // A port taken between probing and binding: try again with another.
         let mut last = String::new();
         for _ in 0..3 {
-            match Self::try_start(htpasswd) {
+            match Self::try_start(auth.as_deref()) {
                 Ok(r) => return Some(r),
                 Err(e) => last = e,
             }
@@ -49,7 +66,7 @@ impl Registry {
         panic!("the registry did not start: {last}");
     }
 
-    fn try_start(htpasswd: Option<&Path>) -> Result<Registry, String> {
+    fn try_start(auth: Option<&str>) -> Result<Registry, String> {
         let root = tempfile::tempdir().expect("tempdir");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -61,13 +78,7 @@ impl Registry {
             format!(
                 "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{}",
                 root.path().join("data").display(),
-                match htpasswd {
-                    Some(file) => format!(
-                        "auth:\n  htpasswd:\n    realm: cvo-test\n    path: {}\n",
-                        file.display()
-                    ),
-                    None => String::new(),
-                }
+                auth.unwrap_or_default()
             ),
         )
         .expect("write the registry's config");
