@@ -2581,11 +2581,108 @@ async fn readiness_comes_from_the_election_not_from_a_pass() {
     env.finish().await;
 }
 
+/// After a restart, an operator started on release A leads with the release B it pulled
+/// before (`status.desired.image`), not with A — also once `spec.desiredUpdate` is cleared:
+/// what must survive a restart is rebuilt from the cluster. When B cannot be pulled then
+/// (the registry is down), nothing is applied (`RetrievePayload`, "nothing is applied"): A's
+/// objects never come back over B's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_operator_leads_with_the_release_it_pulled_never_its_start_release() {
+    let Some(registry) = common::registry::Registry::start() else {
+        return;
+    };
+    let env = Env::new("operator-restart").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        lease,
+        ..
+    } = &env;
+    env.write_release(
+        "1.0.0",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", "one"),
+        )],
+    );
+    let b_dir = dir.path().join("release-1.0.1");
+    write_release(
+        &b_dir,
+        "1.0.1",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", "two"),
+        )],
+    );
+    let b = registry.push_release("cvo/release", "b", &b_dir).await;
+    let b_image = registry.pullspec("cvo/release", &format!("@{b}"));
+    let cache = dir.path().join("cache");
+    let flags = [
+        "--resync-interval",
+        "2s",
+        "--lease-name",
+        lease,
+        "--cache-dir",
+        cache.to_str().expect("utf-8 path"),
+        "--release-image",
+        "example.com/cvo:1.0.0",
+    ];
+    let op = env.start(&flags);
+    history(cvs, "1.0.0", "Completed").await;
+    desire(cvs, json!({"image": b_image})).await;
+    history(cvs, "1.0.1", "Completed").await;
+    op.terminate().await;
+
+    // Restarted on A with the request cleared: B again, from status.desired.image.
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"desiredUpdate": null}})),
+    )
+    .await
+    .expect("clear spec.desiredUpdate");
+    let op = env.start(&flags);
+    op.metric_at_least("cvo_sync_passes_total", &[("result", "switched")], 1.0)
+        .await;
+    op.metric_at_least("cvo_sync_passes_total", &[("trigger", "resync")], 2.0)
+        .await;
+    let cv = cvs.get("version").await.expect("ClusterVersion");
+    assert_eq!(cv.data["status"]["history"][0]["version"], "1.0.1");
+    assert_eq!(cv.data["status"]["desired"]["image"], json!(b_image));
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("two"));
+    op.terminate().await;
+
+    // Restarted on A while B's registry is down, with an empty cache (a new pod's emptyDir;
+    // with B's blobs cached, no registry is needed): nothing is applied.
+    drop(registry);
+    let empty_cache = dir.path().join("cache-2");
+    let mut flags = flags;
+    flags[5] = empty_cache.to_str().expect("utf-8 path");
+    let op = env.start(&flags);
+    let refused = condition_is(cvs, "ReleaseAccepted", "False", "RetrievePayload").await;
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nothing is applied") && m.contains(&b_image)),
+        "{refused}"
+    );
+    op.metric_at_least("cvo_sync_passes_total", &[("result", "refused")], 2.0)
+        .await;
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("two"));
+    let cv = cvs.get("version").await.expect("ClusterVersion");
+    assert_eq!(cv.data["status"]["history"][0]["version"], "1.0.1");
+    op.terminate().await;
+    env.finish().await;
+}
+
 /// `spec.desiredUpdate.image` naming a release artifact, with `--verify-key` (issue 18): the
 /// operator started on a signed release A read from the registry; an unsigned release is `ReleaseAccepted=False` reason `ImageVerificationFailed` ("The update
 /// cannot be verified", the CVO's words) and the current release stays; `force: true` uses it
-/// anyway, its history entry `verified: false` with the failure among its `acceptedRisks`; a
-/// release signed with the key is led with, its history entry `verified: true`.
+/// anyway, its history entry `verified: false` with the failure among its `acceptedRisks`; an
+/// unsigned container image is refused too; a release signed with the key is led with, its
+/// history entry `verified: true`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_desired_release_artifact_is_verified_unless_the_update_is_forced() {
     let Some(registry) = common::registry::Registry::start() else {
@@ -2681,6 +2778,19 @@ async fn a_desired_release_artifact_is_verified_unless_the_update_is_forced() {
         "{entry}"
     );
     assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("two"));
+
+    // An unsigned container image (the operator would move its Deployment there): held to
+    // the keys too.
+    registry.push_image("cvo/operator", "2").await;
+    let operator_image = registry.pullspec("cvo/operator", ":2");
+    desire(cvs, json!({"image": operator_image, "force": false})).await;
+    let refused = condition_is(cvs, "ReleaseAccepted", "False", "ImageVerificationFailed").await;
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not signed") && m.contains("release 1.1.0 stays applied")),
+        "{refused}"
+    );
 
     // Signed with the key: verified.
     let c_image = registry.pullspec("cvo/release", &format!("@{signed}"));
@@ -3039,7 +3149,8 @@ async fn an_operator_on_an_invalid_release_pulls_a_desired_release_artifact() {
         cache.to_str().expect("utf-8 path"),
     ]);
     assert_eq!(release_refused(cvs).await["reason"], "InvalidRelease");
-    // A tag that is not there: still InvalidRelease, and the report says why it was not used.
+    // A tag that is not there: the pull failure's reason (RetrievePayload), and the report
+    // says both why the start release cannot be used and why the image was not.
     let missing = registry.pullspec("cvo/release", ":9.9.9");
     desire(cvs, json!({"image": missing})).await;
     poll_until(
@@ -3049,9 +3160,10 @@ async fn an_operator_on_an_invalid_release_pulls_a_desired_release_artifact() {
             let cv = cvs.get("version").await.map_err(|e| e.to_string())?;
             match condition(&cv, "ReleaseAccepted") {
                 Some(c)
-                    if c["reason"] == "InvalidRelease"
+                    if c["reason"] == "RetrievePayload"
                         && c["message"].as_str().is_some_and(|m| {
-                            m.contains(&format!("cannot use the release image {missing}"))
+                            m.contains("The release has 1 errors")
+                                && m.contains(&format!("cannot use the release image {missing}"))
                         }) =>
                 {
                     Ok(())

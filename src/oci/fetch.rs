@@ -186,6 +186,25 @@ struct Read {
     signature: SignatureCheck,
 }
 
+/// The signature check of the manifest `digest` in `r`'s repository with `options.verify`
+/// (none asked: `NotAsked`): for an image that is not a release artifact (a release's is
+/// checked by [`open`]). A failure is [`OciError::Verification`] when enforced.
+pub async fn verify_signature(
+    r: &RegistryRef,
+    digest: &Digest,
+    options: &FetchOptions,
+) -> Result<SignatureCheck, OciError> {
+    let Some(verify) = &options.verify else {
+        return Ok(SignatureCheck::NotAsked);
+    };
+    let registry = Registry::new(&r.registry, &options.access)?;
+    let place = Place::Registry {
+        registry: &registry,
+        repository: &r.repository,
+    };
+    check_signature(place, digest, Some(verify)).await
+}
+
 /// The signature check of `digest` at `place` with `verify` (none asked: `NotAsked`).
 async fn check_signature(
     place: Place<'_>,

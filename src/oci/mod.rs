@@ -41,7 +41,7 @@ pub mod signature;
 
 pub use digest::Digest;
 pub use error::OciError;
-pub use fetch::{FetchOptions, Kind, Opened, Resolved, open, resolve};
+pub use fetch::{FetchOptions, Kind, Opened, Resolved, open, resolve, verify_signature};
 pub use keys::{PublicKey, SigningKey};
 pub use mirror::mirror;
 pub use push::{Pushed, push_artifact, push_release, sign_pushed};

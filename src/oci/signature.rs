@@ -339,10 +339,7 @@ mod tests {
             SIGNATURE_ANNOTATION.into(),
             base64::engine::general_purpose::STANDARD.encode(der),
         );
-        assert_eq!(
-            check(&bad, &payload, &keys, &digest),
-            Err(Rejection::NoKey)
-        );
+        assert_eq!(check(&bad, &payload, &keys, &digest), Err(Rejection::NoKey));
         bad.annotations.clear();
         assert!(matches!(
             check(&bad, &payload, &keys, &digest),
@@ -404,25 +401,10 @@ mod tests {
             annotations: [(SIGNATURE_ANNOTATION.to_owned(), signature.to_owned())].into(),
         };
         assert_eq!(
-            check(
-                &layer,
-                &payload,
-                std::slice::from_ref(&key),
-                &digest,
-                Some(repository)
-            ),
+            check(&layer, &payload, std::slice::from_ref(&key), &digest),
             Ok("cosign.pub".to_owned())
         );
         let other = Digest::of(b"other");
-        assert!(
-            check(
-                &layer,
-                &payload::write(repository, &other),
-                &[key],
-                &other,
-                None
-            )
-            .is_err()
-        );
+        assert!(check(&layer, &payload::write(repository, &other), &[key], &other).is_err());
     }
 }

@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::metrics::Metrics;
-use super::pull::{IMAGE_VERIFICATION_FAILED, Outcome, Pulled, Puller, Switch};
+use super::pull::{Asked, IMAGE_VERIFICATION_FAILED, Outcome, Pulled, Puller, Switch};
 use super::self_update::{self, Decision, SelfUpdate};
 use super::status::not_progressing;
 use super::{Options, drift, resync};
@@ -109,32 +109,38 @@ async fn report_invalid(
     };
     let generation = cv.as_ref().and_then(|cv| cv.metadata.generation);
     let desired = cv.as_ref().and_then(self_update::desired_image);
-    let forced = cv.as_ref().is_some_and(|cv| {
-        crate::status::spec::Spec::of(cv)
-            .desired_update
-            .is_some_and(|d| d.force)
-    });
+    let update = cv.as_ref().and_then(|cv| Spec::of(cv).desired_update);
+    // What is looked up: the image asked for, else the release image the cluster is at (a
+    // release pulled before a restart: rebuilt from the cluster).
+    let cluster_at = cv
+        .as_ref()
+        .and_then(clusterversion::desired_image)
+        .filter(|at| at.contains("@sha256:"));
+    let lookup = match (desired.as_deref(), cluster_at.as_deref()) {
+        (Some(to), _) => Some((to, false)),
+        (None, Some(at)) => Some((at, true)),
+        (None, None) => None,
+    };
     // A release artifact is pulled (and led with); a container image moves the operator.
     let mut pull_failure = None;
-    let decision = match desired.as_deref() {
-        Some(to) if !mover.runs(cluster, to).await => {
+    let decision = match lookup {
+        Some((to, from_status)) if !mover.runs(cluster, to).await => {
             let repository = mover.pod_repository(cluster).await;
+            let asked = Asked {
+                image: to,
+                version: update.as_ref().map_or("", |d| d.version.as_str()),
+                force: !from_status && update.as_ref().is_some_and(|d| d.force),
+            };
             match puller
-                .consider(
-                    cluster.client(),
-                    generation,
-                    to,
-                    None,
-                    repository.as_deref(),
-                    forced,
-                )
+                .consider(cluster.client(), asked, None, repository.as_deref())
                 .await
             {
                 Outcome::Switch(pulled) => {
-                    tracing::warn!(image = %pulled.image(), asked = %pulled.asked, "the release cannot be used; switching to the release spec.desiredUpdate.image names");
+                    tracing::warn!(image = %pulled.image(), asked = %pulled.asked, "the release cannot be used; switching to the release image the cluster names");
                     metrics.pass(trigger, "switched", started.elapsed().as_secs_f64());
                     return Err(pulled);
                 }
+                Outcome::Image if from_status => Decision::Stay,
                 Outcome::Image => mover.decide(cluster, Some(to), None).await,
                 Outcome::Lead => Decision::Stay,
                 Outcome::Failed(e) => {
@@ -143,7 +149,7 @@ async fn report_invalid(
                 }
             }
         }
-        other => mover.decide(cluster, other, None).await,
+        _ => mover.decide(cluster, desired.as_deref(), None).await,
     };
     let (conditions, result) = match &decision {
         Decision::HandedOver { to, .. } => {
@@ -170,18 +176,12 @@ async fn report_invalid(
                     e.image, e.cause
                 ));
             }
-            tracing::error!(
-                reason = why.reason,
-                "the release cannot be used: nothing is applied"
-            );
-            let refused = Condition::new(
-                RELEASE_ACCEPTED,
-                ConditionStatus::False,
-                why.reason,
-                message,
-            );
+            // A release image that cannot be pulled or verified says so in the reason.
+            let reason = pull_failure.as_ref().map_or(why.reason, |e| e.reason);
+            tracing::error!(reason, "the release cannot be used: nothing is applied");
+            let refused = Condition::new(RELEASE_ACCEPTED, ConditionStatus::False, reason, message);
             // Nothing is applied: no earlier leader's Progressing stays.
-            let idle = not_progressing(cv.as_ref(), "the release this operator holds", why.reason);
+            let idle = not_progressing(cv.as_ref(), "the release this operator holds", reason);
             (vec![refused, idle], "refused")
         }
     };

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::drift::Known;
 use super::metrics::Metrics;
-use super::pull::{Outcome, Puller, Switch};
+use super::pull::{Asked, Meanwhile, Outcome, Puller, Switch};
 use super::self_update::{Decision, IMAGE_CONFLICT, SelfUpdate};
 use super::status::{
     VERIFY_VERSION, forced_by_spec, not_progressing, record_status, version_mismatch,
@@ -159,29 +159,51 @@ impl Passes<'_> {
         let spec = cv.as_ref().map(Spec::of).unwrap_or_default();
         let desired = spec.desired_update.as_ref();
         let image = desired.map(|d| d.image.as_str()).filter(|i| !i.is_empty());
+        // The release image the cluster is at (`status.desired.image`), when it is not the one
+        // this operator leads with and may be a release pulled earlier (after a restart or a
+        // failover): a pulled release is always recorded by digest. (A tag there is the image
+        // of a release baked into an operator image: the cluster updates from it as before.)
+        let leading = self.release.image.as_deref();
+        let cluster_at = cv
+            .as_ref()
+            .and_then(clusterversion::desired_image)
+            .filter(|at| Some(at.as_str()) != leading && at.contains("@sha256:"));
+        // What is looked up: the image asked for; without one, the image the cluster is at, when
+        // this operator leads with the release it started with (rebuilt from the cluster, so
+        // that a restart does not put back the start release over a pulled one).
+        let lookup = match (image, &cluster_at) {
+            (Some(to), _) => Some((to, false)),
+            (None, Some(at)) if !self.pulled => Some((at.as_str(), true)),
+            (None, _) => None,
+        };
         // A release artifact is pulled and led with; a container image moves the operator; an
-        // image that cannot be looked up or pulled is reported, and this release stays.
+        // image that cannot be looked up or pulled is reported, and this release stays applied
+        // only when the cluster is at it.
         let mut pull_failure = None;
-        let decision = match image {
-            Some(to) if !mover.runs(cluster, to).await => {
-                let leading = self.release.image.as_deref();
+        let decision = match lookup {
+            Some((to, from_status)) if !mover.runs(cluster, to).await => {
                 let repository = mover.pod_repository(cluster).await;
+                let asked = Asked {
+                    image: to,
+                    version: desired.map_or("", |d| d.version.as_str()),
+                    force: !from_status && desired.is_some_and(|d| d.force),
+                };
                 match self
                     .puller
-                    .consider(
-                        cluster.client(),
-                        generation,
-                        to,
-                        leading,
-                        repository.as_deref(),
-                        desired.is_some_and(|d| d.force),
-                    )
+                    .consider(cluster.client(), asked, leading, repository.as_deref())
                     .await
                 {
                     Outcome::Lead => Decision::Stay,
+                    // The cluster was at a container image's release: this one is applied, as
+                    // an operator moved to a new image does.
+                    Outcome::Image if from_status => Decision::Stay,
                     Outcome::Image => mover.decide(cluster, image, Some(self.release)).await,
                     Outcome::Switch(next) => {
-                        tracing::warn!(image = %next.image(), asked = %next.asked, from = %version, "switching to the release spec.desiredUpdate.image names: a full pass with it follows");
+                        if from_status {
+                            tracing::warn!(image = %next.image(), from = %version, "the cluster is at the release of image {to} (status.desired), pulled earlier: leading with it again; a full pass with it follows");
+                        } else {
+                            tracing::warn!(image = %next.image(), asked = %next.asked, from = %version, "switching to the release spec.desiredUpdate.image names: a full pass with it follows");
+                        }
                         metrics.pass(trigger, "switched", started.elapsed().as_secs_f64());
                         return Err(PassEnd {
                             generation,
@@ -195,7 +217,7 @@ impl Passes<'_> {
                     }
                 }
             }
-            Some(to) if self.pulled => {
+            Some((to, false)) if self.pulled => {
                 // The image the operator runs again: its own release, as it started.
                 tracing::warn!(image = %to, from = %version, "spec.desiredUpdate.image names the image the operator runs: back to the release it started with; a full pass with it follows");
                 metrics.pass(trigger, "switched", started.elapsed().as_secs_f64());
@@ -208,9 +230,14 @@ impl Passes<'_> {
             _ => mover.decide(cluster, image, Some(self.release)).await,
         };
         let mut move_conditions = decision.conditions(mover.deployment(), &version);
+        // A failed pull leaves this release applied only when the cluster is at it.
+        let meanwhile = match &cluster_at {
+            Some(at) if pull_failure.is_some() => Meanwhile::Nothing { at },
+            _ => Meanwhile::Stays(&version),
+        };
         if let Some(e) = &pull_failure {
             let asked_version = desired.map_or("", |d| d.version.as_str());
-            move_conditions.extend(e.conditions(cv.as_ref(), &version, asked_version));
+            move_conditions.extend(e.conditions(cv.as_ref(), meanwhile, asked_version));
             // The pass must not overwrite the report with ReleaseAccepted=True.
             sync_options.release_accepted = false;
         }
@@ -229,6 +256,11 @@ impl Passes<'_> {
         // Not applying: Progressing says so (nothing an earlier leader wrote stays).
         let idle =
             |reason: &str| not_progressing(cv.as_ref(), &format!("release {version}"), reason);
+        if let (Some(e), Meanwhile::Nothing { at }) = (&pull_failure, meanwhile) {
+            tracing::error!(image = %e.image, cluster_at = %at, from = %version, "nothing is applied: the cluster is at a release this operator does not hold and cannot pull yet");
+            write_move_conditions(cluster, retry, &move_conditions, generation).await;
+            return Err(paused("refused"));
+        }
         match &decision {
             Decision::Stay => {}
             Decision::HandedOver { to, from, written } => {

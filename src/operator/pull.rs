@@ -7,8 +7,9 @@
 //! - The pullspec is the CVO's: `HOST[:PORT]/REPO@sha256:HEX` or `HOST[:PORT]/REPO:TAG` (no
 //!   `oci://`); the first path component names a registry when it has a `.` or a `:` or is
 //!   `localhost` (Docker's rule); anything else is not looked up (an image, as before).
-//! - A tag is resolved to a digest **once per ClusterVersion generation**: a tag moved later
-//!   changes nothing until the spec changes. What is remembered lives as long as the process;
+//! - A tag is resolved to a digest **once per request** (`spec.desiredUpdate`'s image,
+//!   version and force): a tag moved later changes nothing until the request changes, and
+//!   other spec edits (a channel, overrides) do not resolve it again. What is remembered lives as long as the process;
 //!   after a restart the operator starts with its `--release` again, and the next full pass
 //!   resolves the spec's tag again (the "rebuilt from the cluster" rule).
 //! - An image in the repository of the container image the operator's Pod runs (its
@@ -59,6 +60,8 @@ pub const PAYLOAD_INTEGRITY: &str = "UpdatePayloadIntegrity";
 /// `ReleaseAccepted` reason when the release image's signature does not verify with the
 /// operator's `--verify-key` keys (the CVO's), and the update is not forced.
 pub const IMAGE_VERIFICATION_FAILED: &str = "ImageVerificationFailed";
+/// The longest cause a failure's message quotes (a registry's answer may be long).
+const MAX_CAUSE: usize = 1024;
 /// The key of a `kubernetes.io/dockerconfigjson` Secret.
 const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
 /// The type of a pull Secret.
@@ -172,9 +175,15 @@ impl PullError {
     pub fn conditions(
         &self,
         cv: Option<&DynamicObject>,
-        version: &str,
+        meanwhile: Meanwhile<'_>,
         asked_version: &str,
     ) -> Vec<Condition> {
+        let meanwhile = match meanwhile {
+            Meanwhile::Stays(version) => format!("release {version} stays applied"),
+            Meanwhile::Nothing { at } => format!(
+                "nothing is applied: the cluster is at the release of image {at}, which this operator does not hold"
+            ),
+        };
         let at = match &self.digest {
             Some(d) => format!(" (digest {d})"),
             None => String::new(),
@@ -189,7 +198,7 @@ impl PullError {
             ConditionStatus::False,
             self.reason,
             format!(
-                "{step} version={asked_version:?} image={:?} failure={}{at}; release {version} stays applied",
+                "{step} version={asked_version:?} image={:?} failure={}{at}; {meanwhile}",
                 self.image, self.cause
             ),
         );
@@ -203,7 +212,7 @@ impl PullError {
             ConditionStatus::False,
             self.reason,
             format!(
-                "{at_version}release {version} stays applied; the release image {}{at} cannot be used yet (see ReleaseAccepted), tried again at a later full pass",
+                "{at_version}{meanwhile}; the release image {}{at} cannot be used yet (see ReleaseAccepted), tried again at a later full pass",
                 self.image
             ),
         );
@@ -211,11 +220,32 @@ impl PullError {
     }
 }
 
-/// Which spec a resolution or a failure is for.
+/// What the operator does while a release image cannot be used.
+#[derive(Clone, Copy, Debug)]
+pub enum Meanwhile<'a> {
+    /// The release it leads with (this version), which the cluster is at, stays applied.
+    Stays(&'a str),
+    /// Nothing: the cluster is at the release of image `at`, which it does not hold (a
+    /// release pulled before a restart), and applying its own would put an older one back.
+    Nothing { at: &'a str },
+}
+
+/// What is asked for: `spec.desiredUpdate`'s image, version and force (or the image of
+/// `status.desired` the cluster is at, with no version and no force).
+#[derive(Clone, Copy, Debug)]
+pub struct Asked<'a> {
+    pub image: &'a str,
+    pub version: &'a str,
+    pub force: bool,
+}
+
+/// Which request a resolution or a failure is for: another `desiredUpdate` resolves a tag
+/// again and tries at once; other spec edits (a channel, overrides) change nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Key {
-    generation: Option<i64>,
     image: String,
+    version: String,
+    force: bool,
 }
 
 /// A failure, and when the next attempt may be made.
@@ -230,7 +260,7 @@ struct Failure {
 /// What the puller remembers while the process lives (never across a restart).
 #[derive(Debug, Default)]
 struct Memory {
-    /// The last pullspec resolved, for the generation it was resolved in.
+    /// The last pullspec resolved, for the request it was resolved for.
     resolved: Option<(Key, Resolved)>,
     /// The last failure.
     failure: Option<Failure>,
@@ -252,35 +282,38 @@ impl Puller {
         }
     }
 
-    /// What `image` (`spec.desiredUpdate.image` of ClusterVersion `generation`) means, for an
-    /// operator leading with the release of image `leading`: pulls and loads a release
-    /// artifact it does not lead with yet. An image of `operator_repository` (the repository of
-    /// the container image the operator's Pod runs) is an operator image without asking the
-    /// registry: see the module doc. `force` (`spec.desiredUpdate.force`): a release whose
-    /// signature does not verify with `--verify-key` is used anyway, the failure recorded as
+    /// What the image `asked` for means, for an operator leading with the release of image
+    /// `leading`: pulls and loads a release artifact it does not lead with yet. Without
+    /// `--verify-key`, an image of `operator_repository` (the repository of the container
+    /// image the operator's Pod runs) is an operator image without asking the registry (see
+    /// the module doc); with it, every image is looked up and its signature checked.
+    /// `asked.force`: a signature that does not verify is used anyway, the failure recorded as
     /// an accepted risk.
     pub async fn consider(
         &self,
         client: &kube::Client,
-        generation: Option<i64>,
-        image: &str,
+        asked: Asked<'_>,
         leading: Option<&str>,
         operator_repository: Option<&str>,
-        force: bool,
     ) -> Outcome {
+        let image = asked.image;
         if leading == Some(image) {
             return Outcome::Lead;
         }
         let Some(reference) = pullspec(image) else {
             return Outcome::Image;
         };
-        if operator_repository == Some(reference.name().as_str()) {
+        if self.config.fetch.verify.is_none()
+            && operator_repository == Some(reference.name().as_str())
+        {
             return Outcome::Image;
         }
         let key = Key {
-            generation,
             image: image.to_owned(),
+            version: asked.version.to_owned(),
+            force: asked.force,
         };
+        let force = asked.force;
         if let Some(error) = self.waiting(&key) {
             return Outcome::Failed(error);
         }
@@ -324,7 +357,7 @@ impl Puller {
         });
     }
 
-    /// The resolution of `key` remembered for its generation, else a new one.
+    /// The resolution of `key` remembered for its request, else a new one.
     async fn resolve(
         &self,
         key: &Key,
@@ -354,11 +387,12 @@ impl Puller {
         leading: Option<&str>,
         force: bool,
     ) -> Result<Outcome, PullError> {
+        // A registry's or token server's text is cut: it reaches ClusterVersion.
         let fail = |digest: Option<&Digest>, reason, cause: String| PullError {
             image: key.image.clone(),
             digest: digest.cloned(),
             reason,
-            cause,
+            cause: crate::updates::truncate(&cause, MAX_CAUSE),
         };
         let credentials = self
             .credentials(client)
@@ -377,6 +411,27 @@ impl Puller {
         match resolved.kind {
             Kind::Image(what) => {
                 tracing::debug!(image = %key.image, %digest, "spec.desiredUpdate.image is {what}, not a release artifact");
+                // With --verify-key, an operator image is held to the keys as a release is:
+                // the operator's Deployment would run it.
+                if options.verify.is_some() {
+                    let check = crate::oci::verify_signature(reference, &digest, &options)
+                        .await
+                        .map_err(|e| match e {
+                            crate::oci::OciError::Verification { why, .. } => fail(
+                                Some(&digest),
+                                IMAGE_VERIFICATION_FAILED,
+                                format!("The update cannot be verified: {why}"),
+                            ),
+                            e => fail(
+                                Some(&digest),
+                                RETRIEVE_PAYLOAD,
+                                self.access_hint(e.to_string()),
+                            ),
+                        })?;
+                    if let SignatureCheck::Failed { why } = check {
+                        tracing::warn!(image = %key.image, %digest, "the operator image cannot be verified, but continuing anyway because the update was forced: {why}");
+                    }
+                }
                 return Ok(Outcome::Image);
             }
             Kind::Release(_) if leading == Some(at.as_str()) => return Ok(Outcome::Lead),
@@ -577,6 +632,15 @@ mod tests {
         (Puller::new(config(cache.path())), cache)
     }
 
+    /// `spec.desiredUpdate` asking for `image` and `version`, not forced.
+    fn asked<'a>(image: &'a str, version: &'a str) -> Asked<'a> {
+        Asked {
+            image,
+            version,
+            force: false,
+        }
+    }
+
     fn client() -> (memory_apiserver::MemoryServer, kube::Client) {
         let server = memory_apiserver::MemoryServer::start(memory_apiserver::Config::default());
         let client = server.client();
@@ -589,13 +653,11 @@ mod tests {
         let (p, _cache) = puller();
         let at = format!("127.0.0.1:1/cvo/x@sha256:{}", "b".repeat(64));
         assert!(matches!(
-            p.consider(&client, Some(1), &at, Some(&at), None, false)
-                .await,
+            p.consider(&client, asked(&at, "1"), Some(&at), None).await,
             Outcome::Lead
         ));
         assert!(matches!(
-            p.consider(&client, Some(1), "img:2", None, None, false)
-                .await,
+            p.consider(&client, asked("img:2", "1"), None, None).await,
             Outcome::Image
         ));
         // An image of the repository the operator's Pod runs: an operator image, though its
@@ -603,11 +665,9 @@ mod tests {
         assert!(matches!(
             p.consider(
                 &client,
-                Some(1),
-                "127.0.0.1:1/cvo/cvo:1.5.0",
+                asked("127.0.0.1:1/cvo/cvo:1.5.0", "1"),
                 None,
-                Some("127.0.0.1:1/cvo/cvo"),
-                false
+                Some("127.0.0.1:1/cvo/cvo")
             )
             .await,
             Outcome::Image
@@ -620,8 +680,7 @@ mod tests {
         let (_server, client) = client();
         let (p, _cache) = puller();
         let image = "127.0.0.1:1/cvo/release:1.1.0";
-        let Outcome::Failed(e) = p.consider(&client, Some(3), image, None, None, false).await
-        else {
+        let Outcome::Failed(e) = p.consider(&client, asked(image, "3"), None, None).await else {
             panic!("not a failure")
         };
         assert_eq!(e.reason, RETRIEVE_PAYLOAD);
@@ -634,59 +693,55 @@ mod tests {
         assert!(first > Duration::from_secs(5), "{first:?}");
         // Within the backoff the same failure is reported, without asking the registry.
         let started = std::time::Instant::now();
-        let Outcome::Failed(again) = p.consider(&client, Some(3), image, None, None, false).await
+        let Outcome::Failed(again) = p.consider(&client, asked(image, "3"), None, None).await
         else {
             panic!("not a failure")
         };
         assert_eq!(again, e);
         assert!(started.elapsed() < Duration::from_secs(1));
-        // A spec change tries at once (and fails again, counted afresh).
-        let Outcome::Failed(_) = p.consider(&client, Some(4), image, None, None, false).await
-        else {
+        // Another request tries at once (and fails again, counted afresh).
+        let Outcome::Failed(_) = p.consider(&client, asked(image, "4"), None, None).await else {
             panic!("not a failure")
         };
         assert!(retry_in(&p).unwrap() <= first + Duration::from_secs(1));
     }
 
     #[tokio::test]
-    async fn a_tag_is_resolved_once_per_generation() {
+    async fn a_tag_is_resolved_once_per_request() {
         let (_server, client) = client();
         let (p, _cache) = puller();
         let digest = Digest::of(b"manifest");
-        let key = |generation| Key {
-            generation: Some(generation),
-            image: "127.0.0.1:1/cvo/x:1".to_owned(),
-        };
         p.lock().resolved = Some((
-            key(5),
+            Key {
+                image: "127.0.0.1:1/cvo/x:1".to_owned(),
+                version: "5".to_owned(),
+                force: false,
+            },
             Resolved {
                 digest: digest.clone(),
                 kind: Kind::Release(crate::oci::shape::Shape::Cvo),
             },
         ));
-        // Same generation: the remembered digest, which is the release led with.
+        // The same request (other spec edits change nothing): the remembered digest, which is
+        // the release led with.
         let leading = format!("127.0.0.1:1/cvo/x@{digest}");
         assert!(matches!(
             p.consider(
                 &client,
-                Some(5),
-                "127.0.0.1:1/cvo/x:1",
+                asked("127.0.0.1:1/cvo/x:1", "5"),
                 Some(&leading),
-                None,
-                false
+                None
             )
             .await,
             Outcome::Lead
         ));
-        // Another generation resolves again (here: the registry cannot be reached).
+        // Another request resolves again (here: the registry cannot be reached).
         assert!(matches!(
             p.consider(
                 &client,
-                Some(6),
-                "127.0.0.1:1/cvo/x:1",
+                asked("127.0.0.1:1/cvo/x:1", "6"),
                 Some(&leading),
-                None,
-                false
+                None
             )
             .await,
             Outcome::Failed(_)
@@ -701,7 +756,7 @@ mod tests {
             reason: RETRIEVE_PAYLOAD,
             cause: "the layer has 9 bytes, more than --max-release-bytes 1: refused".into(),
         };
-        let c = e.conditions(None, "1.0.0", "1.1.0");
+        let c = e.conditions(None, Meanwhile::Stays("1.0.0"), "1.1.0");
         assert_eq!(
             (c[0].type_.as_str(), c[0].status, c[0].reason.as_str()),
             (RELEASE_ACCEPTED, ConditionStatus::False, RETRIEVE_PAYLOAD)
@@ -728,7 +783,7 @@ mod tests {
             ..e
         };
         assert!(
-            integrity.conditions(None, "1.0.0", "")[0]
+            integrity.conditions(None, Meanwhile::Stays("1.0.0"), "")[0]
                 .message
                 .starts_with("Loading payload failed version=\"\"")
         );

@@ -92,6 +92,16 @@ pub fn current_version(cv: &DynamicObject) -> Option<semver::Version> {
         .and_then(|h| h.get("version")?.as_str()?.parse().ok())
 }
 
+/// `status.desired.image`: the release image the cluster is at or moving to (`None` when
+/// empty or absent).
+pub fn desired_image(cv: &DynamicObject) -> Option<String> {
+    status(cv)
+        .pointer("/desired/image")
+        .and_then(Value::as_str)
+        .filter(|image| !image.is_empty())
+        .map(str::to_owned)
+}
+
 /// The current target (the newest history entry, completed or not) and the version before
 /// it (the newest entry with another version): what a rollback is checked against.
 pub fn current_and_previous(
