@@ -484,6 +484,22 @@ async fn starts_in_outage(tier: &Tier, pods_api: &Api<Pod>) {
         .create(&PostParams::default(), &pod)
         .await
         .expect("create the pod");
+    // Scheduling is the kube-scheduler's, not the operator's: after the previous step's outage
+    // its informers list again with client-go's reflector backoff (up to a minute, jittered),
+    // and until its pod informer has synced it schedules nothing. Its own deadline, then.
+    common::poll_until(
+        "the pod scheduled (kube-scheduler back after the previous outage)",
+        Duration::from_secs(180),
+        || async {
+            let pod = pods_api.get(NAME).await.map_err(|e| e.to_string())?;
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .map(|_| ())
+                .ok_or(format!("{:?}", pod.status.unwrap_or_default().conditions))
+        },
+    )
+    .await;
     let pod = common::poll_until(
         "the init container running",
         Duration::from_secs(60),
