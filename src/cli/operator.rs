@@ -106,14 +106,10 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs, format: LogFormat) -> Resul
         tokio::spawn(metrics::serve(metrics.clone(), listener));
         // --verify-key verifies OCI releases; a directory release is the image's own.
         args.release.trust_directory();
-        let release = load_release(&args.release, format);
         let (client, target) = client(global, args).await?;
         let options = args.options(&client, &timings)?;
         tracing::info!(
-            release = %release
-                .as_ref()
-                .map_or_else(|_| "invalid".to_owned(), crate::status::conditions::version_text),
-            manifests = release.as_ref().map_or(0, |r| r.manifests.len()),
+            release = %args.release.release,
             server = %target.server,
             namespace = %options.lease.namespace,
             lease = %options.lease.name,
@@ -130,23 +126,21 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs, format: LogFormat) -> Resul
         }
         metrics.readiness.connected();
         crate::operator::connect::identity(&client).await;
-        match &release {
-            Ok(release) => {
-                crate::operator::run(client.clone(), client, release, &options, metrics, shutdown)
-                    .await
+        // Read while the election runs (the release may be large, or pulled from a registry):
+        // /readyz follows the election from the start.
+        let release = async {
+            let release = tokio::task::block_in_place(|| load_release(&args.release, format));
+            match &release {
+                Ok(r) => tracing::info!(
+                    version = %crate::status::conditions::version_text(r),
+                    manifests = r.manifests.len(),
+                    "release read"
+                ),
+                Err(why) => tracing::error!(reason = why.reason, "the release cannot be used"),
             }
-            Err(why) => {
-                crate::operator::run_invalid(
-                    client.clone(),
-                    client,
-                    why,
-                    &options,
-                    metrics,
-                    shutdown,
-                )
-                .await
-            }
-        }
+            release
+        };
+        crate::operator::run(client.clone(), client, release, &options, metrics, shutdown).await;
         Ok(Exit::Success)
     })
 }

@@ -1,5 +1,5 @@
 //! What the leader does with a release that cannot be used (unreadable, with errors, or an OCI
-//! release whose signature does not verify; [`super::run_invalid`]): it reports
+//! release whose signature does not verify; [`super::run`]): it reports
 //! `ReleaseAccepted=False` (reason [`INVALID_RELEASE`], or [`IMAGE_VERIFICATION_FAILED`])
 //! every resync interval and at every ClusterVersion spec change, and applies nothing — until
 //! `spec.desiredUpdate.image` names a release artifact it can pull ([`super::pull`]): then it

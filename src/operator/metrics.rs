@@ -33,7 +33,7 @@
 //!   includes the operator's own Deployment, whose rollout a pass may wait for (readiness
 //!   waiting for the pass would wait for itself), and during a move to a new image the new
 //!   pod is a standby that must become Ready for the old pod to be replaced. The operator of
-//!   a release that cannot be used (`run_invalid`) follows the same rule.
+//!   a release that cannot be used follows the same rule.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

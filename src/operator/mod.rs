@@ -18,7 +18,7 @@
 //! - `pass`: one full pass (self-update, sync, its metrics and events);
 //! - `repair`: drift repair of one manifest, retried with backoff;
 //! - `shutdown`: the grace period, and the status of a pass abandoned at its end;
-//! - `invalid`: what the leader does with a release that cannot be used ([`run_invalid`]);
+//! - `invalid`: what the leader does with a release that cannot be used;
 //! - `status`: what the operator records besides the sync's own status;
 //! - `updates`: available updates from the update service, after every full pass.
 //!
@@ -110,7 +110,15 @@ pub struct Options {
 
 /// Runs the operator until `shutdown` resolves: elects, leads while elected, stops gracefully.
 /// `client` is for the release's requests (counted in `metrics` by
-/// [`metrics::instrument`]); `lease_client` for the Lease.
+/// [`metrics::instrument`]); `lease_client` for the Lease. `release` reads the release given
+/// at start, or says why it cannot be used: it runs once the election has started, so that
+/// `/readyz` follows the election from the start, not from the end of a long read.
+///
+/// A release that cannot be used (unreadable, with errors, or unverified: the
+/// `ReleaseAccepted` reason and message) is reported by the leader (`ReleaseAccepted=False`,
+/// reason [`INVALID_RELEASE`] or `ImageVerificationFailed`), and nothing is applied — until
+/// `spec.desiredUpdate.image` names a release artifact it can pull: then it leads with that
+/// one (or a container image: its Deployment moves there).
 ///
 /// # Errors
 ///
@@ -123,58 +131,29 @@ pub struct Options {
 pub async fn run(
     client: kube::Client,
     lease_client: kube::Client,
-    release: &Release,
-    options: &Options,
-    metrics: Arc<Metrics>,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
-    run_with(
-        client,
-        lease_client,
-        Ok(release),
-        options,
-        metrics,
-        shutdown,
-    )
-    .await;
-}
-
-/// Runs the operator of a release that cannot be used (unreadable, with errors, or unverified;
-/// `why` is the `ReleaseAccepted` reason and message): it elects as [`run`] does, and as leader
-/// reports `ReleaseAccepted=False` (reason [`INVALID_RELEASE`], or `ImageVerificationFailed`)
-/// and applies nothing — until
-/// `spec.desiredUpdate.image` names a release artifact it can pull: then it leads with that one
-/// as [`run`] does (or a container image: its Deployment moves there).
-pub async fn run_invalid(
-    client: kube::Client,
-    lease_client: kube::Client,
-    why: &Unusable,
-    options: &Options,
-    metrics: Arc<Metrics>,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
-    run_with(client, lease_client, Err(why), options, metrics, shutdown).await;
-}
-
-/// [`run`] and [`run_invalid`]: `release` is the release given at start, or why it cannot be
-/// used.
-async fn run_with(
-    client: kube::Client,
-    lease_client: kube::Client,
-    release: Result<&Release, &Unusable>,
+    release: impl std::future::Future<Output = Result<Release, Unusable>>,
     options: &Options,
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let (stop_tx, stop_rx) = watch::channel(false);
     let (mut leader_rx, election) = Election::start(lease_client, &options.lease, &metrics);
+    tokio::pin!(shutdown);
+    let start = tokio::select! {
+        start = release => start,
+        () = &mut shutdown => {
+            tracing::info!("stopped while reading the release");
+            election.stop().await;
+            return;
+        }
+    };
+    let release = start.as_ref();
     // The reconciler's requests are not the release's: not counted in the metrics.
     let cleanup_client = client.clone();
     let cluster = Cluster::new(metrics::instrument(client, metrics.clone()));
     let puller = pull::Puller::new(options.pull.clone());
     // The release pulled last (spec.desiredUpdate.image): led with while the process lives.
     let mut pulled: Option<Box<pull::Pulled>> = None;
-    tokio::pin!(shutdown);
     let leading = async {
         loop {
             // Standing by until elected (or stopping).
