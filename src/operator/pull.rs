@@ -408,6 +408,20 @@ impl Puller {
             .map_err(|e| fail(None, RETRIEVE_PAYLOAD, self.access_hint(e.to_string())))?;
         let digest = resolved.digest.clone();
         let at = format!("{}@{digest}", reference.name());
+        // Reading the signature or the release of `digest` failed: a signature that does not
+        // verify (and no force) is ImageVerificationFailed, anything else RetrievePayload.
+        let retrieval = |e: crate::oci::OciError| match e {
+            crate::oci::OciError::Verification { why, .. } => fail(
+                Some(&digest),
+                IMAGE_VERIFICATION_FAILED,
+                format!("The update cannot be verified: {why}"),
+            ),
+            e => fail(
+                Some(&digest),
+                RETRIEVE_PAYLOAD,
+                self.access_hint(e.to_string()),
+            ),
+        };
         match resolved.kind {
             Kind::Image(what) => {
                 tracing::debug!(image = %key.image, %digest, "spec.desiredUpdate.image is {what}, not a release artifact");
@@ -416,18 +430,7 @@ impl Puller {
                 if options.verify.is_some() {
                     let check = crate::oci::verify_signature(reference, &digest, &options)
                         .await
-                        .map_err(|e| match e {
-                            crate::oci::OciError::Verification { why, .. } => fail(
-                                Some(&digest),
-                                IMAGE_VERIFICATION_FAILED,
-                                format!("The update cannot be verified: {why}"),
-                            ),
-                            e => fail(
-                                Some(&digest),
-                                RETRIEVE_PAYLOAD,
-                                self.access_hint(e.to_string()),
-                            ),
-                        })?;
+                        .map_err(retrieval)?;
                     if let SignatureCheck::Failed { why } = check {
                         tracing::warn!(image = %key.image, %digest, "the operator image cannot be verified, but continuing anyway because the update was forced: {why}");
                     }
@@ -444,18 +447,7 @@ impl Puller {
         let started = Instant::now();
         let opened = crate::oci::open(&pinned, &options)
             .await
-            .map_err(|e| match e {
-                crate::oci::OciError::Verification { why, .. } => fail(
-                    Some(&digest),
-                    IMAGE_VERIFICATION_FAILED,
-                    format!("The update cannot be verified: {why}"),
-                ),
-                e => fail(
-                    Some(&digest),
-                    RETRIEVE_PAYLOAD,
-                    self.access_hint(e.to_string()),
-                ),
-            })?;
+            .map_err(retrieval)?;
         let dir = opened.dir();
         let load = LoadOptions {
             release_image: Some(at.clone()),
