@@ -7,8 +7,8 @@
 //! `application/vnd.dev.cosign.simplesigning.v1+json`) with the annotation
 //! `dev.cosignproject.cosign/signature`, the base64 ASN.1 DER ECDSA P-256 SHA-256 signature of
 //! the payload's bytes. Several signatures may sit on one tag: one layer that verifies with
-//! one of the given keys, and names the right digest (and, in a registry, repository),
-//! suffices.
+//! one of the given keys, and names the right digest, suffices (the repository it names is
+//! not checked: see [`check`]).
 //!
 //! This file knows the format only; [`super::attach`] reads and writes it in registries and
 //! layouts.
