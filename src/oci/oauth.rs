@@ -201,16 +201,8 @@ impl Exchanger {
                     format!("it answered HTTP {}", answer.status().as_u16())
                 }
                 Ok(answer) => return Ok(answer),
-                Err(e) => {
-                    // The URL is in `what`; reqwest's text repeats it without the cause.
-                    let mut cause = e.to_string();
-                    let mut source = std::error::Error::source(&e);
-                    while let Some(s) = source {
-                        cause = format!("{cause}: {s}");
-                        source = s.source();
-                    }
-                    cause
-                }
+                // The URL is in `what`; reqwest's text repeats it without the cause.
+                Err(e) => super::registry::describe_cause(&e),
             };
             match delays.next() {
                 Some(wait) => {

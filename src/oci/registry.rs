@@ -691,7 +691,7 @@ fn transient(e: &OciDistributionError) -> bool {
 }
 
 /// The error and its causes on one line.
-fn describe_cause(e: &dyn std::error::Error) -> String {
+pub(super) fn describe_cause(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
