@@ -129,29 +129,8 @@ pub struct Resolved {
 /// that is neither is refused naming its media types.
 pub async fn resolve(r: &RegistryRef, options: &FetchOptions) -> Result<Resolved, OciError> {
     let cache = Cache::open(&cache_root(options)?)?;
-    let cached = r
-        .digest
-        .as_ref()
-        .and_then(|d| cache.get(d, MAX_MANIFEST_BYTES));
-    let (manifest, digest) = match (cached, &r.digest) {
-        (Some(path), Some(d)) => (
-            std::fs::read(&path)
-                .map_err(|e| OciError::Unavailable(format!("{}: {e}", path.display())))?,
-            d.clone(),
-        ),
-        _ => {
-            let reference = match (&r.digest, &r.tag) {
-                (Some(d), _) => d.to_string(),
-                (None, Some(t)) => t.clone(),
-                (None, None) => unreachable!("a parsed reference has a tag or a digest"),
-            };
-            let got = Registry::new(&r.registry, &options.access)?
-                .manifest(&r.repository, &reference)
-                .await?;
-            cache.put(&got.1, &got.0)?;
-            got
-        }
-    };
+    let mut registry = Lazy::new(r, &options.access);
+    let (manifest, digest) = manifest(r, &cache, &mut registry).await?;
     let kind = match release_layer(&manifest) {
         Ok((shape, _)) => Kind::Release(shape),
         Err(why) => match super::shape::container_image(&manifest) {
@@ -217,52 +196,67 @@ async fn check_signature(
     }
 }
 
+/// A registry's client, made when first needed: a pinned digest whose blobs are all cached
+/// needs no registry (not even its credentials).
+struct Lazy<'a> {
+    r: &'a RegistryRef,
+    access: &'a Access,
+    client: Option<Registry>,
+}
+
+impl<'a> Lazy<'a> {
+    fn new(r: &'a RegistryRef, access: &'a Access) -> Self {
+        Lazy {
+            r,
+            access,
+            client: None,
+        }
+    }
+
+    fn get(&mut self) -> Result<&Registry, OciError> {
+        if self.client.is_none() {
+            self.client = Some(Registry::new(&self.r.registry, self.access)?);
+        }
+        Ok(self.client.as_ref().expect("made above"))
+    }
+}
+
+/// The manifest `r` names and its digest: from the cache when `r` pins a digest whose
+/// manifest is there (verified again), else from the registry, then kept in the cache.
+async fn manifest(
+    r: &RegistryRef,
+    cache: &Cache,
+    registry: &mut Lazy<'_>,
+) -> Result<(Vec<u8>, Digest), OciError> {
+    if let Some(d) = &r.digest
+        && let Some(path) = cache.get(d, MAX_MANIFEST_BYTES)
+    {
+        let bytes = std::fs::read(&path)
+            .map_err(|e| OciError::Unavailable(format!("{}: {e}", path.display())))?;
+        return Ok((bytes, d.clone()));
+    }
+    let got = registry
+        .get()?
+        .manifest(&r.repository, &r.reference())
+        .await?;
+    cache.put(&got.1, &got.0)?;
+    Ok(got)
+}
+
 /// The manifest digest, shape and cached layer file of a registry source.
 async fn from_registry(
     r: &RegistryRef,
     options: &FetchOptions,
     cache: &Cache,
 ) -> Result<Read, OciError> {
-    let mut registry: Option<Registry> = None;
-    let connect = |registry: &mut Option<Registry>| -> Result<(), OciError> {
-        if registry.is_none() {
-            *registry = Some(Registry::new(&r.registry, &options.access)?);
-        }
-        Ok(())
-    };
+    let mut registry = Lazy::new(r, &options.access);
     // Resolve once: the digest if pinned, else the tag's manifest's digest.
-    let cached_manifest = r
-        .digest
-        .as_ref()
-        .and_then(|d| cache.get(d, MAX_MANIFEST_BYTES));
-    let (manifest, digest) = match (cached_manifest, &r.digest) {
-        (Some(path), Some(d)) => (
-            std::fs::read(&path)
-                .map_err(|e| OciError::Unavailable(format!("{}: {e}", path.display())))?,
-            d.clone(),
-        ),
-        _ => {
-            connect(&mut registry)?;
-            let reference = match (&r.digest, &r.tag) {
-                (Some(d), _) => d.to_string(),
-                (None, Some(t)) => t.clone(),
-                (None, None) => unreachable!("a parsed reference has a tag or a digest"),
-            };
-            let got = registry
-                .as_ref()
-                .expect("connected")
-                .manifest(&r.repository, &reference)
-                .await?;
-            cache.put(&got.1, &got.0)?;
-            got
-        }
-    };
+    let (manifest, digest) = manifest(r, cache, &mut registry).await?;
     // The signature of the resolved digest, before anything of the release is used.
     let signature = match &options.verify {
         Some(v) => {
-            connect(&mut registry)?;
             let place = Place::Registry {
-                registry: registry.as_ref().expect("connected"),
+                registry: registry.get()?,
                 repository: &r.repository,
             };
             check_signature(place, &digest, Some(v)).await?
@@ -281,11 +275,9 @@ async fn from_registry(
             signature,
         });
     }
-    connect(&mut registry)?;
     let mut tmp = cache.temp_file()?;
     registry
-        .as_ref()
-        .expect("connected")
+        .get()?
         .blob(
             &r.repository,
             &layer,

@@ -75,12 +75,7 @@ async fn resolve(
 ) -> Result<(Vec<u8>, Digest), OciError> {
     match (source, registry) {
         (Source::Registry(r), Some(registry)) => {
-            let reference = match (&r.digest, &r.tag) {
-                (Some(d), _) => d.to_string(),
-                (None, Some(t)) => t.clone(),
-                (None, None) => unreachable!("a parsed reference has a tag or a digest"),
-            };
-            registry.manifest(&r.repository, &reference).await
+            registry.manifest(&r.repository, &r.reference()).await
         }
         (Source::Layout(l), _) => {
             let digest = super::layout::resolve(&l.path, l.tag.as_deref(), l.digest.as_ref())?;

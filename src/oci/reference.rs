@@ -103,6 +103,15 @@ impl RegistryRef {
         format!("{}/{}", self.registry, self.repository)
     }
 
+    /// What to ask the registry for: the digest when pinned, else the tag.
+    pub fn reference(&self) -> String {
+        match (&self.digest, &self.tag) {
+            (Some(d), _) => d.to_string(),
+            (None, Some(t)) => t.clone(),
+            (None, None) => unreachable!("a parsed reference has a tag or a digest"),
+        }
+    }
+
     /// The host without its port (brackets of an IPv6 address removed).
     pub fn host(&self) -> &str {
         host_of(&self.registry)

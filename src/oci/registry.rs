@@ -258,19 +258,8 @@ impl Registry {
         repository: &str,
         reference: &str,
     ) -> Result<(Vec<u8>, Digest), OciError> {
-        let image = self.reference(repository, reference);
-        let what = format!(
-            "{}/{repository}{}{reference}",
-            self.registry,
-            sep(reference)
-        );
-        self.store_auth(&image, Operation::Pull).await?;
-        let (bytes, _) = self
-            .retry(Operation::Pull, &what, || {
-                self.client
-                    .pull_manifest_raw(&image, &self.auth, ACCEPTED_MEDIA_TYPES)
-            })
-            .await?;
+        let (what, got) = self.fetch_manifest(repository, reference).await?;
+        let bytes = got.map_err(|e| self.describe(Operation::Pull, &what, &e))?;
         Self::checked_manifest(&what, reference, &bytes)
     }
 
@@ -281,6 +270,21 @@ impl Registry {
         repository: &str,
         reference: &str,
     ) -> Result<Option<(Vec<u8>, Digest)>, OciError> {
+        let (what, got) = self.fetch_manifest(repository, reference).await?;
+        match got {
+            Ok(bytes) => Self::checked_manifest(&what, reference, &bytes).map(Some),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(self.describe(Operation::Pull, &what, &e)),
+        }
+    }
+
+    /// The manifest `reference` names in `repository` as the registry answered it (transient
+    /// failures retried), and what messages call it.
+    async fn fetch_manifest(
+        &self,
+        repository: &str,
+        reference: &str,
+    ) -> Result<(String, Result<bytes::Bytes, OciDistributionError>), OciError> {
         let image = self.reference(repository, reference);
         let what = format!(
             "{}/{repository}{}{reference}",
@@ -293,12 +297,9 @@ impl Registry {
                 self.client
                     .pull_manifest_raw(&image, &self.auth, ACCEPTED_MEDIA_TYPES)
             })
-            .await;
-        match got {
-            Ok((bytes, _)) => Self::checked_manifest(&what, reference, &bytes).map(Some),
-            Err(e) if not_found(&e) => Ok(None),
-            Err(e) => Err(self.describe(Operation::Pull, &what, &e)),
-        }
+            .await
+            .map(|(bytes, _)| bytes);
+        Ok((what, got))
     }
 
     /// `bytes` as the manifest `reference` names: capped, its digest computed and, when
