@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::metrics::Metrics;
-use super::pull::{Asked, IMAGE_VERIFICATION_FAILED, Outcome, Pulled, Puller, Switch};
+use super::pull::{IMAGE_VERIFICATION_FAILED, Lookup, Outcome, Pulled, Puller, Switch, cluster_at};
 use super::self_update::{self, Decision, SelfUpdate};
 use super::status::not_progressing;
 use super::{Options, drift, resync};
@@ -112,27 +112,14 @@ async fn report_invalid(
     let update = cv.as_ref().and_then(|cv| Spec::of(cv).desired_update);
     // What is looked up: the image asked for, else the release image the cluster is at (a
     // release pulled before a restart: rebuilt from the cluster).
-    let cluster_at = cv
-        .as_ref()
-        .and_then(clusterversion::desired_image)
-        .filter(|at| at.contains("@sha256:"));
-    let lookup = match (desired.as_deref(), cluster_at.as_deref()) {
-        (Some(to), _) => Some((to, false)),
-        (None, Some(at)) => Some((at, true)),
-        (None, None) => None,
-    };
+    let lookup = Lookup::of(update.as_ref(), cluster_at(cv.as_ref(), None).as_deref());
     // A release artifact is pulled (and led with); a container image moves the operator.
     let mut pull_failure = None;
-    let decision = match lookup {
-        Some((to, from_status)) if !mover.runs(cluster, to).await => {
+    let decision = match &lookup {
+        Some(l) if !mover.runs(cluster, &l.image).await => {
             let repository = mover.pod_repository(cluster).await;
-            let asked = Asked {
-                image: to,
-                version: update.as_ref().map_or("", |d| d.version.as_str()),
-                force: !from_status && update.as_ref().is_some_and(|d| d.force),
-            };
             match puller
-                .consider(cluster.client(), asked, None, repository.as_deref())
+                .consider(cluster.client(), l.asked(), None, repository.as_deref())
                 .await
             {
                 Outcome::Switch(pulled) => {
@@ -140,8 +127,8 @@ async fn report_invalid(
                     metrics.pass(trigger, "switched", started.elapsed().as_secs_f64());
                     return Err(pulled);
                 }
-                Outcome::Image if from_status => Decision::Stay,
-                Outcome::Image => mover.decide(cluster, Some(to), None).await,
+                Outcome::Image if l.from_status => Decision::Stay,
+                Outcome::Image => mover.decide(cluster, Some(&l.image), None).await,
                 Outcome::Lead => Decision::Stay,
                 Outcome::Failed(e) => {
                     pull_failure = Some(e);

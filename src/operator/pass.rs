@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::drift::Known;
 use super::metrics::Metrics;
-use super::pull::{Asked, Meanwhile, Outcome, Puller, Switch};
+use super::pull::{Lookup, Meanwhile, Outcome, Puller, Switch, cluster_at};
 use super::self_update::{Decision, IMAGE_CONFLICT, SelfUpdate};
 use super::status::{
     VERIFY_VERSION, forced_by_spec, not_progressing, record_status, version_mismatch,
@@ -159,48 +159,31 @@ impl Passes<'_> {
         let spec = cv.as_ref().map(Spec::of).unwrap_or_default();
         let desired = spec.desired_update.as_ref();
         let image = desired.map(|d| d.image.as_str()).filter(|i| !i.is_empty());
-        // The release image the cluster is at (`status.desired.image`), when it is not the one
-        // this operator leads with and may be a release pulled earlier (after a restart or a
-        // failover): a pulled release is always recorded by digest. (A tag there is the image
-        // of a release baked into an operator image: the cluster updates from it as before.)
         let leading = self.release.image.as_deref();
-        let cluster_at = cv
-            .as_ref()
-            .and_then(clusterversion::desired_image)
-            .filter(|at| Some(at.as_str()) != leading && at.contains("@sha256:"));
-        // What is looked up: the image asked for; without one, the image the cluster is at, when
-        // this operator leads with the release it started with (rebuilt from the cluster, so
-        // that a restart does not put back the start release over a pulled one).
-        let lookup = match (image, &cluster_at) {
-            (Some(to), _) => Some((to, false)),
-            (None, Some(at)) if !self.pulled => Some((at.as_str(), true)),
-            (None, _) => None,
-        };
+        let cluster_image = cluster_at(cv.as_ref(), leading);
+        // Without an image asked for, the image the cluster is at is looked up when this
+        // operator leads with the release it started with.
+        let lookup = Lookup::of(desired, cluster_image.as_deref().filter(|_| !self.pulled));
         // A release artifact is pulled and led with; a container image moves the operator; an
         // image that cannot be looked up or pulled is reported, and this release stays applied
         // only when the cluster is at it.
         let mut pull_failure = None;
-        let decision = match lookup {
-            Some((to, from_status)) if !mover.runs(cluster, to).await => {
+        let decision = match &lookup {
+            Some(l) if !mover.runs(cluster, &l.image).await => {
                 let repository = mover.pod_repository(cluster).await;
-                let asked = Asked {
-                    image: to,
-                    version: desired.map_or("", |d| d.version.as_str()),
-                    force: !from_status && desired.is_some_and(|d| d.force),
-                };
                 match self
                     .puller
-                    .consider(cluster.client(), asked, leading, repository.as_deref())
+                    .consider(cluster.client(), l.asked(), leading, repository.as_deref())
                     .await
                 {
                     Outcome::Lead => Decision::Stay,
                     // The cluster was at a container image's release: this one is applied, as
                     // an operator moved to a new image does.
-                    Outcome::Image if from_status => Decision::Stay,
+                    Outcome::Image if l.from_status => Decision::Stay,
                     Outcome::Image => mover.decide(cluster, image, Some(self.release)).await,
                     Outcome::Switch(next) => {
-                        if from_status {
-                            tracing::warn!(image = %next.image(), from = %version, "the cluster is at the release of image {to} (status.desired), pulled earlier: leading with it again; a full pass with it follows");
+                        if l.from_status {
+                            tracing::warn!(image = %next.image(), from = %version, "the cluster is at the release of image {} (status.desired), pulled earlier: leading with it again; a full pass with it follows", l.image);
                         } else {
                             tracing::warn!(image = %next.image(), asked = %next.asked, from = %version, "switching to the release spec.desiredUpdate.image names: a full pass with it follows");
                         }
@@ -217,9 +200,10 @@ impl Passes<'_> {
                     }
                 }
             }
-            Some((to, false)) if self.pulled => {
-                // The image the operator runs again: its own release, as it started.
-                tracing::warn!(image = %to, from = %version, "spec.desiredUpdate.image names the image the operator runs: back to the release it started with; a full pass with it follows");
+            // The image the operator runs again (a lookup from status needs `!self.pulled`).
+            Some(l) if self.pulled => {
+                // Its own release, as it started.
+                tracing::warn!(image = %l.image, from = %version, "spec.desiredUpdate.image names the image the operator runs: back to the release it started with; a full pass with it follows");
                 metrics.pass(trigger, "switched", started.elapsed().as_secs_f64());
                 return Err(PassEnd {
                     generation,
@@ -231,7 +215,7 @@ impl Passes<'_> {
         };
         let mut move_conditions = decision.conditions(mover.deployment(), &version);
         // A failed pull leaves this release applied only when the cluster is at it.
-        let meanwhile = match &cluster_at {
+        let meanwhile = match &cluster_image {
             Some(at) if pull_failure.is_some() => Meanwhile::Nothing { at },
             _ => Meanwhile::Stays(&version),
         };

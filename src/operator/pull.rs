@@ -230,8 +230,63 @@ pub enum Meanwhile<'a> {
     Nothing { at: &'a str },
 }
 
+/// The release image the cluster is at (`status.desired.image`) when it may be a release
+/// pulled earlier (before a restart or a failover) and is not `leading`: a pulled release is
+/// always recorded by digest. (A tag there is the image of a release baked into an operator
+/// image, which the cluster updates from as before.)
+pub fn cluster_at(cv: Option<&DynamicObject>, leading: Option<&str>) -> Option<String> {
+    cv.and_then(crate::status::clusterversion::desired_image)
+        .filter(|at| Some(at.as_str()) != leading && at.contains("@sha256:"))
+}
+
+/// What a full pass looks up: the image `spec.desiredUpdate` asks for; without one, the
+/// release image the cluster is at (`cluster_at`, when the caller may go back to it: rebuilt
+/// from the cluster, so that a restart never puts the start release back over a pulled one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lookup {
+    pub image: String,
+    /// The image is the cluster's (`status.desired.image`), not one asked for: a container
+    /// image there moves nothing, and `force` does not apply.
+    pub from_status: bool,
+    version: String,
+    force: bool,
+}
+
+impl Lookup {
+    /// The lookup of `desired` (`spec.desiredUpdate`), else of `cluster_at`.
+    pub fn of(
+        desired: Option<&crate::status::spec::DesiredUpdate>,
+        cluster_at: Option<&str>,
+    ) -> Option<Lookup> {
+        let version = desired.map_or_else(String::new, |d| d.version.clone());
+        match desired.filter(|d| !d.image.is_empty()) {
+            Some(d) => Some(Lookup {
+                image: d.image.clone(),
+                from_status: false,
+                version,
+                force: d.force,
+            }),
+            None => cluster_at.map(|at| Lookup {
+                image: at.to_owned(),
+                from_status: true,
+                version,
+                force: false,
+            }),
+        }
+    }
+
+    /// The request this lookup makes of [`Puller::consider`].
+    pub fn asked(&self) -> Asked<'_> {
+        Asked {
+            image: &self.image,
+            version: &self.version,
+            force: self.force,
+        }
+    }
+}
+
 /// What is asked for: `spec.desiredUpdate`'s image, version and force (or the image of
-/// `status.desired` the cluster is at, with no version and no force).
+/// `status.desired` the cluster is at, with no force).
 #[derive(Clone, Copy, Debug)]
 pub struct Asked<'a> {
     pub image: &'a str,
