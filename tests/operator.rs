@@ -2239,10 +2239,10 @@ async fn a_version_alone_from_a_served_graph_selects_its_payload_and_updates() {
 }
 
 /// A kubeconfig in `dir` whose server is a loopback port nothing listens on (token auth,
-/// namespace `ns`).
+/// namespace `ns`): port 1, outside the ephemeral range — a port found free and released
+/// could be handed out again as the operator's own metrics port, which then answers 404.
 fn unreachable_kubeconfig(dir: &Path) -> (std::path::PathBuf, String) {
-    let closed = common::operator::free_port();
-    let server = format!("http://127.0.0.1:{closed}");
+    let server = "http://127.0.0.1:1".to_owned();
     let path = dir.join("unreachable.kubeconfig");
     std::fs::write(
         &path,
