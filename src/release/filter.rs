@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{EXCLUDE_PREFIX, FEATURE_SET_ANNOTATION, INCLUDE_PREFIX, Manifest};
+use super::{EXCLUDE_PREFIX, ExcludedBy, FEATURE_SET_ANNOTATION, INCLUDE_PREFIX, Manifest};
 
 /// Which manifests of a release to keep.
 #[derive(Clone, Debug)]
@@ -28,27 +28,32 @@ impl Default for Filters {
 }
 
 impl Filters {
-    /// Why the manifest is left out, or `None` when it is kept.
-    pub fn exclusion(&self, manifest: &Manifest) -> Option<String> {
+    /// Which filter leaves the manifest out and why, or `None` when it is kept.
+    pub fn exclusion(&self, manifest: &Manifest) -> Option<(ExcludedBy, String)> {
         if let Some(profile) = &self.profile {
             let key = format!("{INCLUDE_PREFIX}{profile}");
             if manifest.annotation(&key) != Some("true") {
-                return Some(format!(
-                    "not included in profile `{profile}` (no `{key}: \"true\"`)"
+                return Some((
+                    ExcludedBy::Profile,
+                    format!("not included in profile `{profile}` (no `{key}: \"true\"`)"),
                 ));
             }
         }
         if let Some(sets) = manifest.annotation(FEATURE_SET_ANNOTATION)
             && !sets.split(',').any(|s| s.trim() == self.feature_set)
         {
-            return Some(format!(
-                "feature sets `{sets}` do not include `{}`",
-                self.feature_set
+            return Some((
+                ExcludedBy::FeatureSet,
+                format!(
+                    "feature sets `{sets}` do not include `{}`",
+                    self.feature_set
+                ),
             ));
         }
         self.exclude.iter().find_map(|id| {
             let key = format!("{EXCLUDE_PREFIX}{id}");
-            (manifest.annotation(&key) == Some("true")).then(|| format!("excluded by `{key}`"))
+            (manifest.annotation(&key) == Some("true"))
+                .then(|| (ExcludedBy::Exclude, format!("excluded by `{key}`")))
         })
     }
 }

@@ -3,7 +3,8 @@
 //! A release is either a flat directory of manifests or a CVO payload root holding
 //! `manifests/` (CVO's own, Go-templated) and `release-manifests/`. Only top-level `.yaml`,
 //! `.yml` and `.json` files are read, in lexical file-name order across both folders.
-//! `release-metadata` and `image-references` are read where CVO keeps them. Files are parsed
+//! `release-metadata` and `image-references` are read where CVO keeps them, and the capability
+//! catalogue `capabilities.yaml` from `release-manifests/` (or the flat directory). Files are parsed
 //! in parallel; the result does not depend on it.
 
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ use rayon::prelude::*;
 use serde_json::Value;
 
 use super::annotations::{CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION};
+use super::capability::{CATALOGUE_FILE, Catalogue};
 use super::metadata::parse_image_references;
 use super::read::{Limits, ReadError, human_bytes, read_capped, regular_file_size};
 use super::template::{TemplateValues, mentions_cvo_fields, render};
@@ -75,6 +77,8 @@ struct Found {
     files: Vec<SourceFile>,
     metadata: Option<PathBuf>,
     image_references: Option<PathBuf>,
+    /// [`CATALOGUE_FILE`] of `release-manifests/` (or of a flat release).
+    catalogue: Option<PathBuf>,
 }
 
 /// How [`load_selected`] chose the release's profile.
@@ -153,6 +157,7 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
         .map(|f| &f.path)
         .chain(found.metadata.iter())
         .chain(found.image_references.iter())
+        .chain(found.catalogue.iter())
         .filter_map(|p| regular_file_size(p).ok());
     let mut total = 0u64;
     for size in sizes {
@@ -186,6 +191,19 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
             )
         })
         .unwrap_or_default();
+    let mut catalogue_text = None;
+    let catalogue = found.catalogue.and_then(|path| {
+        read_small_file(
+            &path,
+            limits,
+            |text: &str| {
+                catalogue_text = Some(text.to_owned());
+                Catalogue::parse(text)
+            },
+            "write YAML like `known: [Console, Insights]` and `sets: {None: [], vCurrent: [Console, Insights]}` (docs/capabilities.md)",
+            &mut diagnostics,
+        )
+    });
     let values = TemplateValues {
         release_image: options.release_image.clone(),
         cluster_profile: options
@@ -203,12 +221,20 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
         .collect();
     let read: u64 = per_file.iter().map(|f| f.bytes).sum();
     check_release_size(root, limits, read)?;
+    let catalogue_digest = catalogue_text
+        .as_ref()
+        .map(|t| ring::digest::digest(&ring::digest::SHA256, t.as_bytes()));
     let version_hash = version_hash(
         found
             .files
             .iter()
             .zip(&per_file)
-            .map(|(f, r)| (f.name.as_str(), r.digest.as_ref().map(AsRef::as_ref))),
+            .map(|(f, r)| (f.name.as_str(), r.digest.as_ref().map(AsRef::as_ref)))
+            .chain(
+                catalogue_digest
+                    .as_ref()
+                    .map(|d| (CATALOGUE_FILE, Some(d.as_ref()))),
+            ),
         metadata_text.as_deref(),
     );
 
@@ -223,12 +249,23 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
         diagnostics.extend(file_diagnostics);
         for manifest in file_manifests {
             match options.filters.exclusion(&manifest) {
-                Some(reason) => excluded.push(Excluded { manifest, reason }),
+                Some((by, reason)) => excluded.push(Excluded {
+                    manifest,
+                    by,
+                    reason,
+                }),
                 None => manifests.push(manifest),
             }
         }
     }
     diagnostics.extend(duplicate_identities(&manifests));
+    let capabilities = catalogue.unwrap_or_else(|| {
+        Catalogue::derived(
+            manifests
+                .iter()
+                .chain(excluded.iter().map(|e: &Excluded| &e.manifest)),
+        )
+    });
     Ok(Release {
         root: root.to_path_buf(),
         image: options.release_image.clone(),
@@ -238,6 +275,7 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
         excluded,
         diagnostics,
         verification: Verification::NotChecked,
+        capabilities,
     })
 }
 
@@ -276,6 +314,8 @@ fn find_files(root: &Path, diagnostics: &mut Vec<Diagnostic>) -> Result<Found, L
                 found.metadata = Some(path);
             } else if name == "image-references" {
                 found.image_references = Some(path);
+            } else if name == CATALOGUE_FILE && !*templated {
+                found.catalogue = Some(path);
             } else if [".yaml", ".yml", ".json"].iter().any(|e| name.ends_with(e)) {
                 found.files.push(SourceFile {
                     path,
@@ -652,12 +692,7 @@ fn to_manifest(
         create_only: annotation(CREATE_ONLY_ANNOTATION).and_then(Value::as_str) == Some("true"),
         capabilities: annotation(CAPABILITY_ANNOTATION)
             .and_then(Value::as_str)
-            .map(|c| {
-                c.split('+')
-                    .map(|s| s.trim().to_owned())
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            })
+            .map(super::capability::split_annotation)
             .unwrap_or_default(),
         object: doc.value,
     })

@@ -11,6 +11,7 @@
 //! with every problem found, each as a [`Diagnostic`] naming file, document and line.
 
 mod annotations;
+pub mod capability;
 mod filename;
 mod filter;
 mod identity;
@@ -59,7 +60,8 @@ pub struct Manifest {
     pub intent: DeleteIntent,
     /// `release.openshift.io/create-only: "true"`: create when absent, never update.
     pub create_only: bool,
-    /// `capability.openshift.io/name`, split on `+`.
+    /// `capability.openshift.io/name`, split on `+` as the CVO splits it (nothing trimmed;
+    /// empty when the annotation is absent or empty).
     pub capabilities: Vec<String>,
     /// The object as it will be sent (CVO templates rendered for `manifests/`).
     pub object: serde_json::Value,
@@ -120,6 +122,9 @@ pub struct Release {
     /// source with `--verify-key` (the loader itself reads a directory: `NotChecked`).
     #[serde(skip)]
     pub verification: Verification,
+    /// Which capabilities the release knows, and its named sets (`capabilities.yaml`, else
+    /// derived from the manifests): [`capability`].
+    pub capabilities: capability::Catalogue,
 }
 
 /// What is known of a release image's signature (`--verify-key`, docs/release-format.md):
@@ -141,7 +146,43 @@ pub enum Verification {
 #[derive(Clone, Debug, Serialize)]
 pub struct Excluded {
     pub manifest: Manifest,
+    /// Which filter left it out.
+    pub by: ExcludedBy,
     pub reason: String,
+}
+
+/// The filter that leaves a manifest out: the keys of the `excluded` counts of every report
+/// (`{profile: N, featureSet: N, capability: N, exclude: N}`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ExcludedBy {
+    /// `--profile` (`include.release.openshift.io/<profile>`).
+    Profile,
+    /// `--feature-set` (`release.openshift.io/feature-set`).
+    FeatureSet,
+    /// A capability the cluster does not enable (`capability.openshift.io/name`).
+    Capability,
+    /// `--exclude` (`exclude.release.openshift.io/<id>`).
+    Exclude,
+}
+
+impl ExcludedBy {
+    pub const ALL: [ExcludedBy; 4] = [
+        ExcludedBy::Profile,
+        ExcludedBy::FeatureSet,
+        ExcludedBy::Capability,
+        ExcludedBy::Exclude,
+    ];
+
+    /// The JSON key (`featureSet`).
+    pub fn key(self) -> &'static str {
+        match self {
+            ExcludedBy::Profile => "profile",
+            ExcludedBy::FeatureSet => "featureSet",
+            ExcludedBy::Capability => "capability",
+            ExcludedBy::Exclude => "exclude",
+        }
+    }
 }
 
 impl Release {

@@ -160,6 +160,11 @@ pub(crate) mod testing {
         let intent = DeleteIntent::from_annotation(
             meta.pointer("/annotations/release.openshift.io~1delete"),
         );
+        let capabilities = meta
+            .pointer("/annotations/capability.openshift.io~1name")
+            .and_then(|v| v.as_str())
+            .map(crate::release::capability::split_annotation)
+            .unwrap_or_default();
         Manifest {
             id,
             api_version,
@@ -174,7 +179,7 @@ pub(crate) mod testing {
                 .and_then(parse_file_name),
             intent,
             create_only: false,
-            capabilities: Vec::new(),
+            capabilities,
             object,
         }
     }
@@ -189,6 +194,7 @@ pub(crate) mod testing {
             excluded: Vec::new(),
             diagnostics: Vec::new(),
             verification: Default::default(),
+            capabilities: Default::default(),
         }
     }
 
@@ -197,6 +203,7 @@ pub(crate) mod testing {
             .into_iter()
             .map(|manifest| Excluded {
                 manifest,
+                by: crate::release::ExcludedBy::Profile,
                 reason: "test".into(),
             })
             .collect();

@@ -1,0 +1,549 @@
+//! Capabilities: optional components of a release, with the OpenShift CVO's semantics.
+//!
+//! A manifest annotated `capability.openshift.io/name: "A+B"` belongs to capabilities `A` and
+//! `B`, and is applied only while both are enabled (an empty value means none). A cluster
+//! chooses its capabilities in ClusterVersion `spec.capabilities` (a baseline set and
+//! additional capabilities); `status.capabilities.enabledCapabilities` carries what was
+//! enabled before, and an enabled capability is never disabled again: asking to drop one keeps
+//! it enabled ("implicitly"), as does an update that moves an object the cluster already has
+//! into a capability it does not have.
+//!
+//! The catalogue — which capabilities exist and which named sets a baseline can name — is the
+//! release's data ([`Catalogue`]): `capabilities.yaml` beside the manifests
+//! (`release-manifests/` of a payload), or, without it, every name a manifest uses, with
+//! `None` (nothing) and `vCurrent` (everything) as the sets. Everything here is pure: the
+//! cluster's spec and status come in as values, the decisions go out as values.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Manifest, ObjectId, Release};
+
+/// The file that declares a release's capability catalogue.
+pub const CATALOGUE_FILE: &str = "capabilities.yaml";
+/// The set that enables nothing.
+pub const SET_NONE: &str = "None";
+/// The set that enables every capability of the release: the baseline when none is asked.
+pub const SET_CURRENT: &str = "vCurrent";
+
+/// Which capabilities a release knows, and the named sets a baseline may select.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Catalogue {
+    pub known: BTreeSet<String>,
+    pub sets: BTreeMap<String, BTreeSet<String>>,
+    /// Read from [`CATALOGUE_FILE`] (else derived from the manifests' annotations).
+    pub declared: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCatalogue {
+    known: Vec<String>,
+    #[serde(default)]
+    sets: BTreeMap<String, Vec<String>>,
+}
+
+impl Catalogue {
+    /// Parses [`CATALOGUE_FILE`]: `known: [A, B]` and `sets: {None: [], vCurrent: [A, B]}`.
+    /// `None` and `vCurrent` are implied when absent (nothing; every known capability).
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, in plain words: not YAML of that shape, an empty or `+`-holding name, a
+    /// set naming a capability that is not known.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let raw: RawCatalogue = serde_saphyr::from_str(text).map_err(|e| {
+            format!("expected `known: [NAME, …]` and optionally `sets: {{SET: [NAME, …]}}`: {e}")
+        })?;
+        let mut known = BTreeSet::new();
+        for name in raw.known {
+            check_name(&name).map_err(|why| format!("known: {why}"))?;
+            if !known.insert(name.clone()) {
+                return Err(format!("known: `{name}` is listed twice"));
+            }
+        }
+        let mut sets = BTreeMap::new();
+        for (set, members) in raw.sets {
+            if set.trim().is_empty() {
+                return Err("sets: a set name is empty".to_owned());
+            }
+            let members: BTreeSet<String> = members.into_iter().collect();
+            let unknown: Vec<&str> = members
+                .iter()
+                .filter(|m| !known.contains(*m))
+                .map(String::as_str)
+                .collect();
+            if !unknown.is_empty() {
+                return Err(format!(
+                    "sets: {set} names capabilities that `known` does not list: {}",
+                    unknown.join(", ")
+                ));
+            }
+            sets.insert(set, members);
+        }
+        let mut catalogue = Catalogue {
+            known,
+            sets,
+            declared: true,
+        };
+        catalogue.imply_sets();
+        Ok(catalogue)
+    }
+
+    /// The catalogue of a release without [`CATALOGUE_FILE`]: every (non-empty) name its
+    /// manifests use is known; `vCurrent` is all of them.
+    pub fn derived<'a>(manifests: impl IntoIterator<Item = &'a Manifest>) -> Self {
+        let known = manifests
+            .into_iter()
+            .flat_map(|m| m.capabilities.iter())
+            .filter(|c| check_name(c).is_ok())
+            .cloned()
+            .collect();
+        let mut catalogue = Catalogue {
+            known,
+            sets: BTreeMap::new(),
+            declared: false,
+        };
+        catalogue.imply_sets();
+        catalogue
+    }
+
+    fn imply_sets(&mut self) {
+        self.sets.entry(SET_NONE.to_owned()).or_default();
+        self.sets
+            .entry(SET_CURRENT.to_owned())
+            .or_insert_with(|| self.known.clone());
+    }
+}
+
+/// Why `name` cannot be a capability name.
+fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        Err("a capability name is empty".to_owned())
+    } else if name.contains('+') {
+        Err(format!(
+            "`{name}`: a capability name cannot hold `+` (it separates names)"
+        ))
+    } else if name.trim() != name {
+        Err(format!(
+            "`{name}`: a capability name cannot start or end with spaces"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The capability names of an annotation value, as the CVO splits it: on `+`, nothing
+/// trimmed; an empty value names none.
+pub fn split_annotation(value: &str) -> Vec<String> {
+    if value.is_empty() {
+        return Vec::new();
+    }
+    value.split('+').map(str::to_owned).collect()
+}
+
+/// ClusterVersion `spec.capabilities`, as read (ClusterVersion's reader checks the shape).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Asked {
+    /// `baselineCapabilitySet`; `None`: [`SET_CURRENT`].
+    pub baseline: Option<String>,
+    /// `additionalEnabledCapabilities`.
+    pub additional: Vec<String>,
+}
+
+/// The capabilities of a cluster for one release: ClusterVersion
+/// `status.capabilities` plus which enabled ones the spec did not ask for.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    pub known: BTreeSet<String>,
+    pub enabled: BTreeSet<String>,
+    /// Enabled although the spec does not ask for them: enabled before (never disabled
+    /// again), or enabled by an update ([`implicitly_enabled`]).
+    pub implicitly_enabled: BTreeSet<String>,
+}
+
+/// What [`Capabilities::resolve`] found wrong with the spec (the field is then read as the
+/// CVO reads it, and the problem reported).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpecProblem(pub String);
+
+impl Capabilities {
+    /// Every capability of the catalogue enabled: a cluster without ClusterVersion, or one
+    /// whose spec asks for nothing (baseline `vCurrent`).
+    pub fn all(catalogue: &Catalogue) -> Self {
+        Capabilities::resolve(catalogue, None, &[]).0
+    }
+
+    /// Enabled = the baseline set ∪ additional ∪ `prior` (what status says was enabled): what
+    /// `prior` adds is implicitly enabled. A baseline set the catalogue does not have enables
+    /// nothing (as the CVO reads an unknown set) and is reported; so is an additional
+    /// capability the release does not know (it is enabled all the same, so that a release
+    /// that adds it later finds it on).
+    pub fn resolve(
+        catalogue: &Catalogue,
+        asked: Option<&Asked>,
+        prior: &[String],
+    ) -> (Self, Vec<SpecProblem>) {
+        let mut problems = Vec::new();
+        let baseline = asked
+            .and_then(|a| a.baseline.as_deref())
+            .unwrap_or(SET_CURRENT);
+        let mut enabled = match catalogue.sets.get(baseline) {
+            Some(set) => set.clone(),
+            None => {
+                problems.push(SpecProblem(format!(
+                    "spec.capabilities.baselineCapabilitySet: `{baseline}` is not a capability set of this release (it has {}): no capability is enabled by it",
+                    catalogue.sets.keys().cloned().collect::<Vec<_>>().join(", ")
+                )));
+                BTreeSet::new()
+            }
+        };
+        for c in asked.map(|a| a.additional.as_slice()).unwrap_or_default() {
+            if !catalogue.known.contains(c) {
+                problems.push(SpecProblem(format!(
+                    "spec.capabilities.additionalEnabledCapabilities: `{c}` is not a capability of this release"
+                )));
+            }
+            enabled.insert(c.clone());
+        }
+        let mut implicitly_enabled = BTreeSet::new();
+        for c in prior {
+            if enabled.insert(c.clone()) {
+                implicitly_enabled.insert(c.clone());
+            }
+        }
+        let caps = Capabilities {
+            known: catalogue.known.clone(),
+            enabled,
+            implicitly_enabled,
+        };
+        (caps, problems)
+    }
+
+    /// Adds capabilities an update enables implicitly ([`implicitly_enabled`]).
+    pub fn enable_implicitly(&mut self, implicit: BTreeSet<String>) {
+        self.enabled.extend(implicit.iter().cloned());
+        self.implicitly_enabled.extend(implicit);
+    }
+
+    /// Why `manifest` is left out, or `None` when its capabilities are all enabled. The CVO's
+    /// words: unknown names first (`unrecognized capability names: A, B`, unless
+    /// `allow_unknown`), else `disabled capabilities: A, B`.
+    pub fn exclusion(&self, manifest: &Manifest, allow_unknown: bool) -> Option<String> {
+        let (mut unknown, mut disabled) = (Vec::new(), Vec::new());
+        for c in &manifest.capabilities {
+            if !allow_unknown && !self.known.contains(c) {
+                unknown.push(c.as_str());
+            } else if !self.enabled.contains(c) {
+                disabled.push(c.as_str());
+            }
+        }
+        if !unknown.is_empty() {
+            Some(format!(
+                "unrecognized capability names: {}",
+                unknown.join(", ")
+            ))
+        } else if !disabled.is_empty() {
+            Some(format!("disabled capabilities: {}", disabled.join(", ")))
+        } else {
+            None
+        }
+    }
+
+    /// The message of ClusterVersion's `ImplicitlyEnabledCapabilities` condition: True
+    /// `CapabilitiesImplicitlyEnabled` naming them, else False `AsExpected`.
+    pub fn implicit_condition(&self) -> (bool, &'static str, String) {
+        if self.implicitly_enabled.is_empty() {
+            (
+                false,
+                "AsExpected",
+                "Capabilities match configured spec".into(),
+            )
+        } else {
+            let names: Vec<&str> = self.implicitly_enabled.iter().map(String::as_str).collect();
+            (
+                true,
+                "CapabilitiesImplicitlyEnabled",
+                format!(
+                    "The following capabilities could not be disabled: {}",
+                    names.join(", ")
+                ),
+            )
+        }
+    }
+}
+
+/// The capabilities an update from `current` to `update` enables implicitly, with `caps` the
+/// cluster's capabilities before it (the CVO's rule): for each manifest `update` keeps
+/// (profile, feature set, exclusions) but its capabilities leave out — unknown names allowed,
+/// since a new release may bring new capabilities — whose object (group, kind, namespace,
+/// name) the current release applies under `caps`, the update's capabilities that the current
+/// manifest did not need and `caps` does not enable are enabled. Returns them together with
+/// those `caps` already holds implicitly.
+pub fn implicitly_enabled(
+    update: &Release,
+    current: &Release,
+    caps: &Capabilities,
+) -> BTreeSet<String> {
+    let mut current_by_id: HashMap<&ObjectId, Vec<&Manifest>> = HashMap::new();
+    for m in &current.manifests {
+        current_by_id.entry(&m.id).or_default().push(m);
+    }
+    let mut out = caps.implicitly_enabled.clone();
+    for m in &update.manifests {
+        if caps.exclusion(m, true).is_none() {
+            continue;
+        }
+        for c in current_by_id.get(&m.id).into_iter().flatten() {
+            if caps.exclusion(c, true).is_some() {
+                continue;
+            }
+            out.extend(
+                m.capabilities
+                    .iter()
+                    .filter(|n| !c.capabilities.contains(n))
+                    .filter(|n| !caps.enabled.contains(*n))
+                    .cloned(),
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::testing::manifest;
+
+    fn cm(name: &str, caps: Option<&str>) -> Manifest {
+        cm_kind("ConfigMap", name, caps)
+    }
+
+    fn cm_kind(kind: &str, name: &str, caps: Option<&str>) -> Manifest {
+        let annotations = caps
+            .map(|c| format!("  annotations:\n    capability.openshift.io/name: \"{c}\"\n"))
+            .unwrap_or_default();
+        manifest(
+            &format!("0000_50_a_00_{name}.yaml"),
+            &format!(
+                "apiVersion: v1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: ns1\n{annotations}"
+            ),
+        )
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn caps(known: &[&str], enabled: &[&str], implicit: &[&str]) -> Capabilities {
+        Capabilities {
+            known: set(known),
+            enabled: set(enabled),
+            implicitly_enabled: set(implicit),
+        }
+    }
+
+    fn release(manifests: Vec<Manifest>) -> Release {
+        crate::validate::testing::release(manifests)
+    }
+
+    #[test]
+    fn annotation_is_split_as_the_cvo_splits_it() {
+        assert_eq!(split_annotation(""), Vec::<String>::new());
+        assert_eq!(split_annotation("A+B"), vec!["A", "B"]);
+        assert_eq!(split_annotation("a++b"), vec!["a", "", "b"]);
+        assert_eq!(split_annotation(" A"), vec![" A"]);
+    }
+
+    #[test]
+    fn catalogue_is_read_and_checked() {
+        let c = Catalogue::parse("known: [A, B, C]\nsets:\n  v1: [A]\n").unwrap();
+        assert!(c.declared);
+        assert_eq!(c.sets["v1"], set(&["A"]));
+        assert_eq!(c.sets[SET_NONE], set(&[]));
+        assert_eq!(c.sets[SET_CURRENT], set(&["A", "B", "C"]));
+        let c = Catalogue::parse("known: [A, B]\nsets:\n  vCurrent: [A]\n").unwrap();
+        assert_eq!(c.sets[SET_CURRENT], set(&["A"]));
+        for (text, why) in [
+            ("known: [A]\nsets:\n  v1: [B]\n", "v1 names capabilities"),
+            ("known: [A, A]\n", "listed twice"),
+            ("known: [\"A+B\"]\n", "cannot hold `+`"),
+            ("known: [\"\"]\n", "empty"),
+            ("known: [A]\nextra: 1\n", "expected `known"),
+            ("- A\n", "expected `known"),
+        ] {
+            let e = Catalogue::parse(text).unwrap_err();
+            assert!(e.contains(why), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn derived_catalogue_knows_every_name_used() {
+        let ms = [cm("a", Some("A+B")), cm("b", Some("C")), cm("c", None)];
+        let c = Catalogue::derived(&ms);
+        assert!(!c.declared);
+        assert_eq!(c.known, set(&["A", "B", "C"]));
+        assert_eq!(c.sets[SET_CURRENT], set(&["A", "B", "C"]));
+        assert_eq!(c.sets[SET_NONE], set(&[]));
+    }
+
+    #[test]
+    fn enabled_is_baseline_and_additional_and_everything_enabled_before() {
+        let cat = Catalogue::parse("known: [A, B, C, D]\nsets:\n  v1: [A]\n").unwrap();
+        // Nothing asked: vCurrent.
+        let (c, p) = Capabilities::resolve(&cat, None, &[]);
+        assert_eq!(c.enabled, set(&["A", "B", "C", "D"]));
+        assert!(c.implicitly_enabled.is_empty() && p.is_empty());
+        let asked = |baseline: &str, additional: &[&str]| Asked {
+            baseline: Some(baseline.to_owned()),
+            additional: additional.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        let (c, _) = Capabilities::resolve(&cat, Some(&asked("None", &["B"])), &[]);
+        assert_eq!(c.enabled, set(&["B"]));
+        let (c, _) = Capabilities::resolve(&cat, Some(&asked("v1", &["B"])), &[]);
+        assert_eq!(c.enabled, set(&["A", "B"]));
+        // B was asked for and then dropped from the spec: still enabled, implicitly.
+        let prior = vec!["A".to_owned(), "B".to_owned()];
+        let (c, p) = Capabilities::resolve(&cat, Some(&asked("v1", &[])), &prior);
+        assert_eq!(c.enabled, set(&["A", "B"]));
+        assert_eq!(c.implicitly_enabled, set(&["B"]));
+        assert!(p.is_empty());
+        assert_eq!(
+            c.implicit_condition(),
+            (
+                true,
+                "CapabilitiesImplicitlyEnabled",
+                "The following capabilities could not be disabled: B".to_owned()
+            )
+        );
+        // An unknown set enables nothing, and says so; an unknown additional is enabled.
+        let (c, p) = Capabilities::resolve(&cat, Some(&asked("v9", &["Z"])), &[]);
+        assert_eq!(c.enabled, set(&["Z"]));
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].0.contains("`v9` is not a capability set"), "{p:?}");
+    }
+
+    #[test]
+    fn exclusion_reports_unknown_names_before_disabled_ones() {
+        let c = caps(&["A", "B"], &["A"], &[]);
+        assert_eq!(c.exclusion(&cm("x", Some("A")), false), None);
+        assert_eq!(c.exclusion(&cm("x", None), false), None);
+        assert_eq!(c.exclusion(&cm("x", Some("")), false), None);
+        assert_eq!(
+            c.exclusion(&cm("x", Some("A+B")), false).as_deref(),
+            Some("disabled capabilities: B")
+        );
+        assert_eq!(
+            c.exclusion(&cm("x", Some("B+Z+Y")), false).as_deref(),
+            Some("unrecognized capability names: Z, Y")
+        );
+        assert_eq!(
+            c.exclusion(&cm("x", Some("B+Z")), true).as_deref(),
+            Some("disabled capabilities: B, Z")
+        );
+        assert_eq!(
+            c.exclusion(&cm("x", Some("a++b")), false).as_deref(),
+            Some("unrecognized capability names: a, , b")
+        );
+    }
+
+    /// The CVO's scenarios (its `payloadcapabilitytest` cases), as our own table: current
+    /// manifests, update manifests, the cluster's capabilities, and what is implicitly enabled
+    /// after.
+    #[test]
+    fn implicit_enablement_follows_the_cvos_scenarios() {
+        type Case<'a> = (
+            &'a str,
+            Vec<Manifest>,
+            Vec<Manifest>,
+            Capabilities,
+            &'a [&'a str],
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "moved into a disabled capability",
+                vec![cm("n1", Some("cap1"))],
+                vec![cm("n1", Some("cap2"))],
+                caps(&["cap1", "cap2"], &["cap1"], &[]),
+                &["cap2"],
+            ),
+            (
+                "moved into a capability the cluster does not know yet",
+                vec![cm("n1", Some("cap1"))],
+                vec![cm("n1", Some("cap2"))],
+                caps(&["cap1"], &["cap1"], &[]),
+                &["cap2"],
+            ),
+            (
+                "another object (kind differs)",
+                vec![cm("n1", Some("cap1"))],
+                vec![cm_kind("Secret", "n1", Some("cap2"))],
+                caps(&["cap1", "cap2"], &["cap1"], &[]),
+                &[],
+            ),
+            (
+                "the current manifest was not applied",
+                vec![cm("n1", Some("cap1"))],
+                vec![cm("n1", Some("cap2"))],
+                caps(&["cap2"], &["cap2"], &[]),
+                &[],
+            ),
+            (
+                "the new capability is enabled already",
+                vec![cm("n1", Some("cap1"))],
+                vec![cm("n1", Some("cap2"))],
+                caps(&["cap1", "cap2"], &["cap1", "cap2"], &[]),
+                &[],
+            ),
+            (
+                "already implicitly enabled",
+                vec![cm("n1", Some("cap1"))],
+                vec![cm("n1", Some("cap2"))],
+                caps(&["cap1", "cap2"], &["cap1"], &["cap2"]),
+                &["cap2"],
+            ),
+            (
+                "two objects move into one capability: enabled once",
+                vec![cm("n1", Some("cap1")), cm("n2", Some("cap1"))],
+                vec![cm("n1", Some("cap2")), cm("n2", Some("cap2"))],
+                caps(&["cap1", "cap2"], &["cap1"], &[]),
+                &["cap2"],
+            ),
+            (
+                "no manifest in the update keeps what was implicit",
+                vec![cm("n1", Some("cap1"))],
+                vec![],
+                caps(&["cap1"], &["cap1"], &["cap1"]),
+                &["cap1"],
+            ),
+            (
+                "no current manifest keeps what was implicit",
+                vec![],
+                vec![cm("n1", Some("cap1"))],
+                caps(&["cap1"], &["cap1"], &["cap1"]),
+                &["cap1"],
+            ),
+            (
+                "an object without capabilities moves into two",
+                vec![cm("n1", None)],
+                vec![cm("n1", Some("cap1+cap2"))],
+                caps(&["cap1", "cap2"], &["cap1"], &[]),
+                &["cap2"],
+            ),
+            (
+                "only what the current manifest did not need",
+                vec![cm("n1", Some("cap1+cap3"))],
+                vec![cm("n1", Some("cap2+cap3"))],
+                caps(&["cap1", "cap2", "cap3"], &["cap1", "cap3"], &[]),
+                &["cap2"],
+            ),
+        ];
+        for (name, current, update, c, want) in cases {
+            let got = implicitly_enabled(&release(update), &release(current), &c);
+            assert_eq!(got, set(want), "{name}");
+        }
+    }
+}
