@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::{Condition, ConditionStatus};
 use crate::release::ObjectId;
+use crate::release::capability::{Asked, Capabilities, Catalogue};
 
 /// Reason of the Upgradeable=False an override causes (the CVO's).
 pub const OVERRIDES_REASON: &str = "ClusterVersionOverrides";
@@ -35,6 +36,9 @@ pub struct Spec {
     pub invalid: Vec<String>,
     /// `spec.desiredUpdate`, when given and valid.
     pub desired_update: Option<DesiredUpdate>,
+    /// `spec.capabilities`, when given (fields of the wrong shape are reported and read as
+    /// absent).
+    pub capabilities: Option<Asked>,
 }
 
 impl Spec {
@@ -64,6 +68,9 @@ impl Spec {
             Some(_) => spec
                 .invalid
                 .push("spec.overrides: must be a list".to_owned()),
+        }
+        if let Some(c) = s.get("capabilities").filter(|v| !v.is_null()) {
+            spec.capabilities = Some(parse_capabilities(c, &mut spec.invalid));
         }
         if let Some(du) = s.get("desiredUpdate").filter(|v| !v.is_null()) {
             let status = cv.data.get("status").unwrap_or(&Value::Null);
@@ -144,6 +151,66 @@ fn parse_override(item: &Value) -> Result<Option<ObjectId>, SpecError> {
     };
     let namespace = (!namespace.is_empty()).then_some(namespace);
     Ok(unmanaged.then(|| ObjectId::new(&group, &kind, namespace.as_deref(), name)))
+}
+
+/// `spec.capabilities {baselineCapabilitySet, additionalEnabledCapabilities}`; what is not of
+/// the API's shape is reported in `invalid` and read as absent.
+fn parse_capabilities(c: &Value, invalid: &mut Vec<String>) -> Asked {
+    let mut asked = Asked::default();
+    let Some(o) = c.as_object() else {
+        invalid.push("spec.capabilities: must be an object".to_owned());
+        return asked;
+    };
+    match o.get("baselineCapabilitySet") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if !s.is_empty() => asked.baseline = Some(s.clone()),
+        Some(Value::String(_)) => {}
+        Some(_) => {
+            invalid.push("spec.capabilities.baselineCapabilitySet: must be a string".to_owned())
+        }
+    }
+    match o.get("additionalEnabledCapabilities") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                match item.as_str() {
+                    Some(name) => asked.additional.push(name.to_owned()),
+                    None => invalid.push(format!(
+                        "spec.capabilities.additionalEnabledCapabilities[{i}]: must be a string"
+                    )),
+                }
+            }
+        }
+        Some(_) => invalid
+            .push("spec.capabilities.additionalEnabledCapabilities: must be a list".to_owned()),
+    }
+    asked
+}
+
+/// The cluster's capabilities for `catalogue` (a release's): `spec.capabilities` as `spec`
+/// read it, with everything `status.capabilities.enabledCapabilities` of `cv` holds kept
+/// enabled; the spec's problems the catalogue shows (an unknown set or capability) are
+/// returned to be reported as warnings. No ClusterVersion: every capability is enabled.
+pub fn cluster_capabilities(
+    catalogue: &Catalogue,
+    spec: &Spec,
+    cv: Option<&DynamicObject>,
+) -> (Capabilities, Vec<String>) {
+    let prior = cv.map(enabled_before).unwrap_or_default();
+    let (caps, problems) = Capabilities::resolve(catalogue, spec.capabilities.as_ref(), &prior);
+    (caps, problems.into_iter().map(|p| p.0).collect())
+}
+
+/// `status.capabilities.enabledCapabilities`: what was enabled before, and so stays enabled
+/// (an enabled capability is never disabled). Entries that are not strings are skipped.
+pub fn enabled_before(cv: &DynamicObject) -> Vec<String> {
+    cv.data
+        .pointer("/status/capabilities/enabledCapabilities")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
 }
 
 /// At most this many `acceptRisks` entries are read (the API's limit).
@@ -473,6 +540,36 @@ mod tests {
         serde_json::from_value(json!({"apiVersion": "config.openshift.io/v1",
             "kind": "ClusterVersion", "metadata": {"name": "version"}, "spec": spec}))
         .unwrap()
+    }
+
+    #[test]
+    fn capabilities_are_read_with_what_status_enabled_before() {
+        let mut with = cv(json!({"capabilities": {
+            "baselineCapabilitySet": "None",
+            "additionalEnabledCapabilities": ["A", 3]}}));
+        with.data["status"] = json!({"capabilities": {"enabledCapabilities": ["A", "B"]}});
+        let spec = Spec::of(&with);
+        assert_eq!(
+            spec.capabilities,
+            Some(Asked {
+                baseline: Some("None".into()),
+                additional: vec!["A".into()],
+            })
+        );
+        assert_eq!(
+            spec.invalid,
+            ["spec.capabilities.additionalEnabledCapabilities[1]: must be a string"]
+        );
+        let catalogue = Catalogue::parse("known: [A, B, C]").unwrap();
+        let (caps, problems) = cluster_capabilities(&catalogue, &spec, Some(&with));
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(caps.enabled, ["A".to_owned(), "B".to_owned()].into());
+        assert_eq!(caps.implicitly_enabled, ["B".to_owned()].into());
+        // No spec: vCurrent.
+        let (caps, _) = cluster_capabilities(&catalogue, &Spec::default(), None);
+        assert_eq!(caps.enabled.len(), 3);
+        let bad = Spec::of(&cv(json!({"capabilities": "all"})));
+        assert_eq!(bad.invalid, ["spec.capabilities: must be an object"]);
     }
 
     #[test]
