@@ -87,6 +87,10 @@ pub struct Options {
     /// Objects left alone entirely — no apply, no delete, no health check — because
     /// ClusterVersion `spec.overrides` marks them `unmanaged` ([`Action::Unmanaged`]).
     pub unmanaged: std::collections::BTreeSet<ObjectId>,
+    /// Manifests (indices into the release) left out of this pass, with why: the cluster does
+    /// not enable their capabilities ([`Action::Excluded`]). Nothing is applied, deleted or
+    /// checked for them; their objects are never deleted for it.
+    pub excluded: std::collections::BTreeMap<usize, String>,
     /// Told of each deletion this engine requested ([`DeletionRequested`]); never in a dry
     /// run.
     pub on_deletion_requested: Option<DeletionRequested>,
@@ -122,6 +126,7 @@ impl Default for Options {
             health: crate::health::Options::default(),
             list_objects: true,
             unmanaged: Default::default(),
+            excluded: Default::default(),
             on_deletion_requested: None,
         }
     }
@@ -139,12 +144,16 @@ pub enum Action {
     AlreadyAbsent,
     /// Left alone: a ClusterVersion override marks the object unmanaged.
     Unmanaged,
+    /// Left out of this cluster's release: a capability it needs is not enabled (the reason
+    /// says which). Its object is neither applied nor deleted.
+    Excluded,
+    /// Not attempted because something it depends on failed.
     Skipped,
     Failed,
 }
 
 impl Action {
-    pub const ALL: [Action; 9] = [
+    pub const ALL: [Action; 10] = [
         Action::Created,
         Action::Updated,
         Action::Unchanged,
@@ -152,6 +161,7 @@ impl Action {
         Action::DeletionInProgress,
         Action::AlreadyAbsent,
         Action::Unmanaged,
+        Action::Excluded,
         Action::Skipped,
         Action::Failed,
     ];
@@ -165,6 +175,7 @@ impl Action {
             Action::DeletionInProgress => "deletion-in-progress",
             Action::AlreadyAbsent => "already-absent",
             Action::Unmanaged => "unmanaged",
+            Action::Excluded => "excluded",
             Action::Skipped => "skipped",
             Action::Failed => "failed",
         }
@@ -204,7 +215,7 @@ pub struct ManifestResult {
     /// Index into `release.manifests`.
     pub index: usize,
     pub action: Action,
-    /// Why it failed (or, for `skipped`, why it did not run).
+    /// Why it failed (or, for `skipped` and `excluded`, why it did not run).
     pub error: Option<String>,
     /// A failure that trying again cannot fix ([`ManifestError::is_permanent`]).
     pub permanent: bool,

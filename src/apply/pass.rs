@@ -22,6 +22,7 @@ pub struct Summary {
     pub deletion_in_progress: usize,
     pub already_absent: usize,
     pub unmanaged: usize,
+    pub excluded: usize,
     pub skipped: usize,
     pub failed: usize,
 }
@@ -47,6 +48,7 @@ impl Summary {
             Action::DeletionInProgress => &mut self.deletion_in_progress,
             Action::AlreadyAbsent => &mut self.already_absent,
             Action::Unmanaged => &mut self.unmanaged,
+            Action::Excluded => &mut self.excluded,
             Action::Skipped => &mut self.skipped,
             Action::Failed => &mut self.failed,
         }
@@ -210,10 +212,10 @@ mod tests {
             .map(|(i, a)| ManifestResult::new(i, *a))
             .collect();
         let s = Summary::of(&results);
-        assert_eq!(s.total, 9);
+        assert_eq!(s.total, 10);
         for a in Action::ALL {
             assert_eq!(s.count(a), 1, "{a}");
         }
-        assert_eq!(s.done(), 7);
+        assert_eq!(s.done(), 8);
     }
 }

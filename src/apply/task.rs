@@ -152,6 +152,11 @@ impl<'r> Applier<'r> {
         if self.options.unmanaged.contains(&manifest.id) {
             return ManifestResult::new(index, Action::Unmanaged);
         }
+        if let Some(why) = self.options.excluded.get(&index) {
+            let mut result = ManifestResult::new(index, Action::Excluded);
+            result.error = Some(why.clone());
+            return result;
+        }
         let started = tokio::time::Instant::now();
         let mut result = ManifestResult::new(index, Action::Failed);
         let outcome = match &manifest.intent {
@@ -289,7 +294,8 @@ impl<'r> Applier<'r> {
             let is_operator = manifest.id.group == "config.openshift.io"
                 && manifest.id.kind == "ClusterOperator"
                 && manifest.intent == DeleteIntent::Apply
-                && !self.options.unmanaged.contains(&manifest.id);
+                && !self.options.unmanaged.contains(&manifest.id)
+                && !self.options.excluded.contains_key(&index);
             if !is_operator {
                 continue;
             }

@@ -10,6 +10,7 @@ use crate::apply::{Options, Strategy};
 use crate::exit::Exit;
 use crate::health::WaitMode;
 use crate::release::Release;
+use crate::release::capability::Gates;
 use crate::sync::report::{json_report, result_line, text_report};
 use crate::sync::{SyncOptions, sync};
 
@@ -42,6 +43,12 @@ pub struct TargetArgs {
     /// completed, under which release. Only used when the release has delete manifests.
     #[arg(long, value_name = "NS", default_value = "cluster-version")]
     pub state_namespace: String,
+    /// The release directory the cluster is at, when this is an update from it: an object it
+    /// applies that the new release gates behind a capability the cluster does not enable
+    /// enables that capability implicitly, as the CVO does on update (docs/capabilities.md).
+    /// Read with the same --profile, --feature-set and --exclude.
+    #[arg(long, value_name = "DIR")]
+    pub updating_from: Option<std::path::PathBuf>,
 }
 
 /// The knobs of a pass, shared by `cvo apply` and `cvo operator` (each full pass).
@@ -147,6 +154,12 @@ pub(super) fn execute(
     output: OutputFormat,
 ) -> Result<Exit, CliError> {
     let release = load_usable(release_args)?;
+    if let Some(dir) = &target.updating_from {
+        let load_options = release_args.options_in(release_args.profile.as_deref());
+        let from = crate::release::load(dir, &load_options)
+            .map_err(|e| CliError::usage(format_args!("--updating-from: {e}")))?;
+        options.updating_from = Some(std::sync::Arc::new(Gates::of(&from)));
+    }
     let runtime = super::runtime()?;
     options.record = Some(crate::status::record::Location {
         namespace: target.state_namespace.clone(),
@@ -262,7 +275,31 @@ pub(super) fn load_usable(release_args: &ReleaseArgs) -> Result<Release, CliErro
             "the release has errors; fix them first (see `cvo validate`)",
         ));
     }
+    if let Some(warning) = mostly_left_out(&release) {
+        stderr_line!("warning: {warning}");
+    }
     Ok(release)
+}
+
+/// When the profile leaves out more than half of the release's manifests: a release whose
+/// manifests mostly name no profile was probably not meant for profiles at all (the CVO
+/// applies a manifest only in the profiles it names).
+fn mostly_left_out(release: &Release) -> Option<String> {
+    use crate::release::ExcludedBy;
+    let by_profile: Vec<&crate::release::Excluded> = release
+        .excluded
+        .iter()
+        .filter(|e| e.by == ExcludedBy::Profile)
+        .collect();
+    let total = release.manifests.len() + release.excluded.len();
+    if by_profile.len() * 2 <= total {
+        return None;
+    }
+    Some(format!(
+        "{} of {total} manifests are left out: {}; the CVO applies a manifest only in the profiles it names with `include.release.openshift.io/PROFILE: \"true\"` (see `cvo validate`, rule manifest-in-no-profile)",
+        by_profile.len(),
+        by_profile[0].reason
+    ))
 }
 
 #[cfg_attr(not(feature = "in-memory"), allow(unused_variables))]

@@ -12,6 +12,7 @@
 //! | `cvo_api_requests_total` | counter | `verb` (GET, LIST, WATCH, PATCH, PUT, POST, DELETE) |
 //! | `cvo_deletions_in_progress` | gauge | — deletions requested and not finished |
 //! | `cvo_cluster_version` | gauge (1) | `type` (current, desired), `version` |
+//! | `cvo_capability` | gauge | `name`, `enabled` (true, false): 1 per capability the release knows or the cluster enables |
 //! | `cvo_upgradeable` | gauge | — 1 only when Upgradeable=True (Unknown is 0: fail closed) |
 //! | `cvo_leader` | gauge | — 1 while this process holds the Lease |
 //!
@@ -73,6 +74,7 @@ pub struct Metrics {
     pub deletions_reappeared: Counter,
     pub deletion_duration: Histogram,
     pub cluster_version: Family<Labels, Gauge>,
+    pub capability: Family<Labels, Gauge>,
     pub upgradeable: Gauge,
     pub leader: Gauge,
     /// Writes sent so far (every verb but GET, LIST and WATCH), for per-pass deltas.
@@ -177,6 +179,7 @@ impl Metrics {
             deletions_reappeared: Counter::default(),
             deletion_duration: pass_histogram(),
             cluster_version: Family::default(),
+            capability: Family::default(),
             upgradeable: Gauge::default(),
             leader: Gauge::default(),
             writes: AtomicU64::new(0),
@@ -238,6 +241,11 @@ impl Metrics {
             "cluster_version",
             "The release versions of ClusterVersion (1 per type and version)",
             m.cluster_version.clone(),
+        );
+        registry.register(
+            "capability",
+            "The capabilities of the last full pass (1 per capability, labelled enabled or not)",
+            m.capability.clone(),
         );
         registry.register(
             "upgradeable",
@@ -318,6 +326,20 @@ impl Metrics {
                 ("result", result.to_owned()),
             ])
             .inc();
+    }
+
+    /// Sets `cvo_capability` to exactly the capabilities `caps` knows or enables.
+    pub fn set_capabilities(&self, caps: &crate::release::capability::Capabilities) {
+        self.capability.clear();
+        for name in caps.known.union(&caps.enabled) {
+            let enabled = caps.enabled.contains(name);
+            self.capability
+                .get_or_create(&vec![
+                    ("name", name.clone()),
+                    ("enabled", enabled.to_string()),
+                ])
+                .set(1);
+        }
     }
 
     /// Sets `cvo_cluster_version` to exactly these (type, version) pairs.

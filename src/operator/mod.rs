@@ -82,6 +82,7 @@ use tokio::sync::watch;
 
 use crate::cluster::Cluster;
 use crate::release::Release;
+use crate::release::capability::Gates;
 use crate::sync::SyncOptions;
 use leader::{Elector, LeaseConfig};
 use metrics::Metrics;
@@ -178,28 +179,38 @@ pub async fn run(
                 }
             };
             let releases = async {
+                // What the release led with before a switch applies: an update from it
+                // enables the capabilities it needs implicitly (`sync::SyncOptions`).
+                let mut from: Option<Arc<Gates>> = None;
                 loop {
-                    let next = match (pulled.as_ref(), release) {
+                    let mut options = options.clone();
+                    options.sync.updating_from = from.clone();
+                    let options = &options;
+                    let (next, led) = match (pulled.as_ref(), release) {
                         (Some(p), _) => {
                             let current = &p.release;
-                            lead::lead(
+                            let next = lead::lead(
                                 &cluster, current, true, options, &metrics, &puller, &mut stop,
                             )
-                            .await
+                            .await;
+                            (next, Some(current))
                         }
                         (None, Ok(release)) => {
-                            lead::lead(
+                            let next = lead::lead(
                                 &cluster, release, false, options, &metrics, &puller, &mut stop,
                             )
-                            .await
+                            .await;
+                            (next, Some(release))
                         }
                         (None, Err(why)) => {
-                            invalid::lead_invalid(
+                            let next = invalid::lead_invalid(
                                 &cluster, why, options, &metrics, &puller, &mut stop,
                             )
-                            .await
+                            .await;
+                            (next, None)
                         }
                     };
+                    from = led.map(|r| Arc::new(Gates::of(r)));
                     // Lead again with the other release, as a new leader would.
                     match next {
                         Some(pull::Switch::Pulled(next)) => pulled = Some(next),

@@ -36,7 +36,8 @@ pub(super) struct PassEnd {
     /// operator handed over to another image, or its release would move it away from the one
     /// asked for.
     pub paused: bool,
-    /// Manifests whose objects ClusterVersion overrides mark unmanaged.
+    /// Manifests left alone until the next pass: ClusterVersion overrides mark their objects
+    /// unmanaged, or their capabilities are not enabled.
     pub unmanaged: BTreeSet<usize>,
     /// The leader switches to another release: the one `spec.desiredUpdate.image` names,
     /// pulled, or back to its start release (nothing was applied by this pass).
@@ -325,7 +326,7 @@ impl Passes<'_> {
 
     /// The end of a pass that ran: what it applied is known (for drift), its metrics, the
     /// events of objects that came back, its warnings and a summary in the log. Returns the
-    /// manifests left alone as unmanaged.
+    /// manifests left alone (unmanaged, or excluded by capability).
     async fn applied(
         &self,
         outcome: &SyncOutcome,
@@ -345,6 +346,7 @@ impl Passes<'_> {
         }
         let summary = report.summary();
         metrics.record_deletions(outcome, self.options.sync.stuck_after);
+        metrics.set_capabilities(&outcome.capabilities);
         for id in &outcome.reappeared {
             if let Some(m) = release
                 .manifests
@@ -383,6 +385,7 @@ impl Passes<'_> {
             deleted = summary.deleted,
             failed = summary.failed,
             skipped = summary.skipped,
+            excluded = summary.excluded,
             writes,
             seconds,
             "full pass done"
@@ -390,7 +393,7 @@ impl Passes<'_> {
         report
             .results
             .iter()
-            .filter(|r| r.action == Action::Unmanaged)
+            .filter(|r| matches!(r.action, Action::Unmanaged | Action::Excluded))
             .map(|r| r.index)
             .collect()
     }

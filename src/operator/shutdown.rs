@@ -101,6 +101,7 @@ async fn record_interrupted(
             interrupted_message(version, &last),
         )];
         let update = clusterversion::Update::Pass {
+            capabilities: None,
             version,
             image: release.image.as_deref().unwrap_or(""),
             version_hash: &release.version_hash,

@@ -233,8 +233,13 @@ impl Capabilities {
     /// words: unknown names first (`unrecognized capability names: A, B`, unless
     /// `allow_unknown`), else `disabled capabilities: A, B`.
     pub fn exclusion(&self, manifest: &Manifest, allow_unknown: bool) -> Option<String> {
+        self.exclusion_of(&manifest.capabilities, allow_unknown)
+    }
+
+    /// [`Self::exclusion`] of a manifest that needs `names`.
+    fn exclusion_of(&self, names: &[String], allow_unknown: bool) -> Option<String> {
         let (mut unknown, mut disabled) = (Vec::new(), Vec::new());
-        for c in &manifest.capabilities {
+        for c in names {
             if !allow_unknown && !self.known.contains(c) {
                 unknown.push(c.as_str());
             } else if !self.enabled.contains(c) {
@@ -252,59 +257,50 @@ impl Capabilities {
             None
         }
     }
+}
 
-    /// The message of ClusterVersion's `ImplicitlyEnabledCapabilities` condition: True
-    /// `CapabilitiesImplicitlyEnabled` naming them, else False `AsExpected`.
-    pub fn implicit_condition(&self) -> (bool, &'static str, String) {
-        if self.implicitly_enabled.is_empty() {
-            (
-                false,
-                "AsExpected",
-                "Capabilities match configured spec".into(),
-            )
-        } else {
-            let names: Vec<&str> = self.implicitly_enabled.iter().map(String::as_str).collect();
-            (
-                true,
-                "CapabilitiesImplicitlyEnabled",
-                format!(
-                    "The following capabilities could not be disabled: {}",
-                    names.join(", ")
-                ),
-            )
+/// What [`implicitly_enabled`] needs of the release a cluster is at: each object it holds
+/// (group, kind, namespace, name; delete manifests aside) and the capabilities its manifest
+/// needs. Small enough to keep across a switch of releases, where the release is not.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gates {
+    objects: HashMap<ObjectId, Vec<Vec<String>>>,
+}
+
+impl Gates {
+    pub fn of(release: &Release) -> Self {
+        let mut objects: HashMap<ObjectId, Vec<Vec<String>>> = HashMap::new();
+        for m in release.manifests.iter().filter(|m| !m.is_delete()) {
+            objects
+                .entry(m.id.clone())
+                .or_default()
+                .push(m.capabilities.clone());
         }
+        Gates { objects }
     }
 }
 
-/// The capabilities an update from `current` to `update` enables implicitly, with `caps` the
-/// cluster's capabilities before it (the CVO's rule): for each manifest `update` keeps
-/// (profile, feature set, exclusions) but its capabilities leave out — unknown names allowed,
-/// since a new release may bring new capabilities — whose object (group, kind, namespace,
-/// name) the current release applies under `caps`, the update's capabilities that the current
-/// manifest did not need and `caps` does not enable are enabled. Returns them together with
-/// those `caps` already holds implicitly.
-pub fn implicitly_enabled(
-    update: &Release,
-    current: &Release,
-    caps: &Capabilities,
-) -> BTreeSet<String> {
-    let mut current_by_id: HashMap<&ObjectId, Vec<&Manifest>> = HashMap::new();
-    for m in &current.manifests {
-        current_by_id.entry(&m.id).or_default().push(m);
-    }
+/// The capabilities an update from the release `current` describes to `update` enables
+/// implicitly, with `caps` the cluster's capabilities before it (the CVO's rule): for each
+/// manifest `update` keeps (profile, feature set, exclusions) but its capabilities leave out —
+/// unknown names allowed, since a new release may bring new capabilities — whose object
+/// (group, kind, namespace, name) the current release applies under `caps`, the update's
+/// capabilities that the current manifest did not need and `caps` does not enable are
+/// enabled. Returns them together with those `caps` already holds implicitly.
+pub fn implicitly_enabled(update: &Release, current: &Gates, caps: &Capabilities) -> BTreeSet<String> {
     let mut out = caps.implicitly_enabled.clone();
-    for m in &update.manifests {
+    for m in update.manifests.iter().filter(|m| !m.is_delete()) {
         if caps.exclusion(m, true).is_none() {
             continue;
         }
-        for c in current_by_id.get(&m.id).into_iter().flatten() {
-            if caps.exclusion(c, true).is_some() {
+        for needed in current.objects.get(&m.id).into_iter().flatten() {
+            if caps.exclusion_of(needed, true).is_some() {
                 continue;
             }
             out.extend(
                 m.capabilities
                     .iter()
-                    .filter(|n| !c.capabilities.contains(n))
+                    .filter(|n| !needed.contains(n))
                     .filter(|n| !caps.enabled.contains(*n))
                     .cloned(),
             );
@@ -411,14 +407,6 @@ mod tests {
         assert_eq!(c.enabled, set(&["A", "B"]));
         assert_eq!(c.implicitly_enabled, set(&["B"]));
         assert!(p.is_empty());
-        assert_eq!(
-            c.implicit_condition(),
-            (
-                true,
-                "CapabilitiesImplicitlyEnabled",
-                "The following capabilities could not be disabled: B".to_owned()
-            )
-        );
         // An unknown set enables nothing, and says so; an unknown additional is enabled.
         let (c, p) = Capabilities::resolve(&cat, Some(&asked("v9", &["Z"])), &[]);
         assert_eq!(c.enabled, set(&["Z"]));
@@ -542,7 +530,7 @@ mod tests {
             ),
         ];
         for (name, current, update, c, want) in cases {
-            let got = implicitly_enabled(&release(update), &release(current), &c);
+            let got = implicitly_enabled(&release(update), &Gates::of(&release(current)), &c);
             assert_eq!(got, set(want), "{name}");
         }
     }

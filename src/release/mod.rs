@@ -183,6 +183,16 @@ impl ExcludedBy {
             ExcludedBy::Exclude => "exclude",
         }
     }
+
+    /// In words (`feature set`).
+    pub fn label(self) -> &'static str {
+        match self {
+            ExcludedBy::Profile => "profile",
+            ExcludedBy::FeatureSet => "feature set",
+            ExcludedBy::Capability => "capability",
+            ExcludedBy::Exclude => "--exclude",
+        }
+    }
 }
 
 impl Release {

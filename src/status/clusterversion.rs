@@ -13,6 +13,7 @@ use super::{Condition, ConditionStatus};
 use crate::apply::RetryPolicy;
 use crate::apply::retry::{RequestError, Verdict, classify};
 use crate::cluster::Cluster;
+use crate::release::capability::Capabilities;
 use crate::cluster::discovery::DiscoveryError;
 
 pub const API_VERSION: &str = "config.openshift.io/v1";
@@ -267,6 +268,14 @@ pub fn with_conditions(old: &Value, conditions: &[Condition], now: jiff::Timesta
 }
 
 /// `old` when it is an object (a status to change), else an empty one.
+/// `status.capabilities` as openshift/api defines it: sorted lists.
+fn capabilities_status(caps: &Capabilities) -> Value {
+    json!({
+        "enabledCapabilities": caps.enabled,
+        "knownCapabilities": caps.known,
+    })
+}
+
 fn object_or_empty(old: &Value) -> Value {
     if old.is_object() {
         old.clone()
@@ -315,6 +324,8 @@ pub enum Update<'a> {
         /// this write adds (a release that creates its own ClusterVersion gets its entry only
         /// at the end of its first pass).
         started: Option<jiff::Timestamp>,
+        /// `status.capabilities` (enabled and known, sorted), when the sync knows them.
+        capabilities: Option<&'a Capabilities>,
     },
     /// Only these conditions, merged into the others (a release refused before any pass, the
     /// operator's move to another image, a progress refresh).
@@ -338,6 +349,7 @@ impl Update<'_> {
                 accepted_risks,
                 observed,
                 started,
+                capabilities,
             } => {
                 let desired = Desired {
                     version,
@@ -346,6 +358,9 @@ impl Update<'_> {
                     verified,
                 };
                 let mut next = next_status(old, desired, conditions, complete, accepted_risks, now);
+                if let Some(caps) = capabilities {
+                    next["capabilities"] = capabilities_status(caps);
+                }
                 if let Some(started) = started.filter(|s| *s < now)
                     && newest_version(old) != Some(version)
                 {
@@ -779,6 +794,7 @@ mod tests {
     fn observed_generation_follows_the_spec_a_write_answers_and_never_goes_back() {
         let now = jiff::Timestamp::from_second(1_000).unwrap();
         let pass = |observed| Update::Pass {
+            capabilities: None,
             version: "1.0.0",
             image: "",
             version_hash: "",
@@ -807,6 +823,7 @@ mod tests {
             jiff::Timestamp::from_second(1_090).unwrap(),
         );
         let pass = |version| Update::Pass {
+            capabilities: None,
             version,
             image: "",
             version_hash: "",

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::apply::{ManifestResult, PendingDeletion, Summary};
 use crate::release::Release;
+use crate::release::capability::Capabilities;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConditionStatus {
@@ -494,6 +495,34 @@ pub fn failing(release: &Release, results: &[ManifestResult], grace: Grace) -> C
 /// At most this many failures are listed one per line in `Failing`'s message; the rest are
 /// counted.
 const FAILING_LINES: usize = 10;
+
+/// The condition that says whether capabilities are enabled beyond what
+/// `spec.capabilities` asks (the CVO's).
+pub const IMPLICITLY_ENABLED_CAPABILITIES: &str = "ImplicitlyEnabledCapabilities";
+
+/// `ImplicitlyEnabledCapabilities`: True `CapabilitiesImplicitlyEnabled` naming the
+/// capabilities enabled although the spec does not ask for them (enabled before, or by an
+/// update), else False `AsExpected`; the CVO's words.
+pub fn implicitly_enabled(caps: &Capabilities) -> Condition {
+    let (status, reason, message) = if caps.implicitly_enabled.is_empty() {
+        (
+            ConditionStatus::False,
+            "AsExpected",
+            "Capabilities match configured spec".to_owned(),
+        )
+    } else {
+        let names: Vec<&str> = caps.implicitly_enabled.iter().map(String::as_str).collect();
+        (
+            ConditionStatus::True,
+            "CapabilitiesImplicitlyEnabled",
+            format!(
+                "The following capabilities could not be disabled: {}",
+                names.join(", ")
+            ),
+        )
+    };
+    Condition::new(IMPLICITLY_ENABLED_CAPABILITIES, status, reason, message)
+}
 
 /// The condition `cvo operator` adds to ClusterVersion: whether the release was accepted.
 pub const RELEASE_ACCEPTED: &str = "ReleaseAccepted";

@@ -224,7 +224,7 @@ async fn unfinished_deletions(
         .filter(|r| {
             !matches!(
                 r.action,
-                Action::Deleted | Action::AlreadyAbsent | Action::Unmanaged
+                Action::Deleted | Action::AlreadyAbsent | Action::Unmanaged | Action::Excluded
             )
         })
         .map(|r| r.index)
@@ -334,10 +334,10 @@ fn remember(
 /// read (for the minor-update preconditions).
 async fn delete_targets(applier: &Applier<'_>) -> (Vec<ObjectId>, Vec<ObjectId>) {
     let release = applier.release();
-    let unmanaged = &applier.options().unmanaged;
+    let (unmanaged, excluded) = (&applier.options().unmanaged, &applier.options().excluded);
     let deletes: Vec<usize> = (0..release.manifests.len())
         .filter(|&i| release.manifests[i].is_delete())
-        .filter(|&i| !unmanaged.contains(&release.manifests[i].id))
+        .filter(|&i| !unmanaged.contains(&release.manifests[i].id) && !excluded.contains_key(&i))
         .collect();
     let (mut absent, mut unknown) = (Vec::new(), Vec::new());
     for (index, observed) in observe_all(applier, &deletes).await {

@@ -26,6 +26,7 @@ mod gate;
 mod pass;
 pub mod report;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube::api::DynamicObject;
@@ -35,11 +36,12 @@ use crate::cluster::Cluster;
 use crate::cluster::retry::Retries;
 use crate::exit::Exit;
 use crate::health::WaitMode;
+use crate::release::capability::{self, Capabilities};
 use crate::release::{ObjectId, Release, Verification};
 use crate::status::clusterversion::{self, ClusterVersionError, WriteOutcome};
 use crate::status::conditions::{self, Grace};
 use crate::status::record;
-use crate::status::spec::{Spec, upgradeable_with_overrides};
+use crate::status::spec::{Spec, cluster_capabilities, upgradeable_with_overrides};
 use crate::status::update::{Versions, name_list, update_type};
 use crate::status::{Condition, ConditionStatus, Precondition, PreconditionFailure, UpdateType};
 use deletions::{Absent, RecordRead, Settled};
@@ -75,6 +77,11 @@ pub struct SyncOptions {
     /// absent delete target counts as deleted earlier (a minor update shipping its manifest is
     /// refused).
     pub record: Option<record::Location>,
+    /// What the release the cluster is at applies, when this sync updates from it and it is
+    /// at hand (the operator's release before a pulled one; `cvo apply --updating-from`): an
+    /// object it applies that the new release gates behind a disabled capability enables that
+    /// capability implicitly ([`capability::implicitly_enabled`]).
+    pub updating_from: Option<std::sync::Arc<capability::Gates>>,
 }
 
 /// How a sync walks the task graph (OpenShift CVO's names).
@@ -104,6 +111,7 @@ impl Default for SyncOptions {
             release_accepted: false,
             accepted_risks: None,
             record: None,
+            updating_from: None,
         }
     }
 }
@@ -134,6 +142,9 @@ pub struct SyncOutcome {
     /// Deletions the record saw complete in this pass, and how long each took from its
     /// request.
     pub deletions_completed: Vec<(ObjectId, Duration)>,
+    /// The cluster's capabilities for this release (what decided `excluded` results), as
+    /// written to ClusterVersion `status.capabilities`.
+    pub capabilities: Capabilities,
 }
 
 impl SyncOutcome {
@@ -260,6 +271,7 @@ where
         reappeared: settled.reappeared,
         deletions: settled.pending,
         deletions_completed: settled.completed,
+        capabilities: pre.capabilities,
     })
 }
 
@@ -267,13 +279,20 @@ where
 ///
 /// After it, the ClusterVersion is known to exist or known to be absent — one that cannot be
 /// read ends the sync before it ([`SyncError`]; fail closed: an unreadable cluster is not an
-/// install) — and so are the update type, the mode and the spec's overrides.
+/// install) — and so are the update type, the mode, the spec's overrides and the cluster's
+/// capabilities (what they leave out of this release).
 struct Preflight {
     cv: Option<DynamicObject>,
     /// The spec generation this sync acts on: its status writes answer it.
     generation: Option<i64>,
     update: UpdateType,
     spec: Spec,
+    /// The cluster's capabilities: enabled by the spec, before, or implicitly by this update.
+    capabilities: Capabilities,
+    /// What is wrong with `spec.capabilities` for this release (warnings).
+    capability_problems: Vec<String>,
+    /// Manifests the capabilities leave out, with why.
+    excluded: BTreeMap<usize, String>,
     /// The cluster's Upgradeable before this sync, overrides included (they make the cluster
     /// not upgradeable from the pass that sees them on).
     previous_upgradeable: Option<Condition>,
@@ -293,6 +312,18 @@ impl Preflight {
         let current = cv.as_ref().and_then(clusterversion::current_version);
         let update = update_type(current.as_ref(), release.version());
         let spec = cv.as_ref().map(Spec::of).unwrap_or_default();
+        let (mut capabilities, capability_problems) =
+            cluster_capabilities(&release.capabilities, &spec, cv.as_ref());
+        if let Some(current) = &options.updating_from {
+            let implicit = capability::implicitly_enabled(release, current, &capabilities);
+            capabilities.enable_implicitly(implicit);
+        }
+        let excluded = release
+            .manifests
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| Some((i, capabilities.exclusion(m, false)?)))
+            .collect();
         let previous_upgradeable = cv
             .as_ref()
             .and_then(|cv| clusterversion::condition(cv, "Upgradeable"))
@@ -318,6 +349,9 @@ impl Preflight {
             generation,
             update,
             spec,
+            capabilities,
+            capability_problems,
+            excluded,
             previous_upgradeable,
             mode,
             version,
@@ -339,6 +373,7 @@ impl Preflight {
         let mut apply = options.apply.clone();
         apply.health.initializing = self.mode == Mode::Initializing;
         apply.unmanaged = self.spec.unmanaged.clone();
+        apply.excluded = self.excluded.clone();
         let gate = (!options.apply.dry_run).then(|| {
             gate::Gate::new(
                 gate::Inputs {
@@ -363,6 +398,15 @@ impl Preflight {
 
     /// The pass writes Progressing: not a dry run, and this release is not the completed one
     /// (an install — whose ClusterVersion may only come with the release — or an update).
+    /// The release or the cluster has capabilities: ClusterVersion gets
+    /// `status.capabilities` and the `ImplicitlyEnabledCapabilities` condition (a release and
+    /// cluster without any get neither).
+    fn capabilities_in_play(&self) -> bool {
+        !self.capabilities.known.is_empty()
+            || !self.capabilities.enabled.is_empty()
+            || self.spec.capabilities.is_some()
+    }
+
     fn writes_progress(&self, options: &SyncOptions) -> bool {
         !options.apply.dry_run
             && self
@@ -489,6 +533,7 @@ async fn refuse(
         reappeared: Vec::new(),
         deletions: Vec::new(),
         deletions_completed: Vec::new(),
+        capabilities: pre.capabilities,
     }
 }
 
@@ -603,6 +648,7 @@ impl Announced {
             accepted_risks: self.accepted_risks.as_deref(),
             observed: pre.generation,
             started: Some(self.update_started),
+            capabilities: pre.capabilities_in_play().then_some(&pre.capabilities),
         };
         clusterversion::write_update(cluster, &options.apply.retry, update).await
     }
@@ -650,6 +696,9 @@ fn pass_warnings(
     }
     for invalid in &pre.spec.invalid {
         warnings.push(format!("ClusterVersion {invalid} (ignored)"));
+    }
+    for problem in &pre.capability_problems {
+        warnings.push(format!("ClusterVersion {problem}"));
     }
     warnings.extend(deletions::already_absent_warning(
         release,
@@ -708,6 +757,7 @@ impl Concluded {
                 accepted_risks: announced.accepted_risks.as_deref(),
                 observed: pre.generation,
                 started: Some(announced.update_started),
+                capabilities: pre.capabilities_in_play().then_some(&pre.capabilities),
             };
             Some(
                 clusterversion::write_update(cluster, &options.apply.retry, update)
@@ -760,6 +810,9 @@ impl Concluded {
         let mut conds =
             conditions::after_pass(release, &report.results, upgradeable, standing, grace);
         conds.extend(announced.accepted.clone());
+        if pre.capabilities_in_play() {
+            conds.push(conditions::implicitly_enabled(&pre.capabilities));
+        }
         match pre.spec.invalid_condition() {
             Some(invalid) => conds.push(invalid),
             // Valid again: say so where Invalid=True was.
