@@ -12,6 +12,7 @@ mod apply_faults;
 mod apply_health;
 mod apply_steady_state;
 mod apply_sync;
+mod capabilities;
 mod cluster_version_spec;
 mod deletion_record;
 mod openshift_schema;
