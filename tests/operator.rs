@@ -1267,6 +1267,125 @@ async fn an_override_stops_management_and_blocks_updates() {
     env.finish().await;
 }
 
+/// Capabilities in the operator: `baselineCapabilitySet: None` with one additional
+/// capability applies only its objects; asking for a second creates its objects in the pass
+/// the spec change starts (and `cvo_capability` says so); an excluded object is not repaired
+/// from its watch; dropping the first from the spec keeps it enabled and managed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capabilities_choose_what_the_operator_applies_and_a_second_is_created_on_the_next_pass() {
+    let env = Env::new("operator-caps").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    let gated = |name: &str, cap: &str| {
+        common::configmap(
+            ns,
+            name,
+            &format!("  annotations:\n    capability.openshift.io/name: {cap}\n"),
+            &[("a", "1")],
+        )
+    };
+    let spec = |additional: &[&str]| {
+        json!({"spec": {"capabilities": {
+            "baselineCapabilitySet": "None", "additionalEnabledCapabilities": additional}}})
+    };
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(spec(&["Console"])),
+    )
+    .await
+    .expect("spec.capabilities");
+    env.write_release(
+        "1.0.0",
+        &[
+            ("0000_10_a_00_base.yaml", configmap(ns, "base", "1")),
+            ("0000_20_b_00_console.yaml", gated("console", "Console")),
+            ("0000_20_c_00_insights.yaml", gated("insights", "Insights")),
+            ("0000_20_d_00_storage.yaml", gated("storage", "Storage")),
+        ],
+    );
+    let op = env.start(&["--resync-interval", "1h", "--lease-name", lease]);
+    history(cvs, "1.0.0", "Completed").await;
+    assert_eq!(cm_value(tc, ns, "console").await.as_deref(), Some("1"));
+    assert_eq!(cm_value(tc, ns, "insights").await, None);
+    assert_eq!(cm_value(tc, ns, "storage").await, None);
+    op.metric_at_least(
+        "cvo_capability",
+        &[("name", "Insights"), ("enabled", "false")],
+        1.0,
+    )
+    .await;
+    // Someone else's `storage` (Storage is not enabled): seen by the watch, never repaired.
+    let cms = tc.dynamic(&configmaps(), Some(ns));
+    let theirs: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1",
+        "kind": "ConfigMap", "metadata": {"name": "storage", "namespace": ns},
+        "data": {"a": "theirs"}}))
+    .unwrap();
+    cms.create(&Default::default(), &theirs)
+        .await
+        .expect("create storage");
+
+    // Insights is asked for: the spec change starts a pass that creates its object.
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(spec(&["Console", "Insights"])),
+    )
+    .await
+    .expect("add Insights");
+    poll_until("insights created", Duration::from_secs(30), || async {
+        match cm_value(tc, ns, "insights").await {
+            Some(v) => Ok(v),
+            None => Err("absent".to_owned()),
+        }
+    })
+    .await;
+    op.metric_at_least(
+        "cvo_capability",
+        &[("name", "Insights"), ("enabled", "true")],
+        1.0,
+    )
+    .await;
+
+    // Console is dropped from the spec: still enabled, and an edit of its object is repaired.
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(spec(&["Insights"])),
+    )
+    .await
+    .expect("drop Console");
+    let c = condition_is(
+        cvs,
+        "ImplicitlyEnabledCapabilities",
+        "True",
+        "CapabilitiesImplicitlyEnabled",
+    )
+    .await;
+    assert_eq!(
+        c["message"],
+        "The following capabilities could not be disabled: Console"
+    );
+    cms.patch(
+        "console",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"a": "edited"}})),
+    )
+    .await
+    .expect("edit console");
+    poll_until("console repaired", Duration::from_secs(10), || async {
+        match cm_value(tc, ns, "console").await.as_deref() {
+            Some("1") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(cm_value(tc, ns, "storage").await.as_deref(), Some("theirs"));
+    op.terminate().await;
+    env.finish().await;
+}
+
 /// A ConfigMap `held` in the env's namespace that a finalizer holds (its deletion cannot finish
 /// until the test says so), and release 1.0.0: ConfigMap `x` and the deletion of `held`.
 async fn held_for_deletion(env: &Env) {

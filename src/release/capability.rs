@@ -287,7 +287,11 @@ impl Gates {
 /// (group, kind, namespace, name) the current release applies under `caps`, the update's
 /// capabilities that the current manifest did not need and `caps` does not enable are
 /// enabled. Returns them together with those `caps` already holds implicitly.
-pub fn implicitly_enabled(update: &Release, current: &Gates, caps: &Capabilities) -> BTreeSet<String> {
+pub fn implicitly_enabled(
+    update: &Release,
+    current: &Gates,
+    caps: &Capabilities,
+) -> BTreeSet<String> {
     let mut out = caps.implicitly_enabled.clone();
     for m in update.manifests.iter().filter(|m| !m.is_delete()) {
         if caps.exclusion(m, true).is_none() {

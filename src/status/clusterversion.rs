@@ -13,8 +13,8 @@ use super::{Condition, ConditionStatus};
 use crate::apply::RetryPolicy;
 use crate::apply::retry::{RequestError, Verdict, classify};
 use crate::cluster::Cluster;
-use crate::release::capability::Capabilities;
 use crate::cluster::discovery::DiscoveryError;
+use crate::release::capability::Capabilities;
 
 pub const API_VERSION: &str = "config.openshift.io/v1";
 pub const KIND: &str = "ClusterVersion";

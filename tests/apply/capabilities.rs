@@ -93,11 +93,26 @@ async fn the_spec_chooses_optional_components_and_an_enabled_one_is_never_disabl
 
     let files = |version: &str, base_caps: Option<&'static str>| {
         vec![
-            ("0000_10_a_base.yaml", gated(&ns, "base", base_caps, version, false)),
-            ("0000_20_console_x.yaml", gated(&ns, "console", Some("Console"), version, false)),
-            ("0000_20_insights_x.yaml", gated(&ns, "insights", Some("Insights"), version, false)),
-            ("0000_20_storage_x.yaml", gated(&ns, "storage", Some("Storage"), version, false)),
-            ("0000_20_storage_y.yaml", gated(&ns, "old-storage", Some("Storage"), version, true)),
+            (
+                "0000_10_a_base.yaml",
+                gated(&ns, "base", base_caps, version, false),
+            ),
+            (
+                "0000_20_console_x.yaml",
+                gated(&ns, "console", Some("Console"), version, false),
+            ),
+            (
+                "0000_20_insights_x.yaml",
+                gated(&ns, "insights", Some("Insights"), version, false),
+            ),
+            (
+                "0000_20_storage_x.yaml",
+                gated(&ns, "storage", Some("Storage"), version, false),
+            ),
+            (
+                "0000_20_storage_y.yaml",
+                gated(&ns, "old-storage", Some("Storage"), version, true),
+            ),
         ]
     };
     let (_d0, v100) = common::release(Some("1.0.0"), &files("1", None));
@@ -106,7 +121,10 @@ async fn the_spec_chooses_optional_components_and_an_enabled_one_is_never_disabl
     assert_eq!(action_of(&out, &v100, "console").0, Action::Created);
     assert_eq!(
         action_of(&out, &v100, "insights"),
-        (Action::Excluded, Some("disabled capabilities: Insights".into()))
+        (
+            Action::Excluded,
+            Some("disabled capabilities: Insights".into())
+        )
     );
     assert_eq!(action_of(&out, &v100, "storage").0, Action::Excluded);
     assert_eq!(action_of(&out, &v100, "old-storage").0, Action::Excluded);
@@ -114,7 +132,11 @@ async fn the_spec_chooses_optional_components_and_an_enabled_one_is_never_disabl
     assert_eq!(value("console").await.as_deref(), Some("1"));
     assert_eq!(value("insights").await, None);
     assert_eq!(value("storage").await, None);
-    assert_eq!(value("old-storage").await.as_deref(), Some("0"), "not deleted");
+    assert_eq!(
+        value("old-storage").await.as_deref(),
+        Some("0"),
+        "not deleted"
+    );
     let counts = cvo::sync::report::excluded_counts(&v100, out.report.as_ref());
     assert_eq!(counts["capability"], 3, "{counts:?}");
     let cv = cvs.get("version").await.expect("cv");
