@@ -1316,10 +1316,12 @@ async fn capabilities_choose_what_the_operator_applies_and_a_second_is_created_o
         1.0,
     )
     .await;
-    // Someone else's `storage` (Storage is not enabled): seen by the watch, never repaired.
+    // A `storage` labelled as cvo's (Storage is not enabled): its watch events reach the
+    // operator, which does not repair it.
     let cms = tc.dynamic(&configmaps(), Some(ns));
     let theirs: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1",
-        "kind": "ConfigMap", "metadata": {"name": "storage", "namespace": ns},
+        "kind": "ConfigMap", "metadata": {"name": "storage", "namespace": ns,
+            "labels": {"cvo.io/managed": "true"}},
         "data": {"a": "theirs"}}))
     .unwrap();
     cms.create(&Default::default(), &theirs)

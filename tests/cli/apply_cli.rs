@@ -569,3 +569,59 @@ async fn apply_reports_retrieved_updates_no_upstream_then_the_served_graph() {
         .await
         .expect("delete cv");
 }
+
+/// The new user: 3,000 ConfigMaps without profile annotations and two with them. The
+/// release is read in the CVO's default profile, which leaves the 3,000 out: `apply` warns
+/// before applying and reports `excluded.profile: 3000`.
+#[test]
+fn apply_warns_when_the_profile_leaves_out_most_of_the_release() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profiled = |name: &str, profile: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\n  annotations:\n    include.release.openshift.io/{profile}: \"true\"\n"
+        )
+    };
+    let mut text = String::new();
+    for i in 0..3000 {
+        text.push_str(&format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  namespace: default\n"
+        ));
+    }
+    std::fs::write(dir.path().join("0000_50_app_00_many.yaml"), text).unwrap();
+    std::fs::write(
+        dir.path().join("0000_50_app_01_ha.yaml"),
+        profiled("ha", "self-managed-high-availability"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("0000_50_app_02_hs.yaml"),
+        profiled("ha-too", "self-managed-high-availability"),
+    )
+    .unwrap();
+    let out = common::cli::cvo()
+        .args([
+            "apply",
+            "--in-memory",
+            "--wait",
+            "none",
+            "-o",
+            "json",
+            "--release",
+        ])
+        .arg(dir.path())
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: 3000 of 3002 manifests are left out: not included in profile `self-managed-high-availability`"),
+        "{stderr}"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        report["excluded"],
+        serde_json::json!({"profile": 3000, "featureSet": 0, "capability": 0, "exclude": 0})
+    );
+    assert_eq!(report["summary"]["total"], 2, "{}", report["summary"]);
+}
