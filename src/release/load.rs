@@ -474,6 +474,9 @@ fn parse_file(
         Ok(text) => text,
         Err(e) => return (Vec::new(), vec![parse_error(e)], read),
     };
+    // Lone CRs made LFs (offsets unchanged): the template renderer, the parsers and every line
+    // number count lines as editors do.
+    let text = super::lines::normalize_owned(text);
     let text = if file.templated {
         match render(&text, values) {
             Ok(rendered) => rendered,

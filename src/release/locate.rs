@@ -39,8 +39,7 @@ pub fn field_line(manifest: &Manifest, path: &str) -> Option<usize> {
     let start = manifest.location.line?;
     let bytes = read_capped(&manifest.location.file, DEFAULT_MAX_FILE_BYTES).ok()?;
     let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<&str> = text
-        .lines()
+    let lines: Vec<&str> = super::lines::lines(&text)
         .skip(start - 1)
         .take_while({
             let mut first = true;

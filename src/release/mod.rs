@@ -14,6 +14,7 @@ mod annotations;
 mod filename;
 mod filter;
 mod identity;
+mod lines;
 mod load;
 mod locate;
 mod metadata;

@@ -29,7 +29,7 @@ pub fn indent_quoted_continuations(text: &str) -> Option<Repaired> {
     let mut out = String::with_capacity(text.len() + text.len() / 8);
     let mut pads = Vec::new();
     let mut added = 0usize;
-    for (index, line) in text.split_inclusive('\n').enumerate() {
+    for (index, line) in super::lines::split_inclusive(text).enumerate() {
         let pad = scan.line(line.as_bytes(), index + 1);
         added += pad;
         if added > text.len() {

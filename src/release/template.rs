@@ -88,7 +88,7 @@ pub fn mentions_cvo_fields(text: &str) -> Option<usize> {
 }
 
 fn line_of(text: &str, byte: usize) -> usize {
-    text[..byte].matches('\n').count() + 1
+    super::lines::line_of(text, byte)
 }
 
 /// Position of the `}}` closing an action, skipping string literals.

@@ -14,6 +14,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
+use super::lines;
 use super::repair::{Repaired, indent_quoted_continuations};
 use crate::diagnostic::excerpt;
 
@@ -111,7 +112,7 @@ pub fn decode(bytes: Vec<u8>, multi_document: bool) -> Result<String, DocumentEr
         };
         DocumentError {
             index,
-            line: prefix.matches('\n').count() + 1,
+            line: lines::line_of(prefix, prefix.len()),
             kind: ErrorKind::InvalidUtf8,
             message: format!(
                 "invalid UTF-8: byte 0x{:02X} at byte offset {offset}",
@@ -133,19 +134,9 @@ pub fn parse_yaml(text: &str) -> Parsed {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     // A lone CR is a line break in YAML (old Mac line endings); make it a LF so that
     // documents split, and lines count, as the parser sees them. Semantics are unchanged.
-    let normalized;
-    let text = if text
-        .bytes()
-        .enumerate()
-        .any(|(i, b)| b == b'\r' && text.as_bytes().get(i + 1) != Some(&b'\n'))
-    {
-        normalized = lone_cr_to_lf(text);
-        normalized.as_str()
-    } else {
-        text
-    };
+    let text = lines::normalize(text);
     let mut parsed = Parsed::default();
-    for segment in split_documents(text) {
+    for segment in split_documents(&text) {
         let mut repaired = None;
         let mut result = parse_segment(&segment.text);
         if let Err(err) = &result
@@ -189,7 +180,7 @@ fn locate_yaml_error(
     repaired: Option<&Repaired>,
 ) -> (usize, ErrorKind, String) {
     // An error at the end of input (an unclosed quote) points past the last line.
-    let last = segment.text.lines().count().max(1);
+    let last = lines::count(&segment.text).max(1);
     let location = err.location();
     let line = location
         .map(|l| l.line() as usize)
@@ -232,22 +223,11 @@ fn is_underindented_quoted(err: &serde_saphyr::Error) -> bool {
         .contains("invalid indentation in multiline quoted scalar")
 }
 
-fn lone_cr_to_lf(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\r' && chars.peek() != Some(&'\n') {
-            out.push('\n');
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// Parses a `.json` file: one document; duplicate keys are errors.
 pub fn parse_json(text: &str) -> Parsed {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // The JSON parser counts only LF: with lone CRs made LFs, its lines are the editor's.
+    let text = &*lines::normalize(text);
     let mut parsed = Parsed::default();
     let mut de = serde_json::Deserializer::from_str(text);
     let result = UniqueKeys
@@ -256,8 +236,7 @@ pub fn parse_json(text: &str) -> Parsed {
     match result {
         Ok(Value::Null) => {}
         Ok(value) => {
-            let line = text
-                .lines()
+            let line = lines::lines(text)
                 .position(|l| !l.trim().is_empty())
                 .map_or(1, |i| i + 1);
             parsed.documents.push(Document {
@@ -297,7 +276,7 @@ fn split_documents(text: &str) -> Vec<Segment> {
     };
     let mut ended = false;
     let mut seen_content = false;
-    for (i, line) in text.split_inclusive('\n').enumerate() {
+    for (i, line) in lines::split_inclusive(text).enumerate() {
         let lineno = i + 1;
         if is_marker(line, "---") {
             // A leading `---` before any content opens the first document; it does not

@@ -126,7 +126,7 @@ pub fn offered(body: &[u8], version: &semver::Version, channel: &str) -> Result<
     let graph: Graph = serde_json::from_slice(body).map_err(|e| invalid(e.to_string()))?;
     let mut versions = Vec::with_capacity(graph.nodes.len());
     for node in &graph.nodes {
-        let v: semver::Version = node.version.parse().map_err(|e| {
+        let v = crate::version::parse(&node.version).map_err(|e| {
             invalid(format!(
                 "node version {:?} is not a semantic version: {e}",
                 node.version
