@@ -210,6 +210,15 @@ mod tests {
     }
 
     #[test]
+    fn json_errors_name_the_editor_line_with_lone_crs() {
+        let e =
+            ReleaseMetadata::parse("{\r\"kind\": \"cincinnati-metadata-v0\",\r\n\"version\": }\r")
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("(line 3)"), "{e}");
+    }
+
+    #[test]
     fn image_references_map_names_to_pull_specs() {
         let refs = parse_image_references(
             "kind: ImageStream\napiVersion: image.openshift.io/v1\nspec:\n  tags:\n  - name: cli\n    from:\n      kind: DockerImage\n      name: quay.io/x/cli@sha256:1\n",

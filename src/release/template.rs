@@ -333,6 +333,14 @@ mod tests {
                 .contains("image-references")
         );
         assert_eq!(render("{{ oops", &values()).unwrap_err().line, 1);
+        // A lone CR ends a line too (as editors count).
+        assert_eq!(
+            render("x\r\ny\rz: {{ .Nope }}", &values())
+                .unwrap_err()
+                .line,
+            3
+        );
+        assert_eq!(mentions_cvo_fields("a\rb\r{{.ReleaseImage}}"), Some(3));
     }
 
     #[test]

@@ -809,6 +809,59 @@ mod tests {
         assert_eq!(decode(b"ok".to_vec(), true).unwrap(), "ok");
     }
 
+    /// Found by the hostile-input run: CRLF mixed with lone CRs. Every line named is the
+    /// line an editor shows (LF, CRLF and a lone CR each end one), inside the file.
+    #[test]
+    fn lines_count_lf_crlf_and_lone_cr_alike() {
+        let lines = [
+            "apiVersion: v1",
+            "kind: ConfigMap",
+            "metadata:",
+            "  name: x",
+            "data:",
+            "  a: '1'",
+            "  b: b: c",
+            "  c: '3'",
+        ];
+        for ends in [
+            &["\r\n", "\r"][..],
+            &["\r"],
+            &["\r\n"],
+            &["\r", "\r\n", "\n"],
+        ] {
+            let text: String = lines
+                .iter()
+                .enumerate()
+                .map(|(i, l)| format!("{l}{}", ends[i % ends.len()]))
+                .collect();
+            let parsed = parse_yaml(&text);
+            assert_eq!(parsed.errors.len(), 1, "{text:?}");
+            let e = &parsed.errors[0];
+            assert_eq!(e.line, 7, "{text:?}: {e:?}");
+            assert!(e.message.contains("mapping values"), "{}", e.message);
+            // A second document starts on the line after its marker.
+            let two = format!("{}---\r{}", text.replace("b: b: c", "b: c"), text);
+            let parsed = parse_yaml(&two);
+            assert_eq!(parsed.documents[0].line, 1);
+            assert_eq!(parsed.errors[0].line, 9 + 7, "{two:?}");
+        }
+        // A lone CR before a CRLF ("\r\r\n") is two line ends, as YAML and editors read it.
+        let parsed = parse_yaml("a: 1\r\r\nb: [\r\r\n");
+        assert_eq!(parsed.errors[0].line, 3, "{:?}", parsed.errors);
+        // An unclosed quote: where it opens.
+        let parsed = parse_yaml("x: 1\ra: 'open\r\nb: 2\rc: 3\r");
+        assert_eq!(parsed.errors[0].line, 2, "{:?}", parsed.errors);
+    }
+
+    #[test]
+    fn json_and_invalid_utf8_lines_count_lone_cr() {
+        let parsed = parse_json("{\r\"a\": 1,\r\n\"a\": 2\r}");
+        assert_eq!(parsed.errors[0].line, 3, "{:?}", parsed.errors);
+        assert_eq!(parse_json("\r\r\n{\"a\": 1}").documents[0].line, 3);
+        let e = decode(b"a: 1\rb: 2\r\nc: \xff\r".to_vec(), true).unwrap_err();
+        assert_eq!(e.line, 3);
+    }
+
     #[test]
     fn every_kind_has_different_help() {
         let kinds = [
