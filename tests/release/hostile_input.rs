@@ -292,3 +292,130 @@ fn an_unclosed_quote_is_reported_where_it_opens() {
         "{d}"
     );
 }
+
+/// Found by the hostile-input run: a version number past 64 bits was reported in the semver
+/// crate's words ("exceeds u64::MAX").
+#[test]
+fn a_version_number_past_64_bits_is_too_large_in_plain_words() {
+    let huge = "99999999999999999999999";
+    for (version, previous, part) in [
+        (format!("{huge}.0.0"), "1.0.0".to_owned(), "major"),
+        (format!("1.{huge}.0"), "1.0.0".to_owned(), "minor"),
+        ("2.0.0".to_owned(), format!("1.0.{huge}"), "patch"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("0000_10_a_good.yaml"), CM).unwrap();
+        std::fs::write(
+            dir.path().join("release-metadata"),
+            format!(
+                r#"{{"kind":"cincinnati-metadata-v0","version":"{version}","previous":["{previous}"]}}"#
+            ),
+        )
+        .unwrap();
+        let release = load_within(dir.path(), LoadOptions::default()).unwrap();
+        let d = diagnostic_for(&release, "release-metadata");
+        assert!(
+            d.message.contains(&format!(
+                "the {part} version number is too large (at most 18446744073709551615)"
+            )),
+            "{d}"
+        );
+        assert!(!d.message.contains("u64"), "{d}");
+        assert_eq!(release.manifests.len(), 1, "the manifests still load");
+    }
+}
+
+/// The lines of `text` as an editor shows them: LF, CRLF and a lone CR each end one (written
+/// here apart from the loader's own counter).
+fn editor_lines(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let end = rest.find(['\r', '\n']).unwrap_or(rest.len());
+        out.push(&rest[..end]);
+        let skip = if rest[end..].starts_with("\r\n") {
+            2
+        } else {
+            1
+        };
+        rest = &rest[(end + skip).min(rest.len())..];
+    }
+    out
+}
+
+/// Found by the hostile-input run: a syntax error in a file with CRLF mixed with lone CRs was
+/// reported past the end of the file. The line named is the broken one, as an editor numbers it.
+#[test]
+fn mixed_line_ends_name_the_broken_line() {
+    let good = CM.trim_end().split('\n').collect::<Vec<_>>();
+    let dir = tempfile::tempdir().unwrap();
+    // (file, its text, the broken line's text).
+    let mut files = Vec::new();
+    for (name, ends) in [
+        ("crlf_cr.yaml", &["\r\n", "\r"][..]),
+        ("cr_crlf_lf.yaml", &["\r", "\r\n", "\n"]),
+        ("cr_crlf.yaml", &["\r\r\n"]),
+        ("cr.yaml", &["\r"]),
+    ] {
+        // Three documents; the broken line is in the third, 14 lines in.
+        let mut lines: Vec<String> = Vec::new();
+        for doc in 0..3 {
+            if doc > 0 {
+                lines.push("---".into());
+            }
+            lines.extend(good.iter().map(|l| l.replace("good", &format!("cm{doc}"))));
+        }
+        lines.push("data:".into());
+        lines.push("  key: value: x".into());
+        lines.push("  other: y".into());
+        let text: String = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| format!("{l}{}", ends[i % ends.len()]))
+            .collect();
+        std::fs::write(dir.path().join(name), &text).unwrap();
+        files.push((name, text));
+    }
+    let release = load_within(dir.path(), LoadOptions::default()).unwrap();
+    for (name, text) in &files {
+        let d = diagnostic_for(&release, name);
+        let lines = editor_lines(text);
+        let line = d.location.line.expect("a line");
+        assert!(
+            line <= lines.len(),
+            "{name}: line {line} of {}: {d}",
+            lines.len()
+        );
+        assert_eq!(d.location.document, Some(2), "{name}: {d}");
+        assert_eq!(lines[line - 1], "  key: value: x", "{name}: {d}");
+        let loaded = release
+            .manifests
+            .iter()
+            .filter(|m| m.file_name() == *name)
+            .map(|m| m.location.line.unwrap())
+            .collect::<Vec<_>>();
+        // The two good documents start on their `apiVersion` line.
+        let starts: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].starts_with("apiVersion"))
+            .map(|i| i + 1)
+            .take(2)
+            .collect();
+        assert_eq!(loaded, starts, "{name}");
+    }
+}
+
+/// `field_line` re-reads the file: it counts lone CRs as the parser does.
+#[test]
+fn schema_mismatch_lines_count_lone_crs() {
+    let text = "# a comment\rapiVersion: apps/v1\r\nkind: Deployment\rmetadata:\r\n  name: d\r  namespace: ns\r\nspec:\r  template:\r\n    spec:\r      containers:\r\n      - name: a\r        image: x\r\n        ports:\r        - containerPort: eighty\r\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("0000_10_a_deploy.yaml"), text).unwrap();
+    let release = load_within(dir.path(), LoadOptions::default()).unwrap();
+    let found = cvo::validate::validate(&release, None);
+    let d = found
+        .iter()
+        .find(|d| d.rule == "schema-mismatch")
+        .expect("schema-mismatch");
+    assert_eq!(d.location.line, Some(14), "{d}");
+    assert_eq!(editor_lines(text)[13], "        - containerPort: eighty");
+}
