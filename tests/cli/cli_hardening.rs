@@ -321,6 +321,67 @@ fn graph_exits_1_when_a_file_does_not_parse() {
     assert!(r.stdout.contains("10"), "{}", r.stdout);
 }
 
+// ---- issue 19: two messages of the hostile-input run ----
+
+/// A version number past 64 bits is said in plain words, and a syntax error in a file that
+/// mixes CRLF and lone CR line ends names the line an editor shows.
+#[test]
+fn validate_says_too_large_and_names_the_editor_line_with_lone_crs() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "release-metadata",
+        r#"{"kind":"cincinnati-metadata-v0","version":"99999999999999999999999.0.0"}"#,
+    );
+    // Line 7 (CRLF and lone CR alternate) is broken.
+    let lines = [
+        "apiVersion: v1",
+        "kind: ConfigMap",
+        "metadata:",
+        "  name: mixed",
+        "  namespace: cvo-hardening",
+        "data:",
+        "  key: value: x",
+        "  other: y",
+    ];
+    let text: String = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("{l}{}", if i % 2 == 0 { "\r\n" } else { "\r" }))
+        .collect();
+    write(dir.path(), "0000_10_a_mixed.yaml", &text);
+    let r = run(&["validate", "--release", &release_arg(dir.path())]);
+    assert_eq!(r.code, Some(1), "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(
+            "is not semver: the major version number is too large (at most 18446744073709551615)"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("u64"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("0000_10_a_mixed.yaml:7 (document 0)"),
+        "{}",
+        r.stdout
+    );
+    let json = run(&[
+        "validate",
+        "--release",
+        &release_arg(dir.path()),
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let parse = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["rule"] == "parse-error")
+        .unwrap_or_else(|| panic!("{}", json.stdout));
+    assert_eq!(parse["location"]["line"], 7, "{parse}");
+}
+
 // ---- defect 13: a closed stdout ----
 
 /// Runs cvo with its stdout closed before it writes anything (a reader that went away, as
