@@ -409,6 +409,19 @@ mod tests {
     }
 
     #[test]
+    fn a_node_version_past_64_bits_is_too_large_in_plain_words() {
+        let body = r#"{"nodes": [{"version": "1.99999999999999999999999.0", "payload": "x"}]}"#;
+        let f = offered(body.as_bytes(), &v("1.4.0"), "c").unwrap_err();
+        assert!(
+            f.message
+                .contains("the minor version number is too large (at most 18446744073709551615)"),
+            "{}",
+            f.message
+        );
+        assert!(!f.message.contains("u64"), "{}", f.message);
+    }
+
+    #[test]
     fn edges_out_of_range_are_invalid_not_a_crash() {
         for edge in [
             json!([0, 5]),
