@@ -58,10 +58,11 @@ impl ReleaseMetadata {
     /// `cincinnati-metadata-v0`, or its `version` (or a `previous` version) is missing or not
     /// semver.
     pub fn parse(text: &str) -> Result<Self, MetadataError> {
-        // The JSON parser counts only LF: with lone CRs made LFs, its lines are the editor's.
+        // The JSON parser counts LFs: with a CR-only file's CRs made LFs, its lines are the
+        // editor's; an error at the end of the text is on its last line.
         let text = super::lines::normalize(text.trim_start_matches('\u{feff}'));
         let raw: RawMetadata = serde_json::from_str(&text).map_err(|e| MetadataError::NotJson {
-            line: e.line(),
+            line: e.line().clamp(1, super::lines::count(&text).max(1)),
             message: super::typed::plain_serde_message(&e.to_string()),
         })?;
         match raw.kind.as_deref() {
@@ -210,12 +211,26 @@ mod tests {
     }
 
     #[test]
-    fn json_errors_name_the_editor_line_with_lone_crs() {
-        let e =
-            ReleaseMetadata::parse("{\r\"kind\": \"cincinnati-metadata-v0\",\r\n\"version\": }\r")
-                .unwrap_err()
-                .to_string();
-        assert!(e.contains("(line 3)"), "{e}");
+    fn json_errors_name_the_editor_line() {
+        let line = |text: &str| {
+            let e = ReleaseMetadata::parse(text).unwrap_err();
+            let MetadataError::NotJson { line, .. } = e else {
+                panic!("{e}")
+            };
+            line
+        };
+        // A file with LF: lines end at LF only (a lone CR is inside a line).
+        assert_eq!(
+            line("{\r\"kind\": \"cincinnati-metadata-v0\",\r\n\"version\": }\r"),
+            2
+        );
+        // A CR-only file: lines end at CR.
+        assert_eq!(
+            line("{\r\"kind\": \"cincinnati-metadata-v0\",\r\"version\": }\r"),
+            3
+        );
+        // At the end of the text: its last line, not past it.
+        assert_eq!(line("{\"kind\": \"cincinnati-metadata-v0\",\r\n"), 1);
     }
 
     #[test]

@@ -333,14 +333,20 @@ mod tests {
                 .contains("image-references")
         );
         assert_eq!(render("{{ oops", &values()).unwrap_err().line, 1);
-        // A lone CR ends a line too (as editors count).
+        // Lines as editors number them: at LF in a file with one (a lone CR is inside a
+        // line), at CR in a file without.
         assert_eq!(
             render("x\r\ny\rz: {{ .Nope }}", &values())
                 .unwrap_err()
                 .line,
+            2
+        );
+        assert_eq!(
+            render("x\ry\rz: {{ .Nope }}", &values()).unwrap_err().line,
             3
         );
         assert_eq!(mentions_cvo_fields("a\rb\r{{.ReleaseImage}}"), Some(3));
+        assert_eq!(mentions_cvo_fields("a\rb\r{{.ReleaseImage}}\n"), Some(1));
     }
 
     #[test]
