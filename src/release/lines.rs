@@ -112,7 +112,7 @@ pub fn count_parser(text: &str) -> usize {
 pub struct ParserLines {
     /// For each of the parser's lines (index = line - 1), the editor's line it starts on;
     /// `None` when they are the same.
-    editor_line: Option<Vec<usize>>,
+    starts_on: Option<Vec<usize>>,
 }
 
 impl ParserLines {
@@ -126,30 +126,30 @@ impl ParserLines {
                 .any(|(i, &b)| b == b'\r' && bytes.get(i + 1) != Some(&b'\n'))
         };
         if end_byte(bytes) == b'\r' || !has_lone_cr() {
-            return Self { editor_line: None };
+            return Self { starts_on: None };
         }
-        let mut editor_line = vec![1];
+        let mut starts_on = vec![1];
         let mut line = 1;
         for part in split_parser_inclusive(text) {
             if part.ends_with('\n') {
                 line += 1;
             }
-            editor_line.push(line);
+            starts_on.push(line);
         }
         // The last entry is the line after a final break (where an error at the end of the
         // text may point); drop it when the text does not end with a break.
         if !text.ends_with(['\n', '\r']) {
-            editor_line.pop();
+            starts_on.pop();
         }
         Self {
-            editor_line: Some(editor_line),
+            starts_on: Some(starts_on),
         }
     }
 
     /// The editor's line for the parser's one-based line `line` (a line past the end counts
     /// on from the last line, as the parser does).
-    pub fn to_editor(&self, line: usize) -> usize {
-        let Some(map) = &self.editor_line else {
+    pub fn editor_line(&self, line: usize) -> usize {
+        let Some(map) = &self.starts_on else {
             return line;
         };
         let index = line.max(1) - 1;
@@ -160,8 +160,8 @@ impl ParserLines {
     }
 
     /// The parser's first line that starts on the editor's one-based line `line`.
-    pub fn from_editor(&self, line: usize) -> usize {
-        match &self.editor_line {
+    pub fn first_parser_line(&self, line: usize) -> usize {
+        match &self.starts_on {
             None => line,
             Some(map) => map.partition_point(|&l| l < line) + 1,
         }
@@ -253,26 +253,28 @@ mod tests {
     #[test]
     fn parser_lines_map_to_editor_lines() {
         let map = ParserLines::new(MIXED);
-        let editor: Vec<usize> = (1..=6).map(|l| map.to_editor(l)).collect();
+        let editor: Vec<usize> = (1..=6).map(|l| map.editor_line(l)).collect();
         assert_eq!(editor, [1, 2, 2, 3, 3, 3]);
-        assert_eq!(map.to_editor(7), 4, "past the end counts on");
+        assert_eq!(map.editor_line(7), 4, "past the end counts on");
         assert_eq!(
-            (1..=3).map(|l| map.from_editor(l)).collect::<Vec<_>>(),
+            (1..=3)
+                .map(|l| map.first_parser_line(l))
+                .collect::<Vec<_>>(),
             [1, 2, 4]
         );
         // 15 lines ending `\r\r\n`: the parser's 30 lines (plus the one after the final
         // break) are the editor's 15 (plus one).
         let text = "x: 1\r\r\n".repeat(15);
         let map = ParserLines::new(&text);
-        assert_eq!(map.to_editor(29), 15);
-        assert_eq!(map.to_editor(30), 15);
-        assert_eq!(map.to_editor(31), 16);
-        assert_eq!(map.from_editor(15), 29);
+        assert_eq!(map.editor_line(29), 15);
+        assert_eq!(map.editor_line(30), 15);
+        assert_eq!(map.editor_line(31), 16);
+        assert_eq!(map.first_parser_line(15), 29);
         // Files whose two numberings agree map to themselves.
         for text in ["a\rb\r", "a\r\nb\n", "a\nb"] {
             let map = ParserLines::new(text);
-            assert!(map.editor_line.is_none(), "{text:?}");
-            assert_eq!((map.to_editor(5), map.from_editor(5)), (5, 5));
+            assert!(map.starts_on.is_none(), "{text:?}");
+            assert_eq!((map.editor_line(5), map.first_parser_line(5)), (5, 5));
         }
     }
 }

@@ -42,7 +42,7 @@ pub fn field_line(manifest: &Manifest, path: &str) -> Option<usize> {
     // The document is walked on the parser's lines (a lone CR among LFs ends one, as in
     // YAML); the line found is then numbered as an editor does.
     let editor = super::lines::ParserLines::new(&text);
-    let first = editor.from_editor(start);
+    let first = editor.first_parser_line(start);
     let lines: Vec<&str> = super::lines::split_parser_inclusive(&text)
         .map(|l| l.trim_end_matches(['\n', '\r']))
         .skip(first - 1)
@@ -53,7 +53,7 @@ pub fn field_line(manifest: &Manifest, path: &str) -> Option<usize> {
         .collect();
     Some(
         editor
-            .to_editor(first + walk(&lines, &steps(path)))
+            .editor_line(first + walk(&lines, &steps(path)))
             .max(start),
     )
 }

@@ -157,14 +157,14 @@ pub fn parse_yaml(text: &str) -> Parsed {
             ) => {}
             Ok(Some(Spanned { line, value })) => parsed.documents.push(Document {
                 index: segment.index,
-                line: editor.to_editor(segment.first_line + line.saturating_sub(1)),
+                line: editor.editor_line(segment.first_line + line.saturating_sub(1)),
                 value,
             }),
             Err(err) => {
                 let (line, kind, message) = locate_yaml_error(&err, &segment, repaired.as_ref());
                 parsed.errors.push(DocumentError {
                     index: segment.index,
-                    line: editor.to_editor(segment.first_line + line - 1),
+                    line: editor.editor_line(segment.first_line + line - 1),
                     kind,
                     message,
                 });
