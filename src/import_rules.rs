@@ -14,13 +14,15 @@ use std::path::{Path, PathBuf};
 const RULES: &[(&str, &[&str])] = &[
     // Leaves: know nothing of the product.
     ("exit", &[]),
+    // Semantic versions read from input, with errors in plain words.
+    ("version", &[]),
     ("graph", &[]),
     ("cluster", &[]),
     // The one finding type names the object it is about.
     ("diagnostic", &["release"]),
     // The loader is pure: files in, manifests and diagnostics out. It may read an OCI source
     // through `oci`.
-    ("release", &["diagnostic", "oci"]),
+    ("release", &["diagnostic", "oci", "version"]),
     // Releases as OCI artifacts: verified bytes from registries and layouts, under the one
     // request backoff (cluster::retry); never the engine (no apply, sync, operator).
     ("oci", &["cluster"]),
@@ -46,7 +48,7 @@ const RULES: &[(&str, &[&str])] = &[
     ("olm", &["cluster"]),
     // The update-graph client: it speaks HTTP to an update service, never to the cluster;
     // it names status's condition type only.
-    ("updates", &["status"]),
+    ("updates", &["status", "version"]),
     (
         "lifecycle",
         &["cluster", "exit", "olm", "release", "status"],
@@ -85,6 +87,7 @@ const RULES: &[(&str, &[&str])] = &[
             "sync",
             "updates",
             "validate",
+            "version",
         ],
     ),
 ];

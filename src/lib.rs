@@ -7,8 +7,8 @@
 //! `cvo apply` and the [`operator`], which keeps running it in the cluster), [`oci`] reads and pushes releases as
 //! OCI artifacts (registries, OCI layouts), [`rbac`] derives the
 //! least-privilege RBAC the operator needs for a release, [`olm`] cleans up OLM operands,
-//! [`lifecycle`] uninstalls operators and signals cluster deletion, and [`cli`] is the thin
-//! command-line shell on top.
+//! [`lifecycle`] uninstalls operators and signals cluster deletion, [`version`] reads semantic
+//! versions with plain-worded errors, and [`cli`] is the thin command-line shell on top.
 
 pub mod apply;
 pub mod cli;
@@ -30,3 +30,4 @@ pub mod status;
 pub mod sync;
 pub mod updates;
 pub mod validate;
+pub mod version;

@@ -514,6 +514,9 @@ fn parse_file(
         Ok(text) => text,
         Err(e) => return (Vec::new(), vec![parse_error(e)], read),
     };
+    // A CR-only file's CRs made LFs (offsets unchanged): the template renderer and the parsers
+    // then see the lines an editor numbers.
+    let text = super::lines::normalize_owned(text);
     let text = if file.templated {
         match render(&text, values) {
             Ok(rendered) => rendered,

@@ -39,15 +39,23 @@ pub fn field_line(manifest: &Manifest, path: &str) -> Option<usize> {
     let start = manifest.location.line?;
     let bytes = read_capped(&manifest.location.file, DEFAULT_MAX_FILE_BYTES).ok()?;
     let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<&str> = text
-        .lines()
-        .skip(start - 1)
+    // The document is walked on the parser's lines (a lone CR among LFs ends one, as in
+    // YAML); the line found is then numbered as an editor does.
+    let editor = super::lines::ParserLines::new(&text);
+    let first = editor.first_parser_line(start);
+    let lines: Vec<&str> = super::lines::split_parser_inclusive(&text)
+        .map(|l| l.trim_end_matches(['\n', '\r']))
+        .skip(first - 1)
         .take_while({
             let mut first = true;
             move |l| std::mem::take(&mut first) || !l.starts_with("---")
         })
         .collect();
-    Some(start + walk(&lines, &steps(path)))
+    Some(
+        editor
+            .editor_line(first + walk(&lines, &steps(path)))
+            .max(start),
+    )
 }
 
 /// Zero-based index (in `lines`) of the deepest step of `steps` found.

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::excerpt;
+use crate::version::VersionError;
 
 /// The `release-metadata` file (`kind: cincinnati-metadata-v0`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -39,12 +40,12 @@ pub enum MetadataError {
     #[error("version `{}` is not semver: {source}", excerpt(.version))]
     VersionNotSemver {
         version: String,
-        source: semver::Error,
+        source: VersionError,
     },
     #[error("previous version `{}` is not semver: {source}", excerpt(.version))]
     PreviousNotSemver {
         version: String,
-        source: semver::Error,
+        source: VersionError,
     },
 }
 
@@ -57,26 +58,26 @@ impl ReleaseMetadata {
     /// `cincinnati-metadata-v0`, or its `version` (or a `previous` version) is missing or not
     /// semver.
     pub fn parse(text: &str) -> Result<Self, MetadataError> {
-        let raw: RawMetadata =
-            serde_json::from_str(text.trim_start_matches('\u{feff}')).map_err(|e| {
-                MetadataError::NotJson {
-                    line: e.line(),
-                    message: super::typed::plain_serde_message(&e.to_string()),
-                }
-            })?;
+        // The JSON parser counts LFs: with a CR-only file's CRs made LFs, its lines are the
+        // editor's; an error at the end of the text is on its last line.
+        let text = super::lines::normalize(text.trim_start_matches('\u{feff}'));
+        let raw: RawMetadata = serde_json::from_str(&text).map_err(|e| MetadataError::NotJson {
+            line: e.line().clamp(1, super::lines::count(&text).max(1)),
+            message: super::typed::plain_serde_message(&e.to_string()),
+        })?;
         match raw.kind.as_deref() {
             Some(METADATA_KIND) => {}
             Some(other) => return Err(MetadataError::WrongKind(other.to_owned())),
             None => return Err(MetadataError::NoKind),
         }
         let version = raw.version.ok_or(MetadataError::NoVersion)?;
-        let version = semver::Version::parse(&version)
+        let version = crate::version::parse(&version)
             .map_err(|source| MetadataError::VersionNotSemver { version, source })?;
         let previous = raw
             .previous
             .into_iter()
             .map(|p| {
-                semver::Version::parse(&p)
+                crate::version::parse(&p)
                     .map_err(|source| MetadataError::PreviousNotSemver { version: p, source })
             })
             .collect::<Result<_, _>>()?;
@@ -168,6 +169,68 @@ mod tests {
                 .to_string()
                 .contains("line 1")
         );
+    }
+
+    /// Found by the hostile-input run: the semver crate's "exceeds u64::MAX" reached users.
+    #[test]
+    fn numbers_past_64_bits_are_too_large_in_plain_words() {
+        let huge = "99999999999999999999999";
+        for (version, previous, field, part) in [
+            (
+                format!("{huge}.0.0"),
+                "1.0.0".to_owned(),
+                "version",
+                "major",
+            ),
+            (
+                format!("1.{huge}.0"),
+                "1.0.0".to_owned(),
+                "version",
+                "minor",
+            ),
+            (
+                "2.0.0".to_owned(),
+                format!("1.0.{huge}"),
+                "previous version",
+                "patch",
+            ),
+        ] {
+            let text = format!(
+                r#"{{"kind":"cincinnati-metadata-v0","version":"{version}","previous":["{previous}"]}}"#
+            );
+            let e = ReleaseMetadata::parse(&text).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("{field} `")), "{e}");
+            assert!(
+                e.ends_with(&format!(
+                    "is not semver: the {part} version number is too large (at most 18446744073709551615)"
+                )),
+                "{e}"
+            );
+            assert!(!e.contains("u64"), "{e}");
+        }
+    }
+
+    #[test]
+    fn json_errors_name_the_editor_line() {
+        let line = |text: &str| {
+            let e = ReleaseMetadata::parse(text).unwrap_err();
+            let MetadataError::NotJson { line, .. } = e else {
+                panic!("{e}")
+            };
+            line
+        };
+        // A file with LF: lines end at LF only (a lone CR is inside a line).
+        assert_eq!(
+            line("{\r\"kind\": \"cincinnati-metadata-v0\",\r\n\"version\": }\r"),
+            2
+        );
+        // A CR-only file: lines end at CR.
+        assert_eq!(
+            line("{\r\"kind\": \"cincinnati-metadata-v0\",\r\"version\": }\r"),
+            3
+        );
+        // At the end of the text: its last line, not past it.
+        assert_eq!(line("{\"kind\": \"cincinnati-metadata-v0\",\r\n"), 1);
     }
 
     #[test]

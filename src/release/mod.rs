@@ -15,6 +15,7 @@ pub mod capability;
 mod filename;
 mod filter;
 mod identity;
+mod lines;
 mod load;
 mod locate;
 mod metadata;

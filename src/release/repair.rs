@@ -18,7 +18,8 @@ pub struct Repaired {
     pub text: String,
     /// Spaces added at the start of each line (zero-based line index), for error columns.
     pub pads: Vec<usize>,
-    /// One-based line and column of a quote that is never closed.
+    /// One-based line (the parser's: a lone CR ends one) and column of a quote that is never
+    /// closed.
     pub unclosed: Option<(usize, usize)>,
 }
 
@@ -29,7 +30,7 @@ pub fn indent_quoted_continuations(text: &str) -> Option<Repaired> {
     let mut out = String::with_capacity(text.len() + text.len() / 8);
     let mut pads = Vec::new();
     let mut added = 0usize;
-    for (index, line) in text.split_inclusive('\n').enumerate() {
+    for (index, line) in super::lines::split_parser_inclusive(text).enumerate() {
         let pad = scan.line(line.as_bytes(), index + 1);
         added += pad;
         if added > text.len() {

@@ -88,7 +88,7 @@ pub fn mentions_cvo_fields(text: &str) -> Option<usize> {
 }
 
 fn line_of(text: &str, byte: usize) -> usize {
-    text[..byte].matches('\n').count() + 1
+    super::lines::line_of(text, byte)
 }
 
 /// Position of the `}}` closing an action, skipping string literals.
@@ -333,6 +333,20 @@ mod tests {
                 .contains("image-references")
         );
         assert_eq!(render("{{ oops", &values()).unwrap_err().line, 1);
+        // Lines as editors number them: at LF in a file with one (a lone CR is inside a
+        // line), at CR in a file without.
+        assert_eq!(
+            render("x\r\ny\rz: {{ .Nope }}", &values())
+                .unwrap_err()
+                .line,
+            2
+        );
+        assert_eq!(
+            render("x\ry\rz: {{ .Nope }}", &values()).unwrap_err().line,
+            3
+        );
+        assert_eq!(mentions_cvo_fields("a\rb\r{{.ReleaseImage}}"), Some(3));
+        assert_eq!(mentions_cvo_fields("a\rb\r{{.ReleaseImage}}\n"), Some(1));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
+use super::lines;
 use super::repair::{Repaired, indent_quoted_continuations};
 use crate::diagnostic::excerpt;
 
@@ -111,7 +112,7 @@ pub fn decode(bytes: Vec<u8>, multi_document: bool) -> Result<String, DocumentEr
         };
         DocumentError {
             index,
-            line: prefix.matches('\n').count() + 1,
+            line: lines::line_of(bytes, offset),
             kind: ErrorKind::InvalidUtf8,
             message: format!(
                 "invalid UTF-8: byte 0x{:02X} at byte offset {offset}",
@@ -131,21 +132,13 @@ pub struct Parsed {
 /// Parses a YAML file's text (possibly multi-document).
 pub fn parse_yaml(text: &str) -> Parsed {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    // A lone CR is a line break in YAML (old Mac line endings); make it a LF so that
-    // documents split, and lines count, as the parser sees them. Semantics are unchanged.
-    let normalized;
-    let text = if text
-        .bytes()
-        .enumerate()
-        .any(|(i, b)| b == b'\r' && text.as_bytes().get(i + 1) != Some(&b'\n'))
-    {
-        normalized = lone_cr_to_lf(text);
-        normalized.as_str()
-    } else {
-        text
-    };
+    // A CR-only file (old Mac line ends) gets LFs: numbered alike by editors and the parser.
+    let text = lines::normalize(text);
+    // Documents are split and parsed at every line break YAML knows (a lone CR in a file with
+    // LFs too); the lines reported are the editor's.
+    let editor = lines::ParserLines::new(&text);
     let mut parsed = Parsed::default();
-    for segment in split_documents(text) {
+    for segment in split_documents(&text) {
         let mut repaired = None;
         let mut result = parse_segment(&segment.text);
         if let Err(err) = &result
@@ -164,14 +157,14 @@ pub fn parse_yaml(text: &str) -> Parsed {
             ) => {}
             Ok(Some(Spanned { line, value })) => parsed.documents.push(Document {
                 index: segment.index,
-                line: segment.first_line + line.saturating_sub(1),
+                line: editor.editor_line(segment.first_line + line.saturating_sub(1)),
                 value,
             }),
             Err(err) => {
                 let (line, kind, message) = locate_yaml_error(&err, &segment, repaired.as_ref());
                 parsed.errors.push(DocumentError {
                     index: segment.index,
-                    line: segment.first_line + line - 1,
+                    line: editor.editor_line(segment.first_line + line - 1),
                     kind,
                     message,
                 });
@@ -181,15 +174,15 @@ pub fn parse_yaml(text: &str) -> Parsed {
     parsed
 }
 
-/// The one-based line (within the segment), kind and message of a YAML error, in the
-/// coordinates of the text as written (before any repair).
+/// The one-based line (the parser's, within the segment), kind and message of a YAML error,
+/// in the coordinates of the text as written (before any repair).
 fn locate_yaml_error(
     err: &serde_saphyr::Error,
     segment: &Segment,
     repaired: Option<&Repaired>,
 ) -> (usize, ErrorKind, String) {
     // An error at the end of input (an unclosed quote) points past the last line.
-    let last = segment.text.lines().count().max(1);
+    let last = lines::count_parser(&segment.text).max(1);
     let location = err.location();
     let line = location
         .map(|l| l.line() as usize)
@@ -232,22 +225,12 @@ fn is_underindented_quoted(err: &serde_saphyr::Error) -> bool {
         .contains("invalid indentation in multiline quoted scalar")
 }
 
-fn lone_cr_to_lf(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\r' && chars.peek() != Some(&'\n') {
-            out.push('\n');
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// Parses a `.json` file: one document; duplicate keys are errors.
 pub fn parse_json(text: &str) -> Parsed {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // The JSON parser counts LFs: with a CR-only file's CRs made LFs, its lines are the
+    // editor's (a lone CR elsewhere is white space inside a line).
+    let text = &*lines::normalize(text);
     let mut parsed = Parsed::default();
     let mut de = serde_json::Deserializer::from_str(text);
     let result = UniqueKeys
@@ -256,8 +239,7 @@ pub fn parse_json(text: &str) -> Parsed {
     match result {
         Ok(Value::Null) => {}
         Ok(value) => {
-            let line = text
-                .lines()
+            let line = lines::lines(text)
                 .position(|l| !l.trim().is_empty())
                 .map_or(1, |i| i + 1);
             parsed.documents.push(Document {
@@ -270,7 +252,8 @@ pub fn parse_json(text: &str) -> Parsed {
             let (kind, message) = describe_json_error(&err);
             parsed.errors.push(DocumentError {
                 index: 0,
-                line: err.line().max(1),
+                // An error at the end of the text is on its last line, not past it.
+                line: err.line().clamp(1, lines::count(text).max(1)),
                 kind,
                 message,
             });
@@ -282,12 +265,14 @@ pub fn parse_json(text: &str) -> Parsed {
 /// The text of one document, with where it sits in its file.
 struct Segment {
     index: usize,
+    /// The parser's line (every break counted) where the segment starts.
     first_line: usize,
     text: String,
 }
 
-/// Splits at `---` document markers and truncates at `...` end markers. The marker itself is
-/// blanked (not removed) so that columns and lines stay those of the file.
+/// Splits at `---` document markers and truncates at `...` end markers, on the parser's lines
+/// (a lone CR is a line break). The marker itself is blanked (not removed) so that columns
+/// and lines stay those of the file; `first_line` is the parser's.
 fn split_documents(text: &str) -> Vec<Segment> {
     let mut segments = Vec::new();
     let mut current = Segment {
@@ -297,7 +282,7 @@ fn split_documents(text: &str) -> Vec<Segment> {
     };
     let mut ended = false;
     let mut seen_content = false;
-    for (i, line) in text.split_inclusive('\n').enumerate() {
+    for (i, line) in lines::split_parser_inclusive(text).enumerate() {
         let lineno = i + 1;
         if is_marker(line, "---") {
             // A leading `---` before any content opens the first document; it does not
@@ -828,6 +813,124 @@ mod tests {
         assert_eq!(e.message, "invalid UTF-8: byte 0xFF at byte offset 17");
         assert_eq!(decode(text, false).unwrap_err().index, 0);
         assert_eq!(decode(b"ok".to_vec(), true).unwrap(), "ok");
+    }
+
+    /// The editor's line of byte `byte` and the editor's line count of `text`, written here
+    /// apart from the loader's counter: lines end at LF in a file with one, else at CR.
+    fn editor(text: &str, byte: usize) -> (usize, usize) {
+        let end = if text.contains('\n') { '\n' } else { '\r' };
+        let count = text.matches(end).count() + usize::from(!text.ends_with(end));
+        (text[..byte].matches(end).count() + 1, count)
+    }
+
+    /// Found by the hostile-input run: CRLF mixed with lone CRs. Every line named is the
+    /// line an editor shows (lines end at LF in a file with one, else at CR), inside the file.
+    #[test]
+    fn lines_are_numbered_as_editors_detect_line_ends() {
+        let lines = [
+            "apiVersion: v1",
+            "kind: ConfigMap",
+            "metadata:",
+            "  name: x",
+            "data:",
+            "  a: '1'",
+            "  b: b: c",
+            "  c: '3'",
+        ];
+        for ends in [
+            &["\r\n", "\r"][..],
+            &["\r"],
+            &["\r\n"],
+            &["\n"],
+            &["\r\r\n"],
+            &["\r", "\r\n", "\n"],
+        ] {
+            let text: String = lines
+                .iter()
+                .enumerate()
+                .map(|(i, l)| format!("{l}{}", ends[i % ends.len()]))
+                .collect();
+            let parsed = parse_yaml(&text);
+            assert_eq!(parsed.errors.len(), 1, "{text:?}");
+            let e = &parsed.errors[0];
+            let (line, count) = editor(&text, text.find("b: b: c").unwrap());
+            assert_eq!(e.line, line, "{text:?}: {e:?}");
+            assert!(e.line <= count, "{text:?}: {e:?}");
+            assert!(e.message.contains("mapping values"), "{}", e.message);
+            if ends.iter().all(|&end| end == ends[0]) {
+                assert_eq!(e.line, 7, "one kind of line end: {text:?}");
+            }
+            // A second document (its marker after a CR, a line break in YAML) starts where
+            // its content does.
+            let two = format!("{}---\r{}", text.replace("b: b: c", "b: c"), text);
+            let parsed = parse_yaml(&two);
+            assert_eq!(parsed.documents.len(), 1, "{two:?}");
+            assert_eq!(parsed.documents[0].line, 1);
+            let (line, count) = editor(&two, two.rfind("b: b: c").unwrap());
+            assert_eq!(parsed.errors[0].index, 1, "{two:?}");
+            assert_eq!(parsed.errors[0].line, line, "{two:?}");
+            assert!(line <= count);
+        }
+        // The reproduced file: 15 lines ending `\r\r\n`, broken on the last; line 15 of 15.
+        let text: String = (1..15).map(|i| format!("k{i}: {i}\r\r\n")).collect();
+        let text = format!("{text}bad: [\r\r\n");
+        let parsed = parse_yaml(&text);
+        assert_eq!(parsed.errors[0].line, 15, "{:?}", parsed.errors);
+        // An unclosed quote: where it opens.
+        let parsed = parse_yaml("x: 1\ra: 'open\r\nb: 2\rc: 3\r");
+        assert_eq!(parsed.errors[0].line, 1, "{:?}", parsed.errors);
+        let parsed = parse_yaml("x: 1\ra: 'open\rb: 2\rc: 3\r");
+        assert_eq!(parsed.errors[0].line, 2, "{:?}", parsed.errors);
+    }
+
+    /// A lone CR in a file with LFs is the parser's line break: mapping line numbers changes
+    /// nothing the documents parse to.
+    #[test]
+    fn a_lone_cr_among_lfs_still_breaks_yaml_lines() {
+        let parsed = parse_yaml("a: 1\rb: 2\n");
+        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+        assert_eq!(
+            parsed.documents[0].value,
+            serde_json::json!({"a": 1, "b": 2})
+        );
+        let parsed = parse_yaml("a: 1\n\rb: 2\r---\rc: 3\n");
+        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+        let docs: Vec<_> = parsed
+            .documents
+            .iter()
+            .map(|d| (d.index, d.line, d.value.clone()))
+            .collect();
+        assert_eq!(
+            docs,
+            [
+                (0, 1, serde_json::json!({"a": 1, "b": 2})),
+                (1, 2, serde_json::json!({"c": 3})),
+            ]
+        );
+        // A CR-only file splits into documents at its `---` lines.
+        let parsed = parse_yaml("a: 1\r---\rb: 2\r---\r\rc: 3\r");
+        let lines: Vec<_> = parsed.documents.iter().map(|d| d.line).collect();
+        assert_eq!(lines, [1, 3, 6], "{parsed:?}");
+    }
+
+    #[test]
+    fn json_and_invalid_utf8_lines_are_the_editors() {
+        let parsed = parse_json("{\r\"a\": 1,\r\n\"a\": 2\r}");
+        assert_eq!(parsed.errors[0].line, 2, "{:?}", parsed.errors);
+        let parsed = parse_json("{\r\"a\": 1,\r\"a\": 2\r}");
+        assert_eq!(parsed.errors[0].line, 3, "CR-only: {:?}", parsed.errors);
+        assert_eq!(parse_json("\r\r\n{\"a\": 1}").documents[0].line, 2);
+        assert_eq!(parse_json("\r\r{\"a\": 1}").documents[0].line, 3);
+        // An error at the end of the text is on its last line.
+        assert_eq!(parse_json("{\n").errors[0].line, 1);
+        assert_eq!(parse_json("{\r\n\r\n").errors[0].line, 2);
+        let e = decode(b"a: 1\rb: 2\r\nc: \xff\r".to_vec(), true).unwrap_err();
+        assert_eq!(e.line, 2);
+        let e = decode(b"a: 1\rb: 2\rc: \xff\r".to_vec(), true).unwrap_err();
+        assert_eq!(e.line, 3, "CR-only");
+        // Which byte ends a line depends on the whole file, past the bad byte too.
+        let e = decode(b"a: 1\rb: 2\rc: \xff\n".to_vec(), true).unwrap_err();
+        assert_eq!(e.line, 1);
     }
 
     #[test]

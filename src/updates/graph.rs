@@ -126,7 +126,7 @@ pub fn offered(body: &[u8], version: &semver::Version, channel: &str) -> Result<
     let graph: Graph = serde_json::from_slice(body).map_err(|e| invalid(e.to_string()))?;
     let mut versions = Vec::with_capacity(graph.nodes.len());
     for node in &graph.nodes {
-        let v: semver::Version = node.version.parse().map_err(|e| {
+        let v = crate::version::parse(&node.version).map_err(|e| {
             invalid(format!(
                 "node version {:?} is not a semantic version: {e}",
                 node.version
@@ -406,6 +406,19 @@ mod tests {
                 f.message
             );
         }
+    }
+
+    #[test]
+    fn a_node_version_past_64_bits_is_too_large_in_plain_words() {
+        let body = r#"{"nodes": [{"version": "1.99999999999999999999999.0", "payload": "x"}]}"#;
+        let f = offered(body.as_bytes(), &v("1.4.0"), "c").unwrap_err();
+        assert!(
+            f.message
+                .contains("the minor version number is too large (at most 18446744073709551615)"),
+            "{}",
+            f.message
+        );
+        assert!(!f.message.contains("u64"), "{}", f.message);
     }
 
     #[test]

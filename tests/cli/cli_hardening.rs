@@ -321,6 +321,101 @@ fn graph_exits_1_when_a_file_does_not_parse() {
     assert!(r.stdout.contains("10"), "{}", r.stdout);
 }
 
+// ---- issue 19: two messages of the hostile-input run ----
+
+/// A version number past 64 bits is said in plain words, and a syntax error in a file that
+/// mixes CRLF and lone CR line ends names the line an editor shows: lines end at LF in a file
+/// with one (a lone CR is inside a line), at CR in a file without.
+#[test]
+fn validate_says_too_large_and_names_the_editor_line_with_lone_crs() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "release-metadata",
+        r#"{"kind":"cincinnati-metadata-v0","version":"99999999999999999999999.0.0"}"#,
+    );
+    // CRLF and lone CR alternate: line 7 as written is on the editor's line 4 (of 5).
+    let lines = [
+        "apiVersion: v1",
+        "kind: ConfigMap",
+        "metadata:",
+        "  name: mixed",
+        "  namespace: cvo-hardening",
+        "data:",
+        "  key: value: x",
+        "  other: y",
+    ];
+    let mixed: String = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("{l}{}", if i % 2 == 0 { "\r\n" } else { "\r" }))
+        .collect();
+    write(dir.path(), "0000_10_a_mixed.yaml", &mixed);
+    // The file the hostile-input run reported: every line ends `\r\r\n` (15 lines as editors,
+    // `wc -l` and `grep -n` count them), broken on the last.
+    let cr_crlf: String = lines[..6]
+        .iter()
+        .map(|l| l.replace("mixed", "cr-crlf"))
+        .chain((0..8).map(|i| format!("  k{i}: v{i}")))
+        .chain(["  broken: [".to_owned()])
+        .map(|l| format!("{l}\r\r\n"))
+        .collect();
+    write(dir.path(), "0000_10_b_cr_crlf.yaml", &cr_crlf);
+    // A classic Mac file (CR only): lines end at CR.
+    let cr: String = lines
+        .iter()
+        .map(|l| format!("{}\r", l.replace("mixed", "cr")))
+        .collect();
+    write(dir.path(), "0000_10_c_cr.yaml", &cr);
+    let r = run(&["validate", "--release", &release_arg(dir.path())]);
+    assert_eq!(r.code, Some(1), "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(
+            "is not semver: the major version number is too large (at most 18446744073709551615)"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("u64"), "{}", r.stdout);
+    for place in [
+        "0000_10_a_mixed.yaml:4 (document 0)",
+        "0000_10_b_cr_crlf.yaml:15 (document 0)",
+        "0000_10_c_cr.yaml:7 (document 0)",
+    ] {
+        assert!(r.stdout.contains(place), "{place}: {}", r.stdout);
+    }
+    let json = run(&[
+        "validate",
+        "--release",
+        &release_arg(dir.path()),
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let mut lines: Vec<(String, u64)> = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["rule"] == "parse-error")
+        .map(|d| {
+            let file = d["location"]["file"].as_str().unwrap_or_default();
+            let name = file.rsplit('/').next().unwrap_or_default().to_owned();
+            (name, d["location"]["line"].as_u64().unwrap_or_default())
+        })
+        .collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            ("0000_10_a_mixed.yaml".to_owned(), 4),
+            ("0000_10_b_cr_crlf.yaml".to_owned(), 15),
+            ("0000_10_c_cr.yaml".to_owned(), 7),
+        ],
+        "{}",
+        json.stdout
+    );
+}
+
 // ---- defect 13: a closed stdout ----
 
 /// Runs cvo with its stdout closed before it writes anything (a reader that went away, as

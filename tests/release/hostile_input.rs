@@ -292,3 +292,195 @@ fn an_unclosed_quote_is_reported_where_it_opens() {
         "{d}"
     );
 }
+
+/// Found by the hostile-input run: a version number past 64 bits was reported in the semver
+/// crate's words ("exceeds u64::MAX").
+#[test]
+fn a_version_number_past_64_bits_is_too_large_in_plain_words() {
+    let huge = "99999999999999999999999";
+    for (version, previous, part) in [
+        (format!("{huge}.0.0"), "1.0.0".to_owned(), "major"),
+        (format!("1.{huge}.0"), "1.0.0".to_owned(), "minor"),
+        ("2.0.0".to_owned(), format!("1.0.{huge}"), "patch"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("0000_10_a_good.yaml"), CM).unwrap();
+        std::fs::write(
+            dir.path().join("release-metadata"),
+            format!(
+                r#"{{"kind":"cincinnati-metadata-v0","version":"{version}","previous":["{previous}"]}}"#
+            ),
+        )
+        .unwrap();
+        let release = load_within(dir.path(), LoadOptions::default()).unwrap();
+        let d = diagnostic_for(&release, "release-metadata");
+        assert!(
+            d.message.contains(&format!(
+                "the {part} version number is too large (at most 18446744073709551615)"
+            )),
+            "{d}"
+        );
+        assert!(!d.message.contains("u64"), "{d}");
+        assert_eq!(release.manifests.len(), 1, "the manifests still load");
+    }
+}
+
+/// The lines of `text` as an editor numbers them (written here apart from the loader's own
+/// counter): a file with any LF ends its lines at LF (CRLF is one line end, a lone CR is
+/// inside a line), a file without LF ends them at CR.
+fn editor_lines(text: &str) -> Vec<&str> {
+    let end = if text.contains('\n') { '\n' } else { '\r' };
+    let body = text.strip_suffix(end).unwrap_or(text);
+    if text.is_empty() {
+        return Vec::new();
+    }
+    body.split(end)
+        .map(|l| {
+            if end == '\n' {
+                l.strip_suffix('\r').unwrap_or(l)
+            } else {
+                l
+            }
+        })
+        .collect()
+}
+
+/// The editor's one-based line of byte `byte` of `text` (see [`editor_lines`]).
+fn editor_line_at(text: &str, byte: usize) -> usize {
+    let end = if text.contains('\n') { '\n' } else { '\r' };
+    text[..byte].matches(end).count() + 1
+}
+
+/// Found by the hostile-input run: a syntax error in a file with CRLF mixed with lone CRs was
+/// reported past the end of the file. The line named is the broken one, as an editor numbers it.
+#[test]
+fn mixed_line_ends_name_the_broken_line() {
+    let good = CM.trim_end().split('\n').collect::<Vec<_>>();
+    let dir = tempfile::tempdir().unwrap();
+    // (file, its text, one kind of line end).
+    let mut files = Vec::new();
+    for (name, ends) in [
+        ("crlf_cr.yaml", &["\r\n", "\r"][..]),
+        ("cr_crlf_lf.yaml", &["\r", "\r\n", "\n"]),
+        ("cr_crlf.yaml", &["\r\r\n"]),
+        ("cr.yaml", &["\r"]),
+        ("crlf.yaml", &["\r\n"]),
+        ("lf.yaml", &["\n"]),
+    ] {
+        // Three documents; the broken line is in the third, 19 lines in.
+        let mut lines: Vec<String> = Vec::new();
+        for doc in 0..3 {
+            if doc > 0 {
+                lines.push("---".into());
+            }
+            lines.extend(good.iter().map(|l| l.replace("good", &format!("cm{doc}"))));
+        }
+        lines.push("data:".into());
+        lines.push("  key: value: x".into());
+        lines.push("  other: y".into());
+        let text: String = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| format!("{l}{}", ends[i % ends.len()]))
+            .collect();
+        std::fs::write(dir.path().join(name), &text).unwrap();
+        files.push((name, text, ends.len() == 1));
+    }
+    let release = load_within(dir.path(), LoadOptions::default()).unwrap();
+    for (name, text, one_kind) in &files {
+        let d = diagnostic_for(&release, name);
+        let lines = editor_lines(text);
+        let line = d.location.line.expect("a line");
+        assert!(
+            line <= lines.len(),
+            "{name}: line {line} of {}: {d}",
+            lines.len()
+        );
+        assert_eq!(d.location.document, Some(2), "{name}: {d}");
+        assert_eq!(
+            line,
+            editor_line_at(text, text.find("  key: value: x").unwrap()),
+            "{name}: {d}"
+        );
+        assert!(
+            lines[line - 1].split('\r').any(|l| l == "  key: value: x"),
+            "{name}: {d}"
+        );
+        if *one_kind {
+            assert_eq!(line, 19, "{name}: {d}");
+            // (`\r\r\n`: the first CR is inside the line, shown as `^M`.)
+            assert_eq!(
+                lines[line - 1].trim_end_matches('\r'),
+                "  key: value: x",
+                "{name}: {d}"
+            );
+        }
+        let loaded = release
+            .manifests
+            .iter()
+            .filter(|m| m.file_name() == *name)
+            .map(|m| m.location.line.unwrap())
+            .collect::<Vec<_>>();
+        // The two good documents start on the line of their `apiVersion`.
+        let starts: Vec<usize> = text
+            .match_indices("apiVersion")
+            .map(|(i, _)| editor_line_at(text, i))
+            .take(2)
+            .collect();
+        assert_eq!(loaded, starts, "{name}");
+    }
+}
+
+/// The file the hostile-input run reported ("line 29 beyond file end (15 lines)"): 15 lines,
+/// each ending `\r\r\n`, broken on the last. Editors, `wc -l` and `grep -n` count 15 lines;
+/// the error is on line 15.
+#[test]
+fn a_file_of_cr_crlf_lines_is_reported_on_its_own_last_line() {
+    let mut text: String = [
+        "apiVersion: v1",
+        "kind: ConfigMap",
+        "metadata:",
+        "  name: cr-crlf",
+        "  namespace: ns",
+        "data:",
+    ]
+    .iter()
+    .map(|l| format!("{l}\r\r\n"))
+    .collect();
+    for i in 0..8 {
+        text.push_str(&format!("  k{i}: v{i}\r\r\n"));
+    }
+    text.push_str("  broken: [\r\r\n");
+    assert_eq!(editor_lines(&text).len(), 15);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("0000_10_a_cr_crlf.yaml"), &text).unwrap();
+    let release = load_within(dir.path(), LoadOptions::default()).unwrap();
+    let d = diagnostic_for(&release, "0000_10_a_cr_crlf.yaml");
+    assert_eq!(d.rule, "parse-error", "{d}");
+    assert_eq!(d.location.line, Some(15), "{d}");
+}
+
+/// `field_line` re-reads the file: it walks the document as the parser reads it and names
+/// the line an editor shows.
+#[test]
+fn schema_mismatch_lines_are_the_editors() {
+    let text = "# a comment\rapiVersion: apps/v1\r\nkind: Deployment\rmetadata:\r\n  name: d\r  namespace: ns\r\nspec:\r  template:\r\n    spec:\r      containers:\r\n      - name: a\r        image: x\r\n        ports:\r        - containerPort: eighty\r\n";
+    // The same lines without any LF (a classic Mac file).
+    let cr_only = text.replace("\r\n", "\r");
+    for (text, line) in [(text, 7), (cr_only.as_str(), 14)] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("0000_10_a_deploy.yaml"), text).unwrap();
+        let release = load_within(dir.path(), LoadOptions::default()).unwrap();
+        let found = cvo::validate::validate(&release, None);
+        let d = found
+            .iter()
+            .find(|d| d.rule == "schema-mismatch")
+            .expect("schema-mismatch");
+        assert_eq!(d.location.line, Some(line), "{text:?}: {d}");
+        assert_eq!(
+            line,
+            editor_line_at(text, text.find("- containerPort").unwrap())
+        );
+        assert!(editor_lines(text)[line - 1].ends_with("- containerPort: eighty"));
+    }
+}
