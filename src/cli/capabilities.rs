@@ -374,11 +374,13 @@ impl View<'_> {
                 .max(head.len())
         };
         let (wn, ws) = (width(&names, "CAPABILITY"), width(&sets, "SETS"));
-        let _ = (!self.rows.is_empty()).then(|| writeln!(
-            out,
-            "{:wn$}  KNOWN  ENABLED     {:ws$}  MANIFESTS",
-            "CAPABILITY", "SETS"
-        ));
+        if !self.rows.is_empty() {
+            let _ = writeln!(
+                out,
+                "{:wn$}  KNOWN  ENABLED     {:ws$}  MANIFESTS",
+                "CAPABILITY", "SETS"
+            );
+        }
         for ((row, name), sets) in self.rows.iter().zip(&names).zip(&sets) {
             let files = row.files();
             let mut listed = files

@@ -333,16 +333,16 @@ pub fn check_update(release: &Release, previous: &Release) -> Vec<Diagnostic> {
             .map(|n| format!("`{}`", excerpt(n)))
             .collect::<Vec<_>>()
             .join(", ");
-        let (s, them) = if added.len() == 1 {
-            ("", "it")
+        let (word, them) = if added.len() == 1 {
+            ("capability", "it")
         } else {
-            ("s", "them")
+            ("capabilities", "them")
         };
         out.push(finding(
             CAPABILITY_MOVED,
             m,
             format!(
-                "the previous release applied this object without capability{s} {quoted} (at {}) and this release gates it behind {them}: on update, every cluster that has the object and does not enable {quoted} gets {them} enabled implicitly (ImplicitlyEnabledCapabilities=True), and an enabled capability is never disabled again",
+                "the previous release applied this object without {word} {quoted} (at {}) and this release gates it behind {them}: on update, every cluster that has the object and does not enable {quoted} gets {them} enabled implicitly (ImplicitlyEnabledCapabilities=True), and an enabled capability is never disabled again",
                 p.location
             ),
             "if clusters should keep the object, this is expected: say so in the release notes; otherwise ship the object under a new name in the capability and delete the old one with a delete manifest",
