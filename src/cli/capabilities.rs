@@ -170,7 +170,10 @@ fn read_file(path: &Path) -> Result<DynamicObject, CliError> {
     let value: Value = serde_saphyr::from_str(&text)
         .map_err(|e| fail(format!("not one YAML or JSON document: {e}")))?;
     let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
-    let api_version = value.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let api_version = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if kind != crate::status::clusterversion::KIND
         || !api_version.starts_with("config.openshift.io/")
     {

@@ -293,14 +293,15 @@ fn in_no_set(release: &Release) -> Vec<Diagnostic> {
 /// The one-based line where `name` first appears as a whole word in `text`.
 fn token_line(text: &str, name: &str) -> Option<usize> {
     let part_of_name = |c: char| c.is_alphanumeric() || c == '_' || c == '-' || c == '.';
-    text.lines().position(|line| {
-        line.match_indices(name).any(|(at, _)| {
-            let before = line[..at].chars().next_back();
-            let after = line[at + name.len()..].chars().next();
-            !before.is_some_and(part_of_name) && !after.is_some_and(part_of_name)
+    text.lines()
+        .position(|line| {
+            line.match_indices(name).any(|(at, _)| {
+                let before = line[..at].chars().next_back();
+                let after = line[at + name.len()..].chars().next();
+                !before.is_some_and(part_of_name) && !after.is_some_and(part_of_name)
+            })
         })
-    })
-    .map(|i| i + 1)
+        .map(|i| i + 1)
 }
 
 /// Rule `capability-moved`: an object the previous release applied without a capability that
@@ -363,7 +364,9 @@ mod tests {
             .unwrap_or_default();
         manifest(
             file,
-            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns\n{annotations}"),
+            &format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns\n{annotations}"
+            ),
         )
     }
 
@@ -393,15 +396,39 @@ mod tests {
         let found = check(&r);
         assert_eq!(rules(&found), [CAPABILITY_UNKNOWN; 3], "{found:#?}");
         assert!(found.iter().all(|d| d.severity == Severity::Error));
-        assert!(found[0].message.contains("`Consle`"), "{}", found[0].message);
-        assert!(found[0].message.contains("unrecognized capability names: Consle"));
         assert!(
-            found[0].help.as_deref().unwrap().starts_with("did you mean `Console`?"),
+            found[0].message.contains("`Consle`"),
+            "{}",
+            found[0].message
+        );
+        assert!(
+            found[0]
+                .message
+                .contains("unrecognized capability names: Consle")
+        );
+        assert!(
+            found[0]
+                .help
+                .as_deref()
+                .unwrap()
+                .starts_with("did you mean `Console`?"),
             "{:?}",
             found[0].help
         );
-        assert!(found[1].help.as_deref().unwrap().starts_with("did you mean `Console`?"));
-        assert!(found[2].help.as_deref().unwrap().starts_with("use a capability"));
+        assert!(
+            found[1]
+                .help
+                .as_deref()
+                .unwrap()
+                .starts_with("did you mean `Console`?")
+        );
+        assert!(
+            found[2]
+                .help
+                .as_deref()
+                .unwrap()
+                .starts_with("use a capability")
+        );
         assert_eq!(found[2].object.as_ref().unwrap().name, "d");
     }
 
@@ -417,7 +444,11 @@ mod tests {
         assert_eq!(rules(&found), [CAPABILITY_UNKNOWN]);
         assert_eq!(found[0].severity, Severity::Warning);
         assert_eq!(found[0].object.as_ref().unwrap().name, "c");
-        assert!(found[0].message.contains("`console` differs from `Console` (used by 2 manifests)"));
+        assert!(
+            found[0]
+                .message
+                .contains("`console` differs from `Console` (used by 2 manifests)")
+        );
         // Every name distinct: nothing to say.
         let r = derived(release(vec![cm("0000_50_a_00_a.yaml", "a", Some("A+B"))]));
         assert!(check(&r).is_empty());
@@ -439,7 +470,9 @@ mod tests {
         assert!(found[0].message.contains("empty capability"));
         assert_eq!(
             found[0].help.as_deref(),
-            Some("write `capability.openshift.io/name: \"a+b\"` (names joined by single `+`, nothing around them)")
+            Some(
+                "write `capability.openshift.io/name: \"a+b\"` (names joined by single `+`, nothing around them)"
+            )
         );
         assert!(found[3].message.contains("` Console` has spaces around it"));
         assert!(found[4].help.as_deref().unwrap().contains("remove"));
@@ -487,6 +520,9 @@ mod tests {
         assert_eq!(d.object.as_ref().unwrap().name, "a");
         assert!(d.message.contains("capabilities `A`, `B`"), "{}", d.message);
         assert!(d.message.contains("p/0000_50_a_00_a.yaml"), "{}", d.message);
-        assert_eq!(d.location.file, std::path::Path::new("n/0000_50_a_00_a.yaml"));
+        assert_eq!(
+            d.location.file,
+            std::path::Path::new("n/0000_50_a_00_a.yaml")
+        );
     }
 }

@@ -119,14 +119,18 @@ mod tests {
     fn counts_each_manifest_under_the_filter_that_leaves_it_out() {
         let mut r = release(vec![cm("a", "A"), cm("b", "B"), cm("c", ""), cm("d", "Z")]);
         r.capabilities = Catalogue::parse("known: [A, B]\nsets:\n  vCurrent: [A]\n").unwrap();
-        r.excluded = [ExcludedBy::Profile, ExcludedBy::Profile, ExcludedBy::Exclude]
-            .into_iter()
-            .map(|by| Excluded {
-                manifest: cm("x", "B"),
-                by,
-                reason: String::new(),
-            })
-            .collect();
+        r.excluded = [
+            ExcludedBy::Profile,
+            ExcludedBy::Profile,
+            ExcludedBy::Exclude,
+        ]
+        .into_iter()
+        .map(|by| Excluded {
+            manifest: cm("x", "B"),
+            by,
+            reason: String::new(),
+        })
+        .collect();
         let left = LeftOut::with_default_capabilities(&r, Some("p"));
         // b: B is not in vCurrent; d: Z is unknown.
         assert_eq!(

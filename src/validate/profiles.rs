@@ -172,12 +172,22 @@ mod tests {
     fn manifests_in_no_profile_are_one_finding_with_the_count_and_the_first_files() {
         let mut ms = vec![cm("0000_70_net_00_a.yaml", "a", &["hypershift"], false)];
         for i in 0..8 {
-            ms.push(cm(&format!("0000_70_net_1{i}_x.yaml"), &format!("x{i}"), &[], false));
+            ms.push(cm(
+                &format!("0000_70_net_1{i}_x.yaml"),
+                &format!("x{i}"),
+                &[],
+                false,
+            ));
         }
         let found = check_in_no_profile(&with_excluded(release(vec![]), ms));
         assert_eq!(rules(&found), [MANIFEST_IN_NO_PROFILE]);
         let d = &found[0];
-        assert!(d.message.starts_with("8 of 9 manifests name no cluster profile"), "{}", d.message);
+        assert!(
+            d.message
+                .starts_with("8 of 9 manifests name no cluster profile"),
+            "{}",
+            d.message
+        );
         assert!(d.message.contains("`hypershift`"), "{}", d.message);
         assert!(
             d.message.ends_with("in 0000_70_net_10_x.yaml, 0000_70_net_11_x.yaml, 0000_70_net_12_x.yaml, 0000_70_net_13_x.yaml, 0000_70_net_14_x.yaml and 3 more files"),
@@ -186,8 +196,19 @@ mod tests {
         );
         assert_eq!(d.object.as_ref().unwrap().name, "x0");
         // No profile anywhere, or every manifest in one: nothing to say.
-        assert!(check_in_no_profile(&release(vec![cm("0000_70_net_10_x.yaml", "x", &[], false)])).is_empty());
-        assert!(check_in_no_profile(&release(vec![cm("0000_70_net_00_a.yaml", "a", &["p"], false)])).is_empty());
+        assert!(
+            check_in_no_profile(&release(vec![cm("0000_70_net_10_x.yaml", "x", &[], false)]))
+                .is_empty()
+        );
+        assert!(
+            check_in_no_profile(&release(vec![cm(
+                "0000_70_net_00_a.yaml",
+                "a",
+                &["p"],
+                false
+            )]))
+            .is_empty()
+        );
     }
 
     #[test]

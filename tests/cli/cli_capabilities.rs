@@ -107,13 +107,12 @@ fn the_release_default_enables_every_known_capability() {
     assert_eq!(console["enabled"], true);
     assert_eq!(console["sets"], json!(["v1", "vCurrent"]));
     assert_eq!(console["manifests"], 2);
-    assert_eq!(
-        console["files"].as_array().unwrap().len(),
-        2,
-        "{report:#}"
-    );
+    assert_eq!(console["files"].as_array().unwrap().len(), 2, "{report:#}");
     let bogus = row(&report, "Bogus");
-    assert_eq!((&bogus["known"], &bogus["enabled"]), (&json!(false), &json!(false)));
+    assert_eq!(
+        (&bogus["known"], &bogus["enabled"]),
+        (&json!(false), &json!(false))
+    );
     assert_eq!(bogus["sets"], json!([]));
     // Only the unknown name leaves a manifest out.
     assert_eq!(
@@ -178,12 +177,19 @@ fn a_cluster_version_file_baseline_additional_and_what_was_enabled_before() {
     )
     .unwrap();
     let (report, stderr) = json_of(&["--release", &rel, "--cluster-version", &cv_arg]);
-    assert_eq!(report["warnings"].as_array().unwrap().len(), 2, "{report:#}");
+    assert_eq!(
+        report["warnings"].as_array().unwrap().len(),
+        2,
+        "{report:#}"
+    );
     assert!(
         stderr.contains("warning: spec.capabilities.baselineCapabilitySet: `v9` is not a capability set of this release"),
         "{stderr}"
     );
-    assert!(stderr.contains("`Nope` is not a capability of this release"), "{stderr}");
+    assert!(
+        stderr.contains("`Nope` is not a capability of this release"),
+        "{stderr}"
+    );
     assert_eq!(report["enabled"], json!(["Nope"]));
     assert_eq!(report["excluded"]["capability"], 4);
 }
@@ -258,7 +264,10 @@ fn an_update_that_moves_an_object_into_a_capability_enables_it() {
     let cv = dir.path().join("cv.json");
     std::fs::write(
         &cv,
-        cluster_version(json!({"capabilities": {"baselineCapabilitySet": "None"}}), json!({})),
+        cluster_version(
+            json!({"capabilities": {"baselineCapabilitySet": "None"}}),
+            json!({}),
+        ),
     )
     .unwrap();
     let args = [
@@ -300,7 +309,10 @@ async fn live_reads_the_clusters_cluster_version() {
     let (code, out, err) =
         common::run_cvo(&kubeconfig, &["capabilities", "--release", &rel, "--live"]).await;
     assert_eq!(code, 2, "{out}\n{err}");
-    assert!(err.contains("the cluster has no ClusterVersion version"), "{err}");
+    assert!(
+        err.contains("the cluster has no ClusterVersion version"),
+        "{err}"
+    );
 
     let cvs = tc.dynamic(&resource, None);
     let cv: kube::api::DynamicObject = serde_json::from_value(json!({
@@ -310,7 +322,9 @@ async fn live_reads_the_clusters_cluster_version() {
             "baselineCapabilitySet": "None",
             "additionalEnabledCapabilities": ["Console"]}}}))
     .unwrap();
-    cvs.create(&PostParams::default(), &cv).await.expect("create cv");
+    cvs.create(&PostParams::default(), &cv)
+        .await
+        .expect("create cv");
     cvs.patch_status(
         "version",
         &PatchParams::default(),
@@ -326,7 +340,7 @@ async fn live_reads_the_clusters_cluster_version() {
         &["capabilities", "--release", &rel, "--live", "-o", "json"],
     )
     .await;
-    let result = (|| {
+    let result = || {
         assert_eq!(code, 0, "{out}\n{err}");
         let report: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(report["cluster"]["source"], "live");
@@ -335,7 +349,7 @@ async fn live_reads_the_clusters_cluster_version() {
         assert_eq!(report["implicitlyEnabled"], json!(["Insights"]));
         // Storage+Console (Storage off) and Bogus are left out.
         assert_eq!(report["excluded"]["capability"], 2, "{report:#}");
-    });
+    };
     let (code_text, text, _) =
         common::run_cvo(&kubeconfig, &["capabilities", "--release", &rel, "--live"]).await;
     cvs.delete("version", &Default::default())
@@ -344,7 +358,10 @@ async fn live_reads_the_clusters_cluster_version() {
     common::wait_gone(&tc, &cvs, "version", "ClusterVersion version").await;
     result();
     assert_eq!(code_text, 0);
-    assert!(text.contains("cluster: ClusterVersion version in the cluster"), "{text}");
+    assert!(
+        text.contains("cluster: ClusterVersion version in the cluster"),
+        "{text}"
+    );
     assert!(
         text.contains("status.capabilities.enabledCapabilities: Insights"),
         "{text}"
@@ -375,8 +392,7 @@ fn gated_in_default_profile(dir: &Path) -> usize {
         for doc in docs {
             let annotations = &doc["metadata"]["annotations"];
             let profile = annotations["include.release.openshift.io/self-managed-high-availability"]
-                .as_str()
-                == Some("true");
+                .as_str() == Some("true");
             let feature_set = match annotations["release.openshift.io/feature-set"].as_str() {
                 None => true,
                 Some(sets) => sets.split(',').any(|s| s.trim() == "Default"),

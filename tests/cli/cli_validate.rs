@@ -732,10 +732,19 @@ fn each_profile_read_is_counted() {
 #[test]
 fn a_bad_capability_catalogue_is_reported_with_its_file() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("capabilities.yaml"), "known: [Console, Console]\n").unwrap();
+    std::fs::write(
+        dir.path().join("capabilities.yaml"),
+        "known: [Console, Console]\n",
+    )
+    .unwrap();
     std::fs::write(
         dir.path().join("0000_50_app_01_settings.yaml"),
-        common::configmap("app", "settings", "  annotations:\n    capability.openshift.io/name: Console\n", &[]),
+        common::configmap(
+            "app",
+            "settings",
+            "  annotations:\n    capability.openshift.io/name: Console\n",
+            &[],
+        ),
     )
     .unwrap();
     let (code, report) = validate_json(&["--release".into(), dir.path().display().to_string()]);
@@ -747,12 +756,18 @@ fn a_bad_capability_catalogue_is_reported_with_its_file() {
         .find(|d| d["rule"] == "release-metadata")
         .unwrap_or_else(|| panic!("{report:#}"));
     assert!(
-        d["location"]["file"].as_str().unwrap().ends_with("capabilities.yaml"),
+        d["location"]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("capabilities.yaml"),
         "{d}"
     );
     assert_eq!(
         d["message"],
         "capabilities.yaml: known: `Console` is listed twice"
     );
-    assert!(d["help"].as_str().unwrap().contains("docs/capabilities.md"), "{d}");
+    assert!(
+        d["help"].as_str().unwrap().contains("docs/capabilities.md"),
+        "{d}"
+    );
 }
