@@ -61,6 +61,13 @@ fn catalogue_file(release: &Release) -> PathBuf {
     }
 }
 
+/// The catalogue file as messages name it: inside the release (`capabilities.yaml`,
+/// `release-manifests/capabilities.yaml`), the same for a directory and an OCI artifact.
+fn catalogue_name(release: &Release) -> String {
+    let file = catalogue_file(release);
+    crate::diagnostic::escaped_path(file.strip_prefix(&release.root).unwrap_or(&file))
+}
+
 /// `A, B, C` (the first [`LISTED`], then how many more).
 fn list<'a>(names: impl IntoIterator<Item = &'a String>) -> String {
     let names: Vec<&str> = names.into_iter().map(String::as_str).collect();
@@ -146,7 +153,7 @@ fn empty_names(release: &Release) -> Vec<Diagnostic> {
 /// Rule `capability-unknown` with a declared catalogue: a name it does not list.
 fn unknown_names(release: &Release) -> Vec<Diagnostic> {
     let catalogue = &release.capabilities;
-    let file = catalogue_file(release);
+    let file = catalogue_name(release);
     let mut out = Vec::new();
     for m in release.all_manifests() {
         for name in names(m)
@@ -157,12 +164,12 @@ fn unknown_names(release: &Release) -> Vec<Diagnostic> {
                 Some(known) => format!(
                     "did you mean `{known}`? Capability names are case-sensitive; otherwise add `{}` to `known` in {} (and to the sets that should enable it)",
                     excerpt(name),
-                    file.display()
+                    file
                 ),
                 None => format!(
                     "use a capability the catalogue lists, or add `{}` to `known` in {} (and to the sets that should enable it)",
                     excerpt(name),
-                    file.display()
+                    file
                 ),
             };
             out.push(finding(
@@ -171,7 +178,7 @@ fn unknown_names(release: &Release) -> Vec<Diagnostic> {
                 format!(
                     "capability `{}` is not in the release's catalogue {} (it knows {}): the CVO leaves this manifest out on every cluster (`unrecognized capability names: {}`)",
                     excerpt(name),
-                    file.display(),
+                    file,
                     list(&catalogue.known),
                     excerpt(name)
                 ),

@@ -771,3 +771,61 @@ fn a_bad_capability_catalogue_is_reported_with_its_file() {
         "{d}"
     );
 }
+
+/// A payload's catalogue lives in `release-manifests/`: messages name it inside the release.
+#[test]
+fn a_payloads_catalogue_is_named_inside_the_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = dir.path().join("manifests");
+    let release_manifests = dir.path().join("release-manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::create_dir_all(&release_manifests).unwrap();
+    std::fs::write(
+        release_manifests.join("capabilities.yaml"),
+        "known:\n  - Console\n  - Insights\nsets:\n  vCurrent:\n    - Console\n",
+    )
+    .unwrap();
+    std::fs::write(
+        manifests.join("0000_50_app_01_settings.yaml"),
+        common::configmap(
+            "app",
+            "settings",
+            "  annotations:\n    capability.openshift.io/name: console\n",
+            &[],
+        ),
+    )
+    .unwrap();
+    let (code, report) = validate_json(&["--release".into(), dir.path().display().to_string()]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(
+        rules_in(&report),
+        ["capability-unknown", "capability-in-no-set"],
+        "{report:#}"
+    );
+    let unknown = &report["diagnostics"][0];
+    assert!(
+        unknown["message"]
+            .as_str()
+            .unwrap()
+            .contains("catalogue release-manifests/capabilities.yaml (it knows Console, Insights)"),
+        "{unknown}"
+    );
+    assert!(
+        unknown["help"]
+            .as_str()
+            .unwrap()
+            .starts_with("did you mean `Console`?"),
+        "{unknown}"
+    );
+    let no_set = &report["diagnostics"][1];
+    assert!(
+        no_set["location"]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("release-manifests/capabilities.yaml"),
+        "{no_set}"
+    );
+    // `- Insights` is on line 3.
+    assert_eq!(no_set["location"]["line"], 3, "{no_set}");
+    assert_eq!(no_set["object"], Value::Null);
+}
