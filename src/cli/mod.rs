@@ -14,6 +14,7 @@ macro_rules! stderr_line {
 }
 
 mod apply;
+mod capabilities;
 mod cluster_deletion;
 #[cfg(feature = "in-memory")]
 mod dev_apiserver;
@@ -82,6 +83,9 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Show the run-level task graph of a release.
     Graph(graph::GraphArgs),
+    /// Show a release's capabilities for a cluster: known, enabled, implicitly enabled, the
+    /// manifests each gates.
+    Capabilities(capabilities::CapabilitiesArgs),
     /// Make a cluster match a release (create, update, delete), then report.
     Apply(apply::ApplyArgs),
     /// Show what `apply` would do, from server-side dry-run; writes nothing.
@@ -507,6 +511,7 @@ fn run(cli: Cli, format: LogFormat) -> Result<Exit, CliError> {
     match cli.command {
         Command::Validate(args) => validate::run(&args),
         Command::Graph(args) => graph::run(&args),
+        Command::Capabilities(args) => capabilities::run(&cli.global, &args),
         Command::Apply(args) => apply::run(&cli.global, &args),
         Command::Plan(args) => plan::run(&cli.global, &args),
         Command::Operator(args) => operator::run(&cli.global, &args, format),

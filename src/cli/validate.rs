@@ -6,6 +6,10 @@
 //! Without `--profile`, a release that uses cluster profiles is validated in each of them on
 //! its own (a release holds per-profile twins of one object, which only clash when profiles
 //! are mixed); a finding made in only some profiles names them.
+//!
+//! The report also says what the release leaves out in each profile it was read in, by
+//! reason (profile, feature set, capability with the release's default capabilities,
+//! `--exclude`): a line per profile before the text summary, `summary.excluded` in JSON.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -15,7 +19,7 @@ use clap::Args;
 use super::{CliError, ReleaseArgs};
 use crate::diagnostic::Diagnostic;
 use crate::exit::Exit;
-use crate::validate::{self, Format, Summary};
+use crate::validate::{self, Format, LeftOut, Summary};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -26,12 +30,12 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "DIR")]
     pub previous: Option<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }
 
 pub fn run(args: &ValidateArgs) -> Result<Exit, CliError> {
-    let mut diagnostics = findings(&args.release, args.previous.as_deref())?;
+    let (mut diagnostics, left_out) = check(&args.release, args.previous.as_deref())?;
     // Every format names the files of an OCI release inside the artifact, not in its
     // temporary directory.
     let base = match args.release.origin() {
@@ -46,7 +50,8 @@ pub fn run(args: &ValidateArgs) -> Result<Exit, CliError> {
         }
         None => std::env::current_dir().ok(),
     };
-    let out = validate::report::render(args.format, &diagnostics, base.as_deref());
+    let out =
+        validate::report::render_report(args.format, &diagnostics, &left_out, base.as_deref());
     super::print_stdout(&out)?;
     Ok(if Summary::of(&diagnostics).has_errors() {
         Exit::Failed
@@ -61,9 +66,22 @@ pub(super) fn findings(
     release: &ReleaseArgs,
     previous: Option<&std::path::Path>,
 ) -> Result<Vec<Diagnostic>, CliError> {
+    check(release, previous).map(|(diagnostics, _)| diagnostics)
+}
+
+/// [`findings`], and what the release leaves out in each profile it was read in.
+fn check(
+    release: &ReleaseArgs,
+    previous: Option<&std::path::Path>,
+) -> Result<(Vec<Diagnostic>, Vec<LeftOut>), CliError> {
     let releases = release.load_each_profile()?;
     let mut runs = Vec::with_capacity(releases.len());
+    let mut left_out = Vec::with_capacity(releases.len());
     for (profile, loaded) in releases {
+        left_out.push(LeftOut::with_default_capabilities(
+            &loaded,
+            profile.as_deref(),
+        ));
         let previous = match previous {
             Some(dir) => Some(
                 crate::release::load(dir, &release.options_in(profile.as_deref()))
@@ -80,7 +98,7 @@ pub(super) fn findings(
             profiles.join(", ")
         );
     }
-    Ok(merge_profiles(runs))
+    Ok((merge_profiles(runs), left_out))
 }
 
 /// The findings of several profiles as one list: a finding made in every profile once, as

@@ -5,12 +5,15 @@
 //! severity and one-line doc, and [`report`] renders findings as rustc-style text, JSON or
 //! SARIF 2.1.0. [`validate`] is the single entry point: it returns the loader's diagnostics
 //! plus every rule finding, sorted by file, line and rule so that the output is
-//! deterministic.
+//! deterministic. [`left_out`] counts what a release leaves out for a cluster, by reason, for
+//! the report's summary.
 
 mod annotation;
+mod capability;
 mod deletion_order;
 mod extra_fields;
 mod file_name;
+pub mod left_out;
 mod previous;
 mod profiles;
 pub mod report;
@@ -20,6 +23,7 @@ mod schema;
 use crate::diagnostic::{Diagnostic, Location};
 use crate::release::{Manifest, Release};
 
+pub use left_out::LeftOut;
 pub use report::{Format, Summary};
 pub use rules::{RULES, Rule, rule_by_id};
 
@@ -39,11 +43,14 @@ pub fn validate(release: &Release, previous: Option<&Release>) -> Vec<Diagnostic
     out.extend(annotation::check(release));
     out.extend(deletion_order::check(release));
     out.extend(profiles::check(release));
+    out.extend(profiles::check_in_no_profile(release));
+    out.extend(capability::check(release));
     out.extend(extra_fields::check(release));
     out.extend(file_name::check(release));
     out.extend(schema::check(release));
     if let Some(previous) = previous {
         out.extend(previous::check(release, previous));
+        out.extend(capability::check_update(release, previous));
     }
     sort(&mut out);
     out

@@ -1,4 +1,5 @@
-//! Cluster-profile coverage of delete manifests (rule `delete-missing-profile`).
+//! Cluster-profile coverage: of delete manifests (rule `delete-missing-profile`), and of
+//! every manifest of a release that uses profiles (rule `manifest-in-no-profile`).
 //!
 //! A manifest is part of profile P only with `include.release.openshift.io/P: "true"`. A
 //! delete manifest that lacks a profile every other manifest of its component carries is
@@ -6,6 +7,10 @@
 //! in cluster-network-operator). The component comes from the file name; manifests left out
 //! by the current `--profile`/`--feature-set` filters count too, so the rule gives the same
 //! answer whatever profile is being validated.
+//!
+//! A release that uses profiles and has manifests that name none is applied by the CVO
+//! without them, in every profile: one finding says how many and names the first few files
+//! (a release of 3,000 such ConfigMaps gets one finding, not 3,000).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,7 +18,63 @@ use crate::diagnostic::Diagnostic;
 use crate::release::{DeleteIntent, INCLUDE_PREFIX, Manifest, Release};
 
 use super::finding;
-use super::rules::DELETE_MISSING_PROFILE;
+use super::rules::{DELETE_MISSING_PROFILE, MANIFEST_IN_NO_PROFILE};
+
+/// Files named by the `manifest-in-no-profile` finding before "and N more".
+const FIRST_FILES: usize = 5;
+
+/// Rule `manifest-in-no-profile`: when some manifest names a profile, the manifests that
+/// name none (kept or left out by the filters), as one finding at the first of them.
+pub fn check_in_no_profile(release: &Release) -> Vec<Diagnostic> {
+    let mut used = BTreeSet::new();
+    let mut none: Vec<&Manifest> = Vec::new();
+    let mut total = 0;
+    for m in release.all_manifests() {
+        total += 1;
+        let profiles = profiles_of(m);
+        if profiles.is_empty() {
+            none.push(m);
+        }
+        used.extend(profiles);
+    }
+    if used.is_empty() || none.is_empty() {
+        return Vec::new();
+    }
+    none.sort_by(|a, b| a.location.cmp(&b.location));
+    let mut files: Vec<String> = Vec::new();
+    for m in &none {
+        let name = crate::diagnostic::escaped_path(std::path::Path::new(m.file_name()));
+        if files.last() != Some(&name) {
+            files.push(name);
+        }
+    }
+    let shown = files
+        .iter()
+        .take(FIRST_FILES)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = match files.len().saturating_sub(FIRST_FILES) {
+        0 => String::new(),
+        n => format!(" and {n} more file{}", if n == 1 { "" } else { "s" }),
+    };
+    let profiles = used
+        .iter()
+        .map(|p| format!("`{p}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    vec![finding(
+        MANIFEST_IN_NO_PROFILE,
+        none[0],
+        format!(
+            "{} of {total} manifests name no cluster profile (no `{INCLUDE_PREFIX}<profile>: \"true\"`) while the release uses profiles {profiles}: the CVO applies them in no profile, so they are left out on every cluster; in {shown}{more}",
+            none.len()
+        ),
+        format!(
+            "add `{INCLUDE_PREFIX}<profile>: \"true\"` for each profile a manifest belongs to (this release uses {profiles}), or remove the manifests from the release"
+        ),
+    )]
+}
 
 pub fn check(release: &Release) -> Vec<Diagnostic> {
     let all = || release.all_manifests();
@@ -105,6 +166,49 @@ mod tests {
                 "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns\n  annotations:\n    x: y\n{annotations}"
             ),
         )
+    }
+
+    #[test]
+    fn manifests_in_no_profile_are_one_finding_with_the_count_and_the_first_files() {
+        let mut ms = vec![cm("0000_70_net_00_a.yaml", "a", &["hypershift"], false)];
+        for i in 0..8 {
+            ms.push(cm(
+                &format!("0000_70_net_1{i}_x.yaml"),
+                &format!("x{i}"),
+                &[],
+                false,
+            ));
+        }
+        let found = check_in_no_profile(&with_excluded(release(vec![]), ms));
+        assert_eq!(rules(&found), [MANIFEST_IN_NO_PROFILE]);
+        let d = &found[0];
+        assert!(
+            d.message
+                .starts_with("8 of 9 manifests name no cluster profile"),
+            "{}",
+            d.message
+        );
+        assert!(d.message.contains("`hypershift`"), "{}", d.message);
+        assert!(
+            d.message.ends_with("in 0000_70_net_10_x.yaml, 0000_70_net_11_x.yaml, 0000_70_net_12_x.yaml, 0000_70_net_13_x.yaml, 0000_70_net_14_x.yaml and 3 more files"),
+            "{}",
+            d.message
+        );
+        assert_eq!(d.object.as_ref().unwrap().name, "x0");
+        // No profile anywhere, or every manifest in one: nothing to say.
+        assert!(
+            check_in_no_profile(&release(vec![cm("0000_70_net_10_x.yaml", "x", &[], false)]))
+                .is_empty()
+        );
+        assert!(
+            check_in_no_profile(&release(vec![cm(
+                "0000_70_net_00_a.yaml",
+                "a",
+                &["p"],
+                false
+            )]))
+            .is_empty()
+        );
     }
 
     #[test]

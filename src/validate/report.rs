@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::diagnostic::{Diagnostic, Severity};
 
+use super::left_out::{LeftOut, default_reading};
 use super::rules::RULES;
 
 /// Output format of `cvo validate`.
@@ -67,11 +68,42 @@ impl std::fmt::Display for Summary {
 /// Renders `diagnostics` in `format`. `base` is the directory SARIF URIs are made relative
 /// to (normally the current directory, i.e. the repository root in CI).
 pub fn render(format: Format, diagnostics: &[Diagnostic], base: Option<&Path>) -> String {
+    render_report(format, diagnostics, &[], base)
+}
+
+/// [`render`], with what the release leaves out in each profile it was read in (`left_out`,
+/// one per reading): a line per reading before the text summary, `summary.excluded` and
+/// `summary.profiles` in JSON, the run's `properties` in SARIF.
+pub fn render_report(
+    format: Format,
+    diagnostics: &[Diagnostic],
+    left_out: &[LeftOut],
+    base: Option<&Path>,
+) -> String {
     match format {
-        Format::Text => text(diagnostics),
-        Format::Json => pretty(&json_report(diagnostics)),
-        Format::Sarif => pretty(&sarif(diagnostics, base)),
+        Format::Text => text_with(diagnostics, left_out),
+        Format::Json => pretty(&json_report_with(diagnostics, left_out)),
+        Format::Sarif => {
+            let mut log = sarif(diagnostics, base);
+            if !left_out.is_empty() {
+                log["runs"][0]["properties"] = excluded_json(left_out);
+            }
+            pretty(&log)
+        }
     }
+}
+
+/// `{"excluded": {...} or null, "profiles": [{"profile", "manifests", "excluded"}]}`:
+/// `excluded` is the reading a cluster without a profile choice gets ([`default_reading`]).
+fn excluded_json(left_out: &[LeftOut]) -> Value {
+    json!({
+        "excluded": default_reading(left_out).map(LeftOut::json),
+        "profiles": left_out.iter().map(|l| json!({
+            "profile": l.profile,
+            "manifests": l.total,
+            "excluded": l.json(),
+        })).collect::<Vec<_>>(),
+    })
 }
 
 fn pretty(value: &Value) -> String {
@@ -82,9 +114,17 @@ fn pretty(value: &Value) -> String {
 
 /// rustc-style text: every finding, a blank line after each, then the summary line.
 pub fn text(diagnostics: &[Diagnostic]) -> String {
+    text_with(diagnostics, &[])
+}
+
+/// [`text`], with a line per reading of what it leaves out before the summary line.
+fn text_with(diagnostics: &[Diagnostic], left_out: &[LeftOut]) -> String {
     let mut out = String::new();
     for d in diagnostics {
         let _ = writeln!(out, "{d}\n");
+    }
+    for l in left_out {
+        let _ = writeln!(out, "{}", l.line());
     }
     let _ = writeln!(out, "{}", Summary::of(diagnostics));
     out
@@ -93,15 +133,27 @@ pub fn text(diagnostics: &[Diagnostic]) -> String {
 /// `{"diagnostics": [...], "summary": {"errors", "warnings", "notes"}}`. Every diagnostic has
 /// the same keys; absent values are `null`.
 pub fn json_report(diagnostics: &[Diagnostic]) -> Value {
+    json_report_with(diagnostics, &[])
+}
+
+/// [`json_report`], with `summary.excluded` and `summary.profiles` when `left_out` is given.
+fn json_report_with(diagnostics: &[Diagnostic], left_out: &[LeftOut]) -> Value {
     let summary = Summary::of(diagnostics);
-    json!({
+    let mut report = json!({
         "diagnostics": diagnostics.iter().map(json_diagnostic).collect::<Vec<_>>(),
         "summary": {
             "errors": summary.errors,
             "warnings": summary.warnings,
             "notes": summary.notes,
         },
-    })
+    });
+    if !left_out.is_empty()
+        && let (Some(summary), Value::Object(excluded)) =
+            (report["summary"].as_object_mut(), excluded_json(left_out))
+    {
+        summary.extend(excluded);
+    }
+    report
 }
 
 fn json_diagnostic(d: &Diagnostic) -> Value {

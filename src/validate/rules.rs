@@ -71,6 +71,11 @@ pub const STALE_DELETE_MANIFEST: &str = "stale-delete-manifest";
 pub const IMMUTABLE_ROLEREF: &str = "immutable-roleref";
 pub const DROPPED_FIELD: &str = "dropped-field";
 pub const SCHEMA_MISMATCH: &str = "schema-mismatch";
+pub const MANIFEST_IN_NO_PROFILE: &str = "manifest-in-no-profile";
+pub const CAPABILITY_UNKNOWN: &str = "capability-unknown";
+pub const CAPABILITY_EMPTY: &str = "capability-empty";
+pub const CAPABILITY_IN_NO_SET: &str = "capability-in-no-set";
+pub const CAPABILITY_MOVED: &str = "capability-moved";
 
 /// Every rule, loader rules first, then `validate`'s own in the order of docs/validation.md.
 pub const RULES: &[Rule] = &[
@@ -107,7 +112,7 @@ pub const RULES: &[Rule] = &[
     loader(
         RELEASE_METADATA,
         Severity::Error,
-        "release-metadata or image-references is unreadable or invalid.",
+        "release-metadata, image-references or capabilities.yaml is unreadable or invalid.",
         r#"write JSON like {"kind": "cincinnati-metadata-v0", "version": "4.16.2"}"#,
     ),
     loader(
@@ -205,6 +210,36 @@ pub const RULES: &[Rule] = &[
         Severity::Error,
         "A manifest of a built-in kind does not decode as its type (a field has the wrong type); applying it fails.",
         "fix the field's type to match the Kubernetes API reference for this kind",
+    ),
+    rule(
+        MANIFEST_IN_NO_PROFILE,
+        Severity::Warning,
+        "The release uses cluster profiles, and some manifests name none: the CVO applies them in no profile (one finding with the count and the first files).",
+        "add `include.release.openshift.io/<profile>: \"true\"` for every profile the manifest belongs to, or remove it from the release",
+    ),
+    rule(
+        CAPABILITY_UNKNOWN,
+        Severity::Error,
+        "capability.openshift.io/name names a capability the release's capabilities.yaml does not know, so the manifest is never applied (without capabilities.yaml: a warning for names that differ from another only in case).",
+        "correct the name (capability names are case-sensitive), or add it to `known` in capabilities.yaml",
+    ),
+    rule(
+        CAPABILITY_EMPTY,
+        Severity::Error,
+        "capability.openshift.io/name has an empty name (`a++b`, a `+` at either end) or a name with spaces around it; the CVO neither trims nor skips names, so the manifest is never applied.",
+        "write the names joined by single `+` with nothing around them",
+    ),
+    rule(
+        CAPABILITY_IN_NO_SET,
+        Severity::Warning,
+        "capabilities.yaml declares a capability that no set names, not even vCurrent: no baseline enables it, only additionalEnabledCapabilities.",
+        "add the capability to vCurrent (and to the other sets that should enable it)",
+    ),
+    rule(
+        CAPABILITY_MOVED,
+        Severity::Warning,
+        "An object the previous release applied without a capability is gated behind it now: every cluster that has the object and lacks the capability gets it enabled implicitly on update, for good.",
+        "if intended, say so in the release notes; otherwise ship the gated object under a new name and delete the old one",
     ),
 ];
 

@@ -122,7 +122,12 @@ fn every_rule_is_documented() {
 
 #[test]
 fn own_rules_name_the_object() {
-    for rule in cvo::validate::RULES.iter().filter(|r| !r.from_loader) {
+    // A capability of the catalogue file is no object.
+    let about_the_catalogue = [cvo::validate::rules::CAPABILITY_IN_NO_SET];
+    for rule in cvo::validate::RULES
+        .iter()
+        .filter(|r| !r.from_loader && !about_the_catalogue.contains(&r.id))
+    {
         let (_, report) = validate_json(&fixture_args(&fixtures().join(rule.id).join("bad")));
         for d in report["diagnostics"].as_array().unwrap() {
             assert!(
@@ -144,7 +149,11 @@ fn example_release_validates_clean() {
         }
         cmd.assert()
             .code(0)
-            .stdout("0 errors, 0 warnings, 0 notes\n");
+            .stdout(predicate::str::contains(
+                "excluded in profile self-managed-high-availability: 1 of 33 manifests (profile 0, feature set 1, capability 0, exclude 0)\n",
+            ))
+            .stdout(predicate::str::ends_with("0 errors, 0 warnings, 0 notes\n"))
+            .stdout(predicate::str::contains("[").not());
     }
 }
 
@@ -618,5 +627,205 @@ fn the_least_privilege_migration_validates_clean_against_the_example() {
         .args(["--previous", "manifests-example"])
         .assert()
         .code(0)
-        .stdout("0 errors, 0 warnings, 0 notes\n");
+        .stdout(predicate::str::ends_with("0 errors, 0 warnings, 0 notes\n"))
+        .stdout(predicate::str::contains("[").not());
+}
+
+/// The example: 3,000 ConfigMaps without profile annotations and two manifests with
+/// one. Read in the default profile, 3,000 of 3,002 are left out: validate says so (one
+/// warning, not 3,000) and counts them under `excluded.profile`.
+#[test]
+fn a_profile_that_leaves_out_most_manifests_is_said_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = "  annotations:\n    include.release.openshift.io/self-managed-high-availability: \"true\"\n";
+    std::fs::write(
+        dir.path().join("0000_10_app_00_namespace.yaml"),
+        format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n{profile}"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("0000_10_app_01_settings.yaml"),
+        common::configmap("app", "settings", profile, &[]),
+    )
+    .unwrap();
+    for i in 0..3000 {
+        std::fs::write(
+            dir.path().join(format!("0000_50_app_{i:04}_cm.yaml")),
+            common::configmap("app", &format!("cm-{i}"), "", &[("k", "v")]),
+        )
+        .unwrap();
+    }
+    let release = dir.path().display().to_string();
+    let (code, report) = validate_json(&["--release".into(), release.clone()]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(rules_in(&report), ["manifest-in-no-profile"]);
+    let d = &report["diagnostics"][0];
+    let message = d["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("3000 of 3002 manifests name no cluster profile"),
+        "{message}"
+    );
+    assert!(
+        message.ends_with("in 0000_50_app_0000_cm.yaml, 0000_50_app_0001_cm.yaml, 0000_50_app_0002_cm.yaml, 0000_50_app_0003_cm.yaml, 0000_50_app_0004_cm.yaml and 2995 more files"),
+        "{message}"
+    );
+    assert_eq!(
+        report["summary"]["excluded"],
+        serde_json::json!({"profile": 3000, "featureSet": 0, "capability": 0, "exclude": 0})
+    );
+    assert_eq!(
+        report["summary"]["profiles"],
+        serde_json::json!([{
+            "profile": "self-managed-high-availability",
+            "manifests": 3002,
+            "excluded": {"profile": 3000, "featureSet": 0, "capability": 0, "exclude": 0},
+        }])
+    );
+    // The text summary, and `-o` as the short form of `--format`.
+    let out = cvo()
+        .args(["validate", "--release", &release])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.ends_with("excluded in profile self-managed-high-availability: 3000 of 3002 manifests (profile 3000, feature set 0, capability 0, exclude 0)\n0 errors, 1 warning, 0 notes\n"), "{text}");
+    let out = cvo()
+        .args(["validate", "-o", "sarif", "--release", &release])
+        .output()
+        .unwrap();
+    let sarif: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(sarif["runs"][0]["properties"]["excluded"]["profile"], 3000);
+}
+
+/// Per profile when the release uses several: each reading's counts, `excluded` the default
+/// profile's.
+#[test]
+fn each_profile_read_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let both = "  annotations:\n    include.release.openshift.io/self-managed-high-availability: \"true\"\n    include.release.openshift.io/hypershift: \"true\"\n";
+    let one = "  annotations:\n    include.release.openshift.io/hypershift: \"true\"\n    capability.openshift.io/name: \"Console\"\n";
+    std::fs::write(
+        dir.path().join("0000_10_app_00_namespace.yaml"),
+        format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n{both}"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("0000_10_app_01_only.yaml"),
+        common::configmap("app", "only", one, &[]),
+    )
+    .unwrap();
+    let (code, report) = validate_json(&["--release".into(), dir.path().display().to_string()]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(
+        report["summary"]["excluded"],
+        serde_json::json!({"profile": 1, "featureSet": 0, "capability": 0, "exclude": 0})
+    );
+    let profiles = report["summary"]["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 2);
+    assert_eq!(profiles[0]["profile"], "hypershift");
+    assert_eq!(profiles[0]["excluded"]["profile"], 0);
+}
+
+/// A capabilities.yaml the loader refuses shows in validate, naming the file, with the fix.
+#[test]
+fn a_bad_capability_catalogue_is_reported_with_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("capabilities.yaml"),
+        "known: [Console, Console]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("0000_50_app_01_settings.yaml"),
+        common::configmap(
+            "app",
+            "settings",
+            "  annotations:\n    capability.openshift.io/name: Console\n",
+            &[],
+        ),
+    )
+    .unwrap();
+    let (code, report) = validate_json(&["--release".into(), dir.path().display().to_string()]);
+    assert_eq!(code, 1, "{report:#}");
+    let d = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["rule"] == "release-metadata")
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert!(
+        d["location"]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("capabilities.yaml"),
+        "{d}"
+    );
+    assert_eq!(
+        d["message"],
+        "capabilities.yaml: known: `Console` is listed twice"
+    );
+    assert!(
+        d["help"].as_str().unwrap().contains("docs/capabilities.md"),
+        "{d}"
+    );
+}
+
+/// A payload's catalogue lives in `release-manifests/`: messages name it inside the release.
+#[test]
+fn a_payloads_catalogue_is_named_inside_the_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = dir.path().join("manifests");
+    let release_manifests = dir.path().join("release-manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::create_dir_all(&release_manifests).unwrap();
+    std::fs::write(
+        release_manifests.join("capabilities.yaml"),
+        "known:\n  - Console\n  - Insights\nsets:\n  vCurrent:\n    - Console\n",
+    )
+    .unwrap();
+    std::fs::write(
+        manifests.join("0000_50_app_01_settings.yaml"),
+        common::configmap(
+            "app",
+            "settings",
+            "  annotations:\n    capability.openshift.io/name: console\n",
+            &[],
+        ),
+    )
+    .unwrap();
+    let (code, report) = validate_json(&["--release".into(), dir.path().display().to_string()]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(
+        rules_in(&report),
+        ["capability-unknown", "capability-in-no-set"],
+        "{report:#}"
+    );
+    let unknown = &report["diagnostics"][0];
+    assert!(
+        unknown["message"]
+            .as_str()
+            .unwrap()
+            .contains("catalogue release-manifests/capabilities.yaml (it knows Console, Insights)"),
+        "{unknown}"
+    );
+    assert!(
+        unknown["help"]
+            .as_str()
+            .unwrap()
+            .starts_with("did you mean `Console`?"),
+        "{unknown}"
+    );
+    let no_set = &report["diagnostics"][1];
+    assert!(
+        no_set["location"]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("release-manifests/capabilities.yaml"),
+        "{no_set}"
+    );
+    // `- Insights` is on line 3.
+    assert_eq!(no_set["location"]["line"], 3, "{no_set}");
+    assert_eq!(no_set["object"], Value::Null);
 }

@@ -1,5 +1,5 @@
 //! The `cvo` command line as a user runs it (the real binary, `env!("CARGO_BIN_EXE_cvo")`):
-//! one module per area (flags, validate, graph, rbac, apply, operand-cleanup, hardening, the
+//! one module per area (flags, validate, capabilities, graph, rbac, apply, operand-cleanup, hardening, the
 //! Dockerfile). Tests that reach a cluster use `common` (in-memory by default, a real control
 //! plane with `CVO_TEST_KUBECONFIG`); those that sync hold `common::sync_turn`.
 
@@ -7,6 +7,7 @@
 mod common;
 
 mod apply_cli;
+mod cli_capabilities;
 mod cli_dev_apiserver;
 mod cli_flags;
 mod cli_graph;

@@ -1,0 +1,159 @@
+//! What a release leaves out for a cluster, counted by reason: the chosen profile, feature set
+//! and `--exclude` (the loader's filters, in that order), then the capabilities the cluster
+//! does not enable — `excluded: {profile: N, featureSet: N, capability: N, exclude: N}` in
+//! every report (docs/validation.md, "What the release leaves out").
+//!
+//! A manifest is counted once, under the first filter that leaves it out: profiles first (a
+//! manifest outside the profile is never looked at for its capabilities).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::release::capability::Capabilities;
+use crate::release::{DEFAULT_CLUSTER_PROFILE, ExcludedBy, Release};
+
+/// The counts of one reading of a release (one profile).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeftOut {
+    /// The profile the release was read in; `None`: no profile filtering.
+    pub profile: Option<String>,
+    /// Every manifest of the release, kept or left out.
+    pub total: usize,
+    /// How many each filter leaves out (every reason present, zero included).
+    pub by: BTreeMap<ExcludedBy, usize>,
+}
+
+impl LeftOut {
+    /// Counts what `release` (read in `profile`) leaves out on a cluster with `caps`: what the
+    /// loader's filters excluded, and the kept manifests `caps` excludes (unknown names
+    /// included, as the CVO excludes them).
+    pub fn of(release: &Release, profile: Option<&str>, caps: &Capabilities) -> Self {
+        let mut by: BTreeMap<ExcludedBy, usize> = ExcludedBy::ALL.iter().map(|b| (*b, 0)).collect();
+        for e in &release.excluded {
+            *by.entry(e.by).or_default() += 1;
+        }
+        *by.entry(ExcludedBy::Capability).or_default() += release
+            .manifests
+            .iter()
+            .filter(|m| caps.exclusion(m, false).is_some())
+            .count();
+        LeftOut {
+            profile: profile.map(str::to_owned),
+            total: release.manifests.len() + release.excluded.len(),
+            by,
+        }
+    }
+
+    /// Counted with the release's default capabilities (its `vCurrent`: what a cluster
+    /// without `spec.capabilities` enables).
+    pub fn with_default_capabilities(release: &Release, profile: Option<&str>) -> Self {
+        LeftOut::of(release, profile, &Capabilities::all(&release.capabilities))
+    }
+
+    /// Manifests left out, for every reason.
+    pub fn count(&self) -> usize {
+        self.by.values().sum()
+    }
+
+    /// `{"profile": N, "featureSet": N, "capability": N, "exclude": N}`.
+    pub fn json(&self) -> Value {
+        let mut map = serde_json::Map::new();
+        for by in ExcludedBy::ALL {
+            map.insert(
+                by.key().to_owned(),
+                json!(self.by.get(&by).copied().unwrap_or(0)),
+            );
+        }
+        Value::Object(map)
+    }
+
+    /// `excluded in profile P: 3000 of 3002 manifests (profile 3000, feature set 0,
+    /// capability 0, exclude 0)`.
+    pub fn line(&self) -> String {
+        let get = |by| self.by.get(&by).copied().unwrap_or(0);
+        let within = match &self.profile {
+            Some(p) => format!(" in profile {p}"),
+            None => String::new(),
+        };
+        format!(
+            "excluded{within}: {} of {} manifests (profile {}, feature set {}, capability {}, exclude {})",
+            self.count(),
+            self.total,
+            get(ExcludedBy::Profile),
+            get(ExcludedBy::FeatureSet),
+            get(ExcludedBy::Capability),
+            get(ExcludedBy::Exclude),
+        )
+    }
+}
+
+/// The reading a cluster without a profile choice gets: the only one, else the CVO's default
+/// profile's; `None` when the release was read in several profiles, none the default.
+pub fn default_reading(readings: &[LeftOut]) -> Option<&LeftOut> {
+    match readings {
+        [one] => Some(one),
+        many => many
+            .iter()
+            .find(|r| r.profile.as_deref() == Some(DEFAULT_CLUSTER_PROFILE)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::release::Excluded;
+    use crate::release::capability::Catalogue;
+    use crate::validate::testing::{manifest, release};
+
+    fn cm(name: &str, caps: &str) -> crate::release::Manifest {
+        manifest(
+            &format!("0000_50_a_00_{name}.yaml"),
+            &format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  annotations:\n    capability.openshift.io/name: \"{caps}\"\n"
+            ),
+        )
+    }
+
+    #[test]
+    fn counts_each_manifest_under_the_filter_that_leaves_it_out() {
+        let mut r = release(vec![cm("a", "A"), cm("b", "B"), cm("c", ""), cm("d", "Z")]);
+        r.capabilities = Catalogue::parse("known: [A, B]\nsets:\n  vCurrent: [A]\n").unwrap();
+        r.excluded = [
+            ExcludedBy::Profile,
+            ExcludedBy::Profile,
+            ExcludedBy::Exclude,
+        ]
+        .into_iter()
+        .map(|by| Excluded {
+            manifest: cm("x", "B"),
+            by,
+            reason: String::new(),
+        })
+        .collect();
+        let left = LeftOut::with_default_capabilities(&r, Some("p"));
+        // b: B is not in vCurrent; d: Z is unknown.
+        assert_eq!(
+            left.json(),
+            json!({"profile": 2, "featureSet": 0, "capability": 2, "exclude": 1})
+        );
+        assert_eq!(left.count(), 5);
+        assert_eq!(
+            left.line(),
+            "excluded in profile p: 5 of 7 manifests (profile 2, feature set 0, capability 2, exclude 1)"
+        );
+        let none = LeftOut::with_default_capabilities(&release(vec![]), None);
+        assert_eq!(
+            none.line(),
+            "excluded: 0 of 0 manifests (profile 0, feature set 0, capability 0, exclude 0)"
+        );
+        assert_eq!(default_reading(std::slice::from_ref(&left)), Some(&left));
+        assert_eq!(default_reading(&[left.clone(), none.clone()]), None);
+        let mut default = left.clone();
+        default.profile = Some(DEFAULT_CLUSTER_PROFILE.to_owned());
+        assert_eq!(
+            default_reading(&[left, default.clone(), none]),
+            Some(&default)
+        );
+    }
+}
