@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::{CliError, GlobalArgs, OutputFormat, ReleaseArgs};
 use crate::exit::Exit;
-use crate::release::capability::{Capabilities, implicitly_enabled};
+use crate::release::capability::{Capabilities, Gates, implicitly_enabled};
 use crate::release::{DEFAULT_CLUSTER_PROFILE, Manifest, Release, Selectors};
 use crate::status::spec::{Spec, cluster_capabilities, enabled_before};
 use crate::validate::LeftOut;
@@ -109,7 +109,7 @@ pub fn run(global: &GlobalArgs, args: &CapabilitiesArgs) -> Result<Exit, CliErro
             let options = args.release.options_in(args.release.profile.as_deref());
             let (previous, _) = crate::release::load_selected(dir, &options)
                 .map_err(|e| CliError::usage(format_args!("--previous: {e}")))?;
-            let implicit = implicitly_enabled(&release, &previous, &caps);
+            let implicit = implicitly_enabled(&release, &Gates::of(&previous), &caps);
             let new: BTreeSet<String> = implicit
                 .difference(&caps.implicitly_enabled)
                 .cloned()
@@ -422,11 +422,11 @@ impl View<'_> {
                 join(by_update)
             );
         }
-        let (status, reason, message) = self.caps.implicit_condition();
+        let c = crate::status::conditions::implicitly_enabled(self.caps);
         let _ = writeln!(
             out,
-            "ImplicitlyEnabledCapabilities: {} ({reason}): {message}",
-            if status { "True" } else { "False" }
+            "{}: {:?} ({}): {}",
+            c.type_, c.status, c.reason, c.message
         );
         let _ = writeln!(out, "{}", self.left_out.line());
         out
@@ -435,7 +435,7 @@ impl View<'_> {
     fn json(&self) -> Value {
         let catalogue = &self.release.capabilities;
         let asked = self.spec.capabilities.as_ref();
-        let (status, reason, message) = self.caps.implicit_condition();
+        let condition = crate::status::conditions::implicitly_enabled(self.caps);
         json!({
             "catalogue": {
                 "declared": catalogue.declared,
@@ -466,12 +466,7 @@ impl View<'_> {
             "enabled": self.caps.enabled,
             "implicitlyEnabled": self.caps.implicitly_enabled,
             "enabledByUpdate": self.by_update,
-            "condition": {
-                "type": "ImplicitlyEnabledCapabilities",
-                "status": if status { "True" } else { "False" },
-                "reason": reason,
-                "message": message,
-            },
+            "condition": condition,
             "profile": self.left_out.profile,
             "manifests": self.left_out.total,
             "excluded": self.left_out.json(),

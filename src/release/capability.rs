@@ -35,6 +35,9 @@ pub struct Catalogue {
     pub sets: BTreeMap<String, BTreeSet<String>>,
     /// Read from [`CATALOGUE_FILE`] (else derived from the manifests' annotations).
     pub declared: bool,
+    /// The file it was read from, when declared.
+    #[serde(skip)]
+    pub file: Option<std::path::PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -87,6 +90,7 @@ impl Catalogue {
             known,
             sets,
             declared: true,
+            file: None,
         };
         catalogue.imply_sets();
         Ok(catalogue)
@@ -105,6 +109,7 @@ impl Catalogue {
             known,
             sets: BTreeMap::new(),
             declared: false,
+            file: None,
         };
         catalogue.imply_sets();
         catalogue

@@ -193,7 +193,7 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
         .unwrap_or_default();
     let mut catalogue_text = None;
     let catalogue = found.catalogue.and_then(|path| {
-        read_small_file(
+        let read = read_small_file(
             &path,
             limits,
             |text: &str| {
@@ -202,7 +202,11 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
             },
             "write YAML like `known: [Console, Insights]` and `sets: {None: [], vCurrent: [Console, Insights]}` (docs/capabilities.md)",
             &mut diagnostics,
-        )
+        );
+        read.map(|c| Catalogue {
+            file: Some(path),
+            ..c
+        })
     });
     let values = TemplateValues {
         release_image: options.release_image.clone(),

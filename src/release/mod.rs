@@ -15,6 +15,7 @@ pub mod capability;
 mod filename;
 mod filter;
 mod identity;
+pub mod left_out;
 mod lines;
 mod load;
 mod locate;
@@ -37,6 +38,7 @@ pub use annotations::{
 pub use filename::{FileOrder, parse_file_name};
 pub use filter::{DEFAULT_FEATURE_SET, Filters, Selectors};
 pub use identity::ObjectId;
+pub use left_out::LeftOut;
 pub use load::{
     DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, ProfileChoice, load, load_selected,
     version_hash,
@@ -191,7 +193,7 @@ impl ExcludedBy {
             ExcludedBy::Profile => "profile",
             ExcludedBy::FeatureSet => "feature set",
             ExcludedBy::Capability => "capability",
-            ExcludedBy::Exclude => "--exclude",
+            ExcludedBy::Exclude => "exclude",
         }
     }
 }
@@ -235,6 +237,9 @@ impl Release {
         }
         for d in &mut self.diagnostics {
             relative(&mut d.location.file);
+        }
+        if let Some(file) = &mut self.capabilities.file {
+            relative(file);
         }
     }
 

@@ -1,13 +1,12 @@
 //! The report of a sync for people (text) and programs (JSON, docs/apply.md).
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
 use super::SyncOutcome;
 use crate::apply::{Action, ManifestResult, Summary};
-use crate::release::{ExcludedBy, Release};
+use crate::release::{LeftOut, Release};
 use crate::status::ConditionStatus;
 use crate::status::conditions::version_text;
 
@@ -56,7 +55,7 @@ pub fn json_report(release: &Release, outcome: &SyncOutcome) -> Value {
         "conditions": outcome.conditions,
         "results": results.iter().map(|r| result_json(release, r)).collect::<Vec<_>>(),
     });
-    v["excluded"] = json!(excluded_counts(release, outcome.report.as_ref()));
+    v["excluded"] = LeftOut::of(release, None, &outcome.capabilities).json();
     v["capabilities"] = json!(outcome.capabilities);
     v["updateType"] = json!(outcome.update);
     v["mode"] = json!(outcome.mode);
@@ -69,48 +68,6 @@ pub fn json_report(release: &Release, outcome: &SyncOutcome) -> Value {
         v["warnings"] = json!(outcome.warnings);
     }
     v
-}
-
-/// How many manifests of the release each filter leaves out of this cluster's release: the
-/// loader's (profile, feature set, exclusions) and the pass's (capabilities), by
-/// [`ExcludedBy::key`].
-pub fn excluded_counts(
-    release: &Release,
-    report: Option<&crate::apply::PassReport>,
-) -> BTreeMap<&'static str, usize> {
-    let mut counts: BTreeMap<&'static str, usize> =
-        ExcludedBy::ALL.iter().map(|b| (b.key(), 0)).collect();
-    for e in &release.excluded {
-        *counts.entry(e.by.key()).or_default() += 1;
-    }
-    let by_capability = report
-        .map(|r| {
-            r.results
-                .iter()
-                .filter(|r| r.action == Action::Excluded)
-                .count()
-        })
-        .unwrap_or_default();
-    *counts.entry(ExcludedBy::Capability.key()).or_default() += by_capability;
-    counts
-}
-
-/// `excluded from this cluster's release: 3000 by profile, 12 by capability` (only the
-/// filters that left something out), or `None` when nothing was left out.
-pub fn excluded_line(counts: &BTreeMap<&'static str, usize>) -> Option<String> {
-    let parts: Vec<String> = ExcludedBy::ALL
-        .iter()
-        .filter_map(|b| {
-            let n = counts.get(b.key()).copied().unwrap_or_default();
-            (n > 0).then(|| format!("{n} by {}", b.label()))
-        })
-        .collect();
-    (!parts.is_empty()).then(|| {
-        format!(
-            "manifests left out of this cluster's release: {}",
-            parts.join(", ")
-        )
-    })
 }
 
 /// One line per manifest: `created  ConfigMap ns/name  (0000_10_x.yaml)`.
@@ -203,8 +160,9 @@ pub fn text_report(release: &Release, outcome: &SyncOutcome, all_changes: bool) 
         let _ = writeln!(out, "{label:<22} {:>6}", summary.count(a));
     }
     let _ = writeln!(out, "{:<22} {:>6}", "total", summary.total);
-    if let Some(line) = excluded_line(&excluded_counts(release, outcome.report.as_ref())) {
-        let _ = writeln!(out, "{line}");
+    let left_out = LeftOut::of(release, None, &outcome.capabilities);
+    if left_out.count() > 0 {
+        let _ = writeln!(out, "{}", left_out.line());
     }
     out.push('\n');
     for c in &outcome.conditions {

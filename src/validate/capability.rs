@@ -50,21 +50,14 @@ fn names(m: &Manifest) -> Vec<&str> {
         .collect()
 }
 
-/// Where the loader found the declared catalogue: `release-manifests/` of a payload, else
-/// beside the manifests.
-fn catalogue_file(release: &Release) -> PathBuf {
-    let payload = release.root.join("release-manifests").join(CATALOGUE_FILE);
-    if payload.is_file() {
-        payload
-    } else {
-        release.root.join(CATALOGUE_FILE)
-    }
-}
-
 /// The catalogue file as messages name it: inside the release (`capabilities.yaml`,
 /// `release-manifests/capabilities.yaml`), the same for a directory and an OCI artifact.
 fn catalogue_name(release: &Release) -> String {
-    let file = catalogue_file(release);
+    let file = release
+        .capabilities
+        .file
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(CATALOGUE_FILE));
     crate::diagnostic::escaped_path(file.strip_prefix(&release.root).unwrap_or(&file))
 }
 
@@ -261,7 +254,12 @@ fn in_no_set(release: &Release) -> Vec<Diagnostic> {
     if orphans.is_empty() {
         return Vec::new();
     }
-    let file = catalogue_file(release);
+    // Only a declared catalogue leaves a capability in no set: it has a file (read again,
+    // before the release's files are renamed, for the line of the name).
+    let file = catalogue
+        .file
+        .clone()
+        .unwrap_or_else(|| release.root.join(CATALOGUE_FILE));
     let text = std::fs::read_to_string(&file).unwrap_or_default();
     let mut gated: HashMap<&str, usize> = HashMap::new();
     for m in release.all_manifests() {

@@ -5,7 +5,7 @@
 //! severity and one-line doc, and [`report`] renders findings as rustc-style text, JSON or
 //! SARIF 2.1.0. [`validate`] is the single entry point: it returns the loader's diagnostics
 //! plus every rule finding, sorted by file, line and rule so that the output is
-//! deterministic. [`left_out`] counts what a release leaves out for a cluster, by reason, for
+//! deterministic. [`LeftOut`] counts what a release leaves out for a cluster, by reason, for
 //! the report's summary.
 
 mod annotation;
@@ -13,7 +13,6 @@ mod capability;
 mod deletion_order;
 mod extra_fields;
 mod file_name;
-pub mod left_out;
 mod previous;
 mod profiles;
 pub mod report;
@@ -23,7 +22,7 @@ mod schema;
 use crate::diagnostic::{Diagnostic, Location};
 use crate::release::{Manifest, Release};
 
-pub use left_out::LeftOut;
+pub use crate::release::LeftOut;
 pub use report::{Format, Summary};
 pub use rules::{RULES, Rule, rule_by_id};
 

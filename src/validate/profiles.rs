@@ -58,11 +58,17 @@ pub fn check_in_no_profile(release: &Release) -> Vec<Diagnostic> {
         0 => String::new(),
         n => format!(" and {n} more file{}", if n == 1 { "" } else { "s" }),
     };
-    let profiles = used
+    // Hostile releases name any number of profiles, of any length: a few, each cut short.
+    const SHOWN_PROFILES: usize = 4;
+    let mut profiles = used
         .iter()
-        .map(|p| format!("`{p}`"))
+        .take(SHOWN_PROFILES)
+        .map(|p| format!("`{}`", crate::diagnostic::excerpt(p)))
         .collect::<Vec<_>>()
         .join(", ");
+    if used.len() > SHOWN_PROFILES {
+        profiles.push_str(&format!(" and {} more", used.len() - SHOWN_PROFILES));
+    }
     vec![finding(
         MANIFEST_IN_NO_PROFILE,
         none[0],
@@ -71,7 +77,7 @@ pub fn check_in_no_profile(release: &Release) -> Vec<Diagnostic> {
             none.len()
         ),
         format!(
-            "add `{INCLUDE_PREFIX}<profile>: \"true\"` for each profile a manifest belongs to (this release uses {profiles}), or remove the manifests from the release"
+            "add `{INCLUDE_PREFIX}<profile>: \"true\"` for each profile a manifest belongs to, or remove the manifests from the release"
         ),
     )]
 }

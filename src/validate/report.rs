@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use crate::diagnostic::{Diagnostic, Severity};
 
-use super::left_out::{LeftOut, default_reading};
 use super::rules::RULES;
+use crate::release::left_out::{LeftOut, default_reading};
 
 /// Output format of `cvo validate`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

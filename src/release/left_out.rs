@@ -1,7 +1,7 @@
 //! What a release leaves out for a cluster, counted by reason: the chosen profile, feature set
 //! and `--exclude` (the loader's filters, in that order), then the capabilities the cluster
 //! does not enable — `excluded: {profile: N, featureSet: N, capability: N, exclude: N}` in
-//! every report (docs/validation.md, "What the release leaves out").
+//! every report (docs/validation.md, "What the release leaves out"; docs/apply.md, "Output").
 //!
 //! A manifest is counted once, under the first filter that leaves it out: profiles first (a
 //! manifest outside the profile is never looked at for its capabilities).
@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::release::capability::Capabilities;
-use crate::release::{DEFAULT_CLUSTER_PROFILE, ExcludedBy, Release};
+use super::capability::Capabilities;
+use super::{DEFAULT_CLUSTER_PROFILE, ExcludedBy, Release};
 
 /// The counts of one reading of a release (one profile).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,19 +71,19 @@ impl LeftOut {
     /// `excluded in profile P: 3000 of 3002 manifests (profile 3000, feature set 0,
     /// capability 0, exclude 0)`.
     pub fn line(&self) -> String {
-        let get = |by| self.by.get(&by).copied().unwrap_or(0);
         let within = match &self.profile {
             Some(p) => format!(" in profile {p}"),
             None => String::new(),
         };
+        let by: Vec<String> = ExcludedBy::ALL
+            .iter()
+            .map(|b| format!("{} {}", b.label(), self.by.get(b).copied().unwrap_or(0)))
+            .collect();
         format!(
-            "excluded{within}: {} of {} manifests (profile {}, feature set {}, capability {}, exclude {})",
+            "excluded{within}: {} of {} manifests ({})",
             self.count(),
             self.total,
-            get(ExcludedBy::Profile),
-            get(ExcludedBy::FeatureSet),
-            get(ExcludedBy::Capability),
-            get(ExcludedBy::Exclude),
+            by.join(", ")
         )
     }
 }
