@@ -41,13 +41,16 @@ fn reason(text: &str, err: &semver::Error) -> String {
     if text.is_empty() {
         return "the version is empty".to_owned();
     }
-    if let Some(part) = too_large(text) {
+    let said = err.to_string();
+    // Only when that is the crate's complaint: `v1.<huge>.0` is wrong for its `v` first.
+    if said.contains("u64::MAX")
+        && let Some(part) = too_large(text)
+    {
         return format!("the {part} version number is too large (at most {MAX_NUMBER})");
     }
     // The crate's other reasons are plain English ("unexpected character 'x' while parsing
     // minor version number"); any Rust spelling of a limit left in them is written out.
-    err.to_string()
-        .replace("u64::MAX", &MAX_NUMBER.to_string())
+    said.replace("u64::MAX", &MAX_NUMBER.to_string())
         .replace("semver version", "semantic version")
 }
 
@@ -67,6 +70,12 @@ fn too_large(text: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_mistake_first_is_said_first() {
+        let e = parse(&format!("v1.{HUGE}.0")).unwrap_err().to_string();
+        assert!(!e.contains("too large"), "{e}");
+    }
 
     const HUGE: &str = "99999999999999999999999";
 

@@ -1307,6 +1307,7 @@ async fn capabilities_choose_what_the_operator_applies_and_a_second_is_created_o
     );
     let op = env.start(&["--resync-interval", "1h", "--lease-name", lease]);
     history(cvs, "1.0.0", "Completed").await;
+    let cms = tc.dynamic(&configmaps(), Some(ns));
     assert_eq!(cm_value(tc, ns, "console").await.as_deref(), Some("1"));
     assert_eq!(cm_value(tc, ns, "insights").await, None);
     assert_eq!(cm_value(tc, ns, "storage").await, None);
@@ -1316,18 +1317,6 @@ async fn capabilities_choose_what_the_operator_applies_and_a_second_is_created_o
         1.0,
     )
     .await;
-    // A `storage` labelled as cvo's (Storage is not enabled): its watch events reach the
-    // operator, which does not repair it.
-    let cms = tc.dynamic(&configmaps(), Some(ns));
-    let theirs: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1",
-        "kind": "ConfigMap", "metadata": {"name": "storage", "namespace": ns,
-            "labels": {"cvo.io/managed": "true"}},
-        "data": {"a": "theirs"}}))
-    .unwrap();
-    cms.create(&Default::default(), &theirs)
-        .await
-        .expect("create storage");
-
     // Insights is asked for: the spec change starts a pass that creates its object.
     cvs.patch(
         "version",
@@ -1369,6 +1358,18 @@ async fn capabilities_choose_what_the_operator_applies_and_a_second_is_created_o
         c["message"],
         "The following capabilities could not be disabled: Console"
     );
+    // A `storage` labelled as cvo's (Storage is not enabled), then an edit of `console`: on
+    // the same watch, `storage`'s event comes first, so once `console` is repaired the
+    // operator has seen `storage` change and left it alone.
+    let theirs: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1",
+        "kind": "ConfigMap", "metadata": {"name": "storage", "namespace": ns,
+            "labels": {"cvo.io/managed": "true"}},
+        "data": {"a": "theirs"}}))
+    .unwrap();
+    cms.create(&Default::default(), &theirs)
+        .await
+        .expect("create storage");
+
     cms.patch(
         "console",
         &PatchParams::default(),

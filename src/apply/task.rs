@@ -40,13 +40,18 @@ pub struct Applier<'r> {
 
 impl<'r> Applier<'r> {
     pub fn new(cluster: Cluster, release: &'r Release, options: Options) -> Self {
-        let crds = release
-            .manifests
-            .iter()
+        // What this pass creates: manifests excluded by capability create nothing.
+        let created = || {
+            release
+                .manifests
+                .iter()
+                .enumerate()
+                .filter(|(i, m)| !m.is_delete() && !options.excluded.contains_key(i))
+                .map(|(_, m)| m)
+        };
+        let crds = created()
             .filter(|m| {
-                m.id.kind == "CustomResourceDefinition"
-                    && m.id.group == "apiextensions.k8s.io"
-                    && !m.is_delete()
+                m.id.kind == "CustomResourceDefinition" && m.id.group == "apiextensions.k8s.io"
             })
             .filter_map(|m| {
                 let spec = m.object.get("spec")?;
@@ -55,10 +60,8 @@ impl<'r> Applier<'r> {
                 Some(((group, kind), m.id.name.clone()))
             })
             .collect();
-        let namespaces = release
-            .manifests
-            .iter()
-            .filter(|m| m.id.kind == "Namespace" && m.id.group.is_empty() && !m.is_delete())
+        let namespaces = created()
+            .filter(|m| m.id.kind == "Namespace" && m.id.group.is_empty())
             .map(|m| m.id.name.clone())
             .collect();
         Applier {

@@ -156,8 +156,16 @@ pub(super) fn execute(
     let release = load_usable(release_args)?;
     if let Some(dir) = &target.updating_from {
         let load_options = release_args.options_in(release_args.profile.as_deref());
-        let from = crate::release::load(dir, &load_options)
+        // Read as the release itself is: in the CVO's default profile when it uses profiles.
+        let (from, _) = crate::release::load_selected(dir, &load_options)
             .map_err(|e| CliError::usage(format_args!("--updating-from: {e}")))?;
+        // A file it cannot read would hide objects the cluster has: refused, as the release is.
+        if from.has_errors() {
+            return Err(CliError::usage(format_args!(
+                "--updating-from: {}",
+                from.errors_line()
+            )));
+        }
         options.updating_from = Some(std::sync::Arc::new(Gates::of(&from)));
     }
     let runtime = super::runtime()?;

@@ -131,7 +131,10 @@ pub fn run(global: &GlobalArgs, args: &CapabilitiesArgs) -> Result<Exit, CliErro
         by_update: by_update.as_ref(),
         source: &source,
         spec: &spec,
-        enabled_before: cv.as_ref().map(enabled_before).unwrap_or_default(),
+        enabled_before: cv
+            .as_ref()
+            .map(|cv| enabled_before(cv).0)
+            .unwrap_or_default(),
         warnings: &warnings,
     };
     for w in &warnings {
@@ -183,7 +186,12 @@ fn read_file(path: &Path) -> Result<DynamicObject, CliError> {
             crate::diagnostic::excerpt(kind)
         )));
     }
-    serde_json::from_value(value).map_err(|e| fail(format!("not a Kubernetes object: {e}")))
+    serde_json::from_value(value).map_err(|e| {
+        fail(format!(
+            "not a Kubernetes object: {}",
+            crate::release::typed::plain_serde_message(&e.to_string())
+        ))
+    })
 }
 
 /// ClusterVersion `version` from the cluster; any failure, and its absence, is exit code 2.

@@ -70,7 +70,9 @@ impl Schedule {
 }
 
 /// What the leader does until told to stop (or dropped when leadership is lost); `Some`: a
-/// pass asked to lead with another release (`pulled`: `release` is a pulled one).
+/// pass asked to lead with another release (`pulled`: `release` is a pulled one). With it,
+/// whether a pass applied `release` (an update from it is then an update from what the
+/// cluster has).
 pub(super) async fn lead(
     cluster: &Cluster,
     release: &Release,
@@ -79,7 +81,7 @@ pub(super) async fn lead(
     metrics: &Metrics,
     puller: &Puller,
     stop: &mut watch::Receiver<bool>,
-) -> Option<Switch> {
+) -> (Option<Switch>, bool) {
     let known = Known::default();
     let grace = options.shutdown_grace;
     let mover = SelfUpdate::new(options.self_update.clone());
@@ -97,11 +99,12 @@ pub(super) async fn lead(
         Ok(end) => end,
         Err(stopped) => {
             pass_stopped(cluster, release, options, stopped).await;
-            return None;
+            return (None, false);
         }
     };
+    let mut applied = first.accepted;
     if let Some(next) = first.switch.take() {
-        return Some(next);
+        return (Some(next), applied);
     }
     let mut updates = Refresher::new(cluster, release, &options.sync.apply.retry);
     updates.start();
@@ -124,7 +127,7 @@ pub(super) async fn lead(
     tracing::info!(kinds = kinds.len(), next_pass_in = ?schedule.next_pass.saturating_duration_since(Instant::now()), "steady state: watching managed objects for drift");
     loop {
         let next = tokio::select! {
-            _ = stop.wait_for(|s| *s) => return None,
+            _ = stop.wait_for(|s| *s) => return (None, applied),
             () = &mut watches, if watching => Next::WatchesEnded,
             () = &mut cv_watch, if cv_watching => { cv_watching = false; continue }
             () = tokio::time::sleep_until(schedule.next_pass) => Next::Pass("resync"),
@@ -156,7 +159,7 @@ pub(super) async fn lead(
                 let queue = queue.into_iter().filter(|i| !unmanaged.contains(i));
                 let repaired = repairs.run(&repairer, &known, metrics, queue, stop, grace);
                 if repaired.await.is_err() {
-                    return None;
+                    return (None, applied);
                 }
                 continue;
             }
@@ -167,11 +170,12 @@ pub(super) async fn lead(
             Ok(end) => end,
             Err(stopped) => {
                 pass_stopped(cluster, release, options, stopped).await;
-                return None;
+                return (None, applied);
             }
         };
+        applied |= end.accepted;
         if let Some(next) = end.switch.take() {
-            return Some(next);
+            return (Some(next), applied);
         }
         unmanaged = end.unmanaged;
         updates.start();

@@ -179,28 +179,28 @@ pub async fn run(
                 }
             };
             let releases = async {
-                // What the release led with before a switch applies: an update from it
-                // enables the capabilities it needs implicitly (`sync::SyncOptions`).
+                // What the release applied last holds: an update from it enables the
+                // capabilities its objects need implicitly (`sync::SyncOptions`).
                 let mut from: Option<Arc<Gates>> = None;
                 loop {
                     let mut options = options.clone();
                     options.sync.updating_from = from.clone();
                     let options = &options;
-                    let (next, led) = match (pulled.as_ref(), release) {
+                    let (next, applied) = match (pulled.as_ref(), release) {
                         (Some(p), _) => {
                             let current = &p.release;
-                            let next = lead::lead(
+                            let (next, applied) = lead::lead(
                                 &cluster, current, true, options, &metrics, &puller, &mut stop,
                             )
                             .await;
-                            (next, Some(current))
+                            (next, applied.then_some(current))
                         }
                         (None, Ok(release)) => {
-                            let next = lead::lead(
+                            let (next, applied) = lead::lead(
                                 &cluster, release, false, options, &metrics, &puller, &mut stop,
                             )
                             .await;
-                            (next, Some(release))
+                            (next, applied.then_some(release))
                         }
                         (None, Err(why)) => {
                             let next = invalid::lead_invalid(
@@ -210,7 +210,11 @@ pub async fn run(
                             (next, None)
                         }
                     };
-                    from = led.map(|r| Arc::new(Gates::of(r)));
+                    // Only a release a pass applied is what the cluster has; else the one
+                    // before it still is.
+                    if let Some(applied) = applied {
+                        from = Some(Arc::new(Gates::of(applied)));
+                    }
                     // Lead again with the other release, as a new leader would.
                     match next {
                         Some(pull::Switch::Pulled(next)) => pulled = Some(next),

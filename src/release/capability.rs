@@ -41,7 +41,7 @@ pub struct Catalogue {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a mapping with `known` and `sets`")]
 struct RawCatalogue {
     known: Vec<String>,
     #[serde(default)]
@@ -58,7 +58,10 @@ impl Catalogue {
     /// set naming a capability that is not known.
     pub fn parse(text: &str) -> Result<Self, String> {
         let raw: RawCatalogue = serde_saphyr::from_str(text).map_err(|e| {
-            format!("expected `known: [NAME, …]` and optionally `sets: {{SET: [NAME, …]}}`: {e}")
+            format!(
+                "expected `known: [NAME, …]` and optionally `sets: {{SET: [NAME, …]}}`: {}",
+                super::typed::plain_serde_message(&e.to_string())
+            )
         })?;
         let mut known = BTreeSet::new();
         for name in raw.known {
@@ -123,6 +126,25 @@ impl Catalogue {
     }
 }
 
+/// At most this many names in one message (a hostile release may name thousands).
+const NAMES_SHOWN: usize = 20;
+
+/// `A, B, C` — the first [`NAMES_SHOWN`] names, then `and N more`: the CVO's wording for the
+/// lists it writes, bounded.
+pub fn name_list<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.into_iter().collect();
+    let mut text = names
+        .iter()
+        .take(NAMES_SHOWN)
+        .map(|n| crate::diagnostic::excerpt(n))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > NAMES_SHOWN {
+        text.push_str(&format!(" and {} more", names.len() - NAMES_SHOWN));
+    }
+    text
+}
+
 /// Why `name` cannot be a capability name.
 fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
@@ -156,6 +178,9 @@ pub struct Asked {
     pub baseline: Option<String>,
     /// `additionalEnabledCapabilities`.
     pub additional: Vec<String>,
+    /// `baselineCapabilitySet` (or `spec.capabilities` itself) is not of the API's shape: the
+    /// baseline enables nothing (fail closed; the reader reports the field).
+    pub baseline_unreadable: bool,
 }
 
 /// The capabilities of a cluster for one release: ClusterVersion
@@ -196,23 +221,31 @@ impl Capabilities {
         let baseline = asked
             .and_then(|a| a.baseline.as_deref())
             .unwrap_or(SET_CURRENT);
+        let unreadable = asked.is_some_and(|a| a.baseline_unreadable);
         let mut enabled = match catalogue.sets.get(baseline) {
+            _ if unreadable => BTreeSet::new(),
             Some(set) => set.clone(),
             None => {
                 problems.push(SpecProblem(format!(
-                    "spec.capabilities.baselineCapabilitySet: `{baseline}` is not a capability set of this release (it has {}): no capability is enabled by it",
-                    catalogue.sets.keys().cloned().collect::<Vec<_>>().join(", ")
+                    "spec.capabilities.baselineCapabilitySet: `{}` is not a capability set of this release (it has {}): no capability is enabled by it",
+                    crate::diagnostic::excerpt(baseline),
+                    name_list(catalogue.sets.keys().map(String::as_str))
                 )));
                 BTreeSet::new()
             }
         };
-        for c in asked.map(|a| a.additional.as_slice()).unwrap_or_default() {
-            if !catalogue.known.contains(c) {
-                problems.push(SpecProblem(format!(
-                    "spec.capabilities.additionalEnabledCapabilities: `{c}` is not a capability of this release"
-                )));
-            }
-            enabled.insert(c.clone());
+        let additional = asked.map(|a| a.additional.as_slice()).unwrap_or_default();
+        enabled.extend(additional.iter().cloned());
+        let unknown: Vec<&str> = additional
+            .iter()
+            .filter(|c| !catalogue.known.contains(*c))
+            .map(String::as_str)
+            .collect();
+        if !unknown.is_empty() {
+            problems.push(SpecProblem(format!(
+                "spec.capabilities.additionalEnabledCapabilities: not capabilities of this release (enabled all the same): {}",
+                name_list(unknown)
+            )));
         }
         let mut implicitly_enabled = BTreeSet::new();
         for c in prior {
@@ -254,19 +287,19 @@ impl Capabilities {
         if !unknown.is_empty() {
             Some(format!(
                 "unrecognized capability names: {}",
-                unknown.join(", ")
+                name_list(unknown)
             ))
         } else if !disabled.is_empty() {
-            Some(format!("disabled capabilities: {}", disabled.join(", ")))
+            Some(format!("disabled capabilities: {}", name_list(disabled)))
         } else {
             None
         }
     }
 }
 
-/// What [`implicitly_enabled`] needs of the release a cluster is at: each object it holds
-/// (group, kind, namespace, name; delete manifests aside) and the capabilities its manifest
-/// needs. Small enough to keep across a switch of releases, where the release is not.
+/// What [`implicitly_enabled`] needs of the release a cluster is at: each object its
+/// manifests name (group, kind, namespace, name; delete manifests too, as the CVO counts
+/// them) and the capabilities each manifest needs. Small enough to keep across a switch of releases, where the release is not.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Gates {
     objects: HashMap<ObjectId, Vec<Vec<String>>>,
@@ -275,7 +308,7 @@ pub struct Gates {
 impl Gates {
     pub fn of(release: &Release) -> Self {
         let mut objects: HashMap<ObjectId, Vec<Vec<String>>> = HashMap::new();
-        for m in release.manifests.iter().filter(|m| !m.is_delete()) {
+        for m in &release.manifests {
             objects
                 .entry(m.id.clone())
                 .or_default()
@@ -298,7 +331,7 @@ pub fn implicitly_enabled(
     caps: &Capabilities,
 ) -> BTreeSet<String> {
     let mut out = caps.implicitly_enabled.clone();
-    for m in update.manifests.iter().filter(|m| !m.is_delete()) {
+    for m in &update.manifests {
         if caps.exclusion(m, true).is_none() {
             continue;
         }
@@ -382,6 +415,7 @@ mod tests {
         ] {
             let e = Catalogue::parse(text).unwrap_err();
             assert!(e.contains(why), "{text:?}: {e}");
+            assert!(!e.contains("RawCatalogue") && !e.contains("struct"), "{e}");
         }
     }
 
@@ -405,6 +439,7 @@ mod tests {
         let asked = |baseline: &str, additional: &[&str]| Asked {
             baseline: Some(baseline.to_owned()),
             additional: additional.iter().map(|s| (*s).to_owned()).collect(),
+            baseline_unreadable: false,
         };
         let (c, _) = Capabilities::resolve(&cat, Some(&asked("None", &["B"])), &[]);
         assert_eq!(c.enabled, set(&["B"]));
@@ -421,6 +456,7 @@ mod tests {
         assert_eq!(c.enabled, set(&["Z"]));
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(p[0].0.contains("`v9` is not a capability set"), "{p:?}");
+        assert!(p[1].0.ends_with("enabled all the same): Z"), "{p:?}");
     }
 
     #[test]
@@ -445,6 +481,10 @@ mod tests {
             c.exclusion(&cm("x", Some("a++b")), false).as_deref(),
             Some("unrecognized capability names: a, , b")
         );
+        // Bounded, however many a hostile manifest names.
+        let many: Vec<String> = (0..500).map(|i| format!("C{i}")).collect();
+        let why = c.exclusion(&cm("x", Some(&many.join("+"))), false).unwrap();
+        assert!(why.ends_with("and 480 more") && why.len() < 300, "{why}");
     }
 
     /// The CVO's scenarios (its `payloadcapabilitytest` cases), as our own table: current

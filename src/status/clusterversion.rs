@@ -267,15 +267,25 @@ pub fn with_conditions(old: &Value, conditions: &[Condition], now: jiff::Timesta
     status
 }
 
-/// `old` when it is an object (a status to change), else an empty one.
-/// `status.capabilities` as openshift/api defines it: sorted lists.
-fn capabilities_status(caps: &Capabilities) -> Value {
+/// `status.capabilities` as openshift/api defines it: sorted lists. What `old` (the status
+/// this write replaces) enabled stays enabled, so that a writer that computed its set before
+/// another one enabled more never disables anything.
+fn capabilities_status(caps: &Capabilities, old: &Value) -> Value {
+    let mut enabled = caps.enabled.clone();
+    enabled.extend(
+        old.pointer("/capabilities/enabledCapabilities")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_owned)),
+    );
     json!({
-        "enabledCapabilities": caps.enabled,
+        "enabledCapabilities": enabled,
         "knownCapabilities": caps.known,
     })
 }
 
+/// `old` when it is an object (a status to change), else an empty one.
 fn object_or_empty(old: &Value) -> Value {
     if old.is_object() {
         old.clone()
@@ -359,7 +369,7 @@ impl Update<'_> {
                 };
                 let mut next = next_status(old, desired, conditions, complete, accepted_risks, now);
                 if let Some(caps) = capabilities {
-                    next["capabilities"] = capabilities_status(caps);
+                    next["capabilities"] = capabilities_status(caps, old);
                 }
                 if let Some(started) = started.filter(|s| *s < now)
                     && newest_version(old) != Some(version)

@@ -511,13 +511,14 @@ pub fn implicitly_enabled(caps: &Capabilities) -> Condition {
             "Capabilities match configured spec".to_owned(),
         )
     } else {
-        let names: Vec<&str> = caps.implicitly_enabled.iter().map(String::as_str).collect();
         (
             ConditionStatus::True,
             "CapabilitiesImplicitlyEnabled",
             format!(
                 "The following capabilities could not be disabled: {}",
-                names.join(", ")
+                crate::release::capability::name_list(
+                    caps.implicitly_enabled.iter().map(String::as_str)
+                )
             ),
         )
     };

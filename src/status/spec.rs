@@ -157,8 +157,10 @@ fn parse_override(item: &Value) -> Result<Option<ObjectId>, SpecError> {
 /// the API's shape is reported in `invalid` and read as absent.
 fn parse_capabilities(c: &Value, invalid: &mut Vec<String>) -> Asked {
     let mut asked = Asked::default();
+    // What cannot be read enables nothing: never every capability for want of a spec.
     let Some(o) = c.as_object() else {
         invalid.push("spec.capabilities: must be an object".to_owned());
+        asked.baseline_unreadable = true;
         return asked;
     };
     match o.get("baselineCapabilitySet") {
@@ -166,7 +168,8 @@ fn parse_capabilities(c: &Value, invalid: &mut Vec<String>) -> Asked {
         Some(Value::String(s)) if !s.is_empty() => asked.baseline = Some(s.clone()),
         Some(Value::String(_)) => {}
         Some(_) => {
-            invalid.push("spec.capabilities.baselineCapabilitySet: must be a string".to_owned())
+            invalid.push("spec.capabilities.baselineCapabilitySet: must be a string".to_owned());
+            asked.baseline_unreadable = true;
         }
     }
     match o.get("additionalEnabledCapabilities") {
@@ -196,21 +199,33 @@ pub fn cluster_capabilities(
     spec: &Spec,
     cv: Option<&DynamicObject>,
 ) -> (Capabilities, Vec<String>) {
-    let prior = cv.map(enabled_before).unwrap_or_default();
+    let (prior, unreadable) = cv.map(enabled_before).unwrap_or_default();
     let (caps, problems) = Capabilities::resolve(catalogue, spec.capabilities.as_ref(), &prior);
-    (caps, problems.into_iter().map(|p| p.0).collect())
+    let mut problems: Vec<String> = problems.into_iter().map(|p| p.0).collect();
+    if unreadable {
+        problems.push("status.capabilities.enabledCapabilities is not a list of capability names: what was enabled before cannot be read in full (the names it holds stay enabled)".to_owned());
+    }
+    (caps, problems)
 }
 
 /// `status.capabilities.enabledCapabilities`: what was enabled before, and so stays enabled
-/// (an enabled capability is never disabled). Entries that are not strings are skipped.
-pub fn enabled_before(cv: &DynamicObject) -> Vec<String> {
-    cv.data
+/// (an enabled capability is never disabled); `true` when the field is there but not a list
+/// of names (what can be read of it is returned).
+pub fn enabled_before(cv: &DynamicObject) -> (Vec<String>, bool) {
+    let Some(field) = cv
+        .data
         .pointer("/status/capabilities/enabledCapabilities")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+        .filter(|v| !v.is_null())
+    else {
+        return (Vec::new(), false);
+    };
+    let items = field.as_array().map(Vec::as_slice).unwrap_or_default();
+    let names: Vec<String> = items
+        .iter()
         .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect()
+        .collect();
+    let unreadable = !field.is_array() || names.len() != items.len();
+    (names, unreadable)
 }
 
 /// At most this many `acceptRisks` entries are read (the API's limit).
@@ -554,6 +569,7 @@ mod tests {
             Some(Asked {
                 baseline: Some("None".into()),
                 additional: vec!["A".into()],
+                baseline_unreadable: false,
             })
         );
         assert_eq!(
@@ -568,8 +584,32 @@ mod tests {
         // No spec: vCurrent.
         let (caps, _) = cluster_capabilities(&catalogue, &Spec::default(), None);
         assert_eq!(caps.enabled.len(), 3);
+        // What cannot be read enables nothing (fail closed), and is reported.
         let bad = Spec::of(&cv(json!({"capabilities": "all"})));
         assert_eq!(bad.invalid, ["spec.capabilities: must be an object"]);
+        assert!(
+            cluster_capabilities(&catalogue, &bad, None)
+                .0
+                .enabled
+                .is_empty()
+        );
+        let bad = Spec::of(&cv(json!({"capabilities": {
+            "baselineCapabilitySet": 7, "additionalEnabledCapabilities": ["C"]}})));
+        assert_eq!(
+            bad.invalid,
+            ["spec.capabilities.baselineCapabilitySet: must be a string"]
+        );
+        let (caps, _) = cluster_capabilities(&catalogue, &bad, None);
+        assert_eq!(caps.enabled, ["C".to_owned()].into());
+        // A status list that is not one: its names kept, and said.
+        let mut odd = cv(json!({}));
+        odd.data["status"] = json!({"capabilities": {"enabledCapabilities": ["A", {"x": 1}]}});
+        let (caps, problems) = cluster_capabilities(&catalogue, &Spec::of(&odd), Some(&odd));
+        assert!(caps.enabled.contains("A"));
+        assert!(
+            problems[0].contains("cannot be read in full"),
+            "{problems:?}"
+        );
     }
 
     #[test]

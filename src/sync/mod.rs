@@ -312,8 +312,17 @@ impl Preflight {
         let current = cv.as_ref().and_then(clusterversion::current_version);
         let update = update_type(current.as_ref(), release.version());
         let spec = cv.as_ref().map(Spec::of).unwrap_or_default();
-        let (mut capabilities, capability_problems) =
-            cluster_capabilities(&release.capabilities, &spec, cv.as_ref());
+        // An install: the capabilities are those the release's own ClusterVersion asks for
+        // (this pass creates it), never "everything" for want of a spec.
+        let shipped = cv
+            .is_none()
+            .then(|| shipped_cluster_version(release))
+            .flatten()
+            .and_then(|m| serde_json::from_value::<DynamicObject>(m.object.clone()).ok());
+        let (mut capabilities, capability_problems) = match &shipped {
+            Some(own) => cluster_capabilities(&release.capabilities, &Spec::of(own), Some(own)),
+            None => cluster_capabilities(&release.capabilities, &spec, cv.as_ref()),
+        };
         if let Some(current) = &options.updating_from {
             let implicit = capability::implicitly_enabled(release, current, &capabilities);
             capabilities.enable_implicitly(implicit);
@@ -396,8 +405,6 @@ impl Preflight {
         (apply, gate)
     }
 
-    /// The pass writes Progressing: not a dry run, and this release is not the completed one
-    /// (an install — whose ClusterVersion may only come with the release — or an update).
     /// The release or the cluster has capabilities: ClusterVersion gets
     /// `status.capabilities` and the `ImplicitlyEnabledCapabilities` condition (a release and
     /// cluster without any get neither).
@@ -407,6 +414,8 @@ impl Preflight {
             || self.spec.capabilities.is_some()
     }
 
+    /// The pass writes Progressing: not a dry run, and this release is not the completed one
+    /// (an install — whose ClusterVersion may only come with the release — or an update).
     fn writes_progress(&self, options: &SyncOptions) -> bool {
         !options.apply.dry_run
             && self
@@ -657,7 +666,12 @@ impl Announced {
 /// The release ships `ClusterVersion version` itself (as manifests-example does): a cluster
 /// without one gets it from this sync, so its absence is no reason to warn.
 fn ships_cluster_version(release: &Release) -> bool {
-    release.manifests.iter().any(|m| {
+    shipped_cluster_version(release).is_some()
+}
+
+/// The manifest of ClusterVersion `version` in the release, if it ships one.
+fn shipped_cluster_version(release: &Release) -> Option<&crate::release::Manifest> {
+    release.manifests.iter().find(|m| {
         !m.is_delete()
             && m.id.kind == clusterversion::KIND
             && m.id.group == "config.openshift.io"

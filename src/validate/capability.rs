@@ -186,8 +186,11 @@ fn unknown_names(release: &Release) -> Vec<Diagnostic> {
 /// the name itself; `None` when none is that close.
 fn closest<'a>(name: &str, known: &'a BTreeSet<String>) -> Option<&'a str> {
     let folded = name.to_lowercase();
+    let len = folded.chars().count();
     known
         .iter()
+        // Lengths further apart than the distance allowed cannot be close: not compared.
+        .filter(|k| k.chars().count().abs_diff(len) <= MAX_DISTANCE)
         .map(|k| (strsim::levenshtein(&folded, &k.to_lowercase()), k))
         .filter(|(d, _)| *d <= MAX_DISTANCE && *d < folded.chars().count())
         .min_by_key(|(d, k)| (*d, k.as_str()))

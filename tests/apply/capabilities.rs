@@ -207,3 +207,35 @@ async fn the_spec_chooses_optional_components_and_an_enabled_one_is_never_disabl
     assert_eq!(action_of(&out, &v101, "storage").0, Action::Unchanged);
     let _ = cvs.delete("version", &Default::default()).await;
 }
+
+/// An install: the cluster has no ClusterVersion yet, the release ships one whose spec asks
+/// for `baselineCapabilitySet: None`. The pass reads its capabilities from that manifest —
+/// never "everything" for want of a spec — and records them in the ClusterVersion it creates.
+#[tokio::test]
+async fn an_install_takes_its_capabilities_from_the_cluster_version_it_ships() {
+    let tc = common::cluster().await;
+    let (_guard, cv_resource) = common::cluster_version(&tc).await;
+    let cvs = tc.dynamic(&cv_resource, None);
+    let ns = tc.namespace("capabilities-install").await;
+    let cms = tc.dynamic(&configmaps(), Some(&ns));
+    let cv = "apiVersion: config.openshift.io/v1\nkind: ClusterVersion\nmetadata:\n  name: version\nspec:\n  clusterID: x\n  capabilities:\n    baselineCapabilitySet: None\n    additionalEnabledCapabilities: [Console]\n";
+    let (_d, rel) = common::release(
+        Some("1.0.0"),
+        &[
+            ("0000_00_cvo_00_version.yaml", cv.to_owned()),
+            ("0000_20_console_x.yaml", gated(&ns, "console", Some("Console"), "1", false)),
+            ("0000_20_insights_x.yaml", gated(&ns, "insights", Some("Insights"), "1", false)),
+        ],
+    );
+    let out = run(&tc.client, &rel, None).await;
+    assert_eq!(out.exit_code(), 0, "{:?}", out.report);
+    assert_eq!(action_of(&out, &rel, "console").0, Action::Created);
+    assert_eq!(action_of(&out, &rel, "insights").0, Action::Excluded);
+    assert!(cms.get_opt("insights").await.expect("get").is_none());
+    let cv = cvs.get("version").await.expect("cv");
+    assert_eq!(
+        names(&cv.data["status"]["capabilities"]["enabledCapabilities"]),
+        ["Console"]
+    );
+    let _ = cvs.delete("version", &Default::default()).await;
+}
