@@ -54,6 +54,8 @@ pub struct CapabilitiesArgs {
 enum Source {
     /// No ClusterVersion: the release's default.
     Default,
+    /// The ClusterVersion the release ships (an install creates it).
+    Shipped,
     File(PathBuf),
     Live,
 }
@@ -65,6 +67,9 @@ impl Source {
                 "the release's default (no ClusterVersion given: every capability of vCurrent)"
                     .to_owned()
             }
+            Source::Shipped => {
+                "the ClusterVersion the release ships (what an install enables)".to_owned()
+            }
             Source::File(path) => format!("ClusterVersion from {}", path.display()),
             Source::Live => "ClusterVersion version in the cluster".to_owned(),
         }
@@ -73,6 +78,7 @@ impl Source {
     fn key(&self) -> &'static str {
         match self {
             Source::Default => "default",
+            Source::Shipped => "release",
             Source::File(_) => "file",
             Source::Live => "live",
         }
@@ -92,6 +98,9 @@ pub fn run(global: &GlobalArgs, args: &CapabilitiesArgs) -> Result<Exit, CliErro
         (Source::File(path.clone()), Some(read_file(path)?))
     } else if args.live {
         (Source::Live, Some(read_live(global)?))
+    } else if let Some(own) = crate::status::clusterversion::shipped_object(&release) {
+        // What an install of this release enables: the spec of the ClusterVersion it ships.
+        (Source::Shipped, Some(own))
     } else {
         (Source::Default, None)
     };

@@ -267,6 +267,22 @@ pub fn with_conditions(old: &Value, conditions: &[Condition], now: jiff::Timesta
     status
 }
 
+/// The manifest of ClusterVersion [`NAME`] in `release`, if it ships one (what an install
+/// creates).
+pub fn shipped(release: &crate::release::Release) -> Option<&crate::release::Manifest> {
+    release.manifests.iter().find(|m| {
+        !m.is_delete()
+            && m.id.kind == KIND
+            && m.id.group == "config.openshift.io"
+            && m.id.name == NAME
+    })
+}
+
+/// The ClusterVersion `release` ships, as an object (its spec is what an install asks for).
+pub fn shipped_object(release: &crate::release::Release) -> Option<DynamicObject> {
+    shipped(release).and_then(|m| serde_json::from_value(m.object.clone()).ok())
+}
+
 /// `status.capabilities` as openshift/api defines it: sorted lists. What `old` (the status
 /// this write replaces) enabled stays enabled, so that a writer that computed its set before
 /// another one enabled more never disables anything.

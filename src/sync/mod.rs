@@ -316,9 +316,8 @@ impl Preflight {
         // (this pass creates it), never "everything" for want of a spec.
         let shipped = cv
             .is_none()
-            .then(|| shipped_cluster_version(release))
-            .flatten()
-            .and_then(|m| serde_json::from_value::<DynamicObject>(m.object.clone()).ok());
+            .then(|| clusterversion::shipped_object(release))
+            .flatten();
         let (mut capabilities, capability_problems) = match &shipped {
             Some(own) => cluster_capabilities(&release.capabilities, &Spec::of(own), Some(own)),
             None => cluster_capabilities(&release.capabilities, &spec, cv.as_ref()),
@@ -666,17 +665,7 @@ impl Announced {
 /// The release ships `ClusterVersion version` itself (as manifests-example does): a cluster
 /// without one gets it from this sync, so its absence is no reason to warn.
 fn ships_cluster_version(release: &Release) -> bool {
-    shipped_cluster_version(release).is_some()
-}
-
-/// The manifest of ClusterVersion `version` in the release, if it ships one.
-fn shipped_cluster_version(release: &Release) -> Option<&crate::release::Manifest> {
-    release.manifests.iter().find(|m| {
-        !m.is_delete()
-            && m.id.kind == clusterversion::KIND
-            && m.id.group == "config.openshift.io"
-            && m.id.name == clusterversion::NAME
-    })
+    clusterversion::shipped(release).is_some()
 }
 
 /// What the pass's results tell the user, in order: each manifest's warnings, the objects

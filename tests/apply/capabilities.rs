@@ -223,8 +223,14 @@ async fn an_install_takes_its_capabilities_from_the_cluster_version_it_ships() {
         Some("1.0.0"),
         &[
             ("0000_00_cvo_00_version.yaml", cv.to_owned()),
-            ("0000_20_console_x.yaml", gated(&ns, "console", Some("Console"), "1", false)),
-            ("0000_20_insights_x.yaml", gated(&ns, "insights", Some("Insights"), "1", false)),
+            (
+                "0000_20_console_x.yaml",
+                gated(&ns, "console", Some("Console"), "1", false),
+            ),
+            (
+                "0000_20_insights_x.yaml",
+                gated(&ns, "insights", Some("Insights"), "1", false),
+            ),
         ],
     );
     let out = run(&tc.client, &rel, None).await;

@@ -187,7 +187,7 @@ fn a_cluster_version_file_baseline_additional_and_what_was_enabled_before() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("`Nope` is not a capability of this release"),
+        stderr.contains("not capabilities of this release (enabled all the same): Nope"),
         "{stderr}"
     );
     assert_eq!(report["enabled"], json!(["Nope"]));
@@ -441,4 +441,22 @@ fn openshift_corpus_with_baseline_none_leaves_out_every_gated_manifest() {
         text.contains(&format!("capability {expected}, exclude 0)")),
         "{text}"
     );
+}
+
+/// A release that ships its ClusterVersion: without a cluster, `cvo capabilities` shows what
+/// an install of it enables — that ClusterVersion's `spec.capabilities`, as `apply` reads it.
+#[test]
+fn a_release_shipping_its_cluster_version_shows_what_an_install_enables() {
+    let dir = tempfile::tempdir().unwrap();
+    release(dir.path());
+    std::fs::write(
+        dir.path().join("0000_00_cvo_00_version.yaml"),
+        "apiVersion: config.openshift.io/v1\nkind: ClusterVersion\nmetadata:\n  name: version\nspec:\n  clusterID: x\n  capabilities:\n    baselineCapabilitySet: v1\n",
+    )
+    .unwrap();
+    let rel = dir.path().display().to_string();
+    let (report, _) = json_of(&["--release", &rel]);
+    assert_eq!(report["cluster"]["source"], "release");
+    assert_eq!(report["enabled"], json!(["Console"]));
+    assert_eq!(row(&report, "Insights")["enabled"], false);
 }
