@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
 use crate::diagnostic::{Diagnostic, Location, Severity, excerpt};
-use crate::release::capability::{CATALOGUE_FILE, SET_CURRENT};
+use crate::release::capability::{CATALOGUE_FILE, SET_CURRENT, name_list};
 use crate::release::{CAPABILITY_ANNOTATION, DeleteIntent, Manifest, ObjectId, Release};
 
 use super::rules::{CAPABILITY_EMPTY, CAPABILITY_IN_NO_SET, CAPABILITY_MOVED, CAPABILITY_UNKNOWN};
@@ -21,8 +21,6 @@ use super::{finding, finding_at};
 
 /// Largest edit distance (case folded) at which a known name is suggested for an unknown one.
 const MAX_DISTANCE: usize = 2;
-/// At most this many known names are listed in a message.
-const LISTED: usize = 12;
 
 pub fn check(release: &Release) -> Vec<Diagnostic> {
     let mut out = empty_names(release);
@@ -61,22 +59,14 @@ fn catalogue_name(release: &Release) -> String {
     crate::diagnostic::escaped_path(file.strip_prefix(&release.root).unwrap_or(&file))
 }
 
-/// `A, B, C` (the first [`LISTED`], then how many more).
+/// `A, B, C` (at most twenty, then how many more), or `none`.
 fn list<'a>(names: impl IntoIterator<Item = &'a String>) -> String {
-    let names: Vec<&str> = names.into_iter().map(String::as_str).collect();
-    let mut text = names
-        .iter()
-        .take(LISTED)
-        .map(|n| excerpt(n))
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > LISTED {
-        text.push_str(&format!(" and {} more", names.len() - LISTED));
-    }
+    let text = name_list(names.into_iter().map(String::as_str));
     if text.is_empty() {
-        text.push_str("none");
+        "none".to_owned()
+    } else {
+        text
     }
-    text
 }
 
 /// Rule `capability-empty`: a value with an empty name (`a++b`, a leading or trailing `+`) or
