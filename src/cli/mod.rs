@@ -365,7 +365,10 @@ impl ReleaseArgs {
         let used = Selectors::of(release.all_manifests());
         match used.refusal(&options.filters) {
             Some(why) => Err(CliError::usage(why)),
-            None => Ok((release, used)),
+            None => {
+                feature_set_note(&used, &options.filters, &release, format);
+                Ok((release, used))
+            }
         }
     }
 
@@ -389,6 +392,12 @@ impl ReleaseArgs {
             // Its files are named inside the artifact, not in the temporary directory.
             release.name_files_relative_to_root();
         }
+        feature_set_note(
+            &Selectors::of(release.all_manifests()),
+            &options.filters,
+            &release,
+            format,
+        );
         if let crate::release::ProfileChoice::Default { profiles } = choice {
             let profiles = profiles.join(", ");
             let note = format!(
@@ -417,6 +426,22 @@ impl ReleaseArgs {
             .iter()
             .map(|p| Ok((Some(p.clone()), self.load_in(LogFormat::Text, Some(p))?)))
             .collect()
+    }
+}
+
+/// A known `--feature-set` that no manifest names is accepted (as the CVO accepts it): a note
+/// says how many manifests it selects, as a `note:` line or an info event.
+fn feature_set_note(
+    used: &Selectors,
+    filters: &crate::release::Filters,
+    release: &Release,
+    format: LogFormat,
+) {
+    if let Some(note) = used.feature_set_note(filters, release.manifests.len()) {
+        match format {
+            LogFormat::Text => stderr_line!("note: {note}"),
+            LogFormat::Json => tracing::info!(feature_set = %filters.feature_set, "{note}"),
+        }
     }
 }
 

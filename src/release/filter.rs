@@ -40,7 +40,19 @@ impl Filters {
             }
         }
         if let Some(sets) = manifest.annotation(FEATURE_SET_ANNOTATION)
-            && !sets.split(',').any(|s| s.trim() == self.feature_set)
+            && let Some(unknown) = unknown_feature_set(sets)
+        {
+            // The CVO's checkFeatureSets: never included, whatever the cluster's feature set.
+            return Some((
+                ExcludedBy::FeatureSet,
+                format!(
+                    "feature sets `{sets}` name `{unknown}`, which is not a known feature set ({}): never included, as in the CVO",
+                    KNOWN_FEATURE_SETS.join(", ")
+                ),
+            ));
+        }
+        if let Some(sets) = manifest.annotation(FEATURE_SET_ANNOTATION)
+            && !sets.split(',').any(|s| s == self.feature_set)
         {
             return Some((
                 ExcludedBy::FeatureSet,
@@ -80,21 +92,20 @@ impl Selectors {
                     out.profiles.insert(profile.to_owned());
                 }
             }
-            if let Some(sets) = m.annotation(FEATURE_SET_ANNOTATION) {
-                out.feature_sets.extend(
-                    sets.split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_owned),
-                );
+            if let Some(sets) = m.annotation(FEATURE_SET_ANNOTATION)
+                && unknown_feature_set(sets).is_none()
+            {
+                out.feature_sets.extend(sets.split(',').map(str::to_owned));
             }
         }
         out
     }
 
-    /// Why `filters` would select a profile or feature set that no manifest names (and so
-    /// silently keep nothing of it), or `None` when they are fine. The feature set `Default`
-    /// is always accepted: manifests without a feature-set annotation are in it.
+    /// Why `filters` would select a profile that no manifest names (and so silently keep
+    /// nothing of it) or a feature set OpenShift does not know, or `None` when they are fine.
+    /// A known feature set is accepted even when no manifest names it, as the CVO accepts it:
+    /// the manifests without a feature-set annotation are in every feature set
+    /// ([`Selectors::feature_set_note`] says so).
     pub fn refusal(&self, filters: &Filters) -> Option<String> {
         let problem = if let Some(profile) = &filters.profile {
             if self.profiles.contains(profile) {
@@ -113,15 +124,28 @@ impl Selectors {
             let fs = &filters.feature_set;
             if fs.is_empty() {
                 Some("--feature-set: the feature set name is empty".to_owned())
-            } else if fs != DEFAULT_FEATURE_SET && !self.feature_sets.contains(fs) {
+            } else if !KNOWN_FEATURE_SETS.contains(&fs.as_str()) {
                 Some(format!(
-                    "--feature-set {fs}: no manifest of the release names this feature set"
+                    "--feature-set {fs}: not a known feature set (the known ones are {})",
+                    KNOWN_FEATURE_SETS.join(", ")
                 ))
             } else {
                 None
             }
         })?;
         Some(format!("{problem}; {}", self.describe()))
+    }
+
+    /// A note for a feature set that no manifest names (though it is a known one): it selects
+    /// only the `selected` manifests without a feature-set annotation. `None` for `Default`
+    /// and for a feature set the release names.
+    pub fn feature_set_note(&self, filters: &Filters, selected: usize) -> Option<String> {
+        let fs = &filters.feature_set;
+        (fs != DEFAULT_FEATURE_SET && !self.feature_sets.contains(fs)).then(|| {
+            format!(
+                "--feature-set {fs}: no manifest of the release names this feature set, so it selects the {selected} manifests without a feature-set annotation (as the CVO does)"
+            )
+        })
     }
 
     /// `the release uses cluster profiles a, b and feature sets Default, X`.
@@ -143,6 +167,22 @@ impl Selectors {
 /// The feature set of manifests without a `release.openshift.io/feature-set` annotation.
 pub const DEFAULT_FEATURE_SET: &str = "Default";
 
+/// The feature sets OpenShift knows (openshift/api `AllFixedFeatureSets` and
+/// `CustomNoUpgrade`, as library-go's manifest reader lists them).
+pub const KNOWN_FEATURE_SETS: [&str; 5] = [
+    "CustomNoUpgrade",
+    "Default",
+    "DevPreviewNoUpgrade",
+    "OKD",
+    "TechPreviewNoUpgrade",
+];
+
+/// The first entry of a `release.openshift.io/feature-set` value (split at `,`, nothing
+/// trimmed, as the CVO splits it) that is not a known feature set.
+pub fn unknown_feature_set(value: &str) -> Option<&str> {
+    value.split(',').find(|s| !KNOWN_FEATURE_SETS.contains(s))
+}
+
 fn join(names: &BTreeSet<String>) -> String {
     names
         .iter()
@@ -159,13 +199,18 @@ mod tests {
     fn used() -> Selectors {
         let a = manifest(
             "0000_10_a_00_x.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-a\n  annotations:\n    include.release.openshift.io/hypershift: \"true\"\n    include.release.openshift.io/ibm-cloud-managed: \"false\"\n    release.openshift.io/feature-set: \"TechPreviewNoUpgrade, CustomNoUpgrade\"\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-a\n  annotations:\n    include.release.openshift.io/hypershift: \"true\"\n    include.release.openshift.io/ibm-cloud-managed: \"false\"\n    release.openshift.io/feature-set: \"TechPreviewNoUpgrade,CustomNoUpgrade\"\n",
+        );
+        // Space-padded or unknown entries: never included (the CVO), so they select nothing.
+        let c = manifest(
+            "0000_10_a_02_z.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-c\n  annotations:\n    release.openshift.io/feature-set: \"OKD, DevPreviewNoUpgrade,Foo\"\n",
         );
         let b = manifest(
             "0000_10_a_01_y.yaml",
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-b\n",
         );
-        Selectors::of([&a, &b])
+        Selectors::of([&a, &b, &c])
     }
 
     #[test]
@@ -195,6 +240,7 @@ mod tests {
         };
         for (profile, fs) in [(None, "Default"), (Some("hypershift"), "CustomNoUpgrade")] {
             assert_eq!(used.refusal(&with(profile, fs)), None, "{profile:?} {fs}");
+            assert_eq!(used.feature_set_note(&with(profile, fs), 3), None);
         }
         for (profile, fs, why) in [
             (Some(""), "Default", "--profile: the profile name is empty"),
@@ -207,12 +253,58 @@ mod tests {
             (
                 None,
                 "techpreviewnoupgrade",
-                "--feature-set techpreviewnoupgrade: no manifest",
+                "--feature-set techpreviewnoupgrade: not a known feature set (the known ones are CustomNoUpgrade, Default, DevPreviewNoUpgrade, OKD, TechPreviewNoUpgrade)",
             ),
+            (None, "Foo", "--feature-set Foo: not a known feature set"),
         ] {
             let refusal = used.refusal(&with(profile, fs)).expect("refused");
             assert!(refusal.starts_with(why), "{refusal}");
             assert!(refusal.ends_with(&used.describe()), "{refusal}");
         }
+    }
+
+    /// Issue 25 item 6: a known feature set that no manifest names is accepted (the CVO
+    /// applies the manifests without a feature-set annotation), with a note of how many.
+    #[test]
+    fn known_feature_set_no_manifest_names_is_accepted_with_a_note() {
+        let used = used();
+        for fs in ["OKD", "DevPreviewNoUpgrade"] {
+            let filters = Filters {
+                feature_set: fs.to_owned(),
+                ..Filters::default()
+            };
+            assert_eq!(used.refusal(&filters), None, "{fs}");
+            let note = used.feature_set_note(&filters, 7).expect("a note");
+            assert!(
+                note.contains("no manifest of the release names this feature set")
+                    && note.contains("selects the 7 manifests without a feature-set annotation"),
+                "{note}"
+            );
+        }
+    }
+
+    /// Issue 25 item 10: an unknown or space-padded entry keeps the manifest out under every
+    /// feature set, as the CVO's checkFeatureSets.
+    #[test]
+    fn unknown_or_padded_feature_set_is_never_included() {
+        for value in ["Default ", "TechPreviewNoUpgrade,Foo", "Default, OKD", ""] {
+            let m = manifest(
+                "0000_10_a_x.yaml",
+                &format!(
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  annotations:\n    release.openshift.io/feature-set: \"{value}\"\n"
+                ),
+            );
+            for fs in KNOWN_FEATURE_SETS {
+                let filters = Filters {
+                    feature_set: fs.to_owned(),
+                    ..Filters::default()
+                };
+                let (by, reason) = filters.exclusion(&m).expect("excluded");
+                assert_eq!(by, ExcludedBy::FeatureSet, "{value:?} {fs}");
+                assert!(reason.contains("not a known feature set"), "{reason}");
+            }
+        }
+        assert_eq!(unknown_feature_set("Default,OKD"), None);
+        assert_eq!(unknown_feature_set("Default "), Some("Default "));
     }
 }

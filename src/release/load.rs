@@ -2,7 +2,10 @@
 //!
 //! A release is either a flat directory of manifests or a CVO payload root holding
 //! `manifests/` (CVO's own, Go-templated) and `release-manifests/`. Only top-level `.yaml`,
-//! `.yml` and `.json` files are read, in lexical file-name order across both folders.
+//! `.yml` and `.json` files are read (hidden ones too, with a warning), as the CVO reads them:
+//! every file of `manifests/` in byte order of its name, then every file of
+//! `release-manifests/`. What a file holds is read by its content, as the CVO's reader does:
+//! JSON when it starts with `{`, else YAML.
 //! `release-metadata` and `image-references` are read where CVO keeps them, and the capability
 //! catalogue `capabilities.yaml` from `release-manifests/` (or the flat directory). Files are parsed
 //! in parallel; the result does not depend on it.
@@ -13,12 +16,15 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde_json::Value;
 
-use super::annotations::{CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION};
+use super::annotations::{
+    CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION, FEATURE_SET_ANNOTATION,
+};
 use super::capability::{CATALOGUE_FILE, Catalogue};
+use super::filter::{KNOWN_FEATURE_SETS, unknown_feature_set};
 use super::metadata::parse_image_references;
 use super::read::{Limits, ReadError, human_bytes, read_capped, regular_file_size};
 use super::template::{TemplateValues, mentions_cvo_fields, render};
-use super::yaml::{Document, DocumentError, Parsed, decode, parse_json, parse_yaml};
+use super::yaml::{Document, DocumentError, DuplicateKey, Parsed, decode, parse_json, parse_yaml};
 use super::{
     DeleteIntent, Excluded, Filters, Manifest, ObjectId, Release, ReleaseMetadata, Verification,
     parse_file_name,
@@ -321,6 +327,17 @@ fn find_files(root: &Path, diagnostics: &mut Vec<Diagnostic>) -> Result<Found, L
             } else if name == CATALOGUE_FILE && !*templated {
                 found.catalogue = Some(path);
             } else if [".yaml", ".yml", ".json"].iter().any(|e| name.ends_with(e)) {
+                if name.starts_with('.') {
+                    diagnostics.push(
+                        Diagnostic::new(
+                            "hidden-file",
+                            Severity::Warning,
+                            Location::file(&path),
+                            "a hidden manifest file (its name starts with `.`) is part of the release: the CVO applies it, before the files whose names start with a letter or digit",
+                        )
+                        .with_help("rename the file without the leading `.` if it belongs to the release, or delete it; editors and archives often leave such files behind"),
+                    );
+                }
                 found.files.push(SourceFile {
                     path,
                     name,
@@ -332,8 +349,8 @@ fn find_files(root: &Path, diagnostics: &mut Vec<Diagnostic>) -> Result<Found, L
     if found.metadata.is_none() && payload && root.join("release-metadata").is_file() {
         found.metadata = Some(root.join("release-metadata"));
     }
-    // Lexical file-name order across folders; `manifests/` first on a tie (stable sort).
-    found.files.sort_by(|a, b| a.name.cmp(&b.name));
+    // As the CVO: every file of `manifests/`, then every file of `release-manifests/`, each
+    // folder in byte order of its names (hidden files first).
     Ok(found)
 }
 
@@ -398,17 +415,19 @@ fn read_small_file<T, E: std::fmt::Display>(
     parsed.map_err(|d| diagnostics.push(d)).ok()
 }
 
-/// Directory entries as (path, file name, is directory), sorted by name. Names that are not
-/// UTF-8 are compared by their bytes, so two of them never tie.
+/// Directory entries as (path, file name, is directory), sorted by name in byte order (as Go's
+/// `os.ReadDir`), hidden directories left out. Names that are not UTF-8 are compared by their
+/// bytes, so two of them never tie.
 fn read_dir_sorted(dir: &Path) -> std::io::Result<Vec<(PathBuf, String, bool)>> {
     let mut entries = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
+        let is_dir = entry.path().is_dir();
+        if is_dir && name.starts_with('.') {
+            // `.git` and the like: never part of a release, not worth a warning.
             continue;
         }
-        let is_dir = entry.path().is_dir();
         entries.push((entry.path(), name, is_dir));
     }
     entries.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
@@ -524,6 +543,18 @@ fn parse_file(
     let text = if file.templated {
         match render(&text, values) {
             Ok(rendered) => rendered,
+            Err(e) if e.unknown_action => {
+                // As the CVO: a newer payload may use fields this version does not know; the
+                // file is skipped (the newer CVO renders it once it runs).
+                let d = Diagnostic::new(
+                    "unknown-template-action",
+                    Severity::Warning,
+                    at(None, Some(e.line)),
+                    format!("{}; the file is skipped, as the CVO skips a manifest whose template it cannot render (it may be meant for a newer version)", e.message),
+                )
+                .with_help("only .ReleaseImage, .ClusterProfile, `index .Images \"name\"` and string literals are rendered: write one of those, or the value itself, if the file must be applied");
+                return (Vec::new(), vec![d], read);
+            }
             Err(e) => {
                 let d = Diagnostic::new(
                     "template-error",
@@ -549,18 +580,57 @@ fn parse_file(
         }
         text
     };
-    let Parsed { documents, errors } = if is_json {
+    // By content, as the CVO's reader: JSON when the text starts with `{`, else YAML.
+    let json_content = text
+        .trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
+        .starts_with('{');
+    if is_json && !json_content {
+        diagnostics.push(
+            Diagnostic::new(
+                "json-extension-yaml-content",
+                Severity::Warning,
+                at(None, None),
+                "the file is named .json but holds YAML (it does not start with `{`): it is read as YAML, as the CVO reads it",
+            )
+            .with_help("rename the file to .yaml, or write it as JSON"),
+        );
+    }
+    let Parsed { documents, errors } = if is_json && json_content {
         parse_json(&text)
     } else {
         parse_yaml(&text)
     };
     diagnostics.extend(errors.into_iter().map(parse_error));
     let order = parse_file_name(&file.name);
-    let mut manifests = Vec::with_capacity(documents.len());
+    let mut manifests: Vec<Manifest> = Vec::with_capacity(documents.len());
     for doc in documents {
         let location = at(Some(doc.index), Some(doc.line));
+        for dup in &doc.duplicate_keys {
+            diagnostics.push(duplicate_key(dup, at(Some(doc.index), Some(dup.line))));
+        }
         match to_manifest(doc, location.clone(), order.clone()) {
-            Ok(m) => manifests.push(m),
+            Ok(m) => {
+                // The CVO refuses a file that holds one object twice (even one the filters
+                // drop), and with it the release.
+                if let Some(first) = manifests.iter().find(|f| f.id == m.id) {
+                    diagnostics.push(
+                        Diagnostic::new(
+                            "repeated-document",
+                            Severity::Error,
+                            location,
+                            format!(
+                                "this file already holds the same object at {}: the CVO refuses a release whose file holds one object twice",
+                                first.location
+                            ),
+                        )
+                        .with_help("remove one of the two documents (objects are identified by group, kind, namespace and name)")
+                        .with_object(m.id.clone()),
+                    );
+                    continue;
+                }
+                diagnostics.extend(annotation_problems(&m));
+                manifests.push(m)
+            }
             Err(Invalid { message, help }) => diagnostics.push(
                 Diagnostic::new("invalid-object", Severity::Error, location, message)
                     .with_help(help),
@@ -568,6 +638,69 @@ fn parse_file(
         }
     }
     (manifests, diagnostics, read)
+}
+
+/// What the CVO reads differently from what the annotations seem to say: a value that is not
+/// a string (no annotations at all, then), a feature set it does not know (never included).
+fn annotation_problems(m: &Manifest) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if let Some((key, value)) = m.non_string_annotation() {
+        out.push(
+            Diagnostic::new(
+                "non-string-annotation",
+                Severity::Error,
+                m.location.clone(),
+                format!(
+                    "the annotation `{}` is {}, not a string: the CVO then reads the object as having no annotations at all (so it is left out when a profile is required), and the API server refuses it",
+                    excerpt(key),
+                    json_type(value)
+                ),
+            )
+            .with_help(format!("quote the value, such as `{}: \"true\"`", excerpt(key)))
+            .with_object(m.id.clone()),
+        );
+    }
+    if let Some(sets) = m.annotation(FEATURE_SET_ANNOTATION)
+        && let Some(unknown) = unknown_feature_set(sets)
+    {
+        out.push(
+            Diagnostic::new(
+                "unknown-feature-set",
+                Severity::Error,
+                m.location.clone(),
+                format!(
+                    "`{FEATURE_SET_ANNOTATION}: {}` names `{}`, which is not a known feature set: the CVO never includes this manifest, in any feature set",
+                    excerpt(sets),
+                    excerpt(unknown)
+                ),
+            )
+            .with_help(format!(
+                "write a comma-separated list of {} with no spaces",
+                KNOWN_FEATURE_SETS.join(", ")
+            ))
+            .with_object(m.id.clone()),
+        );
+    }
+    out
+}
+
+/// A mapping key written twice: the last value is used (as the CVO and Kubernetes' readers
+/// do), and `validate` warns, naming both lines.
+fn duplicate_key(dup: &DuplicateKey, location: Location) -> Diagnostic {
+    let lines = match (dup.first_line, dup.line) {
+        (0, _) | (_, 0) => String::new(),
+        (first, last) => format!(" (lines {first} and {last})"),
+    };
+    Diagnostic::new(
+        "duplicate-key",
+        Severity::Warning,
+        location,
+        format!(
+            "the key `{}` is written twice in one mapping{lines}: the last value is used, as the CVO and kubectl read it",
+            excerpt(&dup.key)
+        ),
+    )
+    .with_help("remove one of the two keys so that the file says what it means; other tools keep the first value or refuse the file")
 }
 
 /// Why a parsed document is not an object the applier can manage, and what to do about it.
@@ -682,7 +815,11 @@ fn to_manifest(
             return Err(Invalid::wrong_type("metadata.namespace", other, "a string"));
         }
     };
-    let annotations = metadata.get("annotations").and_then(Value::as_object);
+    // As the CVO reads them: absent when any value is not a string.
+    let annotations = metadata
+        .get("annotations")
+        .and_then(Value::as_object)
+        .filter(|a| a.values().all(Value::is_string));
     let annotation = |key: &str| annotations.and_then(|a| a.get(key));
     let id = ObjectId::new(
         ObjectId::group_of(api_version),
@@ -763,7 +900,7 @@ mod tests {
 
     fn cm(name: &str, extra_annotations: &str) -> String {
         format!(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns\n  annotations:\n    x: y\n{extra_annotations}"
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns\n  annotations:\n    x: \"y\"\n{extra_annotations}"
         )
     }
 
@@ -945,8 +1082,8 @@ mod tests {
             // (document, rule, message, words of the help)
             (
                 "a: 1\na: 2\n",
-                "parse-error",
-                "duplicate key `a`",
+                "duplicate-key",
+                "the key `a` is written twice in one mapping (lines 9 and 10): the last value is used",
                 "remove one of the two keys",
             ),
             (
@@ -1093,6 +1230,200 @@ mod tests {
                 .as_deref()
                 .unwrap()
                 .contains("save the file as UTF-8")
+        );
+    }
+
+    fn rules_of(release: &Release) -> Vec<&str> {
+        release.diagnostics.iter().map(|d| d.rule).collect()
+    }
+
+    fn names_of(release: &Release) -> Vec<&str> {
+        release
+            .manifests
+            .iter()
+            .map(|m| m.id.name.as_str())
+            .collect()
+    }
+
+    /// Issue 25 item 3: every file of `manifests/` before any of `release-manifests/`, as
+    /// the CVO's task list; item 11: hidden files are read, first in byte order.
+    #[test]
+    fn payload_folders_in_cvo_order_and_hidden_files_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("manifests");
+        let r = dir.path().join("release-manifests");
+        fs::create_dir_all(&m).unwrap();
+        fs::create_dir_all(&r).unwrap();
+        fs::create_dir_all(r.join(".git")).unwrap();
+        write(&m, "0000_90_b_x.yaml", &cm("m90", ""));
+        write(&m, "0000_00_a_x.yaml", &cm("m00", ""));
+        write(&r, "0000_10_a_x.yaml", &cm("r10", ""));
+        write(&r, ".0000_99_z_x.yaml", &cm("hidden", ""));
+        write(&r, "0000_05_a_x.yaml", &cm("r05", ""));
+        let release = load(dir.path(), &LoadOptions::default()).unwrap();
+        assert_eq!(names_of(&release), ["m00", "m90", "hidden", "r05", "r10"]);
+        assert_eq!(rules_of(&release), ["hidden-file"]);
+        assert!(
+            release.diagnostics[0]
+                .location
+                .file
+                .ends_with(".0000_99_z_x.yaml"),
+            "{:?}",
+            release.diagnostics[0]
+        );
+    }
+
+    /// Issue 25 item 5: one object twice in one file is an error, even when the filters
+    /// leave it out; the second document is not kept.
+    #[test]
+    fn repeated_document_in_one_file_is_an_error_even_when_excluded() {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = "    release.openshift.io/feature-set: TechPreviewNoUpgrade\n";
+        write(
+            dir.path(),
+            "a.yaml",
+            &format!("{}---\n{}", cm("x", tp), cm("x", tp)),
+        );
+        let release = load(dir.path(), &LoadOptions::default()).unwrap();
+        assert_eq!(rules_of(&release), ["repeated-document"]);
+        assert!(release.has_errors());
+        assert_eq!(release.diagnostics[0].location.document, Some(1));
+        assert!(
+            release.diagnostics[0]
+                .message
+                .contains("already holds the same object"),
+            "{}",
+            release.diagnostics[0].message
+        );
+        assert_eq!((release.manifests.len(), release.excluded.len()), (0, 1));
+    }
+
+    /// Issue 25 item 8: a `.json` file is read by its content, as the CVO reads it.
+    #[test]
+    fn json_file_with_yaml_content_is_read_as_yaml_with_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.json", &cm("yaml-in-json", ""));
+        write(
+            dir.path(),
+            "b.json",
+            r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "json", "namespace": "ns"}}"#,
+        );
+        let release = load(dir.path(), &LoadOptions::default()).unwrap();
+        assert_eq!(names_of(&release), ["yaml-in-json", "json"]);
+        assert_eq!(rules_of(&release), ["json-extension-yaml-content"]);
+        assert!(!release.has_errors());
+    }
+
+    /// Issue 25 item 9: a non-string annotation value: the CVO reads no annotations at all,
+    /// so the object is left out when a profile is required; an error for `validate`.
+    #[test]
+    fn non_string_annotation_reads_as_no_annotations() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            "a.yaml",
+            &cm(
+                "bool",
+                "    include.release.openshift.io/hypershift: true\n",
+            ),
+        );
+        write(
+            dir.path(),
+            "b.yaml",
+            &cm(
+                "string",
+                "    include.release.openshift.io/hypershift: \"true\"\n",
+            ),
+        );
+        let options = LoadOptions {
+            filters: Filters {
+                profile: Some("hypershift".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let release = load(dir.path(), &options).unwrap();
+        assert_eq!(names_of(&release), ["string"]);
+        assert_eq!(release.excluded[0].manifest.id.name, "bool");
+        assert_eq!(release.excluded[0].by, super::super::ExcludedBy::Profile);
+        assert_eq!(rules_of(&release), ["non-string-annotation"]);
+        let d = &release.diagnostics[0];
+        assert_eq!(d.severity, Severity::Error);
+        assert!(
+            d.message
+                .contains("`include.release.openshift.io/hypershift` is a boolean, not a string"),
+            "{}",
+            d.message
+        );
+        assert_eq!(release.excluded[0].manifest.annotations().count(), 0);
+    }
+
+    /// Issue 25 item 10: an unknown or space-padded feature-set entry: never included, an
+    /// error for `validate`.
+    #[test]
+    fn unknown_feature_set_entry_is_never_included() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            "a.yaml",
+            &cm(
+                "padded",
+                "    release.openshift.io/feature-set: \"Default \"\n",
+            ),
+        );
+        write(
+            dir.path(),
+            "b.yaml",
+            &cm(
+                "foo",
+                "    release.openshift.io/feature-set: TechPreviewNoUpgrade,Foo\n",
+            ),
+        );
+        let release = load(dir.path(), &LoadOptions::default()).unwrap();
+        assert!(release.manifests.is_empty());
+        assert_eq!(release.excluded.len(), 2);
+        assert_eq!(
+            rules_of(&release),
+            ["unknown-feature-set", "unknown-feature-set"]
+        );
+        assert!(release.diagnostics[1].message.contains("names `Foo`"));
+    }
+
+    /// Issue 25 item 7: an action cvo does not know in `manifests/`: the file is skipped with
+    /// a warning, as the CVO skips it; other template problems stay errors.
+    #[test]
+    fn unknown_template_action_skips_the_file_with_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("manifests");
+        fs::create_dir_all(&m).unwrap();
+        write(
+            &m,
+            "0000_00_a_future.yaml",
+            &format!(
+                "{}data:\n  k: '{{{{index .FutureField \"some-key\"}}}}'\n",
+                cm("future", "")
+            ),
+        );
+        write(&m, "0000_00_a_ok.yaml", &cm("ok", ""));
+        write(
+            &m,
+            "0000_00_a_unclosed.yaml",
+            &format!("{}data:\n  k: '{{{{ .ClusterProfile'\n", cm("unclosed", "")),
+        );
+        let release = load(dir.path(), &LoadOptions::default()).unwrap();
+        assert_eq!(names_of(&release), ["ok"]);
+        assert_eq!(
+            rules_of(&release),
+            ["unknown-template-action", "template-error"]
+        );
+        assert_eq!(release.diagnostics[0].severity, Severity::Warning);
+        assert!(
+            release.diagnostics[0].message.contains(".FutureField")
+                && release.diagnostics[0]
+                    .message
+                    .contains("the file is skipped"),
+            "{}",
+            release.diagnostics[0].message
         );
     }
 

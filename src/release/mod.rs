@@ -36,7 +36,9 @@ pub use annotations::{
     FEATURE_SET_ANNOTATION, INCLUDE_PREFIX,
 };
 pub use filename::{FileOrder, parse_file_name};
-pub use filter::{DEFAULT_FEATURE_SET, Filters, Selectors};
+pub use filter::{
+    DEFAULT_FEATURE_SET, Filters, KNOWN_FEATURE_SETS, Selectors, unknown_feature_set,
+};
 pub use identity::ObjectId;
 pub use left_out::LeftOut;
 pub use load::{
@@ -80,21 +82,37 @@ impl Manifest {
             .unwrap_or_default()
     }
 
-    /// The object's `metadata.annotations`, empty when absent.
+    /// The object's `metadata.annotations` as the CVO reads them: empty when absent, and
+    /// empty too when any value is not a string ([`Manifest::non_string_annotation`]).
     pub fn annotations(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.object
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.as_object())
+        self.readable_annotations()
             .into_iter()
             .flatten()
             .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
     }
 
+    /// One annotation, read as [`Manifest::annotations`] reads them.
     pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.readable_annotations()?.get(key)?.as_str()
+    }
+
+    /// The first annotation whose value is not a string (`hypershift: true`, unquoted). The
+    /// CVO (Kubernetes' unstructured reader) then reads the object as having no annotations
+    /// at all, and so does cvo for inclusion; `validate` reports it.
+    pub fn non_string_annotation(&self) -> Option<(&str, &serde_json::Value)> {
         self.object
             .pointer("/metadata/annotations")?
-            .get(key)?
-            .as_str()
+            .as_object()?
+            .iter()
+            .find(|(_, v)| !v.is_string())
+            .map(|(k, v)| (k.as_str(), v))
+    }
+
+    fn readable_annotations(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        let all = self.object.pointer("/metadata/annotations")?.as_object()?;
+        all.values()
+            .all(serde_json::Value::is_string)
+            .then_some(all)
     }
 
     pub fn is_delete(&self) -> bool {
@@ -115,7 +133,8 @@ pub struct Release {
     pub version_hash: String,
     /// `release-metadata`, when the release has one and it is valid.
     pub metadata: Option<ReleaseMetadata>,
-    /// Manifests kept by the filters, in apply order (file name, then document).
+    /// Manifests kept by the filters, in apply order (folder — a payload's `manifests/`
+    /// before `release-manifests/` — then file name, then document).
     pub manifests: Vec<Manifest>,
     /// Manifests dropped by the filters (profile, feature set, exclusions), with why.
     pub excluded: Vec<Excluded>,

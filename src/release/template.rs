@@ -22,6 +22,9 @@ pub struct TemplateValues {
 pub struct TemplateError {
     pub line: usize,
     pub message: String,
+    /// The action is not one cvo knows (a field or function of a newer CVO, such as
+    /// `{{index .FutureField "k"}}`): the CVO skips such a file with a warning.
+    pub unknown_action: bool,
 }
 
 /// Renders every `{{ … }}` action of `text`.
@@ -34,6 +37,7 @@ pub fn render(text: &str, values: &TemplateValues) -> Result<String, TemplateErr
         let end = find_close(after_open).ok_or_else(|| TemplateError {
             line,
             message: "`{{` without a closing `}}`".into(),
+            unknown_action: false,
         })?;
         let mut action = &after_open[..end];
         let mut after = &after_open[end + 2..];
@@ -55,9 +59,10 @@ pub fn render(text: &str, values: &TemplateValues) -> Result<String, TemplateErr
                 as_yaml(&value, context(line_so_far), ends_scalar(after))
             }
         });
-        out.push_str(&rendered.map_err(|message| TemplateError {
+        out.push_str(&rendered.map_err(|e| TemplateError {
             line,
-            message: format!("`{{{{{}}}}}`: {message}", action.trim()),
+            unknown_action: matches!(e, ActionError::Unsupported),
+            message: format!("`{{{{{}}}}}`: {e}", action.trim()),
         })?);
         rest = after;
     }

@@ -169,7 +169,7 @@ mod tests {
         manifest(
             file,
             &format!(
-                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns\n  annotations:\n    x: y\n{annotations}"
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns\n  annotations:\n    x: \"y\"\n{annotations}"
             ),
         )
     }

@@ -76,14 +76,57 @@ pub const CAPABILITY_UNKNOWN: &str = "capability-unknown";
 pub const CAPABILITY_EMPTY: &str = "capability-empty";
 pub const CAPABILITY_IN_NO_SET: &str = "capability-in-no-set";
 pub const CAPABILITY_MOVED: &str = "capability-moved";
+pub const DUPLICATE_KEY: &str = "duplicate-key";
+pub const REPEATED_DOCUMENT: &str = "repeated-document";
+pub const UNKNOWN_TEMPLATE_ACTION: &str = "unknown-template-action";
+pub const JSON_EXTENSION_YAML_CONTENT: &str = "json-extension-yaml-content";
+pub const NON_STRING_ANNOTATION: &str = "non-string-annotation";
+pub const UNKNOWN_FEATURE_SET: &str = "unknown-feature-set";
+pub const HIDDEN_FILE: &str = "hidden-file";
 
 /// Every rule, loader rules first, then `validate`'s own in the order of docs/validation.md.
 pub const RULES: &[Rule] = &[
     loader(
         PARSE_ERROR,
         Severity::Error,
-        "A file is not valid YAML/JSON (bad syntax, a duplicate mapping key, not UTF-8).",
-        "fix the syntax at the line shown; duplicate keys must be removed, not kept (tools disagree on which value wins)",
+        "A file is not valid YAML/JSON (bad syntax, an invalid key or number, not UTF-8).",
+        "fix the syntax at the line shown",
+    ),
+    loader(
+        DUPLICATE_KEY,
+        Severity::Warning,
+        "A mapping has the same key twice; the last value is used, as the CVO and kubectl read it.",
+        "remove one of the two keys so that the file says what it means; other tools keep the first value or refuse the file",
+    ),
+    loader(
+        REPEATED_DOCUMENT,
+        Severity::Error,
+        "One file holds the same object (group, kind, namespace, name) twice; the CVO refuses the release, even when the filters leave the object out.",
+        "remove one of the two documents",
+    ),
+    loader(
+        HIDDEN_FILE,
+        Severity::Warning,
+        "A manifest file's name starts with `.`: the CVO applies it (first, in byte order), though it is easy to miss.",
+        "rename the file without the leading `.` if it belongs to the release, or delete it",
+    ),
+    loader(
+        JSON_EXTENSION_YAML_CONTENT,
+        Severity::Warning,
+        "A .json file holds YAML; it is read by its content, as the CVO reads it.",
+        "rename the file to .yaml, or write it as JSON",
+    ),
+    loader(
+        NON_STRING_ANNOTATION,
+        Severity::Error,
+        "An annotation value is not a string; the CVO then reads the object as having no annotations, and the API server refuses it.",
+        "quote the value, such as `include.release.openshift.io/hypershift: \"true\"`",
+    ),
+    loader(
+        UNKNOWN_FEATURE_SET,
+        Severity::Error,
+        "release.openshift.io/feature-set names a feature set OpenShift does not know (a typo, or spaces around a name): the manifest is never included.",
+        "write a comma-separated list of CustomNoUpgrade, Default, DevPreviewNoUpgrade, OKD and TechPreviewNoUpgrade with no spaces",
     ),
     loader(
         INVALID_OBJECT,
@@ -120,6 +163,12 @@ pub const RULES: &[Rule] = &[
         Severity::Error,
         "A CVO template action in a payload's manifests/ cannot be rendered.",
         "files in a payload's manifests/ are Go templates: use only {{.ReleaseImage}}, {{.ClusterProfile}}, {{index .Images \"name\"}} and string literals",
+    ),
+    loader(
+        UNKNOWN_TEMPLATE_ACTION,
+        Severity::Warning,
+        "A template action in a payload's manifests/ is not one cvo knows (a newer CVO's field); the file is skipped, as the CVO skips it.",
+        "use only {{.ReleaseImage}}, {{.ClusterProfile}}, {{index .Images \"name\"}} and string literals, or write the value out, if the file must be applied",
     ),
     loader(
         UNRENDERED_TEMPLATE,
