@@ -626,7 +626,6 @@ fn parse_file(
                         .with_help("remove one of the two documents (objects are identified by group, kind, namespace and name)")
                         .with_object(m.id.clone()),
                     );
-                    continue;
                 }
                 diagnostics.extend(annotation_problems(&m));
                 manifests.push(m)
@@ -863,6 +862,10 @@ fn duplicate_identities(manifests: &[Manifest]) -> Vec<Diagnostic> {
             first.insert(&m.id, m);
             continue;
         };
+        if prev.location.file == m.location.file {
+            // Reported once, as `repeated-document` (the CVO refuses such a file).
+            continue;
+        }
         let fights = prev.is_delete() != m.is_delete();
         let d = if fights {
             Diagnostic::new(
@@ -1274,7 +1277,7 @@ mod tests {
     }
 
     /// Issue 25 item 5: one object twice in one file is an error, even when the filters
-    /// leave it out; the second document is not kept.
+    /// leave it out; reported once (not as a duplicate identity too).
     #[test]
     fn repeated_document_in_one_file_is_an_error_even_when_excluded() {
         let dir = tempfile::tempdir().unwrap();
@@ -1295,7 +1298,14 @@ mod tests {
             "{}",
             release.diagnostics[0].message
         );
-        assert_eq!((release.manifests.len(), release.excluded.len()), (0, 1));
+        assert_eq!((release.manifests.len(), release.excluded.len()), (0, 2));
+        write(
+            dir.path(),
+            "a.yaml",
+            &format!("{}---\n{}", cm("x", ""), cm("x", "")),
+        );
+        let release = load(dir.path(), &LoadOptions::default()).unwrap();
+        assert_eq!(rules_of(&release), ["repeated-document"]);
     }
 
     /// Issue 25 item 8: a `.json` file is read by its content, as the CVO reads it.

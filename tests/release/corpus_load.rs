@@ -29,36 +29,61 @@ use crate::common::skip::corpus;
 const DUPLICATE_KEY_FILE: &str =
     "0000_50_cluster-csi-snapshot-controller-operator_04_serviceaccount.yaml";
 
+/// Issue 25 item 4: the real OpenShift corpus loads unedited, with no error at all: its one
+/// duplicate mapping key keeps the last value (as the CVO reads it) and is a warning naming
+/// both lines.
 #[test]
-fn openshift_release_loads_every_file_but_the_duplicate_key_one() {
+fn openshift_release_loads_every_file_with_no_error() {
     let Some(dir) = corpus("openshift-release") else {
         return;
     };
+    // In each of its cluster profiles (all of them at once would hold each object's
+    // per-profile twins): no error at all.
     let release = load(&dir, &LoadOptions::default()).expect("corpus is readable");
-    let broken = files_with(
-        &release,
-        &["parse-error", "invalid-object", "template-error"],
-    );
-    assert_eq!(broken, BTreeSet::from([DUPLICATE_KEY_FILE.to_owned()]));
-    let dup = release
+    let profiles = cvo::release::Selectors::of(release.all_manifests()).profiles;
+    assert_eq!(profiles.len(), 4, "{profiles:?}");
+    for profile in profiles {
+        let options = LoadOptions {
+            filters: Filters {
+                profile: Some(profile.clone()),
+                ..Filters::default()
+            },
+            ..LoadOptions::default()
+        };
+        let in_profile = load(&dir, &options).unwrap();
+        let errors: Vec<_> = in_profile.errors().collect();
+        assert!(errors.is_empty(), "{profile}: {errors:#?}");
+    }
+    let dup: Vec<_> = release
         .diagnostics
         .iter()
-        .find(|d| d.rule == "parse-error")
-        .unwrap();
+        .filter(|d| d.rule == "duplicate-key")
+        .collect();
+    assert_eq!(dup.len(), 1, "{dup:?}");
+    let dup = dup[0];
+    assert!(dup.location.file.ends_with(DUPLICATE_KEY_FILE), "{dup}");
     assert_eq!(dup.location.line, Some(14), "{dup}");
     assert_eq!(dup.location.document, Some(0));
+    assert_eq!(dup.severity, Severity::Warning);
     assert!(
-        dup.message.contains("capability.openshift.io/name"),
+        dup.message.contains(
+            "`capability.openshift.io/name` is written twice in one mapping (lines 13 and 14)"
+        ),
         "{dup}"
     );
+    let sa = release
+        .all_manifests()
+        .find(|m| m.file_name() == DUPLICATE_KEY_FILE)
+        .expect("the duplicate-key file loads");
+    assert_eq!(sa.capabilities, ["CSISnapshot"]);
 
-    // SOURCES.md: 1081 non-empty documents, one of them in the duplicate-key file.
-    assert_eq!(release.manifests.len() + release.excluded.len(), 1080);
+    // SOURCES.md: 1081 non-empty documents.
+    assert_eq!(release.manifests.len() + release.excluded.len(), 1081);
     let files: BTreeSet<_> = release
         .all_manifests()
         .map(|m| m.file_name().to_owned())
         .collect();
-    assert_eq!(files.len(), 798);
+    assert_eq!(files.len(), 799);
 
     // 15 delete-annotated documents, all "true".
     let deletes = release
@@ -135,6 +160,7 @@ fn delete_annotated_corpus_loads_without_panics() {
     };
     let mut deletes = 0;
     let mut documents = 0;
+    let mut repeated = BTreeSet::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let sub = entry.unwrap().path();
         if !sub.is_dir() {
@@ -147,6 +173,17 @@ fn delete_annotated_corpus_loads_without_panics() {
             .filter(|d| d.severity == Severity::Error && d.rule == "parse-error")
             .collect();
         assert!(parse_errors.is_empty(), "{parse_errors:?}");
+        for d in release
+            .diagnostics
+            .iter()
+            .filter(|d| d.rule == "repeated-document")
+        {
+            repeated.insert(format!(
+                "{}:{}",
+                d.location.file.display(),
+                d.location.line.unwrap()
+            ));
+        }
         let all: Vec<_> = release.all_manifests().collect();
         documents += all.len();
         deletes += all.iter().filter(|m| m.is_delete()).count();
@@ -154,4 +191,9 @@ fn delete_annotated_corpus_loads_without_panics() {
     // SOURCES.md: 125 documents, 87 delete-annotated objects, all "true".
     assert_eq!(documents, 125);
     assert_eq!(deletes, 87);
+    // A real one (issue 25 item 5): insights-operator's file of 2021 deletes a Role and its
+    // RoleBinding and creates them again in the same file, which the CVO refuses.
+    let file = dir.join("insights-operator/03-clusterrole.yaml");
+    let at = |line: u32| format!("{}:{line}", file.display());
+    assert_eq!(repeated, BTreeSet::from([at(367), at(389)]));
 }
