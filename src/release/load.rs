@@ -814,12 +814,10 @@ fn to_manifest(
             return Err(Invalid::wrong_type("metadata.namespace", other, "a string"));
         }
     };
-    // As the CVO reads them: absent when any value is not a string.
-    let annotations = metadata
-        .get("annotations")
-        .and_then(Value::as_object)
-        .filter(|a| a.values().all(Value::is_string));
+    let annotations = metadata.get("annotations").and_then(Value::as_object);
     let annotation = |key: &str| annotations.and_then(|a| a.get(key));
+    // For inclusion, as the CVO reads them: none at all when any value is not a string.
+    let for_inclusion = annotations.filter(|a| a.values().all(Value::is_string));
     let id = ObjectId::new(
         ObjectId::group_of(api_version),
         kind,
@@ -833,7 +831,8 @@ fn to_manifest(
         order,
         intent: DeleteIntent::from_annotation(annotation(DELETE_ANNOTATION)),
         create_only: annotation(CREATE_ONLY_ANNOTATION).and_then(Value::as_str) == Some("true"),
-        capabilities: annotation(CAPABILITY_ANNOTATION)
+        capabilities: for_inclusion
+            .and_then(|a| a.get(CAPABILITY_ANNOTATION))
             .and_then(Value::as_str)
             .map(super::capability::split_annotation)
             .unwrap_or_default(),

@@ -103,3 +103,99 @@ fn bad_input_exits_2() {
         .code(2)
         .stderr(predicate::str::contains("unknown graph format"));
 }
+
+fn config_map(name: &str, annotations: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns\n  annotations:\n{annotations}    example.com/x: \"y\"\n"
+    )
+}
+
+/// The files of the graph's nodes, in node order.
+fn graph_files(release: &std::path::Path, extra: &[&str]) -> (Vec<String>, String) {
+    let out = cvo()
+        .args(["graph", "--format", "json", "--release"])
+        .arg(release)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let files = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|n| n["tasks"].as_array().unwrap())
+        .map(|t| t["file"].as_str().unwrap().to_owned())
+        .collect();
+    (files, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Issue 25 items 3 and 11: as the CVO's task list, every file of `manifests/` comes before
+/// any file of `release-manifests/` (run level 90 of the first before 10 of the second), and
+/// a hidden file is read, first of its folder.
+#[test]
+fn graph_orders_the_manifests_folder_before_release_manifests_as_the_cvo() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("manifests");
+    let r = dir.path().join("release-manifests");
+    std::fs::create_dir_all(&m).unwrap();
+    std::fs::create_dir_all(&r).unwrap();
+    std::fs::write(m.join("0000_90_b_00_x.yaml"), config_map("m90", "")).unwrap();
+    std::fs::write(m.join("0000_00_a_00_x.yaml"), config_map("m00", "")).unwrap();
+    std::fs::write(r.join("0000_10_c_00_x.yaml"), config_map("r10", "")).unwrap();
+    std::fs::write(r.join(".0000_50_d_00_x.yaml"), config_map("hidden", "")).unwrap();
+    let (files, _) = graph_files(dir.path(), &[]);
+    assert_eq!(
+        files,
+        [
+            "0000_00_a_00_x.yaml",
+            "0000_90_b_00_x.yaml",
+            ".0000_50_d_00_x.yaml",
+            "0000_10_c_00_x.yaml"
+        ]
+    );
+}
+
+/// Issue 25 item 6: a known feature set that no manifest names is accepted (the CVO applies
+/// the manifests without a feature-set annotation), with a note of how many it selects; an
+/// unknown name is refused with the known ones.
+#[test]
+fn graph_accepts_a_known_feature_set_no_manifest_names_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("0000_10_a_00_x.yaml"),
+        config_map("plain", ""),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("0000_10_a_01_x.yaml"),
+        config_map(
+            "default-only",
+            "    release.openshift.io/feature-set: Default\n",
+        ),
+    )
+    .unwrap();
+    let (files, stderr) = graph_files(dir.path(), &["--feature-set", "TechPreviewNoUpgrade"]);
+    assert_eq!(files, ["0000_10_a_00_x.yaml"]);
+    assert!(
+        stderr.contains("note: --feature-set TechPreviewNoUpgrade: no manifest of the release names this feature set, so it selects the 1 manifests without a feature-set annotation"),
+        "{stderr}"
+    );
+    let out = cvo()
+        .args(["graph", "--release"])
+        .arg(dir.path())
+        .args(["--feature-set", "TechPreview"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--feature-set TechPreview: not a known feature set (the known ones are CustomNoUpgrade, Default, DevPreviewNoUpgrade, OKD, TechPreviewNoUpgrade)"),
+        "{stderr}"
+    );
+}
