@@ -435,8 +435,8 @@ fn read_dir_sorted(dir: &Path) -> std::io::Result<Vec<(PathBuf, String, bool)>> 
 }
 
 /// A stable hash of a release's contents, as ClusterVersion `status.versionHash` records it:
-/// SHA-256 over, for each manifest file in apply order (folder, then file name), its name, a NUL byte and
-/// the SHA-256 of its bytes as read (before any template is rendered; a file that could not
+/// SHA-256 over, for each manifest file in apply order (folder, then file name), its name, a
+/// NUL byte and the SHA-256 of its bytes as read (before any template is rendered; a file that could not
 /// be read counts as empty), then the same for `release-metadata` when the release has one;
 /// written as 64 lowercase hex digits. The same files give the same hash on every machine;
 /// any changed byte, renamed, added or removed file gives another. Inclusion filters and
