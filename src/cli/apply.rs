@@ -153,6 +153,9 @@ pub(super) fn execute(
     mut options: SyncOptions,
     output: OutputFormat,
 ) -> Result<Exit, CliError> {
+    // The feature gates are the cluster's (read by the sync) unless a flag gives them.
+    release_args.gates_from_cluster();
+    options.feature_gates = release_args.gate_source()?;
     let release = load_usable(release_args)?;
     if let Some(dir) = &target.updating_from {
         let load_options = release_args.options_in(release_args.profile.as_deref());

@@ -22,6 +22,7 @@
 //! `deletions`.
 
 mod deletions;
+pub mod feature_gates;
 mod gate;
 mod pass;
 pub mod report;
@@ -37,6 +38,7 @@ use crate::cluster::retry::Retries;
 use crate::exit::Exit;
 use crate::health::WaitMode;
 use crate::release::capability::{self, Capabilities};
+use crate::release::feature_gate::{EnabledGates, GateSource, feature_gate_exclusion};
 use crate::release::{ObjectId, Release, Verification};
 use crate::status::clusterversion::{self, ClusterVersionError, WriteOutcome};
 use crate::status::conditions::{self, Grace};
@@ -82,6 +84,9 @@ pub struct SyncOptions {
     /// object it applies that the new release gates behind a disabled capability enables that
     /// capability implicitly ([`capability::implicitly_enabled`]).
     pub updating_from: Option<std::sync::Arc<capability::Gates>>,
+    /// The feature gates, when given (`--feature-gates`, `--feature-gates-file`); `None`:
+    /// the cluster's FeatureGate `cluster` says ([`feature_gates`]).
+    pub feature_gates: Option<GateSource>,
 }
 
 /// How a sync walks the task graph (OpenShift CVO's names).
@@ -112,6 +117,7 @@ impl Default for SyncOptions {
             accepted_risks: None,
             record: None,
             updating_from: None,
+            feature_gates: None,
         }
     }
 }
@@ -145,6 +151,9 @@ pub struct SyncOutcome {
     /// The cluster's capabilities for this release (what decided `excluded` results), as
     /// written to ClusterVersion `status.capabilities`.
     pub capabilities: Capabilities,
+    /// The feature gates enabled for this release (what decided `excluded` results with the
+    /// capabilities).
+    pub feature_gates: EnabledGates,
 }
 
 impl SyncOutcome {
@@ -185,6 +194,10 @@ pub enum SyncError {
     /// apart (fail closed: an unreadable cluster is not an install).
     #[error(transparent)]
     ClusterVersion(#[from] ClusterVersionError),
+    /// The cluster's FeatureGate (or the given one) could not be read: which manifests the
+    /// release's feature gates leave out cannot be told, and nothing was applied.
+    #[error(transparent)]
+    FeatureGate(#[from] feature_gates::FeatureGateError),
 }
 
 /// ClusterVersion status could not be written; the sync itself went on (its report says what
@@ -272,6 +285,7 @@ where
         deletions: settled.pending,
         deletions_completed: settled.completed,
         capabilities: pre.capabilities,
+        feature_gates: pre.feature_gates,
     })
 }
 
@@ -291,7 +305,9 @@ struct Preflight {
     capabilities: Capabilities,
     /// What is wrong with `spec.capabilities` for this release (warnings).
     capability_problems: Vec<String>,
-    /// Manifests the capabilities leave out, with why.
+    /// The feature gates enabled for this release ([`feature_gates`]).
+    feature_gates: EnabledGates,
+    /// Manifests the feature gates or the capabilities leave out, with why.
     excluded: BTreeMap<usize, String>,
     /// The cluster's Upgradeable before this sync, overrides included (they make the cluster
     /// not upgradeable from the pass that sees them on).
@@ -306,8 +322,15 @@ impl Preflight {
         cluster: &Cluster,
         release: &Release,
         options: &SyncOptions,
-    ) -> Result<Self, ClusterVersionError> {
+    ) -> Result<Self, SyncError> {
         let cv = clusterversion::read(cluster, &options.apply.retry).await?;
+        let feature_gates = feature_gates::enabled(
+            cluster,
+            &options.apply.retry,
+            release,
+            options.feature_gates.as_ref(),
+        )
+        .await?;
         let generation = cv.as_ref().and_then(|cv| cv.metadata.generation);
         let current = cv.as_ref().and_then(clusterversion::current_version);
         let update = update_type(current.as_ref(), release.version());
@@ -330,7 +353,12 @@ impl Preflight {
             .manifests
             .iter()
             .enumerate()
-            .filter_map(|(i, m)| Some((i, capabilities.exclusion(m, false)?)))
+            .filter_map(|(i, m)| {
+                // As the CVO: the feature gates first, then the capabilities.
+                let why = feature_gate_exclusion(&feature_gates, m)
+                    .or_else(|| capabilities.exclusion(m, false))?;
+                Some((i, why))
+            })
             .collect();
         let previous_upgradeable = cv
             .as_ref()
@@ -359,6 +387,7 @@ impl Preflight {
             spec,
             capabilities,
             capability_problems,
+            feature_gates,
             excluded,
             previous_upgradeable,
             mode,
@@ -542,6 +571,7 @@ async fn refuse(
         deletions: Vec::new(),
         deletions_completed: Vec::new(),
         capabilities: pre.capabilities,
+        feature_gates: pre.feature_gates,
     }
 }
 

@@ -621,7 +621,7 @@ fn apply_warns_when_the_profile_leaves_out_most_of_the_release() {
     let report: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(
         report["excluded"],
-        serde_json::json!({"profile": 3000, "featureSet": 0, "capability": 0, "exclude": 0})
+        serde_json::json!({"profile": 3000, "featureSet": 0, "featureGate": 0, "majorVersion": 0, "capability": 0, "exclude": 0})
     );
     assert_eq!(report["summary"]["total"], 2, "{}", report["summary"]);
 }

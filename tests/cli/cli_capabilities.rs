@@ -117,7 +117,7 @@ fn the_release_default_enables_every_known_capability() {
     // Only the unknown name leaves a manifest out.
     assert_eq!(
         report["excluded"],
-        json!({"profile": 0, "featureSet": 0, "capability": 1, "exclude": 0})
+        json!({"profile": 0, "featureSet": 0, "featureGate": 0, "majorVersion": 0, "capability": 1, "exclude": 0})
     );
     assert_eq!(report["manifests"], 6);
     assert_eq!(report["condition"]["status"], "False");
@@ -130,7 +130,7 @@ fn the_release_default_enables_every_known_capability() {
         "Console     yes    yes         v1,vCurrent  2  0000_50_app_01_console.yaml, 0000_50_app_03_storage.yaml",
         "Bogus       no     no          -            1  0000_50_app_04_bogus.yaml",
         "ImplicitlyEnabledCapabilities: False (AsExpected): Capabilities match configured spec",
-        "excluded: 1 of 6 manifests (profile 0, feature set 0, capability 1, exclude 0)",
+        "excluded: 1 of 6 manifests (profile 0, feature set 0, feature gate 0, major version 0, capability 1, exclude 0)",
     ] {
         assert!(text.contains(want), "{want:?} missing from\n{text}");
     }
