@@ -174,8 +174,8 @@ pub struct ReleaseArgs {
     /// is its image's own). Other commands refuse the combination.
     #[arg(skip)]
     directory_trusted: std::sync::atomic::AtomicBool,
-    /// Without a gates flag, the feature gates are the cluster's, decided by each sync
-    /// (apply, plan, operator); other commands take none as enabled.
+    /// The feature gates are decided by each sync — the flags' or the cluster's (apply, plan,
+    /// operator); other commands apply the flags' (or none) when loading.
     #[arg(skip)]
     gates_from_cluster: std::sync::atomic::AtomicBool,
 }
@@ -326,7 +326,7 @@ impl ReleaseArgs {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Without a gates flag, leaves the feature gates to each sync, which reads the cluster's
+    /// Leaves the feature gates to each sync: the flags' when given, else the cluster's
     /// FeatureGate (apply, plan, operator: call before loading).
     pub fn gates_from_cluster(&self) {
         self.gates_from_cluster
@@ -382,19 +382,19 @@ impl ReleaseArgs {
         }))
     }
 
-    /// Leaves out what the feature gates exclude when they are known at load time: given by a
-    /// flag, or (for commands without a cluster) none enabled.
+    /// Leaves out what the feature gates exclude, for commands without a cluster: the gates
+    /// a flag gives, else none enabled. With a cluster, each sync applies them (its report
+    /// then has an `excluded` result for each manifest they leave out).
     fn apply_gates(&self, release: &mut Release) -> Result<(), CliError> {
-        let source = match self.gate_source()? {
-            Some(source) => source,
-            None if self
-                .gates_from_cluster
-                .load(std::sync::atomic::Ordering::Relaxed) =>
-            {
-                return Ok(());
-            }
-            None => GateSource::List(Default::default()),
-        };
+        if self
+            .gates_from_cluster
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Ok(());
+        }
+        let source = self
+            .gate_source()?
+            .unwrap_or_else(|| GateSource::List(Default::default()));
         let enabled = source.enabled(release.version()).map_err(CliError::Usage)?;
         release.leave_out_by_feature_gates(&enabled);
         Ok(())
