@@ -154,7 +154,7 @@ pub(super) fn execute(
     output: OutputFormat,
 ) -> Result<Exit, CliError> {
     // The feature gates are the cluster's (read by the sync) unless a flag gives them.
-    release_args.gates_from_cluster();
+    release_args.defer_feature_gates();
     options.feature_gates = release_args.gate_source()?;
     let release = load_usable(release_args)?;
     if let Some(source) = &options.feature_gates {

@@ -174,10 +174,10 @@ pub struct ReleaseArgs {
     /// is its image's own). Other commands refuse the combination.
     #[arg(skip)]
     directory_trusted: std::sync::atomic::AtomicBool,
-    /// The feature gates are decided by each sync — the flags' or the cluster's (apply, plan,
-    /// operator); other commands apply the flags' (or none) when loading.
+    /// The feature gates are not applied when loading ([`ReleaseArgs::defer_feature_gates`]);
+    /// otherwise the flags' (or none) are.
     #[arg(skip)]
-    gates_from_cluster: std::sync::atomic::AtomicBool,
+    gates_deferred: std::sync::atomic::AtomicBool,
 }
 
 /// Largest FeatureGate file read (`--feature-gates-file`).
@@ -326,10 +326,11 @@ impl ReleaseArgs {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Leaves the feature gates to each sync: the flags' when given, else the cluster's
-    /// FeatureGate (apply, plan, operator: call before loading).
-    pub fn gates_from_cluster(&self) {
-        self.gates_from_cluster
+    /// Does not apply the feature gates when loading (call before loading): apply, plan and
+    /// operator leave them to each sync (the flags' when given, else the cluster's
+    /// FeatureGate); rbac covers what any cluster's gates may admit.
+    pub fn defer_feature_gates(&self) {
+        self.gates_deferred
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
@@ -387,7 +388,7 @@ impl ReleaseArgs {
     /// then has an `excluded` result for each manifest they leave out).
     fn apply_gates(&self, release: &mut Release) -> Result<(), CliError> {
         if self
-            .gates_from_cluster
+            .gates_deferred
             .load(std::sync::atomic::Ordering::Relaxed)
         {
             return Ok(());

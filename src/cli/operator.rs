@@ -107,7 +107,7 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs, format: LogFormat) -> Resul
         // --verify-key verifies OCI releases; a directory release is the image's own.
         args.release.trust_directory();
         // The feature gates are the cluster's, read by each pass, unless a flag gives them.
-        args.release.gates_from_cluster();
+        args.release.defer_feature_gates();
         let (client, target) = client(global, args).await?;
         let options = args.options(&client, &timings)?;
         tracing::info!(

@@ -26,6 +26,14 @@ pub const FEATURE_GATE_ANNOTATION: &str = "release.openshift.io/feature-gate";
 /// for (`-3`), comma-separated.
 pub const MAJOR_VERSION_ANNOTATION: &str = "release.openshift.io/major-version";
 
+/// The cluster's FeatureGate object the gates are read from: `config.openshift.io/v1`
+/// FeatureGate `cluster`.
+pub const OBJECT_API_VERSION: &str = "config.openshift.io/v1";
+/// The FeatureGate kind.
+pub const OBJECT_KIND: &str = "FeatureGate";
+/// The name of the cluster's FeatureGate.
+pub const OBJECT_NAME: &str = "cluster";
+
 /// The names of the enabled feature gates.
 pub type EnabledGates = BTreeSet<String>;
 

@@ -16,11 +16,10 @@ use crate::apply::retry::RequestError;
 use crate::cluster::Cluster;
 use crate::cluster::discovery::DiscoveryError;
 use crate::release::Release;
-use crate::release::feature_gate::{EnabledGates, Fallback, GateSource, enabled_in};
-
-pub const API_VERSION: &str = "config.openshift.io/v1";
-pub const KIND: &str = "FeatureGate";
-pub const NAME: &str = "cluster";
+use crate::release::feature_gate::{
+    EnabledGates, Fallback, GateSource, OBJECT_API_VERSION as API_VERSION, OBJECT_KIND as KIND,
+    OBJECT_NAME as NAME, enabled_in,
+};
 
 /// The feature gates could not be told: nothing was applied.
 #[derive(Debug, thiserror::Error)]
