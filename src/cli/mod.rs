@@ -144,7 +144,8 @@ pub struct ReleaseArgs {
     /// release.openshift.io/feature-gate: "A,-B" is kept only when A is enabled and B is not.
     /// Without it (and without --feature-gates-file), apply, plan and operator read the
     /// cluster's FeatureGate `cluster` (its status for the release's version); the other
-    /// commands take no gate as enabled, as a cluster without a FeatureGate.
+    /// commands take no gate as enabled, as a cluster without a FeatureGate (rbac leaves out
+    /// nothing by feature gate: its rules cover what any cluster's gates admit).
     #[arg(long, value_name = "A,B", conflicts_with = "feature_gates_file")]
     pub feature_gates: Option<String>,
     /// The feature gates enabled, from a FeatureGate object (YAML or JSON): its
