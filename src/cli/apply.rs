@@ -153,7 +153,14 @@ pub(super) fn execute(
     mut options: SyncOptions,
     output: OutputFormat,
 ) -> Result<Exit, CliError> {
+    // The feature gates are the cluster's (read by the sync) unless a flag gives them.
+    release_args.defer_feature_gates();
+    options.feature_gates = release_args.gate_source()?;
     let release = load_usable(release_args)?;
+    if let Some(source) = &options.feature_gates {
+        // A FeatureGate file that does not say for this release: refused before connecting.
+        source.enabled(release.version()).map_err(CliError::Usage)?;
+    }
     if let Some(dir) = &target.updating_from {
         let load_options = release_args.options_in(release_args.profile.as_deref());
         // Read as the release itself is: in the CVO's default profile when it uses profiles.

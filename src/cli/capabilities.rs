@@ -136,7 +136,7 @@ pub fn run(global: &GlobalArgs, args: &CapabilitiesArgs) -> Result<Exit, CliErro
         release: &release,
         caps: &caps,
         rows: rows(&release, &caps, by_update.as_ref()),
-        left_out: LeftOut::of(&release, profile.as_deref(), &caps),
+        left_out: LeftOut::of(&release, profile.as_deref(), &caps, None),
         by_update: by_update.as_ref(),
         source: &source,
         spec: &spec,

@@ -38,6 +38,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::exit::Exit;
+use crate::release::feature_gate::GateSource;
 use crate::release::{DEFAULT_CLUSTER_PROFILE, Filters, Limits, LoadOptions, Release, Selectors};
 pub use error::CliError;
 
@@ -139,6 +140,23 @@ pub struct ReleaseArgs {
     /// Drop manifests with exclude.release.openshift.io/ID: "true" (repeatable).
     #[arg(long, value_name = "ID")]
     pub exclude: Vec<String>,
+    /// The feature gates enabled, comma-separated ("" for none): a manifest with
+    /// release.openshift.io/feature-gate: "A,-B" is kept only when A is enabled and B is not.
+    /// Without it (and without --feature-gates-file), apply, plan and operator read the
+    /// cluster's FeatureGate `cluster` (its status for the release's version); the other
+    /// commands take no gate as enabled, as a cluster without a FeatureGate (rbac leaves out
+    /// nothing by feature gate: its rules cover what any cluster's gates admit).
+    #[arg(long, value_name = "A,B", conflicts_with = "feature_gates_file")]
+    pub feature_gates: Option<String>,
+    /// The feature gates enabled, from a FeatureGate object (YAML or JSON): its
+    /// status.featureGates entry for the release's version (the only entry of a rendered one),
+    /// else spec.customNoUpgrade.enabled for the CustomNoUpgrade feature set.
+    #[arg(long, value_name = "FILE")]
+    pub feature_gates_file: Option<PathBuf>,
+    /// The major version release.openshift.io/major-version is compared with [default: the
+    /// release version's major].
+    #[arg(long, value_name = "N")]
+    pub major_version: Option<u64>,
     /// The release image's pull spec: rendered into {{.ReleaseImage}} in a payload's
     /// manifests/, and recorded as ClusterVersion status desired.image and history[].image.
     #[arg(long, value_name = "PULLSPEC", value_parser = values::parse_release_image)]
@@ -157,7 +175,14 @@ pub struct ReleaseArgs {
     /// is its image's own). Other commands refuse the combination.
     #[arg(skip)]
     directory_trusted: std::sync::atomic::AtomicBool,
+    /// The feature gates are not applied when loading ([`ReleaseArgs::defer_feature_gates`]);
+    /// otherwise the flags' (or none) are.
+    #[arg(skip)]
+    gates_deferred: std::sync::atomic::AtomicBool,
 }
+
+/// Largest FeatureGate file read (`--feature-gates-file`).
+const MAX_FEATURE_GATE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// How OCI sources and targets are reached: shared by `--release` readers and `cvo push`.
 #[derive(Debug, Args)]
@@ -302,6 +327,81 @@ impl ReleaseArgs {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Does not apply the feature gates when loading (call before loading): apply, plan and
+    /// operator leave them to each sync (the flags' when given, else the cluster's
+    /// FeatureGate); rbac covers what any cluster's gates may admit.
+    pub fn defer_feature_gates(&self) {
+        self.gates_deferred
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Where the feature gates come from: `--feature-gates`, `--feature-gates-file` (read and
+    /// checked to be a FeatureGate; a usage error when it cannot be), else `None`.
+    pub fn gate_source(&self) -> Result<Option<GateSource>, CliError> {
+        if let Some(list) = &self.feature_gates {
+            return Ok(Some(GateSource::List(
+                crate::release::feature_gate::parse_gate_list(list),
+            )));
+        }
+        let Some(path) = &self.feature_gates_file else {
+            return Ok(None);
+        };
+        let fail = |why: String| {
+            CliError::usage(format_args!(
+                "--feature-gates-file {}: {why}; cannot tell which feature gates are enabled",
+                crate::diagnostic::escaped_path(path)
+            ))
+        };
+        let size = std::fs::metadata(path)
+            .map_err(|e| fail(e.to_string()))?
+            .len();
+        if size > MAX_FEATURE_GATE_BYTES {
+            return Err(fail(format!(
+                "{size} bytes, more than a FeatureGate holds ({MAX_FEATURE_GATE_BYTES} at most)"
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+        let object: serde_json::Value = serde_saphyr::from_str(&text)
+            .map_err(|e| fail(format!("not one YAML or JSON document: {e}")))?;
+        let field = |name: &str| {
+            object
+                .get(name)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        let (kind, api_version) = (field("kind"), field("apiVersion"));
+        if kind != "FeatureGate" || !api_version.starts_with("config.openshift.io/") {
+            return Err(fail(format!(
+                "expected a FeatureGate (apiVersion config.openshift.io/v1, kind FeatureGate), found apiVersion `{}` kind `{}`",
+                crate::diagnostic::excerpt(&api_version),
+                crate::diagnostic::excerpt(&kind)
+            )));
+        }
+        Ok(Some(GateSource::Object {
+            file: path.clone(),
+            object,
+        }))
+    }
+
+    /// Leaves out what the feature gates exclude, for commands without a cluster: the gates
+    /// a flag gives, else none enabled. With a cluster, each sync applies them (its report
+    /// then has an `excluded` result for each manifest they leave out).
+    fn apply_gates(&self, release: &mut Release) -> Result<(), CliError> {
+        if self
+            .gates_deferred
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Ok(());
+        }
+        let source = self
+            .gate_source()?
+            .unwrap_or_else(|| GateSource::List(Default::default()));
+        let enabled = source.enabled(release.version()).map_err(CliError::Usage)?;
+        release.leave_out_by_feature_gates(&enabled);
+        Ok(())
+    }
+
     /// Where an OCI release came from (`None` for a directory, or before [`ReleaseArgs::dir`]).
     pub fn origin(&self) -> Option<&crate::oci::Opened> {
         self.opened.get()
@@ -323,6 +423,7 @@ impl ReleaseArgs {
                 profile: profile.map(str::to_owned),
                 feature_set: self.feature_set.clone(),
                 exclude: self.exclude.clone(),
+                major_version: self.major_version,
             },
             release_image: self
                 .release_image
@@ -342,6 +443,7 @@ impl ReleaseArgs {
         let mut release =
             crate::release::load(&dir, &self.options_in(profile)).map_err(CliError::usage)?;
         release.verification = self.verification();
+        self.apply_gates(&mut release)?;
         Ok(release)
     }
 
@@ -388,6 +490,7 @@ impl ReleaseArgs {
         let (mut release, choice) =
             crate::release::load_selected(&dir, &options).map_err(CliError::usage)?;
         release.verification = self.verification();
+        self.apply_gates(&mut release)?;
         if self.origin().is_some() {
             // Its files are named inside the artifact, not in the temporary directory.
             release.name_files_relative_to_root();

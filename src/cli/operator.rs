@@ -106,6 +106,8 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs, format: LogFormat) -> Resul
         tokio::spawn(metrics::serve(metrics.clone(), listener));
         // --verify-key verifies OCI releases; a directory release is the image's own.
         args.release.trust_directory();
+        // The feature gates are the cluster's, read by each pass, unless a flag gives them.
+        args.release.defer_feature_gates();
         let (client, target) = client(global, args).await?;
         let options = args.options(&client, &timings)?;
         tracing::info!(
@@ -197,6 +199,7 @@ impl OperatorArgs {
         Ok(crate::operator::Options {
             sync: SyncOptions {
                 release_accepted: true,
+                feature_gates: self.release.gate_source()?,
                 record: Some(crate::status::record::Location {
                     namespace: state_namespace,
                 }),

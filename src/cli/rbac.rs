@@ -141,6 +141,8 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> Result<Exit, CliError> {
 /// needs). Its diagnostics are printed; a release with errors is a usage error. Returns the
 /// profiles it was read in (none for a release without profiles).
 fn load(args: &RbacArgs) -> Result<(crate::release::Release, Vec<String>), CliError> {
+    // Every manifest some cluster's feature gates admit may be applied: none left out here.
+    args.release.defer_feature_gates();
     let loaded = args.release.load_each_profile()?;
     let profiles: Vec<String> = loaded.iter().filter_map(|(p, _)| p.clone()).collect();
     let mut printed = std::collections::BTreeSet::new();

@@ -104,6 +104,8 @@ pub enum Why {
     ClusterVersion,
     /// ClusterVersion status written by the operator.
     ClusterVersionStatus,
+    /// FeatureGate `cluster` read by the operator (the feature gates it enables).
+    FeatureGate,
     /// The leader-election Lease.
     Lease,
     /// The deletion-record ConfigMap.
@@ -155,6 +157,9 @@ impl Why {
             }
             Why::ClusterVersionStatus => {
                 "update: the operator writes ClusterVersion version's status (PUT to the status subresource)"
+            }
+            Why::FeatureGate => {
+                "get: the operator reads FeatureGate cluster every pass for the feature gates it enables (release.openshift.io/feature-gate)"
             }
             Why::Lease => "get, update: leader election reads and renews the operator's Lease",
             Why::DeletionRecord => {
@@ -516,6 +521,15 @@ fn operator_cluster_grants(deletes: bool, out: &mut Vec<Grant>) {
         Verb::Update,
         Why::ClusterVersionStatus,
     );
+    use crate::release::feature_gate::{OBJECT_API_VERSION, OBJECT_NAME};
+    let (group, _) = crate::cluster::discovery::split_api_version(OBJECT_API_VERSION);
+    out.push(Grant::own(
+        group,
+        "featuregates",
+        Verb::Get,
+        Some(OBJECT_NAME),
+        Why::FeatureGate,
+    ));
 }
 
 /// What the OLM operand-cleanup reconciler (`crate::olm`) requests: CSVs (watched, status and
@@ -799,9 +813,10 @@ mod tests {
 
     /// The operator's own cluster rules, last in group order (config.openshift.io sorts
     /// after "" and before rbac).
-    const CV: [&str; 2] = [
+    const CV: [&str; 3] = [
         "config.openshift.io/clusterversions [version] get,list,watch",
         "config.openshift.io/clusterversions/status [version] update",
+        "config.openshift.io/featuregates [cluster] get",
     ];
 
     #[test]

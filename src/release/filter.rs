@@ -1,7 +1,10 @@
-//! Inclusion filters (profile, feature set, exclusions), as CVO applies them.
+//! Inclusion filters applied while loading (profile, feature set, major version, exclusions),
+//! as CVO applies them (the major-version rules: [`super::feature_gate`]; the feature gates
+//! are applied once known: [`super::Release::leave_out_by_feature_gates`], or by a sync).
 
 use std::collections::BTreeSet;
 
+use super::feature_gate::major_version_exclusion;
 use super::{EXCLUDE_PREFIX, ExcludedBy, FEATURE_SET_ANNOTATION, INCLUDE_PREFIX, Manifest};
 
 /// Which manifests of a release to keep.
@@ -15,6 +18,9 @@ pub struct Filters {
     pub feature_set: String,
     /// `--exclude ID`: drop manifests with `exclude.release.openshift.io/ID: "true"`.
     pub exclude: Vec<String>,
+    /// `--major-version N`: the major version `release.openshift.io/major-version` is compared
+    /// with; `None`: the release version's major.
+    pub major_version: Option<u64>,
 }
 
 impl Default for Filters {
@@ -23,13 +29,19 @@ impl Default for Filters {
             profile: None,
             feature_set: DEFAULT_FEATURE_SET.into(),
             exclude: Vec::new(),
+            major_version: None,
         }
     }
 }
 
 impl Filters {
-    /// Which filter leaves the manifest out and why, or `None` when it is kept.
-    pub fn exclusion(&self, manifest: &Manifest) -> Option<(ExcludedBy, String)> {
+    /// Which filter leaves the manifest out and why, or `None` when it is kept;
+    /// `release_major` is the major of the release's version (`None`: it has none).
+    pub fn exclusion(
+        &self,
+        manifest: &Manifest,
+        release_major: Option<u64>,
+    ) -> Option<(ExcludedBy, String)> {
         if let Some(profile) = &self.profile {
             let key = format!("{INCLUDE_PREFIX}{profile}");
             if manifest.annotation(&key) != Some("true") {
@@ -61,6 +73,9 @@ impl Filters {
                     self.feature_set
                 ),
             ));
+        }
+        if let Some(why) = major_version_exclusion(self.major_version.or(release_major), manifest) {
+            return Some((ExcludedBy::MajorVersion, why));
         }
         self.exclude.iter().find_map(|id| {
             let key = format!("{EXCLUDE_PREFIX}{id}");
@@ -236,7 +251,7 @@ mod tests {
         let with = |profile: Option<&str>, feature_set: &str| Filters {
             profile: profile.map(str::to_owned),
             feature_set: feature_set.to_owned(),
-            exclude: Vec::new(),
+            ..Filters::default()
         };
         for (profile, fs) in [(None, "Default"), (Some("hypershift"), "CustomNoUpgrade")] {
             assert_eq!(used.refusal(&with(profile, fs)), None, "{profile:?} {fs}");
@@ -299,7 +314,7 @@ mod tests {
                     feature_set: fs.to_owned(),
                     ..Filters::default()
                 };
-                let (by, reason) = filters.exclusion(&m).expect("excluded");
+                let (by, reason) = filters.exclusion(&m, None).expect("excluded");
                 assert_eq!(by, ExcludedBy::FeatureSet, "{value:?} {fs}");
                 assert!(reason.contains("not a known feature set"), "{reason}");
             }

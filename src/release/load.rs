@@ -248,6 +248,7 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
         metadata_text.as_deref(),
     );
 
+    let release_major = metadata.as_ref().map(|m| m.version.major);
     let mut manifests = Vec::new();
     let mut excluded = Vec::new();
     for FileRead {
@@ -258,7 +259,7 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
     {
         diagnostics.extend(file_diagnostics);
         for manifest in file_manifests {
-            match options.filters.exclusion(&manifest) {
+            match options.filters.exclusion(&manifest, release_major) {
                 Some((by, reason)) => excluded.push(Excluded {
                     manifest,
                     by,

@@ -3,7 +3,7 @@
 //! This module owns reading a release directory into [`Release`] — files, YAML/JSON
 //! documents, object identity, the `0000_<runlevel>_<component>_` file-name convention,
 //! `release-metadata`, the `release.openshift.io/*` annotations and the inclusion filters
-//! (profile, feature set, exclusions), and [`typed`]: the typed round trip that turns a
+//! (profile, feature set, feature gates, major version, exclusions), and [`typed`]: the typed round trip that turns a
 //! manifest into the body `apply` sends. It performs no I/O beyond reading the directory and
 //! never talks to a cluster.
 //!
@@ -12,6 +12,7 @@
 
 mod annotations;
 pub mod capability;
+pub mod feature_gate;
 mod filename;
 mod filter;
 mod identity;
@@ -174,7 +175,7 @@ pub struct Excluded {
 }
 
 /// The filter that leaves a manifest out: the keys of the `excluded` counts of every report
-/// (`{profile: N, featureSet: N, capability: N, exclude: N}`).
+/// (`{profile: N, featureSet: N, featureGate: N, majorVersion: N, capability: N, exclude: N}`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ExcludedBy {
@@ -182,6 +183,11 @@ pub enum ExcludedBy {
     Profile,
     /// `--feature-set` (`release.openshift.io/feature-set`).
     FeatureSet,
+    /// A feature gate the manifest needs (`release.openshift.io/feature-gate`), enabled or
+    /// not as it asks; or that annotation beside a feature-set one.
+    FeatureGate,
+    /// `release.openshift.io/major-version` does not admit the release's major version.
+    MajorVersion,
     /// A capability the cluster does not enable (`capability.openshift.io/name`).
     Capability,
     /// `--exclude` (`exclude.release.openshift.io/<id>`).
@@ -189,9 +195,11 @@ pub enum ExcludedBy {
 }
 
 impl ExcludedBy {
-    pub const ALL: [ExcludedBy; 4] = [
+    pub const ALL: [ExcludedBy; 6] = [
         ExcludedBy::Profile,
         ExcludedBy::FeatureSet,
+        ExcludedBy::FeatureGate,
+        ExcludedBy::MajorVersion,
         ExcludedBy::Capability,
         ExcludedBy::Exclude,
     ];
@@ -201,6 +209,8 @@ impl ExcludedBy {
         match self {
             ExcludedBy::Profile => "profile",
             ExcludedBy::FeatureSet => "featureSet",
+            ExcludedBy::FeatureGate => "featureGate",
+            ExcludedBy::MajorVersion => "majorVersion",
             ExcludedBy::Capability => "capability",
             ExcludedBy::Exclude => "exclude",
         }
@@ -211,6 +221,8 @@ impl ExcludedBy {
         match self {
             ExcludedBy::Profile => "profile",
             ExcludedBy::FeatureSet => "feature set",
+            ExcludedBy::FeatureGate => "feature gate",
+            ExcludedBy::MajorVersion => "major version",
             ExcludedBy::Capability => "capability",
             ExcludedBy::Exclude => "exclude",
         }
@@ -223,6 +235,26 @@ impl Release {
         self.manifests
             .iter()
             .chain(self.excluded.iter().map(|e| &e.manifest))
+    }
+
+    /// Leaves out the kept manifests that the feature gates `enabled` exclude
+    /// ([`feature_gate::feature_gate_exclusion`]), as [`ExcludedBy::FeatureGate`], keeping the
+    /// order of the rest: for a reader that knows the gates once the release is loaded
+    /// (`--feature-gates`, `--feature-gates-file` read for the release's version).
+    pub fn leave_out_by_feature_gates(&mut self, enabled: &feature_gate::EnabledGates) {
+        let (kept, left): (Vec<_>, Vec<_>) = std::mem::take(&mut self.manifests)
+            .into_iter()
+            .map(|m| (feature_gate::feature_gate_exclusion(enabled, &m), m))
+            .partition(|(why, _)| why.is_none());
+        self.manifests = kept.into_iter().map(|(_, m)| m).collect();
+        self.excluded
+            .extend(left.into_iter().filter_map(|(why, manifest)| {
+                Some(Excluded {
+                    manifest,
+                    by: ExcludedBy::FeatureGate,
+                    reason: why?,
+                })
+            }));
     }
 
     pub fn version(&self) -> Option<&semver::Version> {

@@ -12,7 +12,8 @@
 //! that one failing component does not hold up the others.
 //!
 //! Fails closed: a ClusterVersion that cannot be read stops the sync (an unreadable cluster is
-//! not an install), and a delete manifest whose object cannot be read makes `Upgradeable`
+//! not an install), so does a FeatureGate `cluster` that exists but cannot be read (which
+//! manifests its gates leave out cannot be told: [`feature_gates`]), and a delete manifest whose object cannot be read makes `Upgradeable`
 //! Unknown, which refuses a minor update exactly as False does.
 //!
 //! [`sync`] is a short sequence of named phases, each documented with what is true after it;
@@ -22,6 +23,7 @@
 //! `deletions`.
 
 mod deletions;
+pub mod feature_gates;
 mod gate;
 mod pass;
 pub mod report;
@@ -37,6 +39,7 @@ use crate::cluster::retry::Retries;
 use crate::exit::Exit;
 use crate::health::WaitMode;
 use crate::release::capability::{self, Capabilities};
+use crate::release::feature_gate::{EnabledGates, GateSource, feature_gate_exclusion};
 use crate::release::{ObjectId, Release, Verification};
 use crate::status::clusterversion::{self, ClusterVersionError, WriteOutcome};
 use crate::status::conditions::{self, Grace};
@@ -82,6 +85,9 @@ pub struct SyncOptions {
     /// object it applies that the new release gates behind a disabled capability enables that
     /// capability implicitly ([`capability::implicitly_enabled`]).
     pub updating_from: Option<std::sync::Arc<capability::Gates>>,
+    /// The feature gates, when given (`--feature-gates`, `--feature-gates-file`); `None`:
+    /// the cluster's FeatureGate `cluster` says ([`feature_gates`]).
+    pub feature_gates: Option<GateSource>,
 }
 
 /// How a sync walks the task graph (OpenShift CVO's names).
@@ -112,6 +118,7 @@ impl Default for SyncOptions {
             accepted_risks: None,
             record: None,
             updating_from: None,
+            feature_gates: None,
         }
     }
 }
@@ -145,6 +152,9 @@ pub struct SyncOutcome {
     /// The cluster's capabilities for this release (what decided `excluded` results), as
     /// written to ClusterVersion `status.capabilities`.
     pub capabilities: Capabilities,
+    /// The feature gates enabled for this release (what decided `excluded` results with the
+    /// capabilities).
+    pub feature_gates: EnabledGates,
 }
 
 impl SyncOutcome {
@@ -185,6 +195,10 @@ pub enum SyncError {
     /// apart (fail closed: an unreadable cluster is not an install).
     #[error(transparent)]
     ClusterVersion(#[from] ClusterVersionError),
+    /// The cluster's FeatureGate (or the given one) could not be read: which manifests the
+    /// release's feature gates leave out cannot be told, and nothing was applied.
+    #[error(transparent)]
+    FeatureGate(#[from] feature_gates::FeatureGateError),
 }
 
 /// ClusterVersion status could not be written; the sync itself went on (its report says what
@@ -210,7 +224,8 @@ impl PartialEq for StatusNotWritten {
 /// # Errors
 ///
 /// [`SyncError::ClusterVersion`] when ClusterVersion (or the discovery of its kind) cannot be
-/// read: install and update cannot be told apart, and nothing was applied. Everything after
+/// read: install and update cannot be told apart, and nothing was applied;
+/// [`SyncError::FeatureGate`] when the feature gates cannot be told (nothing applied either). Everything after
 /// that is reported in the [`SyncOutcome`], not as an error: failed manifests in its report,
 /// a refusal in `refused`, a status that could not be written in `cluster_version`, a
 /// deletion record that could not be read or written in `warnings`.
@@ -272,6 +287,7 @@ where
         deletions: settled.pending,
         deletions_completed: settled.completed,
         capabilities: pre.capabilities,
+        feature_gates: pre.feature_gates,
     })
 }
 
@@ -279,8 +295,9 @@ where
 ///
 /// After it, the ClusterVersion is known to exist or known to be absent — one that cannot be
 /// read ends the sync before it ([`SyncError`]; fail closed: an unreadable cluster is not an
-/// install) — and so are the update type, the mode, the spec's overrides and the cluster's
-/// capabilities (what they leave out of this release).
+/// install) — and so are the update type, the mode, the spec's overrides, the feature gates
+/// (one FeatureGate that cannot be read ends the sync too) and the cluster's capabilities
+/// (what the gates and capabilities leave out of this release).
 struct Preflight {
     cv: Option<DynamicObject>,
     /// The spec generation this sync acts on: its status writes answer it.
@@ -291,7 +308,9 @@ struct Preflight {
     capabilities: Capabilities,
     /// What is wrong with `spec.capabilities` for this release (warnings).
     capability_problems: Vec<String>,
-    /// Manifests the capabilities leave out, with why.
+    /// The feature gates enabled for this release ([`feature_gates`]).
+    feature_gates: EnabledGates,
+    /// Manifests the feature gates or the capabilities leave out, with why.
     excluded: BTreeMap<usize, String>,
     /// The cluster's Upgradeable before this sync, overrides included (they make the cluster
     /// not upgradeable from the pass that sees them on).
@@ -306,8 +325,15 @@ impl Preflight {
         cluster: &Cluster,
         release: &Release,
         options: &SyncOptions,
-    ) -> Result<Self, ClusterVersionError> {
+    ) -> Result<Self, SyncError> {
         let cv = clusterversion::read(cluster, &options.apply.retry).await?;
+        let feature_gates = feature_gates::enabled(
+            cluster,
+            &options.apply.retry,
+            release,
+            options.feature_gates.as_ref(),
+        )
+        .await?;
         let generation = cv.as_ref().and_then(|cv| cv.metadata.generation);
         let current = cv.as_ref().and_then(clusterversion::current_version);
         let update = update_type(current.as_ref(), release.version());
@@ -330,7 +356,12 @@ impl Preflight {
             .manifests
             .iter()
             .enumerate()
-            .filter_map(|(i, m)| Some((i, capabilities.exclusion(m, false)?)))
+            .filter_map(|(i, m)| {
+                // As the CVO: the feature gates first, then the capabilities.
+                let why = feature_gate_exclusion(&feature_gates, m)
+                    .or_else(|| capabilities.exclusion(m, false))?;
+                Some((i, why))
+            })
             .collect();
         let previous_upgradeable = cv
             .as_ref()
@@ -359,6 +390,7 @@ impl Preflight {
             spec,
             capabilities,
             capability_problems,
+            feature_gates,
             excluded,
             previous_upgradeable,
             mode,
@@ -542,6 +574,7 @@ async fn refuse(
         deletions: Vec::new(),
         deletions_completed: Vec::new(),
         capabilities: pre.capabilities,
+        feature_gates: pre.feature_gates,
     }
 }
 

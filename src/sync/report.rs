@@ -55,7 +55,14 @@ pub fn json_report(release: &Release, outcome: &SyncOutcome) -> Value {
         "conditions": outcome.conditions,
         "results": results.iter().map(|r| result_json(release, r)).collect::<Vec<_>>(),
     });
-    v["excluded"] = LeftOut::of(release, None, &outcome.capabilities).json();
+    v["excluded"] = LeftOut::of(
+        release,
+        None,
+        &outcome.capabilities,
+        Some(&outcome.feature_gates),
+    )
+    .json();
+    v["featureGates"] = json!(outcome.feature_gates);
     v["capabilities"] = json!(outcome.capabilities);
     v["updateType"] = json!(outcome.update);
     v["mode"] = json!(outcome.mode);
@@ -160,7 +167,12 @@ pub fn text_report(release: &Release, outcome: &SyncOutcome, all_changes: bool) 
         let _ = writeln!(out, "{label:<22} {:>6}", summary.count(a));
     }
     let _ = writeln!(out, "{:<22} {:>6}", "total", summary.total);
-    let left_out = LeftOut::of(release, None, &outcome.capabilities);
+    let left_out = LeftOut::of(
+        release,
+        None,
+        &outcome.capabilities,
+        Some(&outcome.feature_gates),
+    );
     if left_out.count() > 0 {
         let _ = writeln!(out, "{}", left_out.line());
     }

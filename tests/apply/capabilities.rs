@@ -137,7 +137,8 @@ async fn the_spec_chooses_optional_components_and_an_enabled_one_is_never_disabl
         Some("0"),
         "not deleted"
     );
-    let left_out = cvo::release::LeftOut::of(&v100, None, &out.capabilities);
+    let left_out =
+        cvo::release::LeftOut::of(&v100, None, &out.capabilities, Some(&out.feature_gates));
     assert_eq!(left_out.json()["capability"], 3, "{}", left_out.line());
     let cv = cvs.get("version").await.expect("cv");
     let caps = &cv.data["status"]["capabilities"];

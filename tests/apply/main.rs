@@ -15,5 +15,6 @@ mod apply_sync;
 mod capabilities;
 mod cluster_version_spec;
 mod deletion_record;
+mod feature_gates;
 mod openshift_schema;
 mod status_truth;

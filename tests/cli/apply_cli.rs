@@ -621,7 +621,67 @@ fn apply_warns_when_the_profile_leaves_out_most_of_the_release() {
     let report: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(
         report["excluded"],
-        serde_json::json!({"profile": 3000, "featureSet": 0, "capability": 0, "exclude": 0})
+        serde_json::json!({"profile": 3000, "featureSet": 0, "featureGate": 0, "majorVersion": 0, "capability": 0, "exclude": 0})
     );
     assert_eq!(report["summary"]["total"], 2, "{}", report["summary"]);
+}
+
+/// `plan` (and `apply`) take the feature gates from `--feature-gates` when given, else from
+/// the cluster's FeatureGate `cluster` (none here: no gate enabled); the report names them and
+/// counts what they leave out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_takes_feature_gates_from_the_flag_or_the_cluster() {
+    let tc = common::cluster().await;
+    let _turn = common::sync_turn(&tc).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let ns = tc.namespace("cli-gates").await;
+    let gated = |name: &str, gates: &str| {
+        common::configmap(
+            &ns,
+            name,
+            &format!("  annotations:\n    release.openshift.io/feature-gate: \"{gates}\"\n"),
+            &[("v", "1")],
+        )
+    };
+    let rel = release(&[
+        ("0000_20_a_needs-a.yaml", &gated("needs-a", "A")),
+        ("0000_20_b_not-a.yaml", &gated("not-a", "-A")),
+    ]);
+    let path = rel.path().display().to_string();
+    let action = |report: &Value, name: &str| {
+        report["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .map(|r| r["action"].as_str().unwrap().to_owned())
+    };
+    let (code, out) = cvo(&kubeconfig, &["plan", "--release", &path, "-o", "json"]).await;
+    assert_eq!(code, 0, "{out}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(report["featureGates"], serde_json::json!([]));
+    assert_eq!(report["excluded"]["featureGate"], 1, "{report:#}");
+    assert_eq!(action(&report, "needs-a").as_deref(), Some("excluded"));
+    assert_eq!(action(&report, "not-a").as_deref(), Some("created"));
+
+    let (code, out) = cvo(
+        &kubeconfig,
+        &[
+            "plan",
+            "--feature-gates",
+            "A",
+            "--release",
+            &path,
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(report["featureGates"], serde_json::json!(["A"]));
+    assert_eq!(report["excluded"]["featureGate"], 1, "{report:#}");
+    assert_eq!(action(&report, "needs-a").as_deref(), Some("created"));
+    assert_eq!(action(&report, "not-a").as_deref(), Some("excluded"));
 }

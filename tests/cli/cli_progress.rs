@@ -38,7 +38,7 @@ async fn nobody(tc: &common::TestCluster, ns: &str, dir: &std::path::Path) -> st
     let role = common::object(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": name},
-        "rules": [{"apiGroups": ["config.openshift.io"], "resources": ["clusterversions"], "verbs": ["get"]}]}));
+        "rules": [{"apiGroups": ["config.openshift.io"], "resources": ["clusterversions", "featuregates"], "verbs": ["get"]}]}));
     let binding = common::object(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
         "metadata": {"name": name},

@@ -150,7 +150,7 @@ fn example_release_validates_clean() {
         cmd.assert()
             .code(0)
             .stdout(predicate::str::contains(
-                "excluded in profile self-managed-high-availability: 1 of 33 manifests (profile 0, feature set 1, capability 0, exclude 0)\n",
+                "excluded in profile self-managed-high-availability: 1 of 33 manifests (profile 0, feature set 1, feature gate 0, major version 0, capability 0, exclude 0)\n",
             ))
             .stdout(predicate::str::ends_with("0 errors, 0 warnings, 0 notes\n"))
             .stdout(predicate::str::contains("[").not());
@@ -671,14 +671,14 @@ fn a_profile_that_leaves_out_most_manifests_is_said_and_counted() {
     );
     assert_eq!(
         report["summary"]["excluded"],
-        serde_json::json!({"profile": 3000, "featureSet": 0, "capability": 0, "exclude": 0})
+        serde_json::json!({"profile": 3000, "featureSet": 0, "featureGate": 0, "majorVersion": 0, "capability": 0, "exclude": 0})
     );
     assert_eq!(
         report["summary"]["profiles"],
         serde_json::json!([{
             "profile": "self-managed-high-availability",
             "manifests": 3002,
-            "excluded": {"profile": 3000, "featureSet": 0, "capability": 0, "exclude": 0},
+            "excluded": {"profile": 3000, "featureSet": 0, "featureGate": 0, "majorVersion": 0, "capability": 0, "exclude": 0},
         }])
     );
     // The text summary, and `-o` as the short form of `--format`.
@@ -690,7 +690,7 @@ fn a_profile_that_leaves_out_most_manifests_is_said_and_counted() {
         .stdout
         .clone();
     let text = String::from_utf8(out).unwrap();
-    assert!(text.ends_with("excluded in profile self-managed-high-availability: 3000 of 3002 manifests (profile 3000, feature set 0, capability 0, exclude 0)\n0 errors, 1 warning, 0 notes\n"), "{text}");
+    assert!(text.ends_with("excluded in profile self-managed-high-availability: 3000 of 3002 manifests (profile 3000, feature set 0, feature gate 0, major version 0, capability 0, exclude 0)\n0 errors, 1 warning, 0 notes\n"), "{text}");
     let out = cvo()
         .args(["validate", "-o", "sarif", "--release", &release])
         .output()
@@ -720,7 +720,7 @@ fn each_profile_read_is_counted() {
     assert_eq!(code, 0, "{report:#}");
     assert_eq!(
         report["summary"]["excluded"],
-        serde_json::json!({"profile": 1, "featureSet": 0, "capability": 0, "exclude": 0})
+        serde_json::json!({"profile": 1, "featureSet": 0, "featureGate": 0, "majorVersion": 0, "capability": 0, "exclude": 0})
     );
     let profiles = report["summary"]["profiles"].as_array().unwrap();
     assert_eq!(profiles.len(), 2);

@@ -9,6 +9,7 @@ mod common;
 mod apply_cli;
 mod cli_capabilities;
 mod cli_dev_apiserver;
+mod cli_feature_gates;
 mod cli_flags;
 mod cli_graph;
 mod cli_hardening;
