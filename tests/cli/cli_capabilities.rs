@@ -385,8 +385,12 @@ fn gated_in_default_profile(dir: &Path) -> usize {
     let mut count = 0;
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
-        // A file that does not parse as a whole contributes nothing (cvo reports it).
-        let Ok(docs) = serde_saphyr::from_multiple::<Value>(&text) else {
+        // A duplicate key keeps the last value (as the CVO's reader); a file that does not
+        // parse as a whole contributes nothing (cvo reports it).
+        let options = serde_saphyr::options! {
+            duplicate_keys: serde_saphyr::DuplicateKeyPolicy::LastWins,
+        };
+        let Ok(docs) = serde_saphyr::from_multiple_with_options::<Value>(&text, options) else {
             continue;
         };
         for doc in docs {
