@@ -12,7 +12,8 @@
 //! the operator runs writes nothing to its Deployment); only the leader runs the operand-cleanup component; an
 //! override stops management and makes the cluster not upgradeable; a deletion held by a
 //! finalizer across a kill -9 is still reported by the next process, then recorded when it
-//! completes. `spec.desiredUpdate` as OpenShift's CVO reads it: `{version}` alone resolved from
+//! completes; a change of the gates FeatureGate `cluster` enables for the release's version
+//! starts a pass that applies what they let in. `spec.desiredUpdate` as OpenShift's CVO reads it: `{version}` alone resolved from
 //! `availableUpdates` or `history` (else `Invalid` with the CVO's message), `{image, force}`
 //! forcing the release of the image the operator runs, a version that is not the image's
 //! release refused, another architecture refused, and a stale `Progressing` from an earlier
@@ -1386,6 +1387,102 @@ async fn capabilities_choose_what_the_operator_applies_and_a_second_is_created_o
     .await;
     assert_eq!(cm_value(tc, ns, "storage").await.as_deref(), Some("theirs"));
     op.terminate().await;
+    env.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feature_gate_change_starts_a_pass_that_applies_what_it_lets_in() {
+    let env = Env::new("operator-fg").await;
+    let Env {
+        tc, cvs, ns, lease, ..
+    } = &env;
+    let resource = common::openshift_kind(tc, "FeatureGate").await;
+    let fgs = tc.dynamic(&resource, None);
+    // A FeatureGate left by an earlier, interrupted test.
+    if fgs.get_opt("cluster").await.expect("get").is_some() {
+        fgs.delete("cluster", &DeleteParams::default())
+            .await
+            .expect("delete");
+        common::wait_gone(tc, &fgs, "cluster", "FeatureGate cluster").await;
+    }
+    let gated = common::configmap(
+        ns,
+        "needs-a",
+        "  annotations:\n    release.openshift.io/feature-gate: A\n",
+        &[("a", "1")],
+    );
+    env.write_release(
+        "1.0.0",
+        &[
+            ("0000_10_a_00_base.yaml", configmap(ns, "base", "1")),
+            ("0000_20_b_00_needs-a.yaml", gated),
+        ],
+    );
+    let op = env.start(&["--resync-interval", "1h", "--lease-name", lease]);
+    history(cvs, "1.0.0", "Completed").await;
+    assert_eq!(cm_value(tc, ns, "base").await.as_deref(), Some("1"));
+    assert_eq!(
+        cm_value(tc, ns, "needs-a").await,
+        None,
+        "no FeatureGate: no gate"
+    );
+
+    // FeatureGate `cluster` enables A for another version only: no pass is needed.
+    let fg: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "config.openshift.io/v1", "kind": "FeatureGate",
+        "metadata": {"name": "cluster"}, "spec": {}}))
+    .unwrap();
+    fgs.create(&Default::default(), &fg)
+        .await
+        .expect("create FeatureGate");
+    let status = |version: &str| {
+        json!({"status": {"featureGates": [
+            {"version": version, "enabled": [{"name": "A"}], "disabled": []}]}})
+    };
+    fgs.patch_status(
+        "cluster",
+        &PatchParams::default(),
+        &Patch::Merge(status("0.9.0")),
+    )
+    .await
+    .expect("status for 0.9.0");
+    // Then for the release's version: the watch starts a pass (the resync is an hour away)
+    // that applies the gated manifest.
+    fgs.patch_status(
+        "cluster",
+        &PatchParams::default(),
+        &Patch::Merge(status("1.0.0")),
+    )
+    .await
+    .expect("status for 1.0.0");
+    poll_until("needs-a created", Duration::from_secs(30), || async {
+        cm_value(tc, ns, "needs-a")
+            .await
+            .ok_or_else(|| "absent".to_owned())
+    })
+    .await;
+    let metrics = op
+        .metric_at_least(
+            "cvo_sync_passes_total",
+            &[("trigger", "featuregate"), ("result", "applied")],
+            1.0,
+        )
+        .await;
+    // One pass for the change that mattered: the entry of another version asked for none.
+    assert_eq!(
+        metric(
+            &metrics,
+            "cvo_sync_passes_total",
+            &[("trigger", "featuregate")]
+        ),
+        1.0,
+        "{metrics}"
+    );
+    op.terminate().await;
+    fgs.delete("cluster", &DeleteParams::default())
+        .await
+        .expect("delete FeatureGate");
+    common::wait_gone(tc, &fgs, "cluster", "FeatureGate cluster").await;
     env.finish().await;
 }
 

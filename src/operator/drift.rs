@@ -10,7 +10,11 @@
 //! someone else changed the object, unless only its status moved (same generation, labels and
 //! annotations as at the previous event, for kinds with a generation) — or a deletion (also: the label removed, so the object
 //! left the selector), or an object missing when a watch (re)lists, sends that manifest's
-//! index to the repair queue. Events for the operator's own writes carry the version it
+//! index to the repair queue.
+//!
+//! Two more watches ask for a full pass rather than a repair: `ClusterVersion version` (its
+//! spec generation moved) and the FeatureGate `cluster` (the gates it enables for the
+//! release's version changed: manifests gated on them come in or stay out from that pass on). Events for the operator's own writes carry the version it
 //! recorded and are dropped; one that overtakes the recording costs a read, not a write (the
 //! repair finds the object up to date). Delete manifests are not watched: their deletions are
 //! tracked by the passes.
@@ -32,6 +36,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::apply::MANAGED_LABEL;
 use crate::cluster::Cluster;
 use crate::release::Release;
+use crate::release::feature_gate::{self, EnabledGates, Fallback};
 use crate::status::clusterversion;
 
 /// What makes an object one of the release's: (namespace, name) within its kind.
@@ -278,6 +283,65 @@ pub async fn watch_cluster_version(
             generation = now;
         }
     }
+}
+
+/// Watches the FeatureGate `cluster` and sends on `changed` when the gates it enables for
+/// `version` (its `status.featureGates` entry, as [`crate::sync::feature_gates`] reads it)
+/// differ from `seen`: what the last pass read, or `None` when it read none (then the first
+/// answer asks for a pass). A FeatureGate deleted enables no gate; one whose status cannot be
+/// read counts as a change too (the pass then stops, failing closed, and says why).
+///
+/// The kind may not be served yet (an OpenShift payload ships the FeatureGate CRD itself): it
+/// is looked up again every 30 s until it is. Runs until dropped.
+pub async fn watch_feature_gate(
+    cluster: &Cluster,
+    version: Option<String>,
+    mut seen: Option<EnabledGates>,
+    changed: &UnboundedSender<()>,
+) {
+    let resolved = loop {
+        match cluster
+            .discovery()
+            .resolve(feature_gate::OBJECT_API_VERSION, feature_gate::OBJECT_KIND)
+            .await
+        {
+            Ok(r) => break r,
+            Err(_) => tokio::time::sleep(Duration::from_secs(30)).await,
+        }
+    };
+    let api: Api<DynamicObject> = Api::all_with(cluster.client().clone(), &resolved.resource);
+    let selector = format!("metadata.name={}", feature_gate::OBJECT_NAME);
+    let stream =
+        watcher::watcher(api, watcher::Config::default().fields(&selector)).default_backoff();
+    futures::pin_mut!(stream);
+    // Whether the list being received (after `Init`) has held the object.
+    let mut listed = false;
+    while let Some(event) = stream.next().await {
+        let now = match event {
+            Ok(Event::Init) => {
+                listed = false;
+                continue;
+            }
+            Ok(Event::InitApply(obj)) => {
+                listed = true;
+                gates_of(&obj, version.as_deref())
+            }
+            Ok(Event::InitDone) if !listed => Some(EnabledGates::new()),
+            Ok(Event::Apply(obj)) => gates_of(&obj, version.as_deref()),
+            Ok(Event::Delete(_)) => Some(EnabledGates::new()),
+            Ok(Event::InitDone) | Err(_) => continue,
+        };
+        if now != seen {
+            let _ = changed.send(());
+        }
+        seen = now;
+    }
+}
+
+/// The gates `object` enables for `version`; `None` when its status cannot be read.
+fn gates_of(object: &DynamicObject, version: Option<&str>) -> Option<EnabledGates> {
+    let value = serde_json::to_value(object).ok()?;
+    feature_gate::enabled_in(&value, version, Fallback::StatusOnly).ok()
 }
 
 #[cfg(test)]

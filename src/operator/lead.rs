@@ -1,6 +1,7 @@
 //! What the leader does until told to stop: a full pass, then the steady state — drift
-//! repaired from watches, a full pass on a ClusterVersion change or the resync timer, each
-//! full pass followed by a look at the update service. It ends when told to stop, or when a
+//! repaired from watches, a full pass on a ClusterVersion change, a change of the gates the
+//! FeatureGate `cluster` enables, or the resync timer, each full pass followed by a look at
+//! the update service. It ends when told to stop, or when a
 //! pass pulled the release `spec.desiredUpdate.image` names: then it returns that release, to
 //! be led with from a fresh start.
 
@@ -23,8 +24,9 @@ use super::updates::Refresher;
 use crate::cluster::Cluster;
 use crate::release::Release;
 
-/// The least time between the end of a full pass and the start of one a ClusterVersion change
-/// asks for: a burst of spec edits makes one pass, and status writes stay seconds apart.
+/// The least time between the end of a full pass and the start of one a watch asks for (a
+/// ClusterVersion or FeatureGate change): a burst of spec edits makes one pass, and status
+/// writes stay seconds apart.
 const PASS_SPACING: Duration = Duration::from_secs(2);
 
 /// What the leader does next.
@@ -40,9 +42,9 @@ struct Schedule {
     next_pass: Instant,
     /// The end of the last pass.
     last_pass_end: Instant,
-    /// A pass a ClusterVersion change asked for, no sooner than [`PASS_SPACING`] after the
-    /// last one ended; changes meanwhile are taken together.
-    cv_pass_at: Option<Instant>,
+    /// A pass a watch asked for, no sooner than [`PASS_SPACING`] after the last one ended,
+    /// and the first trigger that asked; changes meanwhile are taken together.
+    asked: Option<(Instant, &'static str)>,
 }
 
 impl Schedule {
@@ -51,19 +53,21 @@ impl Schedule {
         Schedule {
             next_pass: now + resync::next_delay(resync_interval),
             last_pass_end: now,
-            cv_pass_at: None,
+            asked: None,
         }
     }
 
-    /// ClusterVersion changed: a pass is due, once spaced from the last one.
-    fn cv_changed(&mut self) {
-        self.cv_pass_at
-            .get_or_insert((self.last_pass_end + PASS_SPACING).max(Instant::now()));
+    /// A watch saw a change (`trigger`): a pass is due, once spaced from the last one.
+    fn asked(&mut self, trigger: &'static str) {
+        self.asked.get_or_insert((
+            (self.last_pass_end + PASS_SPACING).max(Instant::now()),
+            trigger,
+        ));
     }
 
     /// A pass ended: the next one is a resync interval away.
     fn passed(&mut self, resync_interval: Duration) {
-        self.cv_pass_at = None;
+        self.asked = None;
         self.last_pass_end = Instant::now();
         self.next_pass = self.last_pass_end + resync::next_delay(resync_interval);
     }
@@ -120,6 +124,13 @@ pub(super) async fn lead(
     // Compared with the generation the pass read: a spec change made since is not missed.
     let cv_watch = drift::watch_cluster_version(cluster, first.generation, &cv_tx);
     tokio::pin!(cv_watch);
+    // Gates given on the command line are fixed; the cluster's are watched, compared with
+    // what the first pass read.
+    let (fg_tx, mut fg_rx) = mpsc::unbounded_channel();
+    let version = release.version().map(ToString::to_string);
+    let fg_watch = drift::watch_feature_gate(cluster, version, first.feature_gates.take(), &fg_tx);
+    tokio::pin!(fg_watch);
+    let mut fg_watching = options.sync.feature_gates.is_none();
     let repairer = repairer(cluster, release, options);
     let mut cv_watching = true;
     let mut repairs = Repairs::default();
@@ -130,12 +141,17 @@ pub(super) async fn lead(
             _ = stop.wait_for(|s| *s) => return (None, applied),
             () = &mut watches, if watching => Next::WatchesEnded,
             () = &mut cv_watch, if cv_watching => { cv_watching = false; continue }
+            () = &mut fg_watch, if fg_watching => { fg_watching = false; continue }
             () = tokio::time::sleep_until(schedule.next_pass) => Next::Pass("resync"),
-            () = tokio::time::sleep_until(schedule.cv_pass_at.unwrap_or(schedule.next_pass)), if schedule.cv_pass_at.is_some() => {
-                Next::Pass("clusterversion")
+            () = tokio::time::sleep_until(schedule.asked.map_or(schedule.next_pass, |(at, _)| at)), if schedule.asked.is_some() => {
+                Next::Pass(schedule.asked.map_or("resync", |(_, trigger)| trigger))
             }
             Some(()) = cv_rx.recv() => {
-                schedule.cv_changed();
+                schedule.asked("clusterversion");
+                continue;
+            }
+            Some(()) = fg_rx.recv(), if fg_watching => {
+                schedule.asked("featuregate");
                 continue;
             }
             Some(index) = repairs.next_due(), if !repairs.is_empty() => {
@@ -166,6 +182,7 @@ pub(super) async fn lead(
             Next::Pass(trigger) => trigger,
         };
         while cv_rx.try_recv().is_ok() {}
+        while fg_rx.try_recv().is_ok() {}
         let mut end = match until_stopped(passes.full_pass(trigger), stop, grace).await {
             Ok(end) => end,
             Err(stopped) => {

@@ -42,6 +42,8 @@ pub(super) struct PassEnd {
     /// The leader switches to another release: the one `spec.desiredUpdate.image` names,
     /// pulled, or back to its start release (nothing was applied by this pass).
     pub switch: Option<Switch>,
+    /// The feature gates the sync read (`None`: it read none).
+    pub feature_gates: Option<crate::release::feature_gate::EnabledGates>,
 }
 
 /// What a full pass works with: the operator and the release it leads with.
@@ -121,9 +123,13 @@ impl Passes<'_> {
                 return end(false);
             }
         };
+        let feature_gates = Some(outcome.feature_gates.clone());
         if outcome.report.is_none() {
             self.refused(&outcome, trigger, started).await;
-            return end(false);
+            return PassEnd {
+                feature_gates,
+                ..end(false)
+            };
         }
         let writes = metrics.writes().saturating_sub(writes_before);
         let sent = metrics.sent().saturating_sub(sent_before);
@@ -135,6 +141,7 @@ impl Passes<'_> {
             .set(i64::try_from(sent).unwrap_or(i64::MAX));
         PassEnd {
             unmanaged: self.applied(&outcome, trigger, started, writes).await,
+            feature_gates,
             ..end(true)
         }
     }

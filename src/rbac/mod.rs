@@ -159,7 +159,7 @@ impl Why {
                 "update: the operator writes ClusterVersion version's status (PUT to the status subresource)"
             }
             Why::FeatureGate => {
-                "get: the operator reads FeatureGate cluster every pass for the feature gates it enables (release.openshift.io/feature-gate)"
+                "get, list, watch: the operator reads FeatureGate cluster every pass for the feature gates it enables (release.openshift.io/feature-gate), and watches it to start a pass when they change"
             }
             Why::Lease => "get, update: leader election reads and renews the operator's Lease",
             Why::DeletionRecord => {
@@ -523,13 +523,15 @@ fn operator_cluster_grants(deletes: bool, out: &mut Vec<Grant>) {
     );
     use crate::release::feature_gate::{OBJECT_API_VERSION, OBJECT_NAME};
     let (group, _) = crate::cluster::discovery::split_api_version(OBJECT_API_VERSION);
-    out.push(Grant::own(
-        group,
-        "featuregates",
-        Verb::Get,
-        Some(OBJECT_NAME),
-        Why::FeatureGate,
-    ));
+    for verb in [Verb::Get, Verb::List, Verb::Watch] {
+        out.push(Grant::own(
+            group,
+            "featuregates",
+            verb,
+            Some(OBJECT_NAME),
+            Why::FeatureGate,
+        ));
+    }
 }
 
 /// What the OLM operand-cleanup reconciler (`crate::olm`) requests: CSVs (watched, status and
@@ -816,7 +818,7 @@ mod tests {
     const CV: [&str; 3] = [
         "config.openshift.io/clusterversions [version] get,list,watch",
         "config.openshift.io/clusterversions/status [version] update",
-        "config.openshift.io/featuregates [cluster] get",
+        "config.openshift.io/featuregates [cluster] get,list,watch",
     ];
 
     #[test]

@@ -112,8 +112,8 @@ fn the_example_gets_rules_by_name_and_the_operator_its_own() {
         // The operator's ClusterVersion, merged with the release's create-only manifest.
         "config.openshift.io/clusterversions [version] get,list,watch,create,patch",
         "config.openshift.io/clusterversions/status [version] update",
-        // The operator's FeatureGate, read every pass.
-        "config.openshift.io/featuregates [cluster] get",
+        // The operator's FeatureGate, read every pass and watched.
+        "config.openshift.io/featuregates [cluster] get,list,watch",
         // The release ships RBAC: escalate on its roles, bind on the roles it binds.
         "rbac.authorization.k8s.io/clusterroles [widget-operator] get,create,patch,escalate,bind",
         "rbac.authorization.k8s.io/roles [widget-operator-leader-election] get,create,patch,escalate,bind",
