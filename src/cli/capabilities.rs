@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::{CliError, GlobalArgs, OutputFormat, ReleaseArgs};
 use crate::exit::Exit;
 use crate::release::capability::{Capabilities, Gates, implicitly_enabled};
+use crate::release::feature_gate::{EnabledGates, GateSource};
 use crate::release::{DEFAULT_CLUSTER_PROFILE, Manifest, Release, Selectors};
 use crate::status::spec::{Spec, cluster_capabilities, enabled_before};
 use crate::validate::LeftOut;
@@ -86,7 +87,12 @@ impl Source {
 }
 
 pub fn run(global: &GlobalArgs, args: &CapabilitiesArgs) -> Result<Exit, CliError> {
-    let release = args.release.load()?;
+    let given = args.release.gate_source()?;
+    if args.live && given.is_none() {
+        // The cluster's FeatureGate says, once read.
+        args.release.defer_feature_gates();
+    }
+    let mut release = args.release.load()?;
     let errors = release.errors().count();
     if errors > 0 {
         stderr_line!(
@@ -94,10 +100,18 @@ pub fn run(global: &GlobalArgs, args: &CapabilitiesArgs) -> Result<Exit, CliErro
             if errors == 1 { "" } else { "s" }
         );
     }
+    // The feature gates the release was read with (the previous release is read under them).
+    let mut gates = match &given {
+        Some(source) => source.enabled(release.version()).map_err(CliError::Usage)?,
+        None => EnabledGates::new(),
+    };
     let (source, cv) = if let Some(path) = &args.cluster_version {
         (Source::File(path.clone()), Some(read_file(path)?))
     } else if args.live {
-        (Source::Live, Some(read_live(global)?))
+        let (cv, live) = read_live(global, &release, given.as_ref())?;
+        release.leave_out_by_feature_gates(&live);
+        gates = live;
+        (Source::Live, Some(cv))
     } else if let Some(own) = crate::status::clusterversion::shipped_object(&release) {
         // What an install of this release enables: the spec of the ClusterVersion it ships.
         (Source::Shipped, Some(own))
@@ -118,7 +132,7 @@ pub fn run(global: &GlobalArgs, args: &CapabilitiesArgs) -> Result<Exit, CliErro
             let options = args.release.options_in(args.release.profile.as_deref());
             let (previous, _) = crate::release::load_selected(dir, &options)
                 .map_err(|e| CliError::usage(format_args!("--previous: {e}")))?;
-            let implicit = implicitly_enabled(&release, &Gates::of(&previous), &caps);
+            let implicit = implicitly_enabled(&release, &Gates::of(&previous), &caps, Some(&gates));
             let new: BTreeSet<String> = implicit
                 .difference(&caps.implicitly_enabled)
                 .cloned()
@@ -204,7 +218,13 @@ fn read_file(path: &Path) -> Result<DynamicObject, CliError> {
 }
 
 /// ClusterVersion `version` from the cluster; any failure, and its absence, is exit code 2.
-fn read_live(global: &GlobalArgs) -> Result<DynamicObject, CliError> {
+/// ClusterVersion `version` and the feature gates enabled for `release` (`given` by a flag,
+/// else the cluster's FeatureGate, as a sync reads them), read from the cluster.
+fn read_live(
+    global: &GlobalArgs,
+    release: &Release,
+    given: Option<&GateSource>,
+) -> Result<(DynamicObject, EnabledGates), CliError> {
     use crate::status::clusterversion::{self, NAME};
     let cannot = |why: String| {
         CliError::usage(format_args!(
@@ -216,8 +236,11 @@ fn read_live(global: &GlobalArgs) -> Result<DynamicObject, CliError> {
         let client = super::kube_client(global).await.map_err(|e| cannot(e.to_string()))?;
         let cluster = crate::cluster::Cluster::new(client);
         let retry = crate::apply::RetryPolicy::default();
+        let gates = crate::sync::feature_gates::enabled(&cluster, &retry, release, given)
+            .await
+            .map_err(|e| cannot(e.to_string()))?;
         match clusterversion::read(&cluster, &retry).await {
-            Ok(Some(cv)) => Ok(cv),
+            Ok(Some(cv)) => Ok((cv, gates)),
             Ok(None) => Err(cannot(format!(
                 "the cluster has no ClusterVersion {NAME} (without one, cvo apply enables every capability of the release: run without --live to see that)"
             ))),

@@ -18,7 +18,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Manifest, ObjectId, Release};
+use super::feature_gate::{self, EnabledGates};
+use super::{FEATURE_SET_ANNOTATION, Manifest, ObjectId, Release};
 
 /// The file that declares a release's capability catalogue.
 pub const CATALOGUE_FILE: &str = "capabilities.yaml";
@@ -299,50 +300,75 @@ impl Capabilities {
 
 /// What [`implicitly_enabled`] needs of the release a cluster is at: each object its
 /// manifests name (group, kind, namespace, name; delete manifests too, as the CVO counts
-/// them) and the capabilities each manifest needs. Small enough to keep across a switch of releases, where the release is not.
+/// them) and what decides whether each manifest is applied — the capabilities it needs and
+/// its feature-gate annotation. Small enough to keep across a switch of releases, where the
+/// release is not.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Gates {
-    objects: HashMap<ObjectId, Vec<Vec<String>>>,
+    objects: HashMap<ObjectId, Vec<Needs>>,
+}
+
+/// What one manifest of the current release needs to be applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Needs {
+    capabilities: Vec<String>,
+    /// `release.openshift.io/feature-gate`, and whether a feature set is named too.
+    feature_gates: Option<(String, bool)>,
 }
 
 impl Gates {
     pub fn of(release: &Release) -> Self {
-        let mut objects: HashMap<ObjectId, Vec<Vec<String>>> = HashMap::new();
+        let mut objects: HashMap<ObjectId, Vec<Needs>> = HashMap::new();
         for m in &release.manifests {
-            objects
-                .entry(m.id.clone())
-                .or_default()
-                .push(m.capabilities.clone());
+            let feature_gates = m
+                .annotation(feature_gate::FEATURE_GATE_ANNOTATION)
+                .map(|g| {
+                    let with_set = m.annotation(FEATURE_SET_ANNOTATION).is_some();
+                    (g.to_owned(), with_set)
+                });
+            objects.entry(m.id.clone()).or_default().push(Needs {
+                capabilities: m.capabilities.clone(),
+                feature_gates,
+            });
         }
         Gates { objects }
     }
 }
 
 /// The capabilities an update from the release `current` describes to `update` enables
-/// implicitly, with `caps` the cluster's capabilities before it (the CVO's rule): for each
-/// manifest `update` keeps (profile, feature set, exclusions) but its capabilities leave out —
-/// unknown names allowed, since a new release may bring new capabilities — whose object
-/// (group, kind, namespace, name) the current release applies under `caps`, the update's
-/// capabilities that the current manifest did not need and `caps` does not enable are
-/// enabled. Returns them together with those `caps` already holds implicitly.
+/// implicitly, with `caps` the cluster's capabilities before it and `gates` the feature gates
+/// it enables (`None`: the loader decided them) — the CVO's rule: for each manifest `update`
+/// keeps (profile, feature set, exclusions) but its feature gates or capabilities leave out —
+/// unknown capability names allowed, since a new release may bring new capabilities — whose
+/// object (group, kind, namespace, name) the current release applies under `gates` and
+/// `caps`, the update's capabilities that the current manifest did not need and `caps` does
+/// not enable are enabled. Returns them together with those `caps` already holds implicitly.
 pub fn implicitly_enabled(
     update: &Release,
     current: &Gates,
     caps: &Capabilities,
+    gates: Option<&EnabledGates>,
 ) -> BTreeSet<String> {
     let mut out = caps.implicitly_enabled.clone();
     for m in &update.manifests {
-        if caps.exclusion(m, true).is_none() {
+        let gated_out = gates.is_some_and(|g| feature_gate::feature_gate_exclusion(g, m).is_some());
+        if !gated_out && caps.exclusion(m, true).is_none() {
             continue;
         }
         for needed in current.objects.get(&m.id).into_iter().flatten() {
-            if caps.exclusion_of(needed, true).is_some() {
+            let current_gated_out = match (gates, &needed.feature_gates) {
+                (Some(g), Some((names, with_set))) => {
+                    feature_gate::gate_exclusion(g, names, *with_set).is_some()
+                }
+                _ => false,
+            };
+            if current_gated_out || caps.exclusion_of(&needed.capabilities, true).is_some() {
                 continue;
             }
             out.extend(
                 m.capabilities
                     .iter()
-                    .filter(|n| !needed.contains(n))
+                    .filter(|n| !needed.capabilities.contains(n))
                     .filter(|n| !caps.enabled.contains(*n))
                     .cloned(),
             );
@@ -579,7 +605,54 @@ mod tests {
             ),
         ];
         for (name, current, update, c, want) in cases {
-            let got = implicitly_enabled(&release(update), &Gates::of(&release(current)), &c);
+            let got = implicitly_enabled(&release(update), &Gates::of(&release(current)), &c, None);
+            assert_eq!(got, set(want), "{name}");
+        }
+    }
+
+    /// A ConfigMap `name` needing capabilities `caps` and the feature gates `gates`.
+    fn gated(name: &str, caps: &str, gates: &str) -> Manifest {
+        manifest(
+            &format!("0000_50_a_00_{name}.yaml"),
+            &format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns1\n  annotations:\n    capability.openshift.io/name: \"{caps}\"\n    release.openshift.io/feature-gate: \"{gates}\"\n"
+            ),
+        )
+    }
+
+    #[test]
+    fn feature_gates_decide_inclusion_on_both_sides_as_the_cvo_does() {
+        let c = caps(&["cap1", "cap2"], &["cap1"], &[]);
+        let enabled: EnabledGates = set(&["G"]);
+        // (case, the current release, the update, implicitly enabled)
+        type Case<'a> = (&'a str, Vec<Manifest>, Vec<Manifest>, &'a [&'a str]);
+        let cases: Vec<Case> = vec![
+            (
+                "the update's manifest is left out by a gate: its new capability is enabled",
+                vec![cm("n1", Some("cap1"))],
+                vec![gated("n1", "cap2", "H")],
+                &["cap2"],
+            ),
+            (
+                "the current manifest is left out by a gate: nothing to keep",
+                vec![gated("n1", "cap1", "H")],
+                vec![cm("n1", Some("cap2"))],
+                &[],
+            ),
+            (
+                "the current manifest's gate is enabled: it counts",
+                vec![gated("n1", "cap1", "G")],
+                vec![cm("n1", Some("cap2"))],
+                &["cap2"],
+            ),
+        ];
+        for (name, current, update, want) in cases {
+            let got = implicitly_enabled(
+                &release(update),
+                &Gates::of(&release(current)),
+                &c,
+                Some(&enabled),
+            );
             assert_eq!(got, set(want), "{name}");
         }
     }

@@ -42,7 +42,21 @@ pub type EnabledGates = BTreeSet<String>;
 /// out whatever the gates are.
 pub fn feature_gate_exclusion(enabled: &EnabledGates, manifest: &Manifest) -> Option<String> {
     let gates = manifest.annotation(FEATURE_GATE_ANNOTATION)?;
-    if manifest.annotation(FEATURE_SET_ANNOTATION).is_some() {
+    gate_exclusion(
+        enabled,
+        gates,
+        manifest.annotation(FEATURE_SET_ANNOTATION).is_some(),
+    )
+}
+
+/// [`feature_gate_exclusion`] of a manifest whose feature-gate annotation is `gates`, and which
+/// has a feature-set annotation too when `with_feature_set`.
+pub fn gate_exclusion(
+    enabled: &EnabledGates,
+    gates: &str,
+    with_feature_set: bool,
+) -> Option<String> {
+    if with_feature_set {
         return Some("both feature set and feature gate annotations are present: manifests may specify either a feature set or a feature gate, but not both".to_owned());
     }
     for entry in gates.split(',').map(str::trim).filter(|e| !e.is_empty()) {

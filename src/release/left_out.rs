@@ -38,16 +38,16 @@ impl LeftOut {
         caps: &Capabilities,
         gates: Option<&EnabledGates>,
     ) -> Self {
+        LeftOut::counted(release, profile, &exclusions(release, caps, gates))
+    }
+
+    /// Counts what the loader's filters excluded from `release` (read in `profile`) and the
+    /// kept manifests `excluded` leaves out (by index, from [`exclusions`]).
+    pub fn counted(release: &Release, profile: Option<&str>, excluded: &Exclusions) -> Self {
         let mut by: BTreeMap<ExcludedBy, usize> = ExcludedBy::ALL.iter().map(|b| (*b, 0)).collect();
-        for e in &release.excluded {
-            *by.entry(e.by).or_default() += 1;
-        }
-        for m in &release.manifests {
-            if gates.is_some_and(|g| feature_gate_exclusion(g, m).is_some()) {
-                *by.entry(ExcludedBy::FeatureGate).or_default() += 1;
-            } else if caps.exclusion(m, false).is_some() {
-                *by.entry(ExcludedBy::Capability).or_default() += 1;
-            }
+        let loader = release.excluded.iter().map(|e| e.by);
+        for reason in loader.chain(excluded.values().map(|(by, _)| *by)) {
+            *by.entry(reason).or_default() += 1;
         }
         LeftOut {
             profile: profile.map(str::to_owned),
@@ -103,6 +103,35 @@ impl LeftOut {
             by.join(", ")
         )
     }
+}
+
+/// Kept manifests a cluster leaves out, by index in `release.manifests`: why (the filter, and
+/// its reason in the CVO's words).
+pub type Exclusions = BTreeMap<usize, (ExcludedBy, String)>;
+
+/// Which of `release`'s kept manifests a cluster leaves out, as the CVO decides: the feature
+/// gates `gates` first (`None`: the loader decided them), then the capabilities `caps` does not
+/// enable (unknown names included).
+pub fn exclusions(
+    release: &Release,
+    caps: &Capabilities,
+    gates: Option<&EnabledGates>,
+) -> Exclusions {
+    release
+        .manifests
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| {
+            let by_gate = gates
+                .and_then(|g| feature_gate_exclusion(g, m))
+                .map(|why| (ExcludedBy::FeatureGate, why));
+            let excluded = by_gate.or_else(|| {
+                caps.exclusion(m, false)
+                    .map(|why| (ExcludedBy::Capability, why))
+            })?;
+            Some((i, excluded))
+        })
+        .collect()
 }
 
 /// The reading a cluster without a profile choice gets: the only one, else the CVO's default

@@ -47,17 +47,6 @@ pub fn split_inclusive(text: &str) -> impl Iterator<Item = &str> {
     text.split_inclusive(char::from(end_byte(text.as_bytes())))
 }
 
-/// The lines of `text`, as an editor numbers them, without their line ends (LF or CRLF; CR in
-/// a file without LF). A lone CR inside a line stays in it.
-pub fn lines(text: &str) -> impl Iterator<Item = &str> {
-    let end = char::from(end_byte(text.as_bytes()));
-    split_inclusive(text).map(move |l| match l.strip_suffix(end) {
-        Some(l) if end == '\n' => l.strip_suffix('\r').unwrap_or(l),
-        Some(l) => l,
-        None => l,
-    })
-}
-
 /// How many lines an editor shows for `text` (a final line end does not start another one;
 /// an empty text has none).
 pub fn count(text: &str) -> usize {
@@ -171,6 +160,17 @@ impl ParserLines {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lines of `text`, as an editor numbers them, without their line ends (LF or CRLF;
+    /// CR in a file without LF): the reference the functions above are checked against.
+    fn lines(text: &str) -> impl Iterator<Item = &str> {
+        let end = char::from(end_byte(text.as_bytes()));
+        split_inclusive(text).map(move |l| match l.strip_suffix(end) {
+            Some(l) if end == '\n' => l.strip_suffix('\r').unwrap_or(l),
+            Some(l) => l,
+            None => l,
+        })
+    }
 
     /// LF, CRLF and lone CRs: lines end at LF only.
     const MIXED: &str = "a\r\nb\rc\nd\r\re";

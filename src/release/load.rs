@@ -596,7 +596,7 @@ fn parse_file(
             .with_help("rename the file to .yaml, or write it as JSON"),
         );
     }
-    let Parsed { documents, errors } = if is_json && json_content {
+    let Parsed { documents, errors } = if json_content {
         parse_json(&text)
     } else {
         parse_yaml(&text)

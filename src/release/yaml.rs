@@ -439,43 +439,52 @@ fn json_duplicate_lines(text: &str, duplicates: Vec<RawDuplicate>) -> Vec<Duplic
         .collect()
 }
 
-/// Parses a `.json` file: one document; a key written twice keeps its last value.
+/// Parses JSON content: a stream of values, one document each (as the CVO's reader takes
+/// `{…}{…}` or one object per line); a key written twice keeps its last value. A value that
+/// cannot be parsed ends the file there (what follows cannot be told apart).
 pub fn parse_json(text: &str) -> Parsed {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     // The JSON parser counts LFs: with a CR-only file's CRs made LFs, its lines are the
     // editor's (a lone CR elsewhere is white space inside a line).
     let text = &*lines::normalize(text);
     let mut parsed = Parsed::default();
-    let mut de = serde_json::Deserializer::from_str(text);
-    let result =
-        <Kept<String> as de::Deserialize>::deserialize(&mut de).and_then(|v| de.end().map(|()| v));
-    match result {
-        Ok(Kept {
-            value: Value::Null, ..
-        }) => {}
-        Ok(Kept {
-            value, duplicates, ..
-        }) => {
-            let line = lines::lines(text)
-                .position(|l| !l.trim().is_empty())
-                .map_or(1, |i| i + 1);
-            parsed.documents.push(Document {
-                index: 0,
-                line,
-                value,
-                duplicate_keys: json_duplicate_lines(text, duplicates),
-            });
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Kept<String>>();
+    let (mut from, mut index) = (0, 0);
+    while let Some(item) = stream.next() {
+        let to = stream.byte_offset();
+        match item {
+            Ok(Kept {
+                value: Value::Null, ..
+            }) => {}
+            Ok(Kept {
+                value, duplicates, ..
+            }) => {
+                let slice = &text[from..to];
+                let start = from + (slice.len() - slice.trim_start().len());
+                let line = text[..start].matches('\n').count() + 1;
+                // The document alone, on its own lines, for the duplicates' lines.
+                let own = format!("{}{}", "\n".repeat(line - 1), &text[start..to]);
+                parsed.documents.push(Document {
+                    index,
+                    line,
+                    value,
+                    duplicate_keys: json_duplicate_lines(&own, duplicates),
+                });
+            }
+            Err(err) => {
+                let (kind, message) = describe_json_error(&err);
+                parsed.errors.push(DocumentError {
+                    index,
+                    // An error at the end of the text is on its last line, not past it.
+                    line: err.line().clamp(1, lines::count(text).max(1)),
+                    kind,
+                    message,
+                });
+                break;
+            }
         }
-        Err(err) => {
-            let (kind, message) = describe_json_error(&err);
-            parsed.errors.push(DocumentError {
-                index: 0,
-                // An error at the end of the text is on its last line, not past it.
-                line: err.line().clamp(1, lines::count(text).max(1)),
-                kind,
-                message,
-            });
-        }
+        index += 1;
+        from = to;
     }
     parsed
 }
@@ -968,7 +977,7 @@ mod tests {
                 ErrorKind::Syntax,
                 "end of file while parsing an object",
             ),
-            ("[1]x", ErrorKind::Syntax, "trailing characters"),
+            ("{\"a\": 1} x", ErrorKind::Syntax, "expected value"),
         ] {
             let parsed = parse_json(text);
             let e = &parsed.errors[0];
@@ -1084,6 +1093,20 @@ mod tests {
         let parsed = parse_yaml("a: 1\r---\rb: 2\r---\r\rc: 3\r");
         let lines: Vec<_> = parsed.documents.iter().map(|d| d.line).collect();
         assert_eq!(lines, [1, 3, 6], "{parsed:?}");
+    }
+
+    #[test]
+    fn a_json_stream_is_one_document_per_value() {
+        let p = parse_json("{\"a\": 1}\n{\"b\": 2}{\"c\": 3}\n\nnull\n{\"d\":\n 1, \"d\": 2}");
+        let at: Vec<(usize, usize)> = p.documents.iter().map(|d| (d.index, d.line)).collect();
+        assert_eq!(at, [(0, 1), (1, 2), (2, 2), (4, 5)]);
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        let dup = &p.documents[3].duplicate_keys[0];
+        assert_eq!((dup.first_line, dup.line), (5, 6));
+        // A broken value ends the file there.
+        let p = parse_json("{\"a\": 1}\n{\"b\": }\n{\"c\": 3}");
+        assert_eq!(p.documents.len(), 1);
+        assert_eq!((p.errors[0].index, p.errors[0].line), (1, 2));
     }
 
     #[test]

@@ -28,7 +28,6 @@ mod gate;
 mod pass;
 pub mod report;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube::api::DynamicObject;
@@ -39,8 +38,9 @@ use crate::cluster::retry::Retries;
 use crate::exit::Exit;
 use crate::health::WaitMode;
 use crate::release::capability::{self, Capabilities};
-use crate::release::feature_gate::{EnabledGates, GateSource, feature_gate_exclusion};
-use crate::release::{ObjectId, Release, Verification};
+use crate::release::feature_gate::{EnabledGates, GateSource};
+use crate::release::left_out::{Exclusions, exclusions};
+use crate::release::{LeftOut, ObjectId, Release, Verification};
 use crate::status::clusterversion::{self, ClusterVersionError, WriteOutcome};
 use crate::status::conditions::{self, Grace};
 use crate::status::record;
@@ -155,6 +155,9 @@ pub struct SyncOutcome {
     /// The feature gates enabled for this release (what decided `excluded` results with the
     /// capabilities).
     pub feature_gates: EnabledGates,
+    /// What the release leaves out on this cluster, counted by reason: the loader's filters,
+    /// then the feature gates and capabilities above.
+    pub left_out: LeftOut,
 }
 
 impl SyncOutcome {
@@ -286,6 +289,7 @@ where
         reappeared: settled.reappeared,
         deletions: settled.pending,
         deletions_completed: settled.completed,
+        left_out: pre.left_out,
         capabilities: pre.capabilities,
         feature_gates: pre.feature_gates,
     })
@@ -311,7 +315,9 @@ struct Preflight {
     /// The feature gates enabled for this release ([`feature_gates`]).
     feature_gates: EnabledGates,
     /// Manifests the feature gates or the capabilities leave out, with why.
-    excluded: BTreeMap<usize, String>,
+    excluded: Exclusions,
+    /// What the release leaves out, counted by reason (the loader's filters and `excluded`).
+    left_out: LeftOut,
     /// The cluster's Upgradeable before this sync, overrides included (they make the cluster
     /// not upgradeable from the pass that sees them on).
     previous_upgradeable: Option<Condition>,
@@ -349,20 +355,16 @@ impl Preflight {
             None => cluster_capabilities(&release.capabilities, &spec, cv.as_ref()),
         };
         if let Some(current) = &options.updating_from {
-            let implicit = capability::implicitly_enabled(release, current, &capabilities);
+            let implicit = capability::implicitly_enabled(
+                release,
+                current,
+                &capabilities,
+                Some(&feature_gates),
+            );
             capabilities.enable_implicitly(implicit);
         }
-        let excluded = release
-            .manifests
-            .iter()
-            .enumerate()
-            .filter_map(|(i, m)| {
-                // As the CVO: the feature gates first, then the capabilities.
-                let why = feature_gate_exclusion(&feature_gates, m)
-                    .or_else(|| capabilities.exclusion(m, false))?;
-                Some((i, why))
-            })
-            .collect();
+        let excluded = exclusions(release, &capabilities, Some(&feature_gates));
+        let left_out = LeftOut::counted(release, None, &excluded);
         let previous_upgradeable = cv
             .as_ref()
             .and_then(|cv| clusterversion::condition(cv, "Upgradeable"))
@@ -392,6 +394,7 @@ impl Preflight {
             capability_problems,
             feature_gates,
             excluded,
+            left_out,
             previous_upgradeable,
             mode,
             version,
@@ -413,7 +416,11 @@ impl Preflight {
         let mut apply = options.apply.clone();
         apply.health.initializing = self.mode == Mode::Initializing;
         apply.unmanaged = self.spec.unmanaged.clone();
-        apply.excluded = self.excluded.clone();
+        apply.excluded = self
+            .excluded
+            .iter()
+            .map(|(i, (_, why))| (*i, why.clone()))
+            .collect();
         let gate = (!options.apply.dry_run).then(|| {
             gate::Gate::new(
                 gate::Inputs {
@@ -573,6 +580,7 @@ async fn refuse(
         reappeared: Vec::new(),
         deletions: Vec::new(),
         deletions_completed: Vec::new(),
+        left_out: pre.left_out,
         capabilities: pre.capabilities,
         feature_gates: pre.feature_gates,
     }

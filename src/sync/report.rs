@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::SyncOutcome;
 use crate::apply::{Action, ManifestResult, Summary};
-use crate::release::{LeftOut, Release};
+use crate::release::Release;
 use crate::status::ConditionStatus;
 use crate::status::conditions::version_text;
 
@@ -55,13 +55,7 @@ pub fn json_report(release: &Release, outcome: &SyncOutcome) -> Value {
         "conditions": outcome.conditions,
         "results": results.iter().map(|r| result_json(release, r)).collect::<Vec<_>>(),
     });
-    v["excluded"] = LeftOut::of(
-        release,
-        None,
-        &outcome.capabilities,
-        Some(&outcome.feature_gates),
-    )
-    .json();
+    v["excluded"] = outcome.left_out.json();
     v["featureGates"] = json!(outcome.feature_gates);
     v["capabilities"] = json!(outcome.capabilities);
     v["updateType"] = json!(outcome.update);
@@ -167,14 +161,8 @@ pub fn text_report(release: &Release, outcome: &SyncOutcome, all_changes: bool) 
         let _ = writeln!(out, "{label:<22} {:>6}", summary.count(a));
     }
     let _ = writeln!(out, "{:<22} {:>6}", "total", summary.total);
-    let left_out = LeftOut::of(
-        release,
-        None,
-        &outcome.capabilities,
-        Some(&outcome.feature_gates),
-    );
-    if left_out.count() > 0 {
-        let _ = writeln!(out, "{}", left_out.line());
+    if outcome.left_out.count() > 0 {
+        let _ = writeln!(out, "{}", outcome.left_out.line());
     }
     out.push('\n');
     for c in &outcome.conditions {

@@ -16,5 +16,6 @@ mod capabilities;
 mod cluster_version_spec;
 mod deletion_record;
 mod feature_gates;
+mod openshift_corpus;
 mod openshift_schema;
 mod status_truth;

@@ -471,3 +471,94 @@ fn a_release_shipping_its_cluster_version_shows_what_an_install_enables() {
     assert_eq!(report["enabled"], json!(["Console"]));
     assert_eq!(row(&report, "Insights")["enabled"], false);
 }
+
+/// `--live` reads the feature gates the cluster's FeatureGate `cluster` enables for the
+/// release's version, as a sync does: a manifest gated on one the cluster does not enable is
+/// counted as left out, one it enables is not; `--feature-gates` overrides the cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_reads_the_clusters_feature_gates() {
+    let tc = common::cluster().await;
+    let (_guard, resource) = common::cluster_version(&tc).await;
+    let fgs = tc.dynamic(&common::openshift_kind(&tc, "FeatureGate").await, None);
+    if fgs.get_opt("cluster").await.expect("get").is_some() {
+        fgs.delete("cluster", &Default::default())
+            .await
+            .expect("delete");
+        common::wait_gone(&tc, &fgs, "cluster", "FeatureGate cluster").await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let rel = dir.path().join("release");
+    let gated =
+        |gate: &str| format!("  annotations:\n    release.openshift.io/feature-gate: {gate}\n");
+    write_release(
+        &rel,
+        Some("1.0.0"),
+        &[
+            (
+                "0000_50_app_01_a.yaml",
+                configmap("app", "a", &gated("A"), &[]),
+            ),
+            (
+                "0000_50_app_02_b.yaml",
+                configmap("app", "b", &gated("B"), &[]),
+            ),
+        ],
+    );
+    let rel = rel.display().to_string();
+    let cvs = tc.dynamic(&resource, None);
+    let cv: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+        "metadata": {"name": "version"}, "spec": {"clusterID": "x"}}))
+    .unwrap();
+    cvs.create(&PostParams::default(), &cv)
+        .await
+        .expect("create cv");
+    let fg: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "config.openshift.io/v1", "kind": "FeatureGate",
+        "metadata": {"name": "cluster"}, "spec": {}}))
+    .unwrap();
+    fgs.create(&PostParams::default(), &fg)
+        .await
+        .expect("create FeatureGate");
+    fgs.patch_status(
+        "cluster",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"featureGates": [
+            {"version": "1.0.0", "enabled": [{"name": "A"}], "disabled": [{"name": "B"}]}]}})),
+    )
+    .await
+    .expect("FeatureGate status");
+
+    let live = |extra: &'static [&'static str]| {
+        let mut args = vec![
+            "capabilities",
+            "--release",
+            rel.as_str(),
+            "--live",
+            "-o",
+            "json",
+        ];
+        args.extend(extra);
+        let kubeconfig = kubeconfig.clone();
+        async move {
+            let (code, out, err) = common::run_cvo(&kubeconfig, &args).await;
+            (code, out, err)
+        }
+    };
+    let from_cluster = live(&[]).await;
+    let given = live(&["--feature-gates", "A,B"]).await;
+    cvs.delete("version", &Default::default())
+        .await
+        .expect("delete cv");
+    common::wait_gone(&tc, &cvs, "version", "ClusterVersion version").await;
+    fgs.delete("cluster", &Default::default())
+        .await
+        .expect("delete FeatureGate");
+    common::wait_gone(&tc, &fgs, "cluster", "FeatureGate cluster").await;
+    for ((code, out, err), left_out) in [(from_cluster, 1), (given, 0)] {
+        assert_eq!(code, 0, "{out}\n{err}");
+        let report: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(report["excluded"]["featureGate"], left_out, "{report:#}");
+    }
+}

@@ -126,13 +126,13 @@ pub fn with_openshift_crds(dest: &Path, version: &str, previous: &str) -> Option
     Some(())
 }
 
-/// Puts the stand-in ClusterVersion and ClusterOperator CRDs (those of
+/// Puts the stand-in ClusterVersion, ClusterOperator and FeatureGate CRDs (those of
 /// `common::openshift_kind`) back in place of whatever a test's release installed under their
 /// names, so that later tests on a real cluster find the kinds as they expect. Hold the
 /// ClusterVersion lock (and delete `version` first).
 pub async fn restore_stand_in_crds(tc: &TestCluster) {
     let crds = Api::<CustomResourceDefinition>::all(tc.client.clone());
-    for kind in ["ClusterVersion", "ClusterOperator"] {
+    for kind in ["ClusterVersion", "ClusterOperator", "FeatureGate"] {
         let stand_in = TestCrd::in_group("config.openshift.io", kind, false, true);
         // The server's CRD controllers write its status meanwhile: a conflict reads again.
         let replaced = super::poll_until(
