@@ -642,13 +642,17 @@ fn parse_file(
 
 /// What the CVO reads differently from what the annotations seem to say: a value that is not
 /// a string (no annotations at all, then), a feature set it does not know (never included).
+/// Warnings here (the release is used, as the CVO uses it); `validate` makes them errors
+/// ([`crate::validate::rules::ERRORS_ONLY_IN_VALIDATE`]).
 fn annotation_problems(m: &Manifest) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     if let Some((key, value)) = m.non_string_annotation() {
         out.push(
             Diagnostic::new(
                 "non-string-annotation",
-                Severity::Error,
+                // The CVO accepts the release (and leaves the manifest out): so does every
+                // command but `validate`, which reports it as an error.
+                Severity::Warning,
                 m.location.clone(),
                 format!(
                     "the annotation `{}` is {}, not a string: the CVO then reads the object as having no annotations at all (so it is left out when a profile is required), and the API server refuses it",
@@ -666,7 +670,9 @@ fn annotation_problems(m: &Manifest) -> Vec<Diagnostic> {
         out.push(
             Diagnostic::new(
                 "unknown-feature-set",
-                Severity::Error,
+                // The CVO accepts the release (and leaves the manifest out): so does every
+                // command but `validate`, which reports it as an error.
+                Severity::Warning,
                 m.location.clone(),
                 format!(
                     "`{FEATURE_SET_ANNOTATION}: {}` names `{}`, which is not a known feature set: the CVO never includes this manifest, in any feature set",
@@ -1358,7 +1364,8 @@ mod tests {
         assert_eq!(release.excluded[0].by, super::super::ExcludedBy::Profile);
         assert_eq!(rules_of(&release), ["non-string-annotation"]);
         let d = &release.diagnostics[0];
-        assert_eq!(d.severity, Severity::Error);
+        // The CVO uses the release: a warning here, an error in `validate`.
+        assert_eq!(d.severity, Severity::Warning);
         assert!(
             d.message
                 .contains("`include.release.openshift.io/hypershift` is a boolean, not a string"),

@@ -167,11 +167,15 @@ pub fn round_trip(api_version: &str, kind: &str, object: &Value) -> Result<Round
         e
     })?;
     match typed {
-        None => Ok(RoundTrip {
-            object: object.clone(),
-            dropped: Vec::new(),
-            typed: false,
-        }),
+        None => {
+            let mut object = object.clone();
+            openshift_defaults(api_version, kind, &mut object);
+            Ok(RoundTrip {
+                object,
+                dropped: Vec::new(),
+                typed: false,
+            })
+        }
         Some(mut typed) => {
             let mut dropped = Vec::new();
             dropped_fields(object, &typed, &mut String::new(), &mut dropped);
@@ -183,6 +187,19 @@ pub fn round_trip(api_version: &str, kind: &str, object: &Value) -> Result<Round
                 typed: true,
             })
         }
+    }
+}
+
+/// What the CVO's own Go types add to an OpenShift kind it sends: a ClusterOperator's `spec`
+/// is a struct its encoder always writes, so a manifest without one (OpenShift's own have
+/// none) is sent with `spec: {}` — which OpenShift's ClusterOperator CRD requires.
+fn openshift_defaults(api_version: &str, kind: &str, object: &mut Value) {
+    if api_version == "config.openshift.io/v1"
+        && kind == "ClusterOperator"
+        && let Some(map) = object.as_object_mut()
+        && !map.contains_key("spec")
+    {
+        map.insert("spec".to_owned(), Value::Object(Default::default()));
     }
 }
 
@@ -269,6 +286,19 @@ fn dropped_fields(before: &Value, after: &Value, path: &mut String, out: &mut Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_operator_gets_the_empty_spec_the_cvos_types_send() {
+        let co = serde_json::json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator",
+            "metadata": {"name": "x"}, "status": {"versions": [{"name": "operator", "version": "1"}]}});
+        let sent = round_trip("config.openshift.io/v1", "ClusterOperator", &co).unwrap();
+        assert_eq!(sent.object["spec"], serde_json::json!({}));
+        assert_eq!(sent.object["status"], co["status"]);
+        let with_spec = serde_json::json!({"apiVersion": "config.openshift.io/v1",
+            "kind": "ClusterOperator", "metadata": {"name": "x"}, "spec": {"a": 1}});
+        let sent = round_trip("config.openshift.io/v1", "ClusterOperator", &with_spec).unwrap();
+        assert_eq!(sent.object, with_spec);
+    }
     use serde_json::json;
 
     #[test]

@@ -33,6 +33,9 @@ pub use rules::{RULES, Rule, rule_by_id};
 pub fn validate(release: &Release, previous: Option<&Release>) -> Vec<Diagnostic> {
     let mut out: Vec<Diagnostic> = release.diagnostics.clone();
     for d in &mut out {
+        if rules::ERRORS_ONLY_IN_VALIDATE.contains(&d.rule) {
+            d.severity = crate::diagnostic::Severity::Error;
+        }
         if d.help.is_none()
             && let Some(rule) = rule_by_id(d.rule)
         {

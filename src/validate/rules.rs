@@ -84,6 +84,11 @@ pub const NON_STRING_ANNOTATION: &str = "non-string-annotation";
 pub const UNKNOWN_FEATURE_SET: &str = "unknown-feature-set";
 pub const HIDDEN_FILE: &str = "hidden-file";
 
+/// Loader rules the CVO accepts silently (it leaves the manifest out and uses the release):
+/// warnings for `apply`, `plan`, `graph` and the operator, which read a release as the CVO
+/// does, and errors in `validate`, where catching them is the point.
+pub const ERRORS_ONLY_IN_VALIDATE: [&str; 2] = [NON_STRING_ANNOTATION, UNKNOWN_FEATURE_SET];
+
 /// Every rule, loader rules first, then `validate`'s own in the order of docs/validation.md.
 pub const RULES: &[Rule] = &[
     loader(

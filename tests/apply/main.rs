@@ -18,4 +18,5 @@ mod deletion_record;
 mod feature_gates;
 mod openshift_corpus;
 mod openshift_schema;
+mod payload_semantics;
 mod status_truth;
