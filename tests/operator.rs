@@ -1396,15 +1396,7 @@ async fn a_feature_gate_change_starts_a_pass_that_applies_what_it_lets_in() {
     let Env {
         tc, cvs, ns, lease, ..
     } = &env;
-    let resource = common::openshift_kind(tc, "FeatureGate").await;
-    let fgs = tc.dynamic(&resource, None);
-    // A FeatureGate left by an earlier, interrupted test.
-    if fgs.get_opt("cluster").await.expect("get").is_some() {
-        fgs.delete("cluster", &DeleteParams::default())
-            .await
-            .expect("delete");
-        common::wait_gone(tc, &fgs, "cluster", "FeatureGate cluster").await;
-    }
+    let fgs = common::feature_gates(tc).await;
     let gated = common::configmap(
         ns,
         "needs-a",
@@ -1428,30 +1420,15 @@ async fn a_feature_gate_change_starts_a_pass_that_applies_what_it_lets_in() {
     );
 
     // FeatureGate `cluster` enables A for another version only: no pass is needed.
-    let fg: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "config.openshift.io/v1", "kind": "FeatureGate",
-        "metadata": {"name": "cluster"}, "spec": {}}))
-    .unwrap();
-    fgs.create(&Default::default(), &fg)
-        .await
-        .expect("create FeatureGate");
-    let status = |version: &str| {
-        json!({"status": {"featureGates": [
-            {"version": version, "enabled": [{"name": "A"}], "disabled": []}]}})
-    };
-    fgs.patch_status(
-        "cluster",
-        &PatchParams::default(),
-        &Patch::Merge(status("0.9.0")),
-    )
-    .await
-    .expect("status for 0.9.0");
+    let entries =
+        |version: &str| json!([{"version": version, "enabled": [{"name": "A"}], "disabled": []}]);
+    common::create_feature_gate(&fgs, entries("0.9.0")).await;
     // Then for the release's version: the watch starts a pass (the resync is an hour away)
     // that applies the gated manifest.
     fgs.patch_status(
         "cluster",
         &PatchParams::default(),
-        &Patch::Merge(status("1.0.0")),
+        &Patch::Merge(json!({"status": {"featureGates": entries("1.0.0")}})),
     )
     .await
     .expect("status for 1.0.0");
@@ -1479,10 +1456,7 @@ async fn a_feature_gate_change_starts_a_pass_that_applies_what_it_lets_in() {
         "{metrics}"
     );
     op.terminate().await;
-    fgs.delete("cluster", &DeleteParams::default())
-        .await
-        .expect("delete FeatureGate");
-    common::wait_gone(tc, &fgs, "cluster", "FeatureGate cluster").await;
+    common::remove_feature_gate(tc, &fgs).await;
     env.finish().await;
 }
 

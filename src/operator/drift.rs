@@ -248,6 +248,17 @@ async fn watch_kind(
     }
 }
 
+/// The kind `kind` of `api_version`, once the server serves it: looked up every 30 s until
+/// then (a steady poll, not a backoff: a kind is served or not for long).
+async fn once_served(cluster: &Cluster, api_version: &str, kind: &str) -> crate::cluster::Resolved {
+    loop {
+        match cluster.discovery().resolve(api_version, kind).await {
+            Ok(r) => return r,
+            Err(_) => tokio::time::sleep(Duration::from_secs(30)).await,
+        }
+    }
+}
+
 /// Watches `ClusterVersion version` and sends `()` whenever its `metadata.generation` moves
 /// away from `generation` (the one the last pass read) or from the last one seen — its spec
 /// changed: a new `desiredUpdate`, say; the operator then runs a full pass. Status writes do
@@ -257,17 +268,7 @@ pub async fn watch_cluster_version(
     mut generation: Option<i64>,
     changed: &UnboundedSender<()>,
 ) {
-    let resolved = loop {
-        match cluster
-            .discovery()
-            .resolve(clusterversion::API_VERSION, clusterversion::KIND)
-            .await
-        {
-            Ok(r) => break r,
-            // A steady poll, not a backoff: ClusterVersion is served or not for long.
-            Err(_) => tokio::time::sleep(Duration::from_secs(30)).await,
-        }
-    };
+    let resolved = once_served(cluster, clusterversion::API_VERSION, clusterversion::KIND).await;
     let api: Api<PartialObjectMeta<DynamicObject>> =
         Api::all_with(cluster.client().clone(), &resolved.resource);
     let selector = format!("metadata.name={}", clusterversion::NAME);
@@ -299,16 +300,12 @@ pub async fn watch_feature_gate(
     mut seen: Option<EnabledGates>,
     changed: &UnboundedSender<()>,
 ) {
-    let resolved = loop {
-        match cluster
-            .discovery()
-            .resolve(feature_gate::OBJECT_API_VERSION, feature_gate::OBJECT_KIND)
-            .await
-        {
-            Ok(r) => break r,
-            Err(_) => tokio::time::sleep(Duration::from_secs(30)).await,
-        }
-    };
+    let resolved = once_served(
+        cluster,
+        feature_gate::OBJECT_API_VERSION,
+        feature_gate::OBJECT_KIND,
+    )
+    .await;
     let api: Api<DynamicObject> = Api::all_with(cluster.client().clone(), &resolved.resource);
     let selector = format!("metadata.name={}", feature_gate::OBJECT_NAME);
     let stream =

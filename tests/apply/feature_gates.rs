@@ -11,7 +11,7 @@ use cvo::apply::Action;
 use cvo::cluster::Cluster;
 use cvo::release::Release;
 use cvo::sync::{SyncError, SyncOutcome, sync};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
 /// A ConfigMap manifest that needs the feature gates `gates` (`A`, `-A`).
@@ -51,15 +51,7 @@ async fn set_status(fgs: &Api<DynamicObject>, enabled: &[&str]) {
 async fn the_clusters_feature_gate_decides_and_the_next_pass_follows() {
     let tc = common::cluster().await;
     let _turn = common::sync_turn(&tc).await;
-    let resource = common::openshift_kind(&tc, "FeatureGate").await;
-    let fgs = tc.dynamic(&resource, None);
-    // A FeatureGate left by an earlier, interrupted run of this test.
-    if fgs.get_opt("cluster").await.expect("get").is_some() {
-        fgs.delete("cluster", &DeleteParams::default())
-            .await
-            .expect("delete");
-        common::wait_gone(&tc, &fgs, "cluster", "FeatureGate cluster").await;
-    }
+    let fgs = common::feature_gates(&tc).await;
     let ns = tc.namespace("feature-gates").await;
     let cms = tc.dynamic(&common::configmaps(), Some(&ns));
     let (_dir, rel) = common::release(
@@ -90,13 +82,7 @@ async fn the_clusters_feature_gate_decides_and_the_next_pass_follows() {
     assert!(out.feature_gates.is_empty());
 
     // Gate A enabled for this version: needs-a is applied, not-a left alone (not deleted).
-    let fg: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "config.openshift.io/v1", "kind": "FeatureGate",
-        "metadata": {"name": "cluster"}, "spec": {}}))
-    .unwrap();
-    fgs.create(&PostParams::default(), &fg)
-        .await
-        .expect("create FeatureGate");
+    common::create_feature_gate(&fgs, json!([])).await;
     set_status(&fgs, &["A"]).await;
     let out = run(&tc.client, &rel).await.expect("sync");
     assert_eq!(out.exit_code(), 0, "{:?}", out.report);
@@ -152,8 +138,5 @@ async fn the_clusters_feature_gate_decides_and_the_next_pass_follows() {
         "nothing applied"
     );
 
-    fgs.delete("cluster", &DeleteParams::default())
-        .await
-        .expect("delete FeatureGate");
-    common::wait_gone(&tc, &fgs, "cluster", "FeatureGate cluster").await;
+    common::remove_feature_gate(&tc, &fgs).await;
 }

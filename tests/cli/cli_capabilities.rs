@@ -479,13 +479,7 @@ fn a_release_shipping_its_cluster_version_shows_what_an_install_enables() {
 async fn live_reads_the_clusters_feature_gates() {
     let tc = common::cluster().await;
     let (_guard, resource) = common::cluster_version(&tc).await;
-    let fgs = tc.dynamic(&common::openshift_kind(&tc, "FeatureGate").await, None);
-    if fgs.get_opt("cluster").await.expect("get").is_some() {
-        fgs.delete("cluster", &Default::default())
-            .await
-            .expect("delete");
-        common::wait_gone(&tc, &fgs, "cluster", "FeatureGate cluster").await;
-    }
+    let fgs = common::feature_gates(&tc).await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = tc.kubeconfig_file(dir.path()).await;
     let rel = dir.path().join("release");
@@ -514,21 +508,11 @@ async fn live_reads_the_clusters_feature_gates() {
     cvs.create(&PostParams::default(), &cv)
         .await
         .expect("create cv");
-    let fg: kube::api::DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "config.openshift.io/v1", "kind": "FeatureGate",
-        "metadata": {"name": "cluster"}, "spec": {}}))
-    .unwrap();
-    fgs.create(&PostParams::default(), &fg)
-        .await
-        .expect("create FeatureGate");
-    fgs.patch_status(
-        "cluster",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"featureGates": [
-            {"version": "1.0.0", "enabled": [{"name": "A"}], "disabled": [{"name": "B"}]}]}})),
+    common::create_feature_gate(
+        &fgs,
+        json!([{"version": "1.0.0", "enabled": [{"name": "A"}], "disabled": [{"name": "B"}]}]),
     )
-    .await
-    .expect("FeatureGate status");
+    .await;
 
     let live = |extra: &'static [&'static str]| {
         let mut args = vec![
@@ -552,10 +536,7 @@ async fn live_reads_the_clusters_feature_gates() {
         .await
         .expect("delete cv");
     common::wait_gone(&tc, &cvs, "version", "ClusterVersion version").await;
-    fgs.delete("cluster", &Default::default())
-        .await
-        .expect("delete FeatureGate");
-    common::wait_gone(&tc, &fgs, "cluster", "FeatureGate cluster").await;
+    common::remove_feature_gate(&tc, &fgs).await;
     for ((code, out, err), left_out) in [(from_cluster, 1), (given, 0)] {
         assert_eq!(code, 0, "{out}\n{err}");
         let report: Value = serde_json::from_str(&out).unwrap();

@@ -231,6 +231,42 @@ pub async fn openshift_kind(tc: &TestCluster, kind: &str) -> ApiResource {
     crd.resource()
 }
 
+/// FeatureGate `cluster`'s API (the stand-in kind served), with no FeatureGate `cluster` left
+/// by an earlier, interrupted test. Hold the ClusterVersion lock: the object is cluster-wide.
+pub async fn feature_gates(tc: &TestCluster) -> kube::Api<DynamicObject> {
+    let fgs = tc.dynamic(&openshift_kind(tc, "FeatureGate").await, None);
+    remove_feature_gate(tc, &fgs).await;
+    fgs
+}
+
+/// Deletes FeatureGate `cluster` (through `fgs`) and waits until it is gone; nothing when
+/// absent.
+pub async fn remove_feature_gate(tc: &TestCluster, fgs: &kube::Api<DynamicObject>) {
+    match fgs.delete("cluster", &DeleteParams::default()).await {
+        Ok(_) => wait_gone(tc, fgs, "cluster", "FeatureGate cluster").await,
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => panic!("delete FeatureGate cluster: {e}"),
+    }
+}
+
+/// Creates FeatureGate `cluster` (empty spec) with `status.featureGates` = `entries`.
+pub async fn create_feature_gate(fgs: &kube::Api<DynamicObject>, entries: serde_json::Value) {
+    let fg: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "config.openshift.io/v1", "kind": "FeatureGate",
+        "metadata": {"name": "cluster"}, "spec": {}}))
+    .expect("FeatureGate object");
+    fgs.create(&PostParams::default(), &fg)
+        .await
+        .expect("create FeatureGate cluster");
+    fgs.patch_status(
+        "cluster",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"status": {"featureGates": entries}})),
+    )
+    .await
+    .expect("FeatureGate status");
+}
+
 /// For every test that runs a sync on a cluster shared with other tests of its binary: a sync
 /// reads and writes the cluster-wide `ClusterVersion version`, so it must not run while
 /// another test owns that object. Holds the same lock as [`cluster_version`] and makes sure no
