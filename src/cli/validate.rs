@@ -48,7 +48,17 @@ pub fn run(args: &ValidateArgs) -> Result<Exit, CliError> {
             }
             None
         }
-        None => std::env::current_dir().ok(),
+        // GitHub annotations and GitLab reports name files from the repository root; SARIF
+        // URIs are relative to the current directory, as before.
+        None => std::env::current_dir().ok().map(|cwd| match args.format {
+            Format::Github | Format::Gitlab => {
+                for d in &mut diagnostics {
+                    d.location.file = cwd.join(&d.location.file);
+                }
+                repository_root(&cwd).unwrap_or(cwd)
+            }
+            _ => cwd,
+        }),
     };
     let out =
         validate::report::render_report(args.format, &diagnostics, &left_out, base.as_deref());
@@ -58,6 +68,13 @@ pub fn run(args: &ValidateArgs) -> Result<Exit, CliError> {
     } else {
         Exit::Success
     })
+}
+
+/// The repository `dir` lies in: the nearest ancestor (or `dir` itself) that holds `.git`.
+fn repository_root(dir: &std::path::Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(std::path::Path::to_path_buf)
 }
 
 /// What `cvo validate` finds in the release of `release` (each profile it uses on its own),

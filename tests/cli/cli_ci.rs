@@ -1,0 +1,342 @@
+//! `cvo validate` in release engineers' CI: the six output formats agree on the findings
+//! (example release, a fixture with every kind of finding, the OpenShift corpus), the JUnit
+//! report reads with a real JUnit reader (Python's `junitparser`), the GitLab report has the
+//! fields GitLab requires with unique, stable fingerprints.
+//!
+//! The Python tools come from `CVO_TEST_VENV` (a virtualenv `.ci/run` creates) or, without it,
+//! the `python3` on PATH. A missing tool fails the test in CI (`CI` set) and skips visibly
+//! elsewhere.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+
+use serde_json::Value;
+
+use crate::common;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// One finding as every format can say it: rule, severity, file name, line (0 when none).
+type Key = (String, String, String, usize);
+
+/// Runs `cvo validate -o FORMAT ARGS` from the repository root; stdout and the exit code.
+fn run(format: &str, args: &[&str]) -> (String, i32) {
+    let out = common::cli::cvo()
+        .current_dir(root())
+        .arg("validate")
+        .args(args)
+        .args(["-o", format])
+        .output()
+        .unwrap();
+    (
+        String::from_utf8(out.stdout).expect("UTF-8 report"),
+        out.status.code().expect("exited"),
+    )
+}
+
+fn name_of(file: &str) -> String {
+    file.rsplit('/').next().unwrap_or(file).to_owned()
+}
+
+fn sorted(keys: impl IntoIterator<Item = Key>) -> Vec<Key> {
+    let mut v: Vec<Key> = keys.into_iter().collect();
+    v.sort();
+    v
+}
+
+fn from_text(out: &str) -> Vec<Key> {
+    let lines: Vec<&str> = out.lines().collect();
+    let mut keys = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some((severity, rest)) = ["error", "warning", "note"]
+            .iter()
+            .find_map(|s| line.strip_prefix(&format!("{s}[")).map(|r| (*s, r)))
+        else {
+            continue;
+        };
+        let rule = rest.split(']').next().unwrap();
+        let at = lines[i + 1..]
+            .iter()
+            .find_map(|l| l.strip_prefix("  --> "))
+            .expect("a location line");
+        let at = at.split(" (document").next().unwrap();
+        let (file, line) = match at.rsplit_once(':') {
+            Some((f, l)) if l.parse::<usize>().is_ok() => (f, l.parse().unwrap()),
+            _ => (at, 0),
+        };
+        keys.push((rule.into(), severity.into(), name_of(file), line));
+    }
+    sorted(keys)
+}
+
+fn from_json(out: &str) -> Vec<Key> {
+    let v: Value = serde_json::from_str(out).unwrap();
+    sorted(v["diagnostics"].as_array().unwrap().iter().map(|d| {
+        (
+            d["rule"].as_str().unwrap().into(),
+            d["severity"].as_str().unwrap().into(),
+            name_of(d["location"]["file"].as_str().unwrap()),
+            d["location"]["line"].as_u64().unwrap_or(0) as usize,
+        )
+    }))
+}
+
+/// SARIF and GitLab give line 1 for a finding without a line: such keys are compared with
+/// the line they would have there.
+fn line_one(keys: &[Key]) -> Vec<Key> {
+    sorted(
+        keys.iter()
+            .map(|(r, s, f, l)| (r.clone(), s.clone(), f.clone(), (*l).max(1))),
+    )
+}
+
+fn from_sarif(out: &str) -> Vec<Key> {
+    let v: Value = serde_json::from_str(out).unwrap();
+    sorted(v["runs"][0]["results"].as_array().unwrap().iter().map(|r| {
+        let loc = &r["locations"][0]["physicalLocation"];
+        (
+            r["ruleId"].as_str().unwrap().into(),
+            r["level"].as_str().unwrap().into(),
+            name_of(loc["artifactLocation"]["uri"].as_str().unwrap()),
+            loc["region"]["startLine"].as_u64().unwrap() as usize,
+        )
+    }))
+}
+
+fn from_github(out: &str) -> Vec<Key> {
+    let mut keys = Vec::new();
+    for line in out.lines().filter(|l| l.starts_with("::")) {
+        let (command, rest) = line[2..].split_once(' ').unwrap();
+        let (props, _message) = rest.split_once("::").unwrap();
+        let mut file = String::new();
+        let mut at = 0;
+        let mut rule = String::new();
+        for p in props.split(',') {
+            let (k, v) = p.split_once('=').unwrap();
+            let v = v
+                .replace("%3A", ":")
+                .replace("%2C", ",")
+                .replace("%25", "%");
+            match k {
+                "file" => file = name_of(&v),
+                "line" => at = v.parse().unwrap(),
+                "title" => rule = v,
+                other => panic!("unexpected property {other} in {line}"),
+            }
+        }
+        let severity = match command {
+            "notice" => "note",
+            other => other,
+        };
+        keys.push((rule, severity.into(), file, at));
+    }
+    sorted(keys)
+}
+
+fn from_gitlab(out: &str) -> Vec<Key> {
+    let v: Value = serde_json::from_str(out).unwrap();
+    let issues = v.as_array().expect("an array of issues");
+    let fingerprints: BTreeSet<&str> = issues
+        .iter()
+        .map(|i| i["fingerprint"].as_str().unwrap())
+        .collect();
+    assert_eq!(fingerprints.len(), issues.len(), "fingerprints are unique");
+    sorted(issues.iter().map(|i| {
+        for field in ["description", "check_name", "fingerprint", "severity"] {
+            assert!(
+                i[field].as_str().is_some_and(|s| !s.is_empty()),
+                "{field} missing in {i}"
+            );
+        }
+        let severity = match i["severity"].as_str().unwrap() {
+            "major" => "error",
+            "minor" => "warning",
+            "info" => "note",
+            other => panic!("unexpected severity {other}"),
+        };
+        (
+            i["check_name"].as_str().unwrap().into(),
+            severity.into(),
+            name_of(i["location"]["path"].as_str().unwrap()),
+            i["location"]["lines"]["begin"].as_u64().unwrap() as usize,
+        )
+    }))
+}
+
+/// The Python with the CI tools, or `None` after a visible skip; panics in CI.
+pub fn python_with(module: &str) -> Option<PathBuf> {
+    let python = match std::env::var_os("CVO_TEST_VENV").filter(|v| !v.is_empty()) {
+        Some(venv) => Path::new(&venv).join("bin/python"),
+        None => PathBuf::from("python3"),
+    };
+    let found = Process::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return Some(python);
+    }
+    let reason = format!(
+        "{} cannot import {module} (.ci/run installs it into the virtualenv CVO_TEST_VENV names)",
+        python.display()
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{reason}");
+    }
+    common::skip::skip(&reason);
+    None
+}
+
+/// Reads a JUnit report with `junitparser`; the findings (from each case's properties), and
+/// per suite its name, case count and failure count.
+fn from_junit(python: &Path, xml: &str) -> (Vec<Key>, Vec<(String, usize, usize)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.xml");
+    std::fs::write(&file, xml).unwrap();
+    let script = r#"
+import json, sys
+from junitparser import JUnitXml, Properties, Failure
+xml = JUnitXml.fromfile(sys.argv[1])
+keys, suites = [], []
+for suite in xml:
+    cases = list(suite)
+    failures = sum(1 for c in cases if any(isinstance(r, Failure) for r in c.result))
+    suites.append([suite.name, len(cases), failures])
+    for case in cases:
+        props = case.child(Properties)
+        if props is None:
+            continue
+        p = {q.name: q.value for q in props}
+        failed = any(isinstance(r, Failure) for r in case.result)
+        assert failed == (p["severity"] == "error"), case.name
+        keys.append([p["rule"], p["severity"], p["file"].rsplit("/", 1)[-1], int(p["line"] or 0)])
+print(json.dumps({"keys": keys, "suites": suites}))
+"#;
+    let out = Process::new(python)
+        .args(["-c", script])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "junitparser could not read the report: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys = sorted(v["keys"].as_array().unwrap().iter().map(|k| {
+        (
+            k[0].as_str().unwrap().into(),
+            k[1].as_str().unwrap().into(),
+            k[2].as_str().unwrap().into(),
+            k[3].as_u64().unwrap() as usize,
+        )
+    }));
+    let suites = v["suites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s[0].as_str().unwrap().into(),
+                s[1].as_u64().unwrap() as usize,
+                s[2].as_u64().unwrap() as usize,
+            )
+        })
+        .collect();
+    (keys, suites)
+}
+
+/// All six formats of `args`: the same findings and the same exit code; returns the findings.
+fn six_formats_agree(args: &[&str], python: &Path) -> Vec<Key> {
+    let (text, code) = run("text", args);
+    let keys = from_text(&text);
+    let (json, c) = run("json", args);
+    assert_eq!(c, code);
+    assert_eq!(from_json(&json), keys, "json vs text for {args:?}");
+    let (sarif, c) = run("sarif", args);
+    assert_eq!(c, code);
+    assert_eq!(from_sarif(&sarif), line_one(&keys), "sarif vs text");
+    let (github, c) = run("github", args);
+    assert_eq!(c, code);
+    assert_eq!(from_github(&github), keys, "github vs text");
+    let (gitlab, c) = run("gitlab", args);
+    assert_eq!(c, code);
+    assert_eq!(from_gitlab(&gitlab), line_one(&keys), "gitlab vs text");
+    let (again, _) = run("gitlab", args);
+    assert_eq!(again, gitlab, "GitLab fingerprints are stable across runs");
+    let (junit, c) = run("junit", args);
+    assert_eq!(c, code);
+    let (junit_keys, suites) = from_junit(python, &junit);
+    assert_eq!(junit_keys, keys, "junit vs text");
+    // One suite per registered rule; its cases are its findings (or one passing case).
+    assert_eq!(suites.len(), cvo::validate::RULES.len());
+    for (rule, cases, failures) in suites {
+        let found: Vec<&Key> = keys.iter().filter(|k| k.0 == rule).collect();
+        assert_eq!(cases, found.len().max(1), "cases of {rule}");
+        assert_eq!(
+            failures,
+            found.iter().filter(|k| k.1 == "error").count(),
+            "failures of {rule}"
+        );
+    }
+    keys
+}
+
+#[test]
+fn six_formats_report_the_same_findings() {
+    let Some(python) = python_with("junitparser") else {
+        return;
+    };
+    // The example release is clean in every format.
+    assert!(six_formats_agree(&["--release", "manifests-example"], &python).is_empty());
+    // A fixture pair with errors, warnings and notes.
+    let fixture = "tests/fixtures/ci/formats";
+    let keys = six_formats_agree(
+        &[
+            "--release",
+            &format!("{fixture}/release"),
+            "--previous",
+            &format!("{fixture}/previous"),
+        ],
+        &python,
+    );
+    for severity in ["error", "warning", "note"] {
+        assert!(
+            keys.iter().any(|k| k.1 == severity),
+            "the fixture has no {severity}: {keys:?}"
+        );
+    }
+    if let Some(corpus) = common::skip::corpus("openshift-release") {
+        let keys = six_formats_agree(&["--release", corpus.to_str().unwrap()], &python);
+        assert!(!keys.is_empty());
+    }
+}
+
+#[test]
+fn github_and_gitlab_paths_are_relative_to_the_repository_root() {
+    let fixture = "tests/fixtures/ci/formats/release";
+    let (github, code) = run("github", &["--release", fixture]);
+    assert_eq!(code, 1, "{github}");
+    assert!(
+        github
+            .lines()
+            .filter(|l| l.starts_with("::"))
+            .all(|l| l.contains(&format!("file={fixture}/"))),
+        "{github}"
+    );
+    // From a sub-directory, the paths still start at the repository root.
+    let out = common::cli::cvo()
+        .current_dir(root().join("tests"))
+        .args(["validate", "--release", "fixtures/ci/formats/release"])
+        .args(["-o", "gitlab"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for issue in v.as_array().unwrap() {
+        let path = issue["location"]["path"].as_str().unwrap();
+        assert!(path.starts_with(&format!("{fixture}/")), "{path}");
+    }
+}
