@@ -30,6 +30,7 @@ use crate::cluster::request_error;
 mod seed;
 mod uninstall;
 mod validate;
+mod validate_config;
 mod values;
 
 use std::path::PathBuf;
@@ -637,7 +638,7 @@ fn refused_command_line(e: &clap::Error) -> Exit {
 /// Runs the command; `format` is the log format in force.
 fn run(cli: Cli, format: LogFormat) -> Result<Exit, CliError> {
     match cli.command {
-        Command::Validate(args) => validate::run(&args),
+        Command::Validate(args) => validate::run(args),
         Command::Graph(args) => graph::run(&args),
         Command::Capabilities(args) => capabilities::run(&cli.global, &args),
         Command::Apply(args) => apply::run(&cli.global, &args),

@@ -13,6 +13,7 @@ mod capability;
 mod deletion_order;
 mod extra_fields;
 mod file_name;
+pub mod levels;
 mod previous;
 mod profiles;
 pub mod report;
@@ -23,6 +24,7 @@ use crate::diagnostic::{Diagnostic, Location};
 use crate::release::{Manifest, Release};
 
 pub use crate::release::LeftOut;
+pub use levels::{Level, RuleLevels};
 pub use report::{Format, Summary};
 pub use rules::{RULES, Rule, rule_by_id};
 

@@ -210,7 +210,10 @@ pub fn sarif(diagnostics: &[Diagnostic], base: Option<&Path>) -> Value {
                 "shortDescription": { "text": r.summary },
                 "fullDescription": { "text": r.summary },
                 "help": { "text": r.help },
-                "defaultConfiguration": { "level": sarif_level(r.severity) },
+                "defaultConfiguration": {
+                    "level": sarif_level(r.severity),
+                    "enabled": !r.off_by_default,
+                },
             })
         })
         .collect();

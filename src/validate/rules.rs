@@ -20,6 +20,29 @@ pub struct Rule {
     pub help: &'static str,
     /// True for rules reported by the release loader rather than by `validate`'s own checks.
     pub from_loader: bool,
+    /// True for a rule that reports nothing unless a `--rule ID=LEVEL` (or the config file's
+    /// `rules:`) turns it on; `severity` is then the severity it has when turned on by name
+    /// only. See [`Rule::default_level`].
+    pub off_by_default: bool,
+}
+
+impl Rule {
+    /// This rule, reporting nothing unless turned on (`rule(…).off_by_default()`).
+    pub const fn off_by_default(self) -> Rule {
+        Rule {
+            off_by_default: true,
+            ..self
+        }
+    }
+
+    /// The level of the rule when nothing configures it: off, or its severity.
+    pub const fn default_level(&self) -> super::levels::Level {
+        if self.off_by_default {
+            super::levels::Level::Off
+        } else {
+            super::levels::Level::of(self.severity)
+        }
+    }
 }
 
 const fn rule(
@@ -34,6 +57,7 @@ const fn rule(
         summary,
         help,
         from_loader: false,
+        off_by_default: false,
     }
 }
 

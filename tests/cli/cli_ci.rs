@@ -340,3 +340,157 @@ fn github_and_gitlab_paths_are_relative_to_the_repository_root() {
         assert!(path.starts_with(&format!("{fixture}/")), "{path}");
     }
 }
+
+/// A copy of the CI fixture's release in a temporary repository (a `.git` directory at its
+/// root), so that config-file discovery stops there.
+fn repo_with_release() -> (tempfile::TempDir, PathBuf) {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    let release = repo.path().join("releases/app");
+    std::fs::create_dir_all(&release).unwrap();
+    for entry in std::fs::read_dir(root().join("tests/fixtures/ci/formats/release")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), release.join(entry.file_name())).unwrap();
+    }
+    (repo, release)
+}
+
+fn validate_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    common::cli::cvo()
+        .current_dir(dir)
+        .arg("validate")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn rule_levels_from_the_command_line_change_the_exit_code() {
+    let (repo, _) = repo_with_release();
+    let out = validate_in(repo.path(), &["--release", "releases/app"]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = validate_in(
+        repo.path(),
+        &[
+            "--release",
+            "releases/app",
+            "--rule",
+            "invalid-delete-value=warning",
+            "--rule",
+            "file-name-convention=off",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("warning[invalid-delete-value]"), "{text}");
+    assert!(!text.contains("file-name-convention"), "{text}");
+    // An unknown id is a usage error naming it, with the nearest id.
+    let out = validate_in(
+        repo.path(),
+        &[
+            "--release",
+            "releases/app",
+            "--rule",
+            "invalid-delet-value=off",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "`invalid-delet-value` is not a rule id (did you mean `invalid-delete-value`?)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_config_file_is_found_upwards_and_flags_override_it() {
+    let (repo, _) = repo_with_release();
+    // At the repository root, found from the release directory two levels down.
+    std::fs::write(
+        repo.path().join(".cvo.yaml"),
+        "rules:\n  invalid-delete-value: warning\n  file-name-convention: off\nfeature-set: TechPreviewNoUpgrade\n",
+    )
+    .unwrap();
+    let out = validate_in(repo.path(), &["--release", "releases/app"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("file-name-convention"), "{text}");
+    // The command line wins over the file.
+    let out = validate_in(
+        repo.path(),
+        &[
+            "--release",
+            "releases/app",
+            "--rule",
+            "invalid-delete-value=error",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    // --print-config says where each setting came from.
+    let out = validate_in(
+        repo.path(),
+        &[
+            "--release",
+            "releases/app",
+            "--print-config",
+            "--profile",
+            "hypershift",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let file = repo.path().join(".cvo.yaml");
+    let file = file.display();
+    assert!(text.contains(&format!("config file: {file}")), "{text}");
+    assert!(
+        text.contains(&format!("feature-set: TechPreviewNoUpgrade  ({file}:4)")),
+        "{text}"
+    );
+    assert!(
+        text.contains("profile: hypershift  (command line)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("  invalid-delete-value: warning  ({file}:2)")),
+        "{text}"
+    );
+    assert!(
+        text.contains("  apply-and-delete: error  (default)"),
+        "{text}"
+    );
+    // An unknown key or rule id is an error naming the file and line.
+    std::fs::write(
+        repo.path().join(".cvo.yaml"),
+        "rules:\n  apply-and-delete: error\nprofiles: x\n",
+    )
+    .unwrap();
+    let out = validate_in(repo.path(), &["--release", "releases/app"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("config file {file}:3: unknown field `profiles`")),
+        "{err}"
+    );
+    let other = repo.path().join("other.yaml");
+    std::fs::write(&other, "rules:\n  stale-delete: off\n").unwrap();
+    let out = validate_in(
+        repo.path(),
+        &[
+            "--release",
+            "releases/app",
+            "--config",
+            other.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "config file {}:2: rules: `stale-delete` is not a rule id",
+            other.display()
+        )),
+        "{err}"
+    );
+}
