@@ -145,7 +145,8 @@ fn check_with(
             None => None,
         };
         let found = validate::validate(&loaded, previous.as_ref());
-        runs.push((profile, levels.apply(found)));
+        let found = validate::suppression::apply(&loaded, levels.apply(found), levels);
+        runs.push((profile, found));
     }
     if runs.len() > 1 {
         let profiles: Vec<&str> = runs.iter().filter_map(|(p, _)| p.as_deref()).collect();

@@ -19,6 +19,7 @@ mod profiles;
 pub mod report;
 pub mod rules;
 mod schema;
+pub mod suppression;
 
 use crate::diagnostic::{Diagnostic, Location};
 use crate::release::{Manifest, Release};

@@ -95,6 +95,8 @@ pub const STALE_DELETE_MANIFEST: &str = "stale-delete-manifest";
 pub const IMMUTABLE_ROLEREF: &str = "immutable-roleref";
 pub const DROPPED_FIELD: &str = "dropped-field";
 pub const SCHEMA_MISMATCH: &str = "schema-mismatch";
+pub const INVALID_SUPPRESSION: &str = "invalid-suppression";
+pub const STALE_SUPPRESSION: &str = "stale-suppression";
 pub const MANIFEST_IN_NO_PROFILE: &str = "manifest-in-no-profile";
 pub const CAPABILITY_UNKNOWN: &str = "capability-unknown";
 pub const CAPABILITY_EMPTY: &str = "capability-empty";
@@ -313,6 +315,18 @@ pub const RULES: &[Rule] = &[
         Severity::Warning,
         "An object the previous release applied without a capability is gated behind it now: every cluster that has the object and lacks the capability gets it enabled implicitly on update, for good.",
         "if intended, say so in the release notes; otherwise ship the gated object under a new name and delete the old one",
+    ),
+    rule(
+        INVALID_SUPPRESSION,
+        Severity::Error,
+        "A validate.cvo.io/ignore annotation has no validate.cvo.io/ignore-reason, is not a string, or names a rule that does not exist: it suppresses nothing.",
+        "write `validate.cvo.io/ignore: \"RULE[,RULE]\"` with the ids reports show, and `validate.cvo.io/ignore-reason: \"why this is acceptable\"`",
+    ),
+    rule(
+        STALE_SUPPRESSION,
+        Severity::Warning,
+        "A validate.cvo.io/ignore annotation names a rule that reports nothing about the object: the suppression outlived its reason.",
+        "remove the rule from validate.cvo.io/ignore (and both annotations when nothing is left)",
     ),
 ];
 

@@ -494,3 +494,61 @@ fn the_config_file_is_found_upwards_and_flags_override_it() {
         "{err}"
     );
 }
+
+#[test]
+fn a_suppression_changes_the_exit_code_and_a_stale_one_warns() {
+    let (repo, release) = repo_with_release();
+    let bad = release.join("0000_50_app_03_bad.yaml");
+    let text = std::fs::read_to_string(&bad).unwrap();
+    let suppressed = text.replace(
+        "  annotations:\n",
+        "  annotations:\n    validate.cvo.io/ignore: invalid-delete-value,file-name-convention\n    validate.cvo.io/ignore-reason: \"reviewed: the old operator reads it\"\n",
+    );
+    std::fs::write(&bad, suppressed).unwrap();
+    let out = validate_in(repo.path(), &["--release", "releases/app", "-o", "json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let diagnostics = report["diagnostics"].as_array().unwrap();
+    let notes: Vec<&Value> = diagnostics
+        .iter()
+        .filter(|d| d["rule"] == "invalid-delete-value")
+        .collect();
+    assert_eq!(notes.len(), 2);
+    for d in notes {
+        assert_eq!(d["severity"], "note");
+        assert!(
+            d["message"]
+                .as_str()
+                .unwrap()
+                .ends_with("(suppressed, was error: reviewed: the old operator reads it)"),
+            "{d}"
+        );
+    }
+    // file-name-convention fires on settings.yaml, not on this file: stale, twice (one per
+    // annotated document).
+    let stale: Vec<&Value> = diagnostics
+        .iter()
+        .filter(|d| d["rule"] == "stale-suppression")
+        .collect();
+    assert_eq!(stale.len(), 2, "{report:#}");
+    assert_eq!(stale[0]["severity"], "warning");
+    assert!(
+        stale[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`file-name-convention`")
+    );
+    // Without the reason the suppression is refused, and the errors stay.
+    let no_reason: String = std::fs::read_to_string(&bad)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("ignore-reason"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&bad, no_reason).unwrap();
+    let out = validate_in(repo.path(), &["--release", "releases/app"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("error[invalid-suppression]"), "{text}");
+    assert!(text.contains("error[invalid-delete-value]"), "{text}");
+}
