@@ -103,8 +103,15 @@ pub fn apply(
     let mut out: Vec<Diagnostic> = diagnostics
         .into_iter()
         .map(|mut d| {
-            let key = (d.location.file.clone(), d.location.document);
-            if let Some(s) = by_place.get_mut(&key)
+            // A finding about the whole file (no document) matches by the object it names.
+            let place = by_place.values_mut().find(|s| {
+                let at = &s.manifest.location;
+                at.file == d.location.file
+                    && (d.location.document == at.document
+                        || d.location.document.is_none()
+                            && d.object.as_ref() == Some(&s.manifest.id))
+            });
+            if let Some(s) = place
                 && let Some(rule) = s.rules.iter().find(|r| **r == d.rule)
             {
                 s.used.insert(rule);
