@@ -16,10 +16,12 @@ macro_rules! stderr_line {
 mod apply;
 mod capabilities;
 mod cluster_deletion;
+mod completion;
 #[cfg(feature = "in-memory")]
 mod dev_apiserver;
 mod error;
 mod graph;
+mod man;
 mod operand_cleanup;
 mod operator;
 mod plan;
@@ -110,6 +112,10 @@ pub enum Command {
     /// Serve the embedded in-memory API server on loopback (for kubectl and tests).
     #[cfg(feature = "in-memory")]
     DevApiserver(dev_apiserver::DevApiserverArgs),
+    /// Print the shell completion script (bash, zsh, fish, powershell, elvish).
+    Completion(completion::CompletionArgs),
+    /// Print the man page of cvo, or of one command (`cvo man validate | man -l -`).
+    Man(man::ManArgs),
 }
 
 /// `-o` of apply and plan.
@@ -639,6 +645,8 @@ fn refused_command_line(e: &clap::Error) -> Exit {
 fn run(cli: Cli, format: LogFormat) -> Result<Exit, CliError> {
     match cli.command {
         Command::Validate(args) => validate::run(args),
+        Command::Completion(args) => completion::run(&args),
+        Command::Man(args) => man::run(&args),
         Command::Graph(args) => graph::run(&args),
         Command::Capabilities(args) => capabilities::run(&cli.global, &args),
         Command::Apply(args) => apply::run(&cli.global, &args),
