@@ -33,6 +33,7 @@ mod seed;
 mod uninstall;
 mod validate;
 mod validate_config;
+mod validate_files;
 mod values;
 
 use std::path::PathBuf;
@@ -112,6 +113,8 @@ pub enum Command {
     /// Serve the embedded in-memory API server on loopback (for kubectl and tests).
     #[cfg(feature = "in-memory")]
     DevApiserver(dev_apiserver::DevApiserverArgs),
+    /// `cvo validate` on each release directory holding one of the files (pre-commit's entry).
+    ValidateFiles(validate_files::ValidateFilesArgs),
     /// Print the shell completion script (bash, zsh, fish, powershell, elvish).
     Completion(completion::CompletionArgs),
     /// Print the man page of cvo, or of one command (`cvo man validate | man -l -`).
@@ -645,6 +648,7 @@ fn refused_command_line(e: &clap::Error) -> Exit {
 fn run(cli: Cli, format: LogFormat) -> Result<Exit, CliError> {
     match cli.command {
         Command::Validate(args) => validate::run(args),
+        Command::ValidateFiles(args) => validate_files::run(args),
         Command::Completion(args) => completion::run(&args),
         Command::Man(args) => man::run(&args),
         Command::Graph(args) => graph::run(&args),

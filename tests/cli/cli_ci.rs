@@ -552,3 +552,121 @@ fn a_suppression_changes_the_exit_code_and_a_stale_one_warns() {
     assert!(text.contains("error[invalid-suppression]"), "{text}");
     assert!(text.contains("error[invalid-delete-value]"), "{text}");
 }
+
+/// The `pre-commit` executable (`CVO_TEST_VENV`'s, else PATH's), or `None` after a visible
+/// skip; panics in CI.
+fn pre_commit() -> Option<PathBuf> {
+    let exe = match std::env::var_os("CVO_TEST_VENV").filter(|v| !v.is_empty()) {
+        Some(venv) => Path::new(&venv).join("bin/pre-commit"),
+        None => PathBuf::from("pre-commit"),
+    };
+    if Process::new(&exe)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        return Some(exe);
+    }
+    let reason = format!(
+        "{} does not run (.ci/run installs pre-commit into the virtualenv CVO_TEST_VENV names)",
+        exe.display()
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{reason}");
+    }
+    common::skip::skip(&reason);
+    None
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Process::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "cvo test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "cvo test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `pre-commit run --all-files` with the repository's system hook in a temporary git
+/// repository holding `release`; the exit code and the output.
+fn pre_commit_run(exe: &Path, release: &Path) -> (i32, String) {
+    let work = tempfile::tempdir().unwrap();
+    // The hooks repository: this repository's .pre-commit-hooks.yaml, committed.
+    let hooks = work.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    std::fs::copy(
+        root().join(".pre-commit-hooks.yaml"),
+        hooks.join(".pre-commit-hooks.yaml"),
+    )
+    .unwrap();
+    git(&hooks, &["init", "-q"]);
+    git(&hooks, &["add", "."]);
+    git(&hooks, &["commit", "-q", "-m", "hooks"]);
+    let rev = Process::new("git")
+        .current_dir(&hooks)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .unwrap();
+    let rev = String::from_utf8(rev.stdout).unwrap().trim().to_owned();
+    // The user's repository: a release under releases/app, and a config using the hook.
+    let repo = work.path().join("repo");
+    let dir = repo.join("releases/app");
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(release).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    std::fs::write(
+        repo.join(".pre-commit-config.yaml"),
+        format!(
+            "repos:\n  - repo: {}\n    rev: {rev}\n    hooks:\n      - id: cvo-validate-system\n        files: ^releases/\n",
+            hooks.display()
+        ),
+    )
+    .unwrap();
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "."]);
+    let bin_dir = common::cli::binary().parent().unwrap().to_path_buf();
+    let path = std::env::join_paths(
+        std::iter::once(bin_dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let out = Process::new(exe)
+        .current_dir(&repo)
+        .args(["run", "--all-files", "--color", "never"])
+        .env("PATH", path)
+        .env("PRE_COMMIT_HOME", work.path().join("cache"))
+        .output()
+        .expect("pre-commit runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().expect("exited"), text)
+}
+
+#[test]
+fn the_pre_commit_hook_passes_a_good_release_and_fails_a_bad_one() {
+    let Some(exe) = pre_commit() else {
+        return;
+    };
+    let (code, out) = pre_commit_run(&exe, &root().join("manifests-example"));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("cvo validate (cvo on PATH)") && out.contains("Passed"),
+        "{out}"
+    );
+    let (code, out) = pre_commit_run(&exe, &root().join("tests/fixtures/ci/formats/release"));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("Failed"), "{out}");
+    assert!(out.contains("error[invalid-delete-value]"), "{out}");
+}
