@@ -13,6 +13,7 @@ macro_rules! stderr_line {
     }};
 }
 
+mod action;
 mod apply;
 mod capabilities;
 mod cluster_deletion;
@@ -115,6 +116,9 @@ pub enum Command {
     DevApiserver(dev_apiserver::DevApiserverArgs),
     /// `cvo validate` on each release directory holding one of the files (pre-commit's entry).
     ValidateFiles(validate_files::ValidateFilesArgs),
+    /// The GitHub Action's entrypoint (action.yml): validate with the INPUT_* variables the
+    /// runner sets; annotations, and a SARIF file with format: sarif.
+    GithubAction(action::ActionArgs),
     /// Print the shell completion script (bash, zsh, fish, powershell, elvish).
     Completion(completion::CompletionArgs),
     /// Print the man page of cvo, or of one command (`cvo man validate | man -l -`).
@@ -649,6 +653,7 @@ fn run(cli: Cli, format: LogFormat) -> Result<Exit, CliError> {
     match cli.command {
         Command::Validate(args) => validate::run(args),
         Command::ValidateFiles(args) => validate_files::run(args),
+        Command::GithubAction(args) => action::run(&args),
         Command::Completion(args) => completion::run(&args),
         Command::Man(args) => man::run(&args),
         Command::Graph(args) => graph::run(&args),

@@ -51,7 +51,14 @@ fn parse_rule(arg: &str) -> Result<(&'static str, Level), String> {
     validate::levels::parse_rule_level(arg)
 }
 
-pub fn run(mut args: ValidateArgs) -> Result<Exit, CliError> {
+pub fn run(args: ValidateArgs) -> Result<Exit, CliError> {
+    let (out, exit) = report(args)?;
+    super::print_stdout(&out)?;
+    Ok(exit)
+}
+
+/// What [`run`] prints, and how it ends.
+pub(super) fn report(mut args: ValidateArgs) -> Result<(String, Exit), CliError> {
     let release_dir = crate::oci::Source::parse(&args.release.release)
         .ok()
         .flatten()
@@ -61,8 +68,7 @@ pub fn run(mut args: ValidateArgs) -> Result<Exit, CliError> {
     let settings = Settings::resolve(&mut args, &config);
     let (levels, level_sources) = config.levels(&args.rules);
     if args.print_config {
-        super::print_stdout(&settings.print(&levels, &level_sources))?;
-        return Ok(Exit::Success);
+        return Ok((settings.print(&levels, &level_sources), Exit::Success));
     }
     let (mut diagnostics, left_out) = check_with(&args.release, args.previous.as_deref(), &levels)?;
     // Every format names the files of an OCI release inside the artifact, not in its
@@ -91,12 +97,12 @@ pub fn run(mut args: ValidateArgs) -> Result<Exit, CliError> {
     };
     let out =
         validate::report::render_report(args.format, &diagnostics, &left_out, base.as_deref());
-    super::print_stdout(&out)?;
-    Ok(if Summary::of(&diagnostics).has_errors() {
+    let exit = if Summary::of(&diagnostics).has_errors() {
         Exit::Failed
     } else {
         Exit::Success
-    })
+    };
+    Ok((out, exit))
 }
 
 /// The repository `dir` lies in: the nearest ancestor (or `dir` itself) that holds `.git`.

@@ -670,3 +670,75 @@ fn the_pre_commit_hook_passes_a_good_release_and_fails_a_bad_one() {
     assert!(out.contains("Failed"), "{out}");
     assert!(out.contains("error[invalid-delete-value]"), "{out}");
 }
+
+/// Runs the action's entrypoint as the runner would: the image's `cvo` with `runs.args` from
+/// action.yml, an `INPUT_<NAME>` variable per input (the `with:` value, else its default), in
+/// the workspace (a git repository holding the fixture's release).
+fn run_action(with: &[(&str, &str)]) -> (i32, String, tempfile::TempDir) {
+    let action: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(root().join("action.yml")).unwrap())
+            .unwrap();
+    assert_eq!(action["runs"]["using"], "docker");
+    assert_eq!(action["runs"]["image"], "Dockerfile");
+    let args: Vec<String> = action["runs"]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    let (repo, _) = repo_with_release();
+    let mut cmd = common::cli::cvo();
+    cmd.current_dir(repo.path()).args(&args);
+    for (name, spec) in action["inputs"].as_object().unwrap() {
+        let value = with
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| (*v).to_owned())
+            .or_else(|| spec["default"].as_str().map(str::to_owned));
+        if spec["required"] == true {
+            assert!(value.is_some(), "the test must give required input {name}");
+        }
+        let var = format!("INPUT_{}", name.to_uppercase().replace(' ', "_"));
+        cmd.env(var, value.unwrap_or_default());
+    }
+    cmd.env("GITHUB_WORKSPACE", repo.path())
+        .env("GITHUB_OUTPUT", repo.path().join("github-output"));
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().expect("exited"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        repo,
+    )
+}
+
+#[test]
+fn the_github_action_entrypoint_annotates_and_writes_sarif() {
+    let (code, out, _repo) = run_action(&[("release", "releases/app")]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "::error file=releases/app/0000_50_app_03_bad.yaml,line=1,title=invalid-delete-value::"
+        ),
+        "{out}"
+    );
+    let (code, out, repo) = run_action(&[
+        ("release", "releases/app"),
+        ("format", "sarif"),
+        ("args", "--rule invalid-delete-value=warning"),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("::warning file=releases/app/0000_50_app_03_bad.yaml"),
+        "{out}"
+    );
+    let sarif_file = repo.path().join("cvo-results.sarif");
+    let sarif: Value =
+        serde_json::from_str(&std::fs::read_to_string(&sarif_file).unwrap()).unwrap();
+    assert_eq!(sarif["version"], "2.1.0");
+    assert!(!sarif["runs"][0]["results"].as_array().unwrap().is_empty());
+    let output = std::fs::read_to_string(repo.path().join("github-output")).unwrap();
+    assert_eq!(output, format!("sarif-file={}\n", sarif_file.display()));
+    // A missing required input is a usage error.
+    let (code, _, _) = run_action(&[("release", "")]);
+    assert_eq!(code, 2);
+}
