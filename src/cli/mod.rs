@@ -13,13 +13,16 @@ macro_rules! stderr_line {
     }};
 }
 
+mod action;
 mod apply;
 mod capabilities;
 mod cluster_deletion;
+mod completion;
 #[cfg(feature = "in-memory")]
 mod dev_apiserver;
 mod error;
 mod graph;
+mod man;
 mod operand_cleanup;
 mod operator;
 mod plan;
@@ -30,6 +33,8 @@ use crate::cluster::request_error;
 mod seed;
 mod uninstall;
 mod validate;
+mod validate_config;
+mod validate_files;
 mod values;
 
 use std::path::PathBuf;
@@ -109,6 +114,15 @@ pub enum Command {
     /// Serve the embedded in-memory API server on loopback (for kubectl and tests).
     #[cfg(feature = "in-memory")]
     DevApiserver(dev_apiserver::DevApiserverArgs),
+    /// `cvo validate` on each release directory holding one of the files (pre-commit's entry).
+    ValidateFiles(validate_files::ValidateFilesArgs),
+    /// The GitHub Action's entrypoint (action.yml): validate with the INPUT_* variables the
+    /// runner sets; annotations, and a SARIF file with format: sarif.
+    GithubAction(action::ActionArgs),
+    /// Print the shell completion script (bash, zsh, fish, powershell, elvish).
+    Completion(completion::CompletionArgs),
+    /// Print the man page of cvo, or of one command (`cvo man validate | man -l -`).
+    Man(man::ManArgs),
 }
 
 /// `-o` of apply and plan.
@@ -637,7 +651,11 @@ fn refused_command_line(e: &clap::Error) -> Exit {
 /// Runs the command; `format` is the log format in force.
 fn run(cli: Cli, format: LogFormat) -> Result<Exit, CliError> {
     match cli.command {
-        Command::Validate(args) => validate::run(&args),
+        Command::Validate(args) => validate::run(args),
+        Command::ValidateFiles(args) => validate_files::run(args),
+        Command::GithubAction(args) => action::run(&args),
+        Command::Completion(args) => completion::run(&args),
+        Command::Man(args) => man::run(&args),
         Command::Graph(args) => graph::run(&args),
         Command::Capabilities(args) => capabilities::run(&cli.global, &args),
         Command::Apply(args) => apply::run(&cli.global, &args),

@@ -16,10 +16,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::validate_config::{Config, Sourced};
 use super::{CliError, ReleaseArgs};
 use crate::diagnostic::Diagnostic;
 use crate::exit::Exit;
-use crate::validate::{self, Format, LeftOut, Summary};
+use crate::validate::{self, Format, LeftOut, Level, RuleLevels, Summary};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -32,10 +33,44 @@ pub struct ValidateArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Report rule ID at LEVEL: error, warning, note or off (repeatable; overrides the config
+    /// file's `rules:`). Ids are listed in docs/validation.md.
+    #[arg(long = "rule", value_name = "ID=LEVEL", value_parser = parse_rule)]
+    pub rules: Vec<(&'static str, Level)>,
+    /// Read settings from this file instead of the first .cvo.yaml found from the release
+    /// directory upwards to the repository root.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the effective settings and where each came from (config file line, command line,
+    /// default), then exit without validating.
+    #[arg(long)]
+    pub print_config: bool,
 }
 
-pub fn run(args: &ValidateArgs) -> Result<Exit, CliError> {
-    let (mut diagnostics, left_out) = check(&args.release, args.previous.as_deref())?;
+fn parse_rule(arg: &str) -> Result<(&'static str, Level), String> {
+    validate::levels::parse_rule_level(arg)
+}
+
+pub fn run(args: ValidateArgs) -> Result<Exit, CliError> {
+    let (out, exit) = report(args)?;
+    super::print_stdout(&out)?;
+    Ok(exit)
+}
+
+/// What [`run`] prints, and how it ends.
+pub(super) fn report(mut args: ValidateArgs) -> Result<(String, Exit), CliError> {
+    let release_dir = crate::oci::Source::parse(&args.release.release)
+        .ok()
+        .flatten()
+        .is_none()
+        .then(|| PathBuf::from(&args.release.release));
+    let config = Config::find(args.config.as_deref(), release_dir.as_deref())?;
+    let settings = Settings::resolve(&mut args, &config);
+    let (levels, level_sources) = config.levels(&args.rules);
+    if args.print_config {
+        return Ok((settings.print(&levels, &level_sources), Exit::Success));
+    }
+    let (mut diagnostics, left_out) = check_with(&args.release, args.previous.as_deref(), &levels)?;
     // Every format names the files of an OCI release inside the artifact, not in its
     // temporary directory.
     let base = match args.release.origin() {
@@ -48,16 +83,33 @@ pub fn run(args: &ValidateArgs) -> Result<Exit, CliError> {
             }
             None
         }
-        None => std::env::current_dir().ok(),
+        // GitHub annotations and GitLab reports name files from the repository root; SARIF
+        // URIs are relative to the current directory, as before.
+        None => std::env::current_dir().ok().map(|cwd| match args.format {
+            Format::Github | Format::Gitlab => {
+                for d in &mut diagnostics {
+                    d.location.file = cwd.join(&d.location.file);
+                }
+                repository_root(&cwd).unwrap_or(cwd)
+            }
+            _ => cwd,
+        }),
     };
     let out =
         validate::report::render_report(args.format, &diagnostics, &left_out, base.as_deref());
-    super::print_stdout(&out)?;
-    Ok(if Summary::of(&diagnostics).has_errors() {
+    let exit = if Summary::of(&diagnostics).has_errors() {
         Exit::Failed
     } else {
         Exit::Success
-    })
+    };
+    Ok((out, exit))
+}
+
+/// The repository `dir` lies in: the nearest ancestor (or `dir` itself) that holds `.git`.
+fn repository_root(dir: &std::path::Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(std::path::Path::to_path_buf)
 }
 
 /// What `cvo validate` finds in the release of `release` (each profile it uses on its own),
@@ -74,6 +126,15 @@ fn check(
     release: &ReleaseArgs,
     previous: Option<&std::path::Path>,
 ) -> Result<(Vec<Diagnostic>, Vec<LeftOut>), CliError> {
+    check_with(release, previous, &RuleLevels::default())
+}
+
+/// [`check`], with the rules at `levels`.
+fn check_with(
+    release: &ReleaseArgs,
+    previous: Option<&std::path::Path>,
+    levels: &RuleLevels,
+) -> Result<(Vec<Diagnostic>, Vec<LeftOut>), CliError> {
     let releases = release.load_each_profile()?;
     let mut runs = Vec::with_capacity(releases.len());
     let mut left_out = Vec::with_capacity(releases.len());
@@ -89,7 +150,9 @@ fn check(
             ),
             None => None,
         };
-        runs.push((profile, validate::validate(&loaded, previous.as_ref())));
+        let found = validate::validate(&loaded, previous.as_ref());
+        let found = validate::suppression::apply(&loaded, levels.apply(found), levels);
+        runs.push((profile, found));
     }
     if runs.len() > 1 {
         let profiles: Vec<&str> = runs.iter().filter_map(|(p, _)| p.as_deref()).collect();
@@ -130,4 +193,154 @@ fn merge_profiles(runs: Vec<(Option<String>, Vec<Diagnostic>)>) -> Vec<Diagnosti
         .collect();
     validate::sort(&mut out);
     out
+}
+
+/// The release settings `cvo validate` runs with, each with where it came from.
+struct Settings {
+    config: Option<PathBuf>,
+    profile: Sourced<Option<String>>,
+    feature_set: Sourced<String>,
+    exclude: Sourced<Vec<String>>,
+    previous: Sourced<Option<PathBuf>>,
+}
+
+const COMMAND_LINE: &str = "command line";
+const DEFAULT: &str = "default";
+
+impl Settings {
+    /// Fills what the command line left unset from `config` (into `args`), and says where each
+    /// setting came from.
+    fn resolve(args: &mut ValidateArgs, config: &Config) -> Settings {
+        let feature_set_given = feature_set_on_command_line();
+        let profile = match (&args.release.profile, &config.profile) {
+            (Some(p), _) => Sourced {
+                value: Some(p.clone()),
+                source: COMMAND_LINE.into(),
+            },
+            (None, Some(c)) => {
+                args.release.profile = Some(c.value.clone());
+                Sourced {
+                    value: Some(c.value.clone()),
+                    source: c.source.clone(),
+                }
+            }
+            (None, None) => Sourced {
+                value: None,
+                source: DEFAULT.into(),
+            },
+        };
+        let feature_set = match (&config.feature_set, feature_set_given) {
+            (Some(c), false) => {
+                args.release.feature_set = c.value.clone();
+                c.clone()
+            }
+            (_, given) => Sourced {
+                value: args.release.feature_set.clone(),
+                source: if given { COMMAND_LINE } else { DEFAULT }.into(),
+            },
+        };
+        let exclude = match (args.release.exclude.is_empty(), &config.exclude) {
+            (true, Some(c)) => {
+                args.release.exclude = c.value.clone();
+                c.clone()
+            }
+            (empty, _) => Sourced {
+                value: args.release.exclude.clone(),
+                source: if empty { DEFAULT } else { COMMAND_LINE }.into(),
+            },
+        };
+        let previous = match (&args.previous, &config.previous) {
+            (Some(p), _) => Sourced {
+                value: Some(p.clone()),
+                source: COMMAND_LINE.into(),
+            },
+            (None, Some(c)) => {
+                args.previous = Some(c.value.clone());
+                Sourced {
+                    value: Some(c.value.clone()),
+                    source: c.source.clone(),
+                }
+            }
+            (None, None) => Sourced {
+                value: None,
+                source: DEFAULT.into(),
+            },
+        };
+        Settings {
+            config: config.file.clone(),
+            profile,
+            feature_set,
+            exclude,
+            previous,
+        }
+    }
+
+    /// `--print-config`: one `setting: value  (source)` line each, then every rule's level.
+    fn print(&self, levels: &RuleLevels, sources: &HashMap<&'static str, String>) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "config file: {}",
+            self.config
+                .as_deref()
+                .map(crate::diagnostic::escaped_path)
+                .unwrap_or_else(|| "none found".into())
+        );
+        let line = |out: &mut String, key: &str, value: String, source: &str| {
+            let _ = writeln!(out, "{key}: {value}  ({source})");
+        };
+        line(
+            &mut out,
+            "profile",
+            self.profile
+                .value
+                .clone()
+                .unwrap_or_else(|| "each profile the release uses".into()),
+            &self.profile.source,
+        );
+        line(
+            &mut out,
+            "feature-set",
+            self.feature_set.value.clone(),
+            &self.feature_set.source,
+        );
+        line(
+            &mut out,
+            "exclude",
+            format!("[{}]", self.exclude.value.join(", ")),
+            &self.exclude.source,
+        );
+        line(
+            &mut out,
+            "previous",
+            self.previous
+                .value
+                .as_deref()
+                .map(crate::diagnostic::escaped_path)
+                .unwrap_or_else(|| "none".into()),
+            &self.previous.source,
+        );
+        out.push_str("rules:\n");
+        for rule in validate::RULES {
+            let level = levels.level(rule.id).unwrap_or(rule.default_level());
+            let source = sources.get(rule.id).map(String::as_str).unwrap_or(DEFAULT);
+            let _ = writeln!(out, "  {}: {level}  ({source})", rule.id);
+        }
+        out
+    }
+}
+
+/// Whether `--feature-set` was written on this process's command line (its value otherwise
+/// is clap's default, which the config file may replace).
+fn feature_set_on_command_line() -> bool {
+    use clap::CommandFactory as _;
+    super::Cli::command()
+        .try_get_matches_from(std::env::args_os())
+        .ok()
+        .and_then(|m| {
+            m.subcommand_matches("validate")
+                .and_then(|v| v.value_source("feature_set"))
+        })
+        .is_some_and(|s| s == clap::parser::ValueSource::CommandLine)
 }

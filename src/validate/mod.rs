@@ -13,16 +13,19 @@ mod capability;
 mod deletion_order;
 mod extra_fields;
 mod file_name;
+pub mod levels;
 mod previous;
 mod profiles;
 pub mod report;
 pub mod rules;
 mod schema;
+pub mod suppression;
 
 use crate::diagnostic::{Diagnostic, Location};
 use crate::release::{Manifest, Release};
 
 pub use crate::release::LeftOut;
+pub use levels::{Level, RuleLevels};
 pub use report::{Format, Summary};
 pub use rules::{RULES, Rule, rule_by_id};
 

@@ -1,7 +1,13 @@
-//! Rendering findings: rustc-style text, JSON, and SARIF 2.1.0 for code-scanning services.
+//! Rendering findings: rustc-style text, JSON, SARIF 2.1.0 for code-scanning services, and
+//! the forms CI systems render inline: JUnit XML ([`junit`]), GitHub workflow commands
+//! ([`github`]) and GitLab Code Quality JSON ([`gitlab`]).
 //!
-//! All three forms carry the same data — rule id, severity, file and line, object, message,
+//! All six forms carry the same findings — rule id, severity, file and line, object, message,
 //! help — so a CI job can switch format without losing anything.
+
+mod github;
+mod gitlab;
+mod junit;
 
 use std::fmt::Write as _;
 use std::path::{Component, Path};
@@ -23,6 +29,13 @@ pub enum Format {
     Json,
     /// SARIF 2.1.0, for GitHub code scanning and other SARIF viewers.
     Sarif,
+    /// JUnit XML: a test suite per rule, a test case per finding, a failure per error (Jenkins
+    /// and most CI dashboards).
+    Junit,
+    /// GitHub Actions workflow commands (`::error file=…,line=…,title=RULE::…`): annotations.
+    Github,
+    /// GitLab Code Quality JSON, for the merge request's code-quality widget.
+    Gitlab,
 }
 
 /// Counts by severity.
@@ -65,8 +78,8 @@ impl std::fmt::Display for Summary {
     }
 }
 
-/// Renders `diagnostics` in `format`. `base` is the directory SARIF URIs are made relative
-/// to (normally the current directory, i.e. the repository root in CI).
+/// Renders `diagnostics` in `format`. `base` is the directory SARIF URIs, GitHub and GitLab
+/// paths are made relative to (normally the repository root in CI).
 pub fn render(format: Format, diagnostics: &[Diagnostic], base: Option<&Path>) -> String {
     render_report(format, diagnostics, &[], base)
 }
@@ -90,6 +103,9 @@ pub fn render_report(
             }
             pretty(&log)
         }
+        Format::Junit => junit::junit(diagnostics),
+        Format::Github => github::github(diagnostics, base),
+        Format::Gitlab => pretty(&gitlab::gitlab(diagnostics, base)),
     }
 }
 
@@ -194,7 +210,10 @@ pub fn sarif(diagnostics: &[Diagnostic], base: Option<&Path>) -> Value {
                 "shortDescription": { "text": r.summary },
                 "fullDescription": { "text": r.summary },
                 "help": { "text": r.help },
-                "defaultConfiguration": { "level": sarif_level(r.severity) },
+                "defaultConfiguration": {
+                    "level": sarif_level(r.severity),
+                    "enabled": !r.off_by_default,
+                },
             })
         })
         .collect();
@@ -263,6 +282,30 @@ pub fn sarif_uri(file: &Path, base: Option<&Path>) -> String {
     let path = parts.join("/");
     if relative.is_absolute() {
         format!("file:///{path}")
+    } else {
+        path
+    }
+}
+
+/// `file` relative to `base` when it lies below it (else as it is), with forward slashes and
+/// escaped as [`crate::diagnostic::escaped_path`] does, not percent-encoded: the path GitHub
+/// annotations and GitLab's code-quality report match against the repository's files.
+pub fn relative_path(file: &Path, base: Option<&Path>) -> String {
+    let relative = match base {
+        Some(base) if file.is_absolute() => file.strip_prefix(base).unwrap_or(file),
+        _ => file,
+    };
+    let parts: Vec<String> = relative
+        .components()
+        .filter_map(|c| match c {
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+            Component::ParentDir => Some("..".to_owned()),
+            Component::Normal(s) => Some(crate::diagnostic::escaped_path(Path::new(s))),
+        })
+        .collect();
+    let path = parts.join("/");
+    if relative.is_absolute() {
+        format!("/{path}")
     } else {
         path
     }

@@ -20,6 +20,29 @@ pub struct Rule {
     pub help: &'static str,
     /// True for rules reported by the release loader rather than by `validate`'s own checks.
     pub from_loader: bool,
+    /// True for a rule that reports nothing unless a `--rule ID=LEVEL` (or the config file's
+    /// `rules:`) turns it on; `severity` is then the severity it has when turned on by name
+    /// only. See [`Rule::default_level`].
+    pub off_by_default: bool,
+}
+
+impl Rule {
+    /// This rule, reporting nothing unless turned on (`rule(…).off_by_default()`).
+    pub const fn off_by_default(self) -> Rule {
+        Rule {
+            off_by_default: true,
+            ..self
+        }
+    }
+
+    /// The level of the rule when nothing configures it: off, or its severity.
+    pub const fn default_level(&self) -> super::levels::Level {
+        if self.off_by_default {
+            super::levels::Level::Off
+        } else {
+            super::levels::Level::of(self.severity)
+        }
+    }
 }
 
 const fn rule(
@@ -34,6 +57,7 @@ const fn rule(
         summary,
         help,
         from_loader: false,
+        off_by_default: false,
     }
 }
 
@@ -71,6 +95,8 @@ pub const STALE_DELETE_MANIFEST: &str = "stale-delete-manifest";
 pub const IMMUTABLE_ROLEREF: &str = "immutable-roleref";
 pub const DROPPED_FIELD: &str = "dropped-field";
 pub const SCHEMA_MISMATCH: &str = "schema-mismatch";
+pub const INVALID_SUPPRESSION: &str = "invalid-suppression";
+pub const STALE_SUPPRESSION: &str = "stale-suppression";
 pub const MANIFEST_IN_NO_PROFILE: &str = "manifest-in-no-profile";
 pub const CAPABILITY_UNKNOWN: &str = "capability-unknown";
 pub const CAPABILITY_EMPTY: &str = "capability-empty";
@@ -294,6 +320,18 @@ pub const RULES: &[Rule] = &[
         Severity::Warning,
         "An object the previous release applied without a capability is gated behind it now: every cluster that has the object and lacks the capability gets it enabled implicitly on update, for good.",
         "if intended, say so in the release notes; otherwise ship the gated object under a new name and delete the old one",
+    ),
+    rule(
+        INVALID_SUPPRESSION,
+        Severity::Error,
+        "A validate.cvo.io/ignore annotation has no validate.cvo.io/ignore-reason, is not a string, or names a rule that does not exist: it suppresses nothing.",
+        "write `validate.cvo.io/ignore: \"RULE[,RULE]\"` with the ids reports show, and `validate.cvo.io/ignore-reason: \"why this is acceptable\"`",
+    ),
+    rule(
+        STALE_SUPPRESSION,
+        Severity::Warning,
+        "A validate.cvo.io/ignore annotation names a rule that reports nothing about the object: the suppression outlived its reason.",
+        "remove the rule from validate.cvo.io/ignore (and both annotations when nothing is left)",
     ),
 ];
 

@@ -8,6 +8,8 @@ mod common;
 
 mod apply_cli;
 mod cli_capabilities;
+mod cli_ci;
+mod cli_completion;
 mod cli_dev_apiserver;
 mod cli_feature_gates;
 mod cli_flags;

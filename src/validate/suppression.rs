@@ -1,0 +1,232 @@
+//! Suppressions: an object annotated `validate.cvo.io/ignore: "RULE[,RULE]"` with a
+//! `validate.cvo.io/ignore-reason` has those rules' findings about it reported as notes that
+//! carry the reason, so a reviewed exception stays visible without failing CI.
+//!
+//! A suppression without a reason, or naming a rule that does not exist, suppresses nothing
+//! and is an `invalid-suppression` error; one that matches no finding is a
+//! `stale-suppression` warning (the problem was fixed, or the rule never fired there), so
+//! suppressions do not outlive their reason. A suppression of a rule that is off matches
+//! nothing and is not stale: nothing could be checked.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+
+use crate::diagnostic::{Diagnostic, Severity, excerpt};
+use crate::release::{Manifest, Release};
+
+use super::levels::{Level, RuleLevels, known_rule};
+use super::rules::{INVALID_SUPPRESSION, STALE_SUPPRESSION};
+
+/// The annotation naming the suppressed rules (comma-separated ids).
+pub const IGNORE: &str = "validate.cvo.io/ignore";
+/// The annotation giving the reason; required.
+pub const IGNORE_REASON: &str = "validate.cvo.io/ignore-reason";
+
+/// One manifest's suppression, as written.
+struct Suppression<'a> {
+    manifest: &'a Manifest,
+    rules: Vec<&'static str>,
+    reason: String,
+    used: BTreeSet<&'static str>,
+}
+
+fn annotation<'a>(manifest: &'a Manifest, key: &str) -> Option<&'a serde_json::Value> {
+    manifest
+        .object
+        .get("metadata")?
+        .get("annotations")?
+        .get(key)
+}
+
+/// `diagnostics` (already at their `levels`) with suppressed findings turned into notes,
+/// plus the invalid and stale suppressions of `release`'s manifests.
+pub fn apply(
+    release: &Release,
+    diagnostics: Vec<Diagnostic>,
+    levels: &RuleLevels,
+) -> Vec<Diagnostic> {
+    let mut problems = Vec::new();
+    let mut by_place: HashMap<(PathBuf, Option<usize>), Suppression> = HashMap::new();
+    for manifest in &release.manifests {
+        let Some(value) = annotation(manifest, IGNORE) else {
+            continue;
+        };
+        let Some(list) = value.as_str() else {
+            problems.push(super::finding(
+                INVALID_SUPPRESSION,
+                manifest,
+                format!("`{IGNORE}` is not a string, so it suppresses nothing"),
+                format!(
+                    "write `{IGNORE}: \"RULE[,RULE]\"` (a quoted, comma-separated list of rule ids)"
+                ),
+            ));
+            continue;
+        };
+        let reason = annotation(manifest, IGNORE_REASON)
+            .and_then(|v| v.as_str())
+            .map(str::trim)
+            .unwrap_or("");
+        if reason.is_empty() {
+            problems.push(super::finding(
+                INVALID_SUPPRESSION,
+                manifest,
+                format!("`{IGNORE}: {}` has no `{IGNORE_REASON}`, so it suppresses nothing", excerpt(list)),
+                format!("add `{IGNORE_REASON}: \"…\"` saying why the finding is acceptable (reviewers read it)"),
+            ));
+            continue;
+        }
+        let mut rules = Vec::new();
+        for id in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match known_rule(id) {
+                Ok(rule) => rules.push(rule.id),
+                Err(why) => problems.push(super::finding(
+                    INVALID_SUPPRESSION,
+                    manifest,
+                    format!("`{IGNORE}`: {why}, so it suppresses nothing"),
+                    "name rule ids exactly as reports show them (`error[RULE]`)",
+                )),
+            }
+        }
+        if rules.is_empty() {
+            continue;
+        }
+        by_place.insert(
+            (manifest.location.file.clone(), manifest.location.document),
+            Suppression {
+                manifest,
+                rules,
+                reason: reason.to_owned(),
+                used: BTreeSet::new(),
+            },
+        );
+    }
+    let mut out: Vec<Diagnostic> = diagnostics
+        .into_iter()
+        .map(|mut d| {
+            // A finding about the whole file (no document) matches by the object it names.
+            let place = by_place.values_mut().find(|s| {
+                let at = &s.manifest.location;
+                at.file == d.location.file
+                    && (d.location.document == at.document
+                        || d.location.document.is_none()
+                            && d.object.as_ref() == Some(&s.manifest.id))
+            });
+            if let Some(s) = place
+                && let Some(rule) = s.rules.iter().find(|r| **r == d.rule)
+            {
+                s.used.insert(rule);
+                if d.severity > Severity::Note {
+                    d.message.push_str(&format!(
+                        " (suppressed, was {}: {})",
+                        d.severity,
+                        excerpt(&s.reason)
+                    ));
+                } else {
+                    d.message
+                        .push_str(&format!(" (suppressed: {})", excerpt(&s.reason)));
+                }
+                d.severity = Severity::Note;
+            }
+            d
+        })
+        .collect();
+    let mut stale: Vec<&Suppression> = by_place.values().collect();
+    stale.sort_by_key(|s| (&s.manifest.location.file, s.manifest.location.document));
+    for s in stale {
+        let unused: Vec<&str> = s
+            .rules
+            .iter()
+            .copied()
+            .filter(|r| !s.used.contains(r) && levels.level(r) != Some(Level::Off))
+            .collect();
+        if !unused.is_empty() {
+            problems.push(super::finding(
+                STALE_SUPPRESSION,
+                s.manifest,
+                format!(
+                    "`{IGNORE}` suppresses {} but no such finding is reported about this object",
+                    unused
+                        .iter()
+                        .map(|r| format!("`{r}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                format!(
+                    "remove {} from `{IGNORE}` (and the annotations when nothing is left)",
+                    unused.join(", ")
+                ),
+            ));
+        }
+    }
+    out.extend(levels.apply(problems));
+    super::sort(&mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{manifest, release, rules};
+    use super::*;
+    use crate::validate::rules::{FILE_NAME_CONVENTION, SUBDIRECTORY_IGNORED};
+
+    fn run(yaml: &str, levels: &RuleLevels) -> Vec<Diagnostic> {
+        let r = release(vec![manifest("rel/settings.yaml", yaml)]);
+        let found = levels.apply(crate::validate::validate(&r, None));
+        apply(&r, found, levels)
+    }
+
+    const HEAD: &str =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\n  namespace: ns\n  annotations:\n";
+
+    #[test]
+    fn a_suppressed_finding_is_a_note_with_the_reason() {
+        let found = run(
+            &format!(
+                "{HEAD}    validate.cvo.io/ignore: file-name-convention\n    validate.cvo.io/ignore-reason: legacy name, renamed in 4.18\n"
+            ),
+            &RuleLevels::default(),
+        );
+        assert_eq!(rules(&found), [FILE_NAME_CONVENTION]);
+        assert_eq!(found[0].severity, Severity::Note);
+        assert!(
+            found[0]
+                .message
+                .ends_with("(suppressed, was warning: legacy name, renamed in 4.18)"),
+            "{}",
+            found[0].message
+        );
+    }
+
+    #[test]
+    fn no_reason_unknown_ids_and_stale_suppressions_are_reported() {
+        let found = run(
+            &format!("{HEAD}    validate.cvo.io/ignore: file-name-convention\n"),
+            &RuleLevels::default(),
+        );
+        assert_eq!(rules(&found), [FILE_NAME_CONVENTION, INVALID_SUPPRESSION]);
+        assert_eq!(found[0].severity, Severity::Warning);
+
+        let found = run(
+            &format!(
+                "{HEAD}    validate.cvo.io/ignore: \"file-name-convention, subdirectory-ignored, nope\"\n    validate.cvo.io/ignore-reason: r\n"
+            ),
+            &RuleLevels::default(),
+        );
+        assert_eq!(
+            rules(&found),
+            [FILE_NAME_CONVENTION, INVALID_SUPPRESSION, STALE_SUPPRESSION]
+        );
+        assert!(found[2].message.contains("`subdirectory-ignored`"));
+
+        // A rule that is off cannot be checked: not stale.
+        let mut levels = RuleLevels::default();
+        levels.set(SUBDIRECTORY_IGNORED, Level::Off);
+        let found = run(
+            &format!(
+                "{HEAD}    validate.cvo.io/ignore: file-name-convention,subdirectory-ignored\n    validate.cvo.io/ignore-reason: r\n"
+            ),
+            &levels,
+        );
+        assert_eq!(rules(&found), [FILE_NAME_CONVENTION]);
+    }
+}

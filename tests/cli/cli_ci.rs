@@ -1,0 +1,744 @@
+//! `cvo validate` in release engineers' CI: the six output formats agree on the findings
+//! (example release, a fixture with every kind of finding, the OpenShift corpus), the JUnit
+//! report reads with a real JUnit reader (Python's `junitparser`), the GitLab report has the
+//! fields GitLab requires with unique, stable fingerprints.
+//!
+//! The Python tools come from `CVO_TEST_VENV` (a virtualenv `.ci/run` creates) or, without it,
+//! the `python3` on PATH. A missing tool fails the test in CI (`CI` set) and skips visibly
+//! elsewhere.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+
+use serde_json::Value;
+
+use crate::common;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// One finding as every format can say it: rule, severity, file name, line (0 when none).
+type Key = (String, String, String, usize);
+
+/// Runs `cvo validate -o FORMAT ARGS` from the repository root; stdout and the exit code.
+fn run(format: &str, args: &[&str]) -> (String, i32) {
+    let out = common::cli::cvo()
+        .current_dir(root())
+        .arg("validate")
+        .args(args)
+        .args(["-o", format])
+        .output()
+        .unwrap();
+    (
+        String::from_utf8(out.stdout).expect("UTF-8 report"),
+        out.status.code().expect("exited"),
+    )
+}
+
+fn name_of(file: &str) -> String {
+    file.rsplit('/').next().unwrap_or(file).to_owned()
+}
+
+fn sorted(keys: impl IntoIterator<Item = Key>) -> Vec<Key> {
+    let mut v: Vec<Key> = keys.into_iter().collect();
+    v.sort();
+    v
+}
+
+fn from_text(out: &str) -> Vec<Key> {
+    let lines: Vec<&str> = out.lines().collect();
+    let mut keys = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some((severity, rest)) = ["error", "warning", "note"]
+            .iter()
+            .find_map(|s| line.strip_prefix(&format!("{s}[")).map(|r| (*s, r)))
+        else {
+            continue;
+        };
+        let rule = rest.split(']').next().unwrap();
+        let at = lines[i + 1..]
+            .iter()
+            .find_map(|l| l.strip_prefix("  --> "))
+            .expect("a location line");
+        let at = at.split(" (document").next().unwrap();
+        let (file, line) = match at.rsplit_once(':') {
+            Some((f, l)) if l.parse::<usize>().is_ok() => (f, l.parse().unwrap()),
+            _ => (at, 0),
+        };
+        keys.push((rule.into(), severity.into(), name_of(file), line));
+    }
+    sorted(keys)
+}
+
+fn from_json(out: &str) -> Vec<Key> {
+    let v: Value = serde_json::from_str(out).unwrap();
+    sorted(v["diagnostics"].as_array().unwrap().iter().map(|d| {
+        (
+            d["rule"].as_str().unwrap().into(),
+            d["severity"].as_str().unwrap().into(),
+            name_of(d["location"]["file"].as_str().unwrap()),
+            d["location"]["line"].as_u64().unwrap_or(0) as usize,
+        )
+    }))
+}
+
+/// SARIF and GitLab give line 1 for a finding without a line: such keys are compared with
+/// the line they would have there.
+fn line_one(keys: &[Key]) -> Vec<Key> {
+    sorted(
+        keys.iter()
+            .map(|(r, s, f, l)| (r.clone(), s.clone(), f.clone(), (*l).max(1))),
+    )
+}
+
+fn from_sarif(out: &str) -> Vec<Key> {
+    let v: Value = serde_json::from_str(out).unwrap();
+    sorted(v["runs"][0]["results"].as_array().unwrap().iter().map(|r| {
+        let loc = &r["locations"][0]["physicalLocation"];
+        (
+            r["ruleId"].as_str().unwrap().into(),
+            r["level"].as_str().unwrap().into(),
+            name_of(loc["artifactLocation"]["uri"].as_str().unwrap()),
+            loc["region"]["startLine"].as_u64().unwrap() as usize,
+        )
+    }))
+}
+
+fn from_github(out: &str) -> Vec<Key> {
+    let mut keys = Vec::new();
+    for line in out.lines().filter(|l| l.starts_with("::")) {
+        let (command, rest) = line[2..].split_once(' ').unwrap();
+        let (props, _message) = rest.split_once("::").unwrap();
+        let mut file = String::new();
+        let mut at = 0;
+        let mut rule = String::new();
+        for p in props.split(',') {
+            let (k, v) = p.split_once('=').unwrap();
+            let v = v
+                .replace("%3A", ":")
+                .replace("%2C", ",")
+                .replace("%25", "%");
+            match k {
+                "file" => file = name_of(&v),
+                "line" => at = v.parse().unwrap(),
+                "title" => rule = v,
+                other => panic!("unexpected property {other} in {line}"),
+            }
+        }
+        let severity = match command {
+            "notice" => "note",
+            other => other,
+        };
+        keys.push((rule, severity.into(), file, at));
+    }
+    sorted(keys)
+}
+
+fn from_gitlab(out: &str) -> Vec<Key> {
+    let v: Value = serde_json::from_str(out).unwrap();
+    let issues = v.as_array().expect("an array of issues");
+    let fingerprints: BTreeSet<&str> = issues
+        .iter()
+        .map(|i| i["fingerprint"].as_str().unwrap())
+        .collect();
+    assert_eq!(fingerprints.len(), issues.len(), "fingerprints are unique");
+    sorted(issues.iter().map(|i| {
+        for field in ["description", "check_name", "fingerprint", "severity"] {
+            assert!(
+                i[field].as_str().is_some_and(|s| !s.is_empty()),
+                "{field} missing in {i}"
+            );
+        }
+        let severity = match i["severity"].as_str().unwrap() {
+            "major" => "error",
+            "minor" => "warning",
+            "info" => "note",
+            other => panic!("unexpected severity {other}"),
+        };
+        (
+            i["check_name"].as_str().unwrap().into(),
+            severity.into(),
+            name_of(i["location"]["path"].as_str().unwrap()),
+            i["location"]["lines"]["begin"].as_u64().unwrap() as usize,
+        )
+    }))
+}
+
+/// The Python with the CI tools, or `None` after a visible skip; panics in CI.
+pub fn python_with(module: &str) -> Option<PathBuf> {
+    let python = match std::env::var_os("CVO_TEST_VENV").filter(|v| !v.is_empty()) {
+        Some(venv) => Path::new(&venv).join("bin/python"),
+        None => PathBuf::from("python3"),
+    };
+    let found = Process::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return Some(python);
+    }
+    let reason = format!(
+        "{} cannot import {module} (.ci/run installs it into the virtualenv CVO_TEST_VENV names)",
+        python.display()
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{reason}");
+    }
+    common::skip::skip(&reason);
+    None
+}
+
+/// Reads a JUnit report with `junitparser`; the findings (from each case's properties), and
+/// per suite its name, case count and failure count.
+fn from_junit(python: &Path, xml: &str) -> (Vec<Key>, Vec<(String, usize, usize)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.xml");
+    std::fs::write(&file, xml).unwrap();
+    let script = r#"
+import json, sys
+from junitparser import JUnitXml, Properties, Failure
+xml = JUnitXml.fromfile(sys.argv[1])
+keys, suites = [], []
+for suite in xml:
+    cases = list(suite)
+    failures = sum(1 for c in cases if any(isinstance(r, Failure) for r in c.result))
+    suites.append([suite.name, len(cases), failures])
+    for case in cases:
+        props = case.child(Properties)
+        if props is None:
+            continue
+        p = {q.name: q.value for q in props}
+        failed = any(isinstance(r, Failure) for r in case.result)
+        assert failed == (p["severity"] == "error"), case.name
+        keys.append([p["rule"], p["severity"], p["file"].rsplit("/", 1)[-1], int(p["line"] or 0)])
+print(json.dumps({"keys": keys, "suites": suites}))
+"#;
+    let out = Process::new(python)
+        .args(["-c", script])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "junitparser could not read the report: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys = sorted(v["keys"].as_array().unwrap().iter().map(|k| {
+        (
+            k[0].as_str().unwrap().into(),
+            k[1].as_str().unwrap().into(),
+            k[2].as_str().unwrap().into(),
+            k[3].as_u64().unwrap() as usize,
+        )
+    }));
+    let suites = v["suites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s[0].as_str().unwrap().into(),
+                s[1].as_u64().unwrap() as usize,
+                s[2].as_u64().unwrap() as usize,
+            )
+        })
+        .collect();
+    (keys, suites)
+}
+
+/// All six formats of `args`: the same findings and the same exit code; returns the findings.
+fn six_formats_agree(args: &[&str], python: &Path) -> Vec<Key> {
+    let (text, code) = run("text", args);
+    let keys = from_text(&text);
+    let (json, c) = run("json", args);
+    assert_eq!(c, code);
+    assert_eq!(from_json(&json), keys, "json vs text for {args:?}");
+    let (sarif, c) = run("sarif", args);
+    assert_eq!(c, code);
+    assert_eq!(from_sarif(&sarif), line_one(&keys), "sarif vs text");
+    let (github, c) = run("github", args);
+    assert_eq!(c, code);
+    assert_eq!(from_github(&github), keys, "github vs text");
+    let (gitlab, c) = run("gitlab", args);
+    assert_eq!(c, code);
+    assert_eq!(from_gitlab(&gitlab), line_one(&keys), "gitlab vs text");
+    let (again, _) = run("gitlab", args);
+    assert_eq!(again, gitlab, "GitLab fingerprints are stable across runs");
+    let (junit, c) = run("junit", args);
+    assert_eq!(c, code);
+    let (junit_keys, suites) = from_junit(python, &junit);
+    assert_eq!(junit_keys, keys, "junit vs text");
+    // One suite per registered rule; its cases are its findings (or one passing case).
+    assert_eq!(suites.len(), cvo::validate::RULES.len());
+    for (rule, cases, failures) in suites {
+        let found: Vec<&Key> = keys.iter().filter(|k| k.0 == rule).collect();
+        assert_eq!(cases, found.len().max(1), "cases of {rule}");
+        assert_eq!(
+            failures,
+            found.iter().filter(|k| k.1 == "error").count(),
+            "failures of {rule}"
+        );
+    }
+    keys
+}
+
+#[test]
+fn six_formats_report_the_same_findings() {
+    let Some(python) = python_with("junitparser") else {
+        return;
+    };
+    // The example release is clean in every format.
+    assert!(six_formats_agree(&["--release", "manifests-example"], &python).is_empty());
+    // A fixture pair with errors, warnings and notes.
+    let fixture = "tests/fixtures/ci/formats";
+    let keys = six_formats_agree(
+        &[
+            "--release",
+            &format!("{fixture}/release"),
+            "--previous",
+            &format!("{fixture}/previous"),
+        ],
+        &python,
+    );
+    for severity in ["error", "warning", "note"] {
+        assert!(
+            keys.iter().any(|k| k.1 == severity),
+            "the fixture has no {severity}: {keys:?}"
+        );
+    }
+    if let Some(corpus) = common::skip::corpus("openshift-release") {
+        let keys = six_formats_agree(&["--release", corpus.to_str().unwrap()], &python);
+        assert!(!keys.is_empty());
+    }
+}
+
+#[test]
+fn github_and_gitlab_paths_are_relative_to_the_repository_root() {
+    let fixture = "tests/fixtures/ci/formats/release";
+    let (github, code) = run("github", &["--release", fixture]);
+    assert_eq!(code, 1, "{github}");
+    assert!(
+        github
+            .lines()
+            .filter(|l| l.starts_with("::"))
+            .all(|l| l.contains(&format!("file={fixture}/"))),
+        "{github}"
+    );
+    // From a sub-directory, the paths still start at the repository root.
+    let out = common::cli::cvo()
+        .current_dir(root().join("tests"))
+        .args(["validate", "--release", "fixtures/ci/formats/release"])
+        .args(["-o", "gitlab"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for issue in v.as_array().unwrap() {
+        let path = issue["location"]["path"].as_str().unwrap();
+        assert!(path.starts_with(&format!("{fixture}/")), "{path}");
+    }
+}
+
+/// A copy of the CI fixture's release in a temporary repository (a `.git` directory at its
+/// root), so that config-file discovery stops there.
+fn repo_with_release() -> (tempfile::TempDir, PathBuf) {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    let release = repo.path().join("releases/app");
+    std::fs::create_dir_all(&release).unwrap();
+    for entry in std::fs::read_dir(root().join("tests/fixtures/ci/formats/release")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), release.join(entry.file_name())).unwrap();
+    }
+    (repo, release)
+}
+
+fn validate_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    common::cli::cvo()
+        .current_dir(dir)
+        .arg("validate")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn rule_levels_from_the_command_line_change_the_exit_code() {
+    let (repo, _) = repo_with_release();
+    let out = validate_in(repo.path(), &["--release", "releases/app"]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = validate_in(
+        repo.path(),
+        &[
+            "--release",
+            "releases/app",
+            "--rule",
+            "invalid-delete-value=warning",
+            "--rule",
+            "file-name-convention=off",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("warning[invalid-delete-value]"), "{text}");
+    assert!(!text.contains("file-name-convention"), "{text}");
+    // An unknown id is a usage error naming it, with the nearest id.
+    let out = validate_in(
+        repo.path(),
+        &[
+            "--release",
+            "releases/app",
+            "--rule",
+            "invalid-delet-value=off",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "`invalid-delet-value` is not a rule id (did you mean `invalid-delete-value`?)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_config_file_is_found_upwards_and_flags_override_it() {
+    let (repo, _) = repo_with_release();
+    // At the repository root, found from the release directory two levels down.
+    std::fs::write(
+        repo.path().join(".cvo.yaml"),
+        "rules:\n  invalid-delete-value: warning\n  file-name-convention: off\nfeature-set: TechPreviewNoUpgrade\n",
+    )
+    .unwrap();
+    let out = validate_in(repo.path(), &["--release", "releases/app"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("file-name-convention"), "{text}");
+    // The command line wins over the file.
+    let out = validate_in(
+        repo.path(),
+        &[
+            "--release",
+            "releases/app",
+            "--rule",
+            "invalid-delete-value=error",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    // --print-config says where each setting came from.
+    let out = validate_in(
+        repo.path(),
+        &[
+            "--release",
+            "releases/app",
+            "--print-config",
+            "--profile",
+            "hypershift",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let file = repo.path().join(".cvo.yaml");
+    let file = file.display();
+    assert!(text.contains(&format!("config file: {file}")), "{text}");
+    assert!(
+        text.contains(&format!("feature-set: TechPreviewNoUpgrade  ({file}:4)")),
+        "{text}"
+    );
+    assert!(
+        text.contains("profile: hypershift  (command line)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("  invalid-delete-value: warning  ({file}:2)")),
+        "{text}"
+    );
+    assert!(
+        text.contains("  apply-and-delete: error  (default)"),
+        "{text}"
+    );
+    // An unknown key or rule id is an error naming the file and line.
+    std::fs::write(
+        repo.path().join(".cvo.yaml"),
+        "rules:\n  apply-and-delete: error\nprofiles: x\n",
+    )
+    .unwrap();
+    let out = validate_in(repo.path(), &["--release", "releases/app"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("config file {file}:3: unknown field `profiles`")),
+        "{err}"
+    );
+    let other = repo.path().join("other.yaml");
+    std::fs::write(&other, "rules:\n  stale-delete: off\n").unwrap();
+    let out = validate_in(
+        repo.path(),
+        &[
+            "--release",
+            "releases/app",
+            "--config",
+            other.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "config file {}:2: rules: `stale-delete` is not a rule id",
+            other.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_suppression_changes_the_exit_code_and_a_stale_one_warns() {
+    let (repo, release) = repo_with_release();
+    let bad = release.join("0000_50_app_03_bad.yaml");
+    let text = std::fs::read_to_string(&bad).unwrap();
+    let suppressed = text.replace(
+        "  annotations:\n",
+        "  annotations:\n    validate.cvo.io/ignore: invalid-delete-value,file-name-convention\n    validate.cvo.io/ignore-reason: \"reviewed: the old operator reads it\"\n",
+    );
+    std::fs::write(&bad, suppressed).unwrap();
+    let out = validate_in(repo.path(), &["--release", "releases/app", "-o", "json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let diagnostics = report["diagnostics"].as_array().unwrap();
+    let notes: Vec<&Value> = diagnostics
+        .iter()
+        .filter(|d| d["rule"] == "invalid-delete-value")
+        .collect();
+    assert_eq!(notes.len(), 2);
+    for d in notes {
+        assert_eq!(d["severity"], "note");
+        assert!(
+            d["message"]
+                .as_str()
+                .unwrap()
+                .ends_with("(suppressed, was error: reviewed: the old operator reads it)"),
+            "{d}"
+        );
+    }
+    // file-name-convention fires on settings.yaml, not on this file: stale, twice (one per
+    // annotated document).
+    let stale: Vec<&Value> = diagnostics
+        .iter()
+        .filter(|d| d["rule"] == "stale-suppression")
+        .collect();
+    assert_eq!(stale.len(), 2, "{report:#}");
+    assert_eq!(stale[0]["severity"], "warning");
+    assert!(
+        stale[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`file-name-convention`")
+    );
+    // Without the reason the suppression is refused, and the errors stay.
+    let no_reason: String = std::fs::read_to_string(&bad)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("ignore-reason"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&bad, no_reason).unwrap();
+    let out = validate_in(repo.path(), &["--release", "releases/app"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("error[invalid-suppression]"), "{text}");
+    assert!(text.contains("error[invalid-delete-value]"), "{text}");
+}
+
+/// The `pre-commit` executable (`CVO_TEST_VENV`'s, else PATH's), or `None` after a visible
+/// skip; panics in CI.
+fn pre_commit() -> Option<PathBuf> {
+    let exe = match std::env::var_os("CVO_TEST_VENV").filter(|v| !v.is_empty()) {
+        Some(venv) => Path::new(&venv).join("bin/pre-commit"),
+        None => PathBuf::from("pre-commit"),
+    };
+    if Process::new(&exe)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        return Some(exe);
+    }
+    let reason = format!(
+        "{} does not run (.ci/run installs pre-commit into the virtualenv CVO_TEST_VENV names)",
+        exe.display()
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{reason}");
+    }
+    common::skip::skip(&reason);
+    None
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Process::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "cvo test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "cvo test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `pre-commit run --all-files` with the repository's system hook in a temporary git
+/// repository holding `release`; the exit code and the output.
+fn pre_commit_run(exe: &Path, release: &Path) -> (i32, String) {
+    let work = tempfile::tempdir().unwrap();
+    // The hooks repository: this repository's .pre-commit-hooks.yaml, committed.
+    let hooks = work.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    std::fs::copy(
+        root().join(".pre-commit-hooks.yaml"),
+        hooks.join(".pre-commit-hooks.yaml"),
+    )
+    .unwrap();
+    git(&hooks, &["init", "-q"]);
+    git(&hooks, &["add", "."]);
+    git(&hooks, &["commit", "-q", "-m", "hooks"]);
+    let rev = Process::new("git")
+        .current_dir(&hooks)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .unwrap();
+    let rev = String::from_utf8(rev.stdout).unwrap().trim().to_owned();
+    // The user's repository: a release under releases/app, and a config using the hook.
+    let repo = work.path().join("repo");
+    let dir = repo.join("releases/app");
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(release).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    std::fs::write(
+        repo.join(".pre-commit-config.yaml"),
+        format!(
+            "repos:\n  - repo: {}\n    rev: {rev}\n    hooks:\n      - id: cvo-validate-system\n        files: ^releases/\n",
+            hooks.display()
+        ),
+    )
+    .unwrap();
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "."]);
+    let bin_dir = common::cli::binary().parent().unwrap().to_path_buf();
+    let path = std::env::join_paths(
+        std::iter::once(bin_dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let out = Process::new(exe)
+        .current_dir(&repo)
+        .args(["run", "--all-files", "--color", "never"])
+        .env("PATH", path)
+        .env("PRE_COMMIT_HOME", work.path().join("cache"))
+        .output()
+        .expect("pre-commit runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().expect("exited"), text)
+}
+
+#[test]
+fn the_pre_commit_hook_passes_a_good_release_and_fails_a_bad_one() {
+    let Some(exe) = pre_commit() else {
+        return;
+    };
+    let (code, out) = pre_commit_run(&exe, &root().join("manifests-example"));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("cvo validate (cvo on PATH)") && out.contains("Passed"),
+        "{out}"
+    );
+    let (code, out) = pre_commit_run(&exe, &root().join("tests/fixtures/ci/formats/release"));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("Failed"), "{out}");
+    assert!(out.contains("error[invalid-delete-value]"), "{out}");
+}
+
+/// Runs the action's entrypoint as the runner would: the image's `cvo` with `runs.args` from
+/// action.yml, an `INPUT_<NAME>` variable per input (the `with:` value, else its default), in
+/// the workspace (a git repository holding the fixture's release).
+fn run_action(with: &[(&str, &str)]) -> (i32, String, tempfile::TempDir) {
+    let action: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(root().join("action.yml")).unwrap())
+            .unwrap();
+    assert_eq!(action["runs"]["using"], "docker");
+    assert_eq!(action["runs"]["image"], "Dockerfile");
+    let args: Vec<String> = action["runs"]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    let (repo, _) = repo_with_release();
+    let mut cmd = common::cli::cvo();
+    cmd.current_dir(repo.path()).args(&args);
+    for (name, spec) in action["inputs"].as_object().unwrap() {
+        let value = with
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| (*v).to_owned())
+            .or_else(|| spec["default"].as_str().map(str::to_owned));
+        if spec["required"] == true {
+            assert!(value.is_some(), "the test must give required input {name}");
+        }
+        let var = format!("INPUT_{}", name.to_uppercase().replace(' ', "_"));
+        cmd.env(var, value.unwrap_or_default());
+    }
+    cmd.env("GITHUB_WORKSPACE", repo.path())
+        .env("GITHUB_OUTPUT", repo.path().join("github-output"));
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().expect("exited"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        repo,
+    )
+}
+
+#[test]
+fn the_github_action_entrypoint_annotates_and_writes_sarif() {
+    let (code, out, _repo) = run_action(&[("release", "releases/app")]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "::error file=releases/app/0000_50_app_03_bad.yaml,line=1,title=invalid-delete-value::"
+        ),
+        "{out}"
+    );
+    let (code, out, repo) = run_action(&[
+        ("release", "releases/app"),
+        ("format", "sarif"),
+        ("args", "--rule invalid-delete-value=warning"),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("::warning file=releases/app/0000_50_app_03_bad.yaml"),
+        "{out}"
+    );
+    let sarif_file = repo.path().join("cvo-results.sarif");
+    let sarif: Value =
+        serde_json::from_str(&std::fs::read_to_string(&sarif_file).unwrap()).unwrap();
+    assert_eq!(sarif["version"], "2.1.0");
+    assert!(!sarif["runs"][0]["results"].as_array().unwrap().is_empty());
+    let output = std::fs::read_to_string(repo.path().join("github-output")).unwrap();
+    assert_eq!(output, format!("sarif-file={}\n", sarif_file.display()));
+    // A missing required input is a usage error.
+    let (code, _, _) = run_action(&[("release", "")]);
+    assert_eq!(code, 2);
+}
