@@ -144,6 +144,12 @@ impl Config {
                     rule.id
                 ))
             })?;
+            crate::validate::levels::fixed_at_error(rule, parsed).map_err(|e| {
+                CliError::usage(format_args!(
+                    "config file {}: rules: {e}",
+                    at(level.referenced.line())
+                ))
+            })?;
             rules.push((
                 rule.id,
                 Sourced {

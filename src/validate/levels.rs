@@ -95,6 +95,23 @@ pub fn known_rule(id: &str) -> Result<&'static Rule, String> {
     })
 }
 
+/// Why `level` cannot be set for `rule`, if it cannot: a loader error that makes `apply` and
+/// the operator refuse the release is never reported below error, so that CI never passes a
+/// release the cluster would refuse (fail closed). The two errors the CVO accepts
+/// ([`super::rules::ERRORS_ONLY_IN_VALIDATE`]) may be lowered.
+pub fn fixed_at_error(rule: &Rule, level: Level) -> Result<(), String> {
+    let fixed = rule.from_loader
+        && rule.severity == Severity::Error
+        && !super::rules::ERRORS_ONLY_IN_VALIDATE.contains(&rule.id);
+    if fixed && level != Level::Error {
+        return Err(format!(
+            "`{}` cannot be lowered or turned off: `apply` and the operator refuse a release with this error, so `validate` always reports it",
+            rule.id
+        ));
+    }
+    Ok(())
+}
+
 /// `ID=LEVEL` as `--rule` takes it.
 pub fn parse_rule_level(arg: &str) -> Result<(&'static str, Level), String> {
     let Some((id, level)) = arg.split_once('=') else {
@@ -104,7 +121,9 @@ pub fn parse_rule_level(arg: &str) -> Result<(&'static str, Level), String> {
         ));
     };
     let rule = known_rule(id.trim())?;
-    Ok((rule.id, level.trim().parse()?))
+    let level: Level = level.trim().parse()?;
+    fixed_at_error(rule, level)?;
+    Ok((rule.id, level))
 }
 
 /// The levels set for rules (by the config file, then the command line); rules not in it
@@ -155,6 +174,21 @@ impl RuleLevels {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loader_error_that_stops_apply_cannot_be_lowered() {
+        for arg in [
+            "parse-error=off",
+            "repeated-document=warning",
+            "duplicate-identity=note",
+        ] {
+            let e = parse_rule_level(arg).unwrap_err();
+            assert!(e.contains("cannot be lowered or turned off"), "{arg}: {e}");
+        }
+        assert!(parse_rule_level("parse-error=error").is_ok());
+        assert!(parse_rule_level("non-string-annotation=warning").is_ok());
+        assert!(parse_rule_level("file-name-convention=off").is_ok());
+    }
     use crate::diagnostic::Location;
     use crate::validate::rules;
 

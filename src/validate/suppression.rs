@@ -77,7 +77,9 @@ pub fn apply(
         }
         let mut rules = Vec::new();
         for id in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            match known_rule(id) {
+            match known_rule(id)
+                .and_then(|rule| super::levels::fixed_at_error(rule, Level::Off).map(|()| rule))
+            {
                 Ok(rule) => rules.push(rule.id),
                 Err(why) => problems.push(super::finding(
                     INVALID_SUPPRESSION,
