@@ -212,23 +212,7 @@ impl Settings {
     /// setting came from.
     fn resolve(args: &mut ValidateArgs, config: &Config) -> Settings {
         let feature_set_given = feature_set_on_command_line();
-        let profile = match (&args.release.profile, &config.profile) {
-            (Some(p), _) => Sourced {
-                value: Some(p.clone()),
-                source: COMMAND_LINE.into(),
-            },
-            (None, Some(c)) => {
-                args.release.profile = Some(c.value.clone());
-                Sourced {
-                    value: Some(c.value.clone()),
-                    source: c.source.clone(),
-                }
-            }
-            (None, None) => Sourced {
-                value: None,
-                source: DEFAULT.into(),
-            },
-        };
+        let profile = layered(&mut args.release.profile, config.profile.as_ref());
         let feature_set = match (&config.feature_set, feature_set_given) {
             (Some(c), false) => {
                 args.release.feature_set = c.value.clone();
@@ -249,23 +233,7 @@ impl Settings {
                 source: if empty { DEFAULT } else { COMMAND_LINE }.into(),
             },
         };
-        let previous = match (&args.previous, &config.previous) {
-            (Some(p), _) => Sourced {
-                value: Some(p.clone()),
-                source: COMMAND_LINE.into(),
-            },
-            (None, Some(c)) => {
-                args.previous = Some(c.value.clone());
-                Sourced {
-                    value: Some(c.value.clone()),
-                    source: c.source.clone(),
-                }
-            }
-            (None, None) => Sourced {
-                value: None,
-                source: DEFAULT.into(),
-            },
-        };
+        let previous = layered(&mut args.previous, config.previous.as_ref());
         Settings {
             config: config.file.clone(),
             profile,
@@ -328,6 +296,28 @@ impl Settings {
             let _ = writeln!(out, "  {}: {level}  ({source})", rule.id);
         }
         out
+    }
+}
+
+/// A setting the command line may give (`flag`), else the config file (`config`, then copied
+/// into `flag`), else none: its value and where it came from.
+fn layered<T: Clone>(flag: &mut Option<T>, config: Option<&Sourced<T>>) -> Sourced<Option<T>> {
+    match (flag.clone(), config) {
+        (Some(value), _) => Sourced {
+            value: Some(value),
+            source: COMMAND_LINE.into(),
+        },
+        (None, Some(c)) => {
+            *flag = Some(c.value.clone());
+            Sourced {
+                value: Some(c.value.clone()),
+                source: c.source.clone(),
+            }
+        }
+        (None, None) => Sourced {
+            value: None,
+            source: DEFAULT.into(),
+        },
     }
 }
 

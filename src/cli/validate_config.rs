@@ -220,12 +220,12 @@ mod tests {
     #[test]
     fn settings_with_their_lines() {
         let c = parse(
-            "rules:\n  apply-and-delete: warning\n  subdirectory-ignored: off\nprofile: hypershift\nexclude: [a, b]\nprevious: ../old\n",
+            "rules:\n  file-name-convention: error\n  subdirectory-ignored: off\nprofile: hypershift\nexclude: [a, b]\nprevious: ../old\n",
         )
         .unwrap();
         assert_eq!(c.rules.len(), 2);
-        assert_eq!(c.rules[0].0, "apply-and-delete");
-        assert_eq!(c.rules[0].1.value, Level::Warning);
+        assert_eq!(c.rules[0].0, "file-name-convention");
+        assert_eq!(c.rules[0].1.value, Level::Error);
         assert_eq!(c.rules[1].1.source, "/r/.cvo.yaml:3");
         assert_eq!(c.profile.unwrap().source, "/r/.cvo.yaml:4");
         assert_eq!(c.exclude.unwrap().value, ["a", "b"]);
@@ -241,5 +241,11 @@ mod tests {
         assert!(e.contains("did you mean `apply-and-delete`"), "{e}");
         let e = parse("rules:\n  apply-and-delete: fatal\n").unwrap_err();
         assert!(e.contains("/r/.cvo.yaml:2") && e.contains("fatal"), "{e}");
+        // A loader error that stops apply is never lowered (fail closed).
+        let e = parse("rules:\n  apply-and-delete: warning\n").unwrap_err();
+        assert!(
+            e.contains("/r/.cvo.yaml:2") && e.contains("cannot be lowered"),
+            "{e}"
+        );
     }
 }
