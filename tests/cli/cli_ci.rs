@@ -179,14 +179,18 @@ pub fn python_with(module: &str) -> Option<PathBuf> {
     if found {
         return Some(python);
     }
-    let reason = format!(
+    missing_tool(&format!(
         "{} cannot import {module} (.ci/run installs it into the virtualenv CVO_TEST_VENV names)",
         python.display()
-    );
+    ))
+}
+
+/// A tool the test needs is missing: a failure in CI (`CI` set), else a visible skip.
+fn missing_tool<T>(reason: &str) -> Option<T> {
     if std::env::var_os("CI").is_some() {
         panic!("{reason}");
     }
-    common::skip::skip(&reason);
+    common::skip::skip(reason);
     None
 }
 
@@ -567,15 +571,10 @@ fn pre_commit() -> Option<PathBuf> {
     {
         return Some(exe);
     }
-    let reason = format!(
+    missing_tool(&format!(
         "{} does not run (.ci/run installs pre-commit into the virtualenv CVO_TEST_VENV names)",
         exe.display()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("{reason}");
-    }
-    common::skip::skip(&reason);
-    None
+    ))
 }
 
 fn git(dir: &Path, args: &[&str]) {
