@@ -10,6 +10,7 @@
 
 mod annotation;
 mod capability;
+mod crd;
 mod deletion_order;
 mod extra_fields;
 mod file_name;
@@ -23,6 +24,7 @@ use crate::diagnostic::{Diagnostic, Location};
 use crate::release::{Manifest, Release};
 
 pub use crate::release::LeftOut;
+pub use crd::{ALLOW_ANNOTATION, StoredVersions};
 pub use report::{Format, Summary};
 pub use rules::{RULES, Rule, rule_by_id};
 
@@ -31,6 +33,18 @@ pub use rules::{RULES, Rule, rule_by_id};
 /// Returns the loader's diagnostics and every rule finding, sorted by file, line and rule.
 /// Loader diagnostics without advice get their rule's default `help`.
 pub fn validate(release: &Release, previous: Option<&Release>) -> Vec<Diagnostic> {
+    validate_with_stored(release, previous, None)
+}
+
+/// [`validate`], with the cluster's `status.storedVersions` of each CRD (`cvo validate
+/// --live`) in place of the approximation from the previous release.
+///
+/// Findings of rules that are off by default are left out.
+pub fn validate_with_stored(
+    release: &Release,
+    previous: Option<&Release>,
+    stored: Option<&StoredVersions>,
+) -> Vec<Diagnostic> {
     let mut out: Vec<Diagnostic> = release.diagnostics.clone();
     for d in &mut out {
         if d.help.is_none()
@@ -51,6 +65,8 @@ pub fn validate(release: &Release, previous: Option<&Release>) -> Vec<Diagnostic
         out.extend(previous::check(release, previous));
         out.extend(capability::check_update(release, previous));
     }
+    out.extend(crd::check(release, previous, stored));
+    out.retain(|d| !rule_by_id(d.rule).is_some_and(|r| r.off_by_default));
     sort(&mut out);
     out
 }
