@@ -637,7 +637,7 @@ fn refused_command_line(e: &clap::Error) -> Exit {
 /// Runs the command; `format` is the log format in force.
 fn run(cli: Cli, format: LogFormat) -> Result<Exit, CliError> {
     match cli.command {
-        Command::Validate(args) => validate::run(&args),
+        Command::Validate(args) => validate::run(&cli.global, &args),
         Command::Graph(args) => graph::run(&args),
         Command::Capabilities(args) => capabilities::run(&cli.global, &args),
         Command::Apply(args) => apply::run(&cli.global, &args),

@@ -7,6 +7,10 @@
 //! its own (a release holds per-profile twins of one object, which only clash when profiles
 //! are mixed); a finding made in only some profiles names them.
 //!
+//! With `--live`, the `status.storedVersions` of every CRD is read from the cluster
+//! (`--kubeconfig`, `--context`) and the CRD rules check the release against them, with or
+//! without `--previous`; a cluster that cannot be read is exit code 2 (nothing is assumed).
+//!
 //! The report also says what the release leaves out in each profile it was read in, by
 //! reason (profile, feature set, capability with the release's default capabilities,
 //! `--exclude`): a line per profile before the text summary, `summary.excluded` in JSON.
@@ -16,10 +20,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{CliError, ReleaseArgs};
+use super::{CliError, GlobalArgs, ReleaseArgs};
 use crate::diagnostic::Diagnostic;
 use crate::exit::Exit;
-use crate::validate::{self, Format, LeftOut, Summary};
+use crate::validate::{self, Format, LeftOut, StoredVersions, Summary};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -32,10 +36,21 @@ pub struct ValidateArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Read status.storedVersions of every CRD from the cluster (--kubeconfig, --context)
+    /// and check the release's CRDs against them (no --previous needed). A cluster that
+    /// cannot be read ends the command with exit code 2.
+    #[arg(long)]
+    pub live: bool,
 }
 
-pub fn run(args: &ValidateArgs) -> Result<Exit, CliError> {
-    let (mut diagnostics, left_out) = check(&args.release, args.previous.as_deref())?;
+pub fn run(global: &GlobalArgs, args: &ValidateArgs) -> Result<Exit, CliError> {
+    let stored = if args.live {
+        Some(read_stored_versions(global)?)
+    } else {
+        None
+    };
+    let (mut diagnostics, left_out) =
+        check(&args.release, args.previous.as_deref(), stored.as_ref())?;
     // Every format names the files of an OCI release inside the artifact, not in its
     // temporary directory.
     let base = match args.release.origin() {
@@ -66,13 +81,14 @@ pub(super) fn findings(
     release: &ReleaseArgs,
     previous: Option<&std::path::Path>,
 ) -> Result<Vec<Diagnostic>, CliError> {
-    check(release, previous).map(|(diagnostics, _)| diagnostics)
+    check(release, previous, None).map(|(diagnostics, _)| diagnostics)
 }
 
 /// [`findings`], and what the release leaves out in each profile it was read in.
 fn check(
     release: &ReleaseArgs,
     previous: Option<&std::path::Path>,
+    stored: Option<&StoredVersions>,
 ) -> Result<(Vec<Diagnostic>, Vec<LeftOut>), CliError> {
     let releases = release.load_each_profile()?;
     let mut runs = Vec::with_capacity(releases.len());
@@ -89,7 +105,10 @@ fn check(
             ),
             None => None,
         };
-        runs.push((profile, validate::validate(&loaded, previous.as_ref())));
+        runs.push((
+            profile,
+            validate::validate_with_stored(&loaded, previous.as_ref(), stored),
+        ));
     }
     if runs.len() > 1 {
         let profiles: Vec<&str> = runs.iter().filter_map(|(p, _)| p.as_deref()).collect();
@@ -99,6 +118,43 @@ fn check(
         );
     }
     Ok((merge_profiles(runs), left_out))
+}
+
+/// `status.storedVersions` of every CRD on the cluster; a CRD without that status (not yet
+/// reconciled) counts every version of its spec as possibly stored. Any failure is exit code
+/// 2: the stored versions are never assumed.
+fn read_stored_versions(global: &GlobalArgs) -> Result<StoredVersions, CliError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let cannot = |why: String| {
+        CliError::usage(format_args!(
+            "--live: {why}; cannot tell which versions the cluster stores its custom resources in (nothing is assumed: run again when the cluster answers, or use --previous without --live)"
+        ))
+    };
+    let runtime = super::runtime()?;
+    runtime.block_on(async {
+        let client = super::kube_client(global)
+            .await
+            .map_err(|e| cannot(e.to_string()))?;
+        let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client);
+        let retry = crate::cluster::retry::RetryPolicy::default();
+        let params = kube::api::ListParams::default();
+        let list = retry
+            .run(|| api.list(&params))
+            .await
+            .map_err(|(e, _)| cannot(format!("listing CustomResourceDefinitions: {e}")))?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|crd| {
+                let name = crd.metadata.name?;
+                let stored = crd
+                    .status
+                    .and_then(|s| s.stored_versions)
+                    .unwrap_or_else(|| crd.spec.versions.into_iter().map(|v| v.name).collect());
+                Some((name, stored))
+            })
+            .collect())
+    })
 }
 
 /// The findings of several profiles as one list: a finding made in every profile once, as

@@ -839,3 +839,128 @@ fn a_payloads_catalogue_is_named_inside_the_release() {
     assert_eq!(no_set["location"]["line"], 3, "{no_set}");
     assert_eq!(no_set["object"], Value::Null);
 }
+
+/// `--live` checks the release's CRDs against the cluster's `status.storedVersions` (the
+/// in-memory server, or the real one with `CVO_TEST_KUBECONFIG`), without `--previous`: a
+/// CRD that still stores `v1alpha1` cannot drop it; after a storage migration (storedVersions
+/// patched to `[v1]` through the status subresource, as a migrator does) the release is clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_checks_crds_against_the_clusters_stored_versions() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use serde_json::json;
+
+    let tc = common::cluster().await;
+    let group = format!("{}.{}", common::unique("g"), common::TEST_GROUP_SUFFIX);
+    let name = format!("widgets.{group}");
+    let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"mode": {"type": "string"}}}}}});
+    let crd_json = |versions: serde_json::Value| {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {
+                "group": group,
+                "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                "versions": versions,
+            },
+        })
+    };
+    let on_cluster = crd_json(json!([
+        {"name": "v1alpha1", "served": true, "storage": false, "schema": schema},
+        {"name": "v1", "served": true, "storage": true, "schema": schema},
+    ]));
+    let crds = Api::<CustomResourceDefinition>::all(tc.client.clone());
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(on_cluster).unwrap(),
+    )
+    .await
+    .expect("create CRD");
+    tc.track_crd(&name);
+    common::wait_established(&tc, &name).await;
+    let stored = |versions: serde_json::Value| {
+        let crds = crds.clone();
+        let name = name.clone();
+        async move {
+            crds.patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"storedVersions": versions}})),
+            )
+            .await
+            .expect("patch status.storedVersions");
+        }
+    };
+    stored(json!(["v1alpha1", "v1"])).await;
+
+    // The new release drops v1alpha1.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let rel = dir.path().join("release");
+    std::fs::create_dir(&rel).unwrap();
+    let new_crd = crd_json(json!([
+        {"name": "v1", "served": true, "storage": true, "schema": schema},
+    ]));
+    std::fs::write(
+        rel.join("0000_50_widgets_00_crd.yaml"),
+        serde_json::to_string_pretty(&new_crd).unwrap(),
+    )
+    .unwrap();
+    let rel = rel.display().to_string();
+    let args = ["validate", "--release", &rel, "--live", "--format", "json"];
+    let crd_findings = |out: &str| -> Vec<Value> {
+        let report: Value = serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        report["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["rule"].as_str().unwrap().starts_with("crd-"))
+            .cloned()
+            .collect()
+    };
+
+    let (code, out, err) = common::run_cvo(&kubeconfig, &args).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    let found = crd_findings(&out);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0]["rule"], "crd-stored-version-removal");
+    assert_eq!(found[0]["severity"], "error");
+    let message = found[0]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(".spec.versions[v1alpha1]: "),
+        "{message}"
+    );
+    assert!(message.contains("status.storedVersions"), "{message}");
+    assert_eq!(found[0]["object"]["name"], name.as_str());
+
+    // After the storage migration.
+    stored(json!(["v1"])).await;
+    let (code, out, err) = common::run_cvo(&kubeconfig, &args).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(crd_findings(&out).is_empty(), "{out}");
+}
+
+/// `--live` without a cluster that answers is exit code 2, never a clean report.
+#[test]
+fn live_without_a_cluster_fails_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n",
+    )
+    .unwrap();
+    let out = cvo()
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["validate", "--release", "manifests-example", "--live"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--live:"), "{err}");
+    assert!(err.contains("nothing is assumed"), "{err}");
+}
