@@ -64,6 +64,7 @@ pub fn validate_with_stored(
     if let Some(previous) = previous {
         out.extend(previous::check(release, previous));
         out.extend(capability::check_update(release, previous));
+        out.extend(deletion_order::check_update(release, previous));
     }
     out.extend(crd::check(release, previous, stored));
     out.retain(|d| !rule_by_id(d.rule).is_some_and(|r| r.off_by_default));
