@@ -964,3 +964,192 @@ fn live_without_a_cluster_fails_closed() {
     assert!(err.contains("--live:"), "{err}");
     assert!(err.contains("nothing is assumed"), "{err}");
 }
+
+/// Issue 20: the OpenShift corpus against itself has no CRD finding; a copy in which five CRDs
+/// are mutated (a field removed, an enum value removed, the storage version dropped, the scope
+/// changed, a field newly required) reports exactly those five, each with its rule and path,
+/// and nothing else that the unchanged corpus does not report.
+#[test]
+fn corpus_crd_mutations_are_each_reported_with_rule_and_path() {
+    let Some(corpus) = corpus("openshift-release") else {
+        return;
+    };
+    let run = |release: &Path| -> Vec<Value> {
+        let (_, report) = validate_json(&[
+            "--release".into(),
+            release.display().to_string(),
+            "--previous".into(),
+            corpus.display().to_string(),
+        ]);
+        report["diagnostics"].as_array().unwrap().clone()
+    };
+    let baseline = run(&corpus);
+    let crd_rules: Vec<&Value> = baseline
+        .iter()
+        .filter(|d| d["rule"].as_str().unwrap().starts_with("crd-"))
+        .collect();
+    assert!(crd_rules.is_empty(), "{crd_rules:#?}");
+
+    // A copy with five CRDs mutated, each in its own file (written back as JSON, which YAML
+    // reads alike).
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("release");
+    std::fs::create_dir(&copy).unwrap();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&corpus)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    for f in &files {
+        std::fs::copy(f, copy.join(f.file_name().unwrap())).unwrap();
+    }
+    type Mutation = fn(&mut Value) -> Option<String>;
+    let mutations: [(&str, Mutation); 5] = [
+        ("crd-existing-field-removal", |crd| {
+            let (v, spec) = spec_schema(crd)?;
+            let props = spec["properties"].as_object_mut()?;
+            let field = props.keys().next()?.clone();
+            props.remove(&field);
+            // A required field that is removed is reported as removed only.
+            if let Some(req) = spec["required"].as_array_mut() {
+                req.retain(|r| r != field.as_str());
+            }
+            Some(format!(
+                ".spec.versions[{v}].schema.openAPIV3Schema.properties.spec.properties.{field}"
+            ))
+        }),
+        ("crd-enum", |crd| {
+            let (v, spec) = spec_schema(crd)?;
+            for (field, schema) in spec["properties"].as_object_mut()? {
+                if let Some(values) = schema.get_mut("enum").and_then(Value::as_array_mut)
+                    && values.len() >= 2
+                {
+                    values.pop();
+                    return Some(format!(
+                        ".spec.versions[{v}].schema.openAPIV3Schema.properties.spec.properties.{field}.enum"
+                    ));
+                }
+            }
+            None
+        }),
+        ("crd-stored-version-removal", |crd| {
+            let versions = crd["spec"]["versions"].as_array_mut()?;
+            if versions.len() != 1 {
+                return None;
+            }
+            let old = versions[0]["name"].as_str()?.to_owned();
+            versions[0]["name"] = Value::String(format!("{old}next"));
+            Some(format!(".spec.versions[{old}]"))
+        }),
+        ("crd-scope", |crd| {
+            let scope = crd["spec"]["scope"].as_str()?;
+            let other = if scope == "Namespaced" {
+                "Cluster"
+            } else {
+                "Namespaced"
+            };
+            crd["spec"]["scope"] = Value::String(other.into());
+            Some(".spec.scope".into())
+        }),
+        ("crd-required", |crd| {
+            let (v, spec) = spec_schema(crd)?;
+            let required: Vec<String> = spec["required"]
+                .as_array()
+                .map(|r| {
+                    r.iter()
+                        .filter_map(|s| s.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let field = spec["properties"]
+                .as_object()?
+                .keys()
+                .find(|k| !required.contains(k))?
+                .clone();
+            let mut now: Vec<Value> = required.into_iter().map(Value::String).collect();
+            now.push(Value::String(field));
+            spec["required"] = Value::Array(now);
+            Some(format!(
+                ".spec.versions[{v}].schema.openAPIV3Schema.properties.spec.required"
+            ))
+        }),
+    ];
+    let mut expected: Vec<(String, String, String)> = Vec::new();
+    let mut mutation = mutations.iter();
+    let mut next = mutation.next();
+    for f in &files {
+        let Some((rule, mutate)) = next else { break };
+        let text = std::fs::read_to_string(f).unwrap();
+        if !text.contains("kind: CustomResourceDefinition") || text.contains("\n---") {
+            continue;
+        }
+        let Ok(mut crd) = serde_saphyr::from_str::<Value>(&text) else {
+            continue;
+        };
+        // Only CRDs the default feature set applies.
+        let feature_sets = crd["metadata"]["annotations"]["release.openshift.io/feature-set"]
+            .as_str()
+            .unwrap_or("Default");
+        if !feature_sets.split(',').any(|s| s == "Default") {
+            continue;
+        }
+        if crd["kind"] != "CustomResourceDefinition"
+            || crd["metadata"]["annotations"]["release.openshift.io/delete"].is_string()
+        {
+            continue;
+        }
+        if let Some(path) = mutate(&mut crd) {
+            let name = f.file_name().unwrap().to_str().unwrap().to_owned();
+            std::fs::write(
+                copy.join(&name),
+                serde_json::to_string_pretty(&crd).unwrap(),
+            )
+            .unwrap();
+            expected.push((rule.to_string(), name, path));
+            next = mutation.next();
+        }
+    }
+    assert_eq!(
+        expected.len(),
+        5,
+        "the corpus has a CRD for every mutation: {expected:?}"
+    );
+
+    let key = |d: &Value| (d["rule"].clone(), d["message"].clone());
+    let before: std::collections::HashSet<_> = baseline.iter().map(key).collect();
+    let new: Vec<Value> = run(&copy)
+        .into_iter()
+        .filter(|d| !before.contains(&key(d)))
+        .collect();
+    for (rule, file, path) in &expected {
+        assert!(
+            new.iter().any(|d| d["rule"] == rule.as_str()
+                && d["location"]["file"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(file.as_str())
+                && d["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("{path}: "))),
+            "no {rule} at {path} in {file}: {new:#?}"
+        );
+    }
+    assert_eq!(
+        new.len(),
+        expected.len(),
+        "only the mutations are reported: {new:#?}"
+    );
+}
+
+/// The first version's schema of `spec` in a CRD: (version name, schema).
+fn spec_schema(crd: &mut Value) -> Option<(String, &mut Value)> {
+    let version = crd["spec"]["versions"].get_mut(0)?;
+    let name = version["name"].as_str()?.to_owned();
+    let spec = version.pointer_mut("/schema/openAPIV3Schema/properties/spec")?;
+    spec.get("properties")?
+        .as_object()
+        .filter(|p| !p.is_empty())?;
+    Some((name, spec))
+}

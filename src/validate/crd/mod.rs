@@ -65,10 +65,7 @@ pub fn check(
                     .filter(|v| v.storage || v.served)
                     .map(|v| v.name.to_owned())
                     .collect(),
-                format!(
-                    "the previous release served or stored it, at {}; without --live every version it served or stored is taken as possibly stored",
-                    old.manifest.location
-                ),
+                "the previous release served or stored it; without --live every version it served or stored is taken as possibly stored".to_owned(),
             ),
             (None, None) => (Vec::new(), String::new()),
         };

@@ -116,8 +116,10 @@ pub fn compare(old: &Crd, new: &Crd, stored: &[String]) -> Vec<Change> {
         }
     }
     let (old_storage, new_storage) = (old.storage(), new.storage());
+    // A storage version that is gone is a stored-version removal, reported on its own.
     if let (Some(o), Some(n)) = (old_storage, new_storage)
         && o.name != n.name
+        && new.version(o.name).is_some()
     {
         out.push(field(
             CRD_STORAGE_VERSION_CHANGED,
