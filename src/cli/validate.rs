@@ -90,23 +90,28 @@ fn check(
     previous: Option<&std::path::Path>,
     stored: Option<&StoredVersions>,
 ) -> Result<(Vec<Diagnostic>, Vec<LeftOut>), CliError> {
-    let releases = release.load_each_profile()?;
-    let mut runs = Vec::with_capacity(releases.len());
-    let mut left_out = Vec::with_capacity(releases.len());
-    for (profile, loaded) in releases {
+    // Each release is read and parsed once; every profile is a selection of it.
+    let each = release.read_each_profile()?;
+    let previous = match previous {
+        Some(dir) => Some(
+            crate::release::read(dir, &release.options_in(release.profile.as_deref()))
+                .map_err(|e| CliError::usage(format_args!("--previous: {e}")))?,
+        ),
+        None => None,
+    };
+    let mut runs = Vec::with_capacity(each.selections.len());
+    let mut left_out = Vec::with_capacity(each.selections.len());
+    for profile in &each.selections {
+        let loaded = release.select(&each.read, profile.as_deref())?;
         left_out.push(LeftOut::with_default_capabilities(
             &loaded,
             profile.as_deref(),
         ));
-        let previous = match previous {
-            Some(dir) => Some(
-                crate::release::load(dir, &release.options_in(profile.as_deref()))
-                    .map_err(|e| CliError::usage(format_args!("--previous: {e}")))?,
-            ),
-            None => None,
-        };
+        let previous = previous
+            .as_ref()
+            .map(|p| p.select(&release.options_in(profile.as_deref()).filters));
         runs.push((
-            profile,
+            profile.clone(),
             validate::validate_with_stored(&loaded, previous.as_ref(), stored),
         ));
     }
