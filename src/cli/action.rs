@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser as _};
 
-use super::{Cli, CliError, Command};
+use super::{Cli, CliError, Command, GlobalArgs};
 use crate::exit::Exit;
 
 /// The SARIF file written with `format: sarif`, in the workspace.
@@ -31,7 +31,11 @@ fn input(name: &str) -> Option<String> {
 }
 
 /// `cvo validate` with `args` and `--format FORMAT`: its output and exit.
-fn validate(args: &[String], format: &str) -> Result<(String, Exit), CliError> {
+fn validate(
+    global: &GlobalArgs,
+    args: &[String],
+    format: &str,
+) -> Result<(String, Exit), CliError> {
     let mut argv = vec!["cvo".to_owned(), "validate".to_owned()];
     argv.extend(args.iter().cloned());
     argv.extend(["--format".to_owned(), format.to_owned()]);
@@ -44,10 +48,10 @@ fn validate(args: &[String], format: &str) -> Result<(String, Exit), CliError> {
     let Command::Validate(args) = cli.command else {
         unreachable!("parsed as validate")
     };
-    super::validate::report(args)
+    super::validate::report(global, args)
 }
 
-pub fn run(_: &ActionArgs) -> Result<Exit, CliError> {
+pub fn run(global: &GlobalArgs, _: &ActionArgs) -> Result<Exit, CliError> {
     let release = input("RELEASE").ok_or_else(|| {
         CliError::usage("the action's input `release` is empty: set it to the release directory")
     })?;
@@ -59,12 +63,12 @@ pub fn run(_: &ActionArgs) -> Result<Exit, CliError> {
         args.extend(more.split_whitespace().map(str::to_owned));
     }
     let format = input("FORMAT").unwrap_or_else(|| "github".to_owned());
-    let (annotations, exit) = validate(&args, "github")?;
+    let (annotations, exit) = validate(global, &args, "github")?;
     super::print_stdout(&annotations)?;
     match format.as_str() {
         "github" => {}
         "sarif" => {
-            let (sarif, _) = validate(&args, "sarif")?;
+            let (sarif, _) = validate(global, &args, "sarif")?;
             let workspace = std::env::var_os("GITHUB_WORKSPACE")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("."));
@@ -91,7 +95,7 @@ pub fn run(_: &ActionArgs) -> Result<Exit, CliError> {
             }
         }
         other => {
-            let (out, _) = validate(&args, other)?;
+            let (out, _) = validate(global, &args, other)?;
             super::print_stdout(&out)?;
         }
     }

@@ -450,17 +450,6 @@ impl ReleaseArgs {
         }
     }
 
-    /// Loads the release in `profile` (`None`: no profile filtering); a usage error (exit
-    /// code 2) when it cannot be read.
-    fn load_in(&self, format: LogFormat, profile: Option<&str>) -> Result<Release, CliError> {
-        let dir = self.dir(format)?;
-        let mut release =
-            crate::release::load(&dir, &self.options_in(profile)).map_err(CliError::usage)?;
-        release.verification = self.verification();
-        self.apply_gates(&mut release)?;
-        Ok(release)
-    }
-
     /// What `--verify-key` proved of the release read (after [`ReleaseArgs::dir`]): a
     /// directory, or an OCI release read without a key, was not checked.
     fn verification(&self) -> crate::release::Verification {
@@ -469,22 +458,6 @@ impl ReleaseArgs {
                 crate::release::Verification::Verified
             }
             _ => crate::release::Verification::NotChecked,
-        }
-    }
-
-    /// Loads the release as the flags say, and the profiles and feature sets it uses. A
-    /// `--profile` or `--feature-set` that no manifest names would silently select nothing:
-    /// refused with exit code 2, naming the ones the release uses.
-    fn load_checked(&self, format: LogFormat) -> Result<(Release, Selectors), CliError> {
-        let release = self.load_in(format, self.profile.as_deref())?;
-        let options = self.options_in(self.profile.as_deref());
-        let used = Selectors::of(release.all_manifests());
-        match used.refusal(&options.filters) {
-            Some(why) => Err(CliError::usage(why)),
-            None => {
-                feature_set_note(&used, &options.filters, &release, format);
-                Ok((release, used))
-            }
         }
     }
 
@@ -534,16 +507,56 @@ impl ReleaseArgs {
     /// release uses no profiles, the one release (`None`); without `--profile`, the release
     /// in each profile it uses, on its own.
     pub fn load_each_profile(&self) -> Result<Vec<(Option<String>, Release)>, CliError> {
-        let (release, used) = self.load_checked(LogFormat::Text)?;
-        if self.profile.is_some() || used.profiles.is_empty() {
-            return Ok(vec![(self.profile.clone(), release)]);
-        }
-        drop(release);
-        used.profiles
+        let profiles = self.read_each_profile()?;
+        let read = &profiles.read;
+        profiles
+            .selections
             .iter()
-            .map(|p| Ok((Some(p.clone()), self.load_in(LogFormat::Text, Some(p))?)))
+            .map(|p| Ok((p.clone(), self.select(read, p.as_deref())?)))
             .collect()
     }
+
+    /// The release read and parsed once, and the profiles [`ReleaseArgs::load_each_profile`]
+    /// selects from it. A `--profile` or `--feature-set` that no manifest names would
+    /// silently select nothing: refused with exit code 2, naming the ones the release uses.
+    pub(crate) fn read_each_profile(&self) -> Result<EachProfile, CliError> {
+        let dir = self.dir(LogFormat::Text)?;
+        let options = self.options_in(self.profile.as_deref());
+        let read = crate::release::read(&dir, &options).map_err(CliError::usage)?;
+        let used = Selectors::of(read.all_manifests());
+        if let Some(why) = used.refusal(&options.filters) {
+            return Err(CliError::usage(why));
+        }
+        if used.feature_set_note(&options.filters, 0).is_some() {
+            let release = self.select(&read, self.profile.as_deref())?;
+            feature_set_note(&used, &options.filters, &release, LogFormat::Text);
+        }
+        let selections = if self.profile.is_some() || used.profiles.is_empty() {
+            vec![self.profile.clone()]
+        } else {
+            used.profiles.iter().cloned().map(Some).collect()
+        };
+        Ok(EachProfile { read, selections })
+    }
+
+    /// The release `read` holds, in `profile` (`None`: no profile filtering) and the other
+    /// selections of these flags, with the feature gates applied.
+    pub(crate) fn select(
+        &self,
+        read: &crate::release::ReadRelease,
+        profile: Option<&str>,
+    ) -> Result<Release, CliError> {
+        let mut release = read.select(&self.options_in(profile).filters);
+        release.verification = self.verification();
+        self.apply_gates(&mut release)?;
+        Ok(release)
+    }
+}
+
+/// A release read once, and the profiles to select from it (`None`: no profile filtering).
+pub(crate) struct EachProfile {
+    pub read: crate::release::ReadRelease,
+    pub selections: Vec<Option<String>>,
 }
 
 /// A known `--feature-set` that no manifest names is accepted (as the CVO accepts it): a note
@@ -651,9 +664,9 @@ fn refused_command_line(e: &clap::Error) -> Exit {
 /// Runs the command; `format` is the log format in force.
 fn run(cli: Cli, format: LogFormat) -> Result<Exit, CliError> {
     match cli.command {
-        Command::Validate(args) => validate::run(args),
-        Command::ValidateFiles(args) => validate_files::run(args),
-        Command::GithubAction(args) => action::run(&args),
+        Command::Validate(args) => validate::run(&cli.global, args),
+        Command::ValidateFiles(args) => validate_files::run(&cli.global, args),
+        Command::GithubAction(args) => action::run(&cli.global, &args),
         Command::Completion(args) => completion::run(&args),
         Command::Man(args) => man::run(&args),
         Command::Graph(args) => graph::run(&args),

@@ -7,6 +7,10 @@
 //! its own (a release holds per-profile twins of one object, which only clash when profiles
 //! are mixed); a finding made in only some profiles names them.
 //!
+//! With `--live`, the `status.storedVersions` of every CRD is read from the cluster
+//! (`--kubeconfig`, `--context`) and the CRD rules check the release against them, with or
+//! without `--previous`; a cluster that cannot be read is exit code 2 (nothing is assumed).
+//!
 //! The report also says what the release leaves out in each profile it was read in, by
 //! reason (profile, feature set, capability with the release's default capabilities,
 //! `--exclude`): a line per profile before the text summary, `summary.excluded` in JSON.
@@ -17,10 +21,10 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::validate_config::{Config, Sourced};
-use super::{CliError, ReleaseArgs};
+use super::{CliError, GlobalArgs, ReleaseArgs};
 use crate::diagnostic::Diagnostic;
 use crate::exit::Exit;
-use crate::validate::{self, Format, LeftOut, Level, RuleLevels, Summary};
+use crate::validate::{self, Format, LeftOut, Level, RuleLevels, StoredVersions, Summary};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -45,20 +49,28 @@ pub struct ValidateArgs {
     /// default), then exit without validating.
     #[arg(long)]
     pub print_config: bool,
+    /// Read status.storedVersions of every CRD from the cluster (--kubeconfig, --context)
+    /// and check the release's CRDs against them (no --previous needed). A cluster that
+    /// cannot be read ends the command with exit code 2.
+    #[arg(long)]
+    pub live: bool,
 }
 
 fn parse_rule(arg: &str) -> Result<(&'static str, Level), String> {
     validate::levels::parse_rule_level(arg)
 }
 
-pub fn run(args: ValidateArgs) -> Result<Exit, CliError> {
-    let (out, exit) = report(args)?;
+pub fn run(global: &GlobalArgs, args: ValidateArgs) -> Result<Exit, CliError> {
+    let (out, exit) = report(global, args)?;
     super::print_stdout(&out)?;
     Ok(exit)
 }
 
 /// What [`run`] prints, and how it ends.
-pub(super) fn report(mut args: ValidateArgs) -> Result<(String, Exit), CliError> {
+pub(super) fn report(
+    global: &GlobalArgs,
+    mut args: ValidateArgs,
+) -> Result<(String, Exit), CliError> {
     let release_dir = crate::oci::Source::parse(&args.release.release)
         .ok()
         .flatten()
@@ -70,7 +82,17 @@ pub(super) fn report(mut args: ValidateArgs) -> Result<(String, Exit), CliError>
     if args.print_config {
         return Ok((settings.print(&levels, &level_sources), Exit::Success));
     }
-    let (mut diagnostics, left_out) = check_with(&args.release, args.previous.as_deref(), &levels)?;
+    let stored = if args.live {
+        Some(read_stored_versions(global)?)
+    } else {
+        None
+    };
+    let (mut diagnostics, left_out) = check(
+        &args.release,
+        args.previous.as_deref(),
+        stored.as_ref(),
+        &levels,
+    )?;
     // Every format names the files of an OCI release inside the artifact, not in its
     // temporary directory.
     let base = match args.release.origin() {
@@ -118,41 +140,40 @@ pub(super) fn findings(
     release: &ReleaseArgs,
     previous: Option<&std::path::Path>,
 ) -> Result<Vec<Diagnostic>, CliError> {
-    check(release, previous).map(|(diagnostics, _)| diagnostics)
+    check(release, previous, None, &RuleLevels::default()).map(|(diagnostics, _)| diagnostics)
 }
 
-/// [`findings`], and what the release leaves out in each profile it was read in.
+/// [`findings`] with the rules at `levels` (and the cluster's stored CRD versions with
+/// `--live`), and what the release leaves out in each profile it was read in.
 fn check(
     release: &ReleaseArgs,
     previous: Option<&std::path::Path>,
-) -> Result<(Vec<Diagnostic>, Vec<LeftOut>), CliError> {
-    check_with(release, previous, &RuleLevels::default())
-}
-
-/// [`check`], with the rules at `levels`.
-fn check_with(
-    release: &ReleaseArgs,
-    previous: Option<&std::path::Path>,
+    stored: Option<&StoredVersions>,
     levels: &RuleLevels,
 ) -> Result<(Vec<Diagnostic>, Vec<LeftOut>), CliError> {
-    let releases = release.load_each_profile()?;
-    let mut runs = Vec::with_capacity(releases.len());
-    let mut left_out = Vec::with_capacity(releases.len());
-    for (profile, loaded) in releases {
+    // Each release is read and parsed once; every profile is a selection of it.
+    let each = release.read_each_profile()?;
+    let previous = match previous {
+        Some(dir) => Some(
+            crate::release::read(dir, &release.options_in(release.profile.as_deref()))
+                .map_err(|e| CliError::usage(format_args!("--previous: {e}")))?,
+        ),
+        None => None,
+    };
+    let mut runs = Vec::with_capacity(each.selections.len());
+    let mut left_out = Vec::with_capacity(each.selections.len());
+    for profile in &each.selections {
+        let loaded = release.select(&each.read, profile.as_deref())?;
         left_out.push(LeftOut::with_default_capabilities(
             &loaded,
             profile.as_deref(),
         ));
-        let previous = match previous {
-            Some(dir) => Some(
-                crate::release::load(dir, &release.options_in(profile.as_deref()))
-                    .map_err(|e| CliError::usage(format_args!("--previous: {e}")))?,
-            ),
-            None => None,
-        };
-        let found = validate::validate(&loaded, previous.as_ref());
+        let previous = previous
+            .as_ref()
+            .map(|p| p.select(&release.options_in(profile.as_deref()).filters));
+        let found = validate::validate_with_stored(&loaded, previous.as_ref(), stored);
         let found = validate::suppression::apply(&loaded, levels.apply(found), levels);
-        runs.push((profile, found));
+        runs.push((profile.clone(), found));
     }
     if runs.len() > 1 {
         let profiles: Vec<&str> = runs.iter().filter_map(|(p, _)| p.as_deref()).collect();
@@ -162,6 +183,43 @@ fn check_with(
         );
     }
     Ok((merge_profiles(runs), left_out))
+}
+
+/// `status.storedVersions` of every CRD on the cluster; a CRD without that status (not yet
+/// reconciled) counts every version of its spec as possibly stored. Any failure is exit code
+/// 2: the stored versions are never assumed.
+fn read_stored_versions(global: &GlobalArgs) -> Result<StoredVersions, CliError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let cannot = |why: String| {
+        CliError::usage(format_args!(
+            "--live: {why}; cannot tell which versions the cluster stores its custom resources in (nothing is assumed: run again when the cluster answers, or use --previous without --live)"
+        ))
+    };
+    let runtime = super::runtime()?;
+    runtime.block_on(async {
+        let client = super::kube_client(global)
+            .await
+            .map_err(|e| cannot(e.to_string()))?;
+        let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client);
+        let retry = crate::cluster::retry::RetryPolicy::default();
+        let params = kube::api::ListParams::default();
+        let list = retry
+            .run(|| api.list(&params))
+            .await
+            .map_err(|(e, _)| cannot(format!("listing CustomResourceDefinitions: {e}")))?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|crd| {
+                let name = crd.metadata.name?;
+                let stored = crd
+                    .status
+                    .and_then(|s| s.stored_versions)
+                    .unwrap_or_else(|| crd.spec.versions.into_iter().map(|v| v.name).collect());
+                Some((name, stored))
+            })
+            .collect())
+    })
 }
 
 /// The findings of several profiles as one list: a finding made in every profile once, as

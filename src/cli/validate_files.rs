@@ -48,7 +48,7 @@ fn release_dir(file: &Path) -> Option<PathBuf> {
     })
 }
 
-pub fn run(args: ValidateFilesArgs) -> Result<Exit, CliError> {
+pub fn run(global: &super::GlobalArgs, args: ValidateFilesArgs) -> Result<Exit, CliError> {
     // Flags (with the value of those that take one), then the files.
     let mut cvo = <Cli as clap::CommandFactory>::command();
     cvo.build();
@@ -108,7 +108,7 @@ pub fn run(args: ValidateFilesArgs) -> Result<Exit, CliError> {
             unreachable!("parsed as validate")
         };
         stderr_line!("cvo validate --release {}", dir.display());
-        let exit = match super::validate::run(validate_args) {
+        let exit = match super::validate::run(global, validate_args) {
             Ok(exit) => exit,
             Err(e) => {
                 stderr_line!("error: {e}");

@@ -146,6 +146,32 @@ pub fn load_selected(
 /// [`Limits::max_release_bytes`]. Problems with single files are diagnostics in the returned
 /// [`Release`] instead.
 pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
+    let filters = options.filters.clone();
+    Ok(read(root, options)?.into_release(&filters))
+}
+
+/// A release read and parsed once, not yet filtered: [`ReadRelease::select`] makes the
+/// release of each selection (profile, feature set, …) from it without reading or parsing the
+/// files again (only a payload's templated files are rendered again, for another profile).
+pub struct ReadRelease {
+    root: PathBuf,
+    files: Vec<SourceFile>,
+    per_file: Vec<FileRead>,
+    /// Whole-release problems (metadata, image references, catalogue, sub-directories).
+    diagnostics: Vec<Diagnostic>,
+    metadata: Option<ReleaseMetadata>,
+    catalogue: Option<Catalogue>,
+    version_hash: String,
+    values: TemplateValues,
+    limits: Limits,
+}
+
+/// Reads and parses the release at `root` as [`load`] does, without filtering it.
+///
+/// # Errors
+///
+/// As [`load`].
+pub fn read(root: &Path, options: &LoadOptions) -> Result<ReadRelease, LoadError> {
     let meta = std::fs::metadata(root).map_err(|source| LoadError::Unreadable {
         path: root.into(),
         source,
@@ -247,19 +273,100 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
             ),
         metadata_text.as_deref(),
     );
+    Ok(ReadRelease {
+        root: root.to_path_buf(),
+        files: found.files,
+        per_file,
+        diagnostics,
+        metadata,
+        catalogue,
+        version_hash,
+        values,
+        limits,
+    })
+}
 
+impl ReadRelease {
+    /// Every manifest of every file, whatever the filters.
+    pub fn all_manifests(&self) -> impl Iterator<Item = &Manifest> {
+        self.per_file.iter().flat_map(|f| f.manifests.iter())
+    }
+
+    /// The release as `filters` select it, as [`load`] with these filters would return it.
+    pub fn select(&self, filters: &Filters) -> Release {
+        let values = self.values_for(filters);
+        let per_file = self.files.iter().zip(&self.per_file).map(|(file, read)| {
+            if file.templated && values.cluster_profile != self.values.cluster_profile {
+                let again = load_file(file, &values, self.limits);
+                (again.manifests, again.diagnostics)
+            } else {
+                (read.manifests.clone(), read.diagnostics.clone())
+            }
+        });
+        let per_file: Vec<_> = per_file.collect();
+        assemble(
+            &self.root,
+            &values,
+            self.diagnostics.clone(),
+            self.metadata.clone(),
+            self.catalogue.clone(),
+            self.version_hash.clone(),
+            per_file,
+            filters,
+        )
+    }
+
+    /// [`ReadRelease::select`] for the options the release was read with, without copying.
+    fn into_release(self, filters: &Filters) -> Release {
+        let per_file = self
+            .per_file
+            .into_iter()
+            .map(|f| (f.manifests, f.diagnostics))
+            .collect();
+        assemble(
+            &self.root,
+            &self.values,
+            self.diagnostics,
+            self.metadata,
+            self.catalogue,
+            self.version_hash,
+            per_file,
+            filters,
+        )
+    }
+
+    /// The template values for `filters`' profile.
+    fn values_for(&self, filters: &Filters) -> TemplateValues {
+        TemplateValues {
+            cluster_profile: filters
+                .profile
+                .clone()
+                .unwrap_or_else(|| DEFAULT_CLUSTER_PROFILE.to_owned()),
+            ..self.values.clone()
+        }
+    }
+}
+
+/// A release from its parsed files: the manifests `filters` keep, the rest excluded with the
+/// reason, and every problem.
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    root: &Path,
+    values: &TemplateValues,
+    mut diagnostics: Vec<Diagnostic>,
+    metadata: Option<ReleaseMetadata>,
+    catalogue: Option<Catalogue>,
+    version_hash: String,
+    per_file: Vec<(Vec<Manifest>, Vec<Diagnostic>)>,
+    filters: &Filters,
+) -> Release {
     let release_major = metadata.as_ref().map(|m| m.version.major);
     let mut manifests = Vec::new();
     let mut excluded = Vec::new();
-    for FileRead {
-        manifests: file_manifests,
-        diagnostics: file_diagnostics,
-        ..
-    } in per_file
-    {
+    for (file_manifests, file_diagnostics) in per_file {
         diagnostics.extend(file_diagnostics);
         for manifest in file_manifests {
-            match options.filters.exclusion(&manifest, release_major) {
+            match filters.exclusion(&manifest, release_major) {
                 Some((by, reason)) => excluded.push(Excluded {
                     manifest,
                     by,
@@ -277,9 +384,9 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
                 .chain(excluded.iter().map(|e: &Excluded| &e.manifest)),
         )
     });
-    Ok(Release {
+    Release {
         root: root.to_path_buf(),
-        image: options.release_image.clone(),
+        image: values.release_image.clone(),
         version_hash,
         metadata,
         manifests,
@@ -287,7 +394,7 @@ pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
         diagnostics,
         verification: Verification::NotChecked,
         capabilities,
-    })
+    }
 }
 
 /// The files of the release at `root`: a flat directory, or a payload root's `manifests/`
@@ -1003,6 +1110,58 @@ mod tests {
         let rules: Vec<_> = release.diagnostics.iter().map(|d| d.rule).collect();
         assert_eq!(rules, ["apply-and-delete", "duplicate-identity"]);
         assert_eq!(release.manifests.len(), 4);
+    }
+
+    #[test]
+    fn a_release_read_once_selects_as_a_load_in_each_profile() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("manifests");
+        let r = dir.path().join("release-manifests");
+        fs::create_dir_all(&m).unwrap();
+        fs::create_dir_all(&r).unwrap();
+        write(
+            &m,
+            "0000_00_cvo_deploy.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: nsx\n  annotations:\n    include.release.openshift.io/a: \"true\"\n    include.release.openshift.io/b: \"true\"\ndata:\n  profile: '{{ .ClusterProfile }}'\n",
+        );
+        write(
+            &r,
+            "0000_01_x_a.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d\n  namespace: nsx\n  annotations:\n    include.release.openshift.io/a: \"true\"\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d\n  namespace: nsx\n  annotations:\n    include.release.openshift.io/b: \"true\"\n    release.openshift.io/feature-set: TechPreviewNoUpgrade\n",
+        );
+        write(&r, "0000_02_x_bad.yaml", "key: [unclosed\n");
+        let options = |profile: Option<&str>| LoadOptions {
+            filters: Filters {
+                profile: profile.map(str::to_owned),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let read = read(dir.path(), &options(None)).unwrap();
+        assert_eq!(read.all_manifests().count(), 3);
+        for profile in [None, Some("a"), Some("b")] {
+            let loaded = load(dir.path(), &options(profile)).unwrap();
+            let selected = read.select(&options(profile).filters);
+            let ids = |r: &Release| -> Vec<String> {
+                r.manifests
+                    .iter()
+                    .map(|m| format!("{} {}", m.id, m.object["data"]))
+                    .collect()
+            };
+            let left = |r: &Release| -> Vec<String> {
+                r.excluded
+                    .iter()
+                    .map(|e| format!("{} {}", e.manifest.id, e.reason))
+                    .collect()
+            };
+            assert_eq!(ids(&selected), ids(&loaded), "{profile:?}");
+            assert_eq!(left(&selected), left(&loaded), "{profile:?}");
+            assert_eq!(selected.diagnostics, loaded.diagnostics, "{profile:?}");
+            assert_eq!(selected.version_hash, loaded.version_hash);
+        }
+        // The templated file is rendered for the profile selected.
+        let in_b = read.select(&options(Some("b")).filters);
+        assert_eq!(in_b.manifests[0].object["data"]["profile"], "b");
     }
 
     #[test]

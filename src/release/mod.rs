@@ -43,8 +43,8 @@ pub use filter::{
 pub use identity::ObjectId;
 pub use left_out::LeftOut;
 pub use load::{
-    DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, ProfileChoice, load, load_selected,
-    version_hash,
+    DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, ProfileChoice, ReadRelease, load,
+    load_selected, read, version_hash,
 };
 pub use locate::field_line;
 pub use metadata::{MetadataError, ReleaseMetadata};

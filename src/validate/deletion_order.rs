@@ -2,6 +2,10 @@
 //! while the release still needs what it contains, or before what it contains is gone.
 //!
 //! Rules `namespace-deleted-in-use`, `crd-deleted-in-use` and `crd-deleted-before-crs`.
+//! With the previous release ([`check_update`]), a CRD it applied that this release drops
+//! altogether (no manifest, not even a delete manifest, in any profile or feature set) while
+//! this release still applies resources of its kind is `crd-deleted-in-use` too: nothing
+//! serves the kind once the CRD is removed by hand or by a later cleanup.
 //! A CRD named `<plural>.<group>` serves custom resources of `group` whose kind is the CRD's
 //! `spec.names.kind`; delete manifests usually carry no spec, so without it the kind is
 //! matched by its plural (`Widget` → `widgets`, `Policy` → `policies`, `Ingress` →
@@ -92,6 +96,41 @@ pub fn check(release: &Release) -> Vec<Diagnostic> {
                     "delete the CRD in a later run level than its custom resources, or in a later release once they are gone",
                 ));
             }
+        }
+    }
+    out
+}
+
+/// A CRD `previous` applied that `release` drops (no manifest of it at all, kept or left out)
+/// while `release` applies resources of its kind: one finding per resource manifest, naming
+/// both files.
+pub fn check_update(release: &Release, previous: &Release) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for old in previous.manifests.iter().filter(|m| {
+        m.intent == DeleteIntent::Apply
+            && m.id.group == CRD_GROUP
+            && m.id.kind == "CustomResourceDefinition"
+    }) {
+        if release.all_manifests().any(|m| m.id == old.id) {
+            continue;
+        }
+        let Some(served) = ServedKind::of(old) else {
+            continue;
+        };
+        for user in release
+            .manifests
+            .iter()
+            .filter(|m| m.intent == DeleteIntent::Apply && served.matches(m))
+        {
+            out.push(finding(
+                CRD_DELETED_IN_USE,
+                user,
+                format!(
+                    "this release applies a resource of a kind whose CustomResourceDefinition {} it dropped (the previous release applied it at {}): nothing in the release serves the kind, so applying this fails once the CRD is gone",
+                    old.id.name, old.location
+                ),
+                "keep applying the CRD, or turn this manifest into a delete manifest ordered before the CRD's removal",
+            ));
         }
     }
     out
@@ -225,6 +264,41 @@ mod tests {
                 if delete { DELETE } else { "" }
             ),
         )
+    }
+
+    #[test]
+    fn crd_dropped_from_the_release_while_its_resources_are_applied() {
+        let applied_crd = || {
+            manifest(
+                "0000_50_gadgets_00_crd.yaml",
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: gizmos.example.com\nspec:\n  group: example.com\n  names:\n    kind: Gadget\n    plural: gizmos\n",
+            )
+        };
+        let previous = release(vec![
+            applied_crd(),
+            gadget("0000_50_app_01_gadget.yaml", false),
+        ]);
+        let dropped = release(vec![gadget("0000_50_app_01_gadget.yaml", false)]);
+        let found = check_update(&dropped, &previous);
+        assert_eq!(rules(&found), [CRD_DELETED_IN_USE]);
+        assert!(
+            found[0].message.contains("gizmos.example.com"),
+            "{}",
+            found[0].message
+        );
+        assert!(
+            found[0].message.contains("0000_50_gadgets_00_crd.yaml"),
+            "{}",
+            found[0].message
+        );
+        assert_eq!(
+            found[0].location.file,
+            std::path::Path::new("0000_50_app_01_gadget.yaml")
+        );
+        // Near misses: the CRD is still applied; the resource is deleted too.
+        assert!(check_update(&previous, &previous).is_empty());
+        let both_gone = release(vec![gadget("0000_50_app_01_gadget.yaml", true)]);
+        assert!(check_update(&both_gone, &previous).is_empty());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 mod annotation;
 mod capability;
+mod crd;
 mod deletion_order;
 mod extra_fields;
 mod file_name;
@@ -25,6 +26,7 @@ use crate::diagnostic::{Diagnostic, Location};
 use crate::release::{Manifest, Release};
 
 pub use crate::release::LeftOut;
+pub use crd::{ALLOW_ANNOTATION, StoredVersions};
 pub use levels::{Level, RuleLevels};
 pub use report::{Format, Summary};
 pub use rules::{RULES, Rule, rule_by_id};
@@ -34,6 +36,19 @@ pub use rules::{RULES, Rule, rule_by_id};
 /// Returns the loader's diagnostics and every rule finding, sorted by file, line and rule.
 /// Loader diagnostics without advice get their rule's default `help`.
 pub fn validate(release: &Release, previous: Option<&Release>) -> Vec<Diagnostic> {
+    validate_with_stored(release, previous, None)
+}
+
+/// [`validate`], with the cluster's `status.storedVersions` of each CRD (`cvo validate
+/// --live`) in place of the approximation from the previous release.
+///
+/// Every rule's findings are returned, those of rules off by default too: [`RuleLevels`]
+/// decides what is reported.
+pub fn validate_with_stored(
+    release: &Release,
+    previous: Option<&Release>,
+    stored: Option<&StoredVersions>,
+) -> Vec<Diagnostic> {
     let mut out: Vec<Diagnostic> = release.diagnostics.clone();
     for d in &mut out {
         if rules::ERRORS_ONLY_IN_VALIDATE.contains(&d.rule) {
@@ -56,7 +71,9 @@ pub fn validate(release: &Release, previous: Option<&Release>) -> Vec<Diagnostic
     if let Some(previous) = previous {
         out.extend(previous::check(release, previous));
         out.extend(capability::check_update(release, previous));
+        out.extend(deletion_order::check_update(release, previous));
     }
+    out.extend(crd::check(release, previous, stored));
     sort(&mut out);
     out
 }

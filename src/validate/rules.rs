@@ -115,6 +115,34 @@ pub const HIDDEN_FILE: &str = "hidden-file";
 /// does, and errors in `validate`, where catching them is the point.
 pub const ERRORS_ONLY_IN_VALIDATE: [&str; 2] = [NON_STRING_ANNOTATION, UNKNOWN_FEATURE_SET];
 
+pub const CRD_SCOPE: &str = "crd-scope";
+pub const CRD_EXISTING_FIELD_REMOVAL: &str = "crd-existing-field-removal";
+pub const CRD_STORED_VERSION_REMOVAL: &str = "crd-stored-version-removal";
+pub const CRD_TYPE: &str = "crd-type";
+pub const CRD_ENUM: &str = "crd-enum";
+pub const CRD_DEFAULT: &str = "crd-default";
+pub const CRD_REQUIRED: &str = "crd-required";
+pub const CRD_MAXIMUM: &str = "crd-maximum";
+pub const CRD_MINIMUM: &str = "crd-minimum";
+pub const CRD_MAX_ITEMS: &str = "crd-max-items";
+pub const CRD_MIN_ITEMS: &str = "crd-min-items";
+pub const CRD_MAX_LENGTH: &str = "crd-max-length";
+pub const CRD_MIN_LENGTH: &str = "crd-min-length";
+pub const CRD_MAX_PROPERTIES: &str = "crd-max-properties";
+pub const CRD_MIN_PROPERTIES: &str = "crd-min-properties";
+pub const CRD_PATTERN: &str = "crd-pattern";
+pub const CRD_NULLABLE: &str = "crd-nullable";
+pub const CRD_ONE_OF: &str = "crd-one-of";
+pub const CRD_ANY_OF: &str = "crd-any-of";
+pub const CRD_ALL_OF: &str = "crd-all-of";
+pub const CRD_DESCRIPTION: &str = "crd-description";
+pub const CRD_UNHANDLED: &str = "crd-unhandled";
+pub const CRD_SERVED_VERSION_REMOVAL: &str = "crd-served-version-removal";
+pub const CRD_STORAGE_VERSION_CHANGED: &str = "crd-storage-version-changed";
+pub const CRD_IMMUTABLE_FIELD_CHANGED: &str = "crd-immutable-field-changed";
+pub const CRD_STORAGE_VERSION_COUNT: &str = "crd-storage-version-count";
+pub const CRD_CONVERSION_WEBHOOK: &str = "crd-conversion-webhook";
+
 /// Every rule, loader rules first, then `validate`'s own in the order of docs/validation.md.
 pub const RULES: &[Rule] = &[
     loader(
@@ -332,6 +360,169 @@ pub const RULES: &[Rule] = &[
         Severity::Warning,
         "A validate.cvo.io/ignore annotation names a rule that reports nothing about the object: the suppression outlived its reason.",
         "remove the rule from validate.cvo.io/ignore (and both annotations when nothing is left)",
+    ),
+    rule(
+        CRD_SCOPE,
+        Severity::Error,
+        "A CRD's scope changed between Namespaced and Cluster (crdify `scope`): the API server refuses the update, and every client path changes.",
+        "keep the scope; ship a new CRD (new group or plural) with the other scope and migrate the resources to it",
+    ),
+    rule(
+        CRD_EXISTING_FIELD_REMOVAL,
+        Severity::Error,
+        "A field of a served version's schema is gone (crdify `existingFieldRemoval`): its values are pruned from stored objects on their next write, and clients that set it are refused or lose it.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_STORED_VERSION_REMOVAL,
+        Severity::Error,
+        "A version that objects may be stored in is no longer in spec.versions (crdify `storedVersionRemoval`): the API server refuses the CRD update while status.storedVersions lists it, and stored objects become unreadable.",
+        "keep the version (served: false is fine) until a storage migration has rewritten every object and status.storedVersions no longer lists it",
+    ),
+    rule(
+        CRD_TYPE,
+        Severity::Error,
+        "A field's type changed (crdify `type`): stored objects no longer validate, and clients decode the wrong type.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_ENUM,
+        Severity::Error,
+        "An enum lost a value, or an existing field got an enum (crdify `enum`): objects holding the value no longer validate.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_DEFAULT,
+        Severity::Error,
+        "A field's default was added, changed or removed (crdify `default`): objects read or written after the update silently get another value.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_REQUIRED,
+        Severity::Error,
+        "A field became required (crdify `required`): existing objects without it can no longer be updated.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_MAXIMUM,
+        Severity::Error,
+        "A maximum was added or lowered (crdify `maximum`): objects with larger values no longer validate.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_MINIMUM,
+        Severity::Error,
+        "A minimum was added or raised (crdify `minimum`): objects with smaller values no longer validate.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_MAX_ITEMS,
+        Severity::Error,
+        "maxItems was added or lowered (crdify `maxItems`): objects with longer lists no longer validate.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_MIN_ITEMS,
+        Severity::Error,
+        "minItems was added or raised (crdify `minItems`): objects with shorter lists no longer validate.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_MAX_LENGTH,
+        Severity::Error,
+        "maxLength was added or lowered (crdify `maxLength`): objects with longer strings no longer validate.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_MIN_LENGTH,
+        Severity::Error,
+        "minLength was added or raised (crdify `minLength`): objects with shorter strings no longer validate.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_MAX_PROPERTIES,
+        Severity::Error,
+        "maxProperties was added or lowered (crdify `maxProperties`): objects with more keys no longer validate.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_MIN_PROPERTIES,
+        Severity::Error,
+        "minProperties was added or raised (crdify `minProperties`): objects with fewer keys no longer validate.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_PATTERN,
+        Severity::Error,
+        "A string field got a pattern or another one (crdify `pattern`): values that matched before may not match now.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_NULLABLE,
+        Severity::Error,
+        "nullable: true was removed (crdify `nullable`): objects holding null no longer validate.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_ONE_OF,
+        Severity::Error,
+        "A oneOf changed (crdify `oneOf`): objects valid before may not be now.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_ANY_OF,
+        Severity::Error,
+        "An anyOf changed (crdify `anyOf`): objects valid before may not be now.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_ALL_OF,
+        Severity::Error,
+        "An allOf changed (crdify `allOf`): objects valid before may not be now.",
+        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_DESCRIPTION,
+        Severity::Warning,
+        "A field's description changed (crdify `description`); off by default.",
+        "nothing breaks; turn this rule on to review documentation changes",
+    )
+    .off_by_default(),
+    rule(
+        CRD_UNHANDLED,
+        Severity::Error,
+        "A schema keyword changed that no other rule judges (crdify `unhandled`), so its safety is unknown: an error, as OLM v1 treats it.",
+        "review the change by hand; if it is safe, list `unhandled` in the CRD's release.cvo.io/allow-crd-changes annotation",
+    ),
+    rule(
+        CRD_SERVED_VERSION_REMOVAL,
+        Severity::Warning,
+        "A version the previous release served is no longer served: every client of that version breaks (beyond crdify).",
+        "announce the removal one release ahead, keep serving the version until clients moved, then set served: false",
+    ),
+    rule(
+        CRD_STORAGE_VERSION_CHANGED,
+        Severity::Warning,
+        "The storage version changed: objects stay stored in the old version until a storage migration rewrites them, so the old version cannot be removed before that (beyond crdify).",
+        "run a storage migration (read and write back every object, then patch status.storedVersions) before a later release removes the old version",
+    ),
+    rule(
+        CRD_IMMUTABLE_FIELD_CHANGED,
+        Severity::Error,
+        "spec.group, spec.names.plural or spec.names.kind changed: the first two make up the CRD's name and the API server refuses them; a new kind breaks every manifest and client of the old one (beyond crdify).",
+        "ship a new CRD under the new name and delete the old one once its resources have moved",
+    ),
+    rule(
+        CRD_STORAGE_VERSION_COUNT,
+        Severity::Error,
+        "A CRD does not mark exactly one version storage: true; the API server refuses it.",
+        "mark exactly one version of spec.versions storage: true",
+    ),
+    rule(
+        CRD_CONVERSION_WEBHOOK,
+        Severity::Note,
+        "A CRD converts between versions with a webhook, so the cross-version schema checks for a version it adds are skipped: cvo cannot tell what the webhook does.",
+        "test the conversion webhook with objects of every stored version",
     ),
 ];
 

@@ -74,6 +74,30 @@ fn every_rule_fires_on_its_bad_fixture_and_not_on_its_good_one() {
 
         let (code, report) = validate_json(&fixture_args(&dir.join("bad")));
         let fired = rules_in(&report);
+        if rule.off_by_default {
+            // Off until turned on: its bad fixture reports nothing, not even this rule.
+            assert!(
+                fired.is_empty(),
+                "{} is off by default: {report:#}",
+                rule.id
+            );
+            assert_eq!(code, 0, "exit code of {}/bad: {report:#}", rule.id);
+            // Turned on by name, it reports at its severity.
+            let mut on = fixture_args(&dir.join("bad"));
+            on.extend(["--rule".to_owned(), format!("{}=warning", rule.id)]);
+            let (code, report) = validate_json(&on);
+            assert!(
+                rules_in(&report).iter().any(|r| r == rule.id),
+                "{} turned on did not fire on its bad fixture: {report:#}",
+                rule.id
+            );
+            assert_eq!(
+                code, 0,
+                "exit code of {}/bad turned on: {report:#}",
+                rule.id
+            );
+            continue;
+        }
         assert!(
             fired.iter().any(|r| r == rule.id),
             "{} did not fire on its bad fixture: {report:#}",
@@ -115,6 +139,13 @@ fn every_rule_is_documented() {
         assert!(
             docs.contains(&format!("### `{}`", rule.id)),
             "docs/validation.md has no section for {}",
+            rule.id
+        );
+        assert!(
+            docs.lines()
+                .any(|line| line.starts_with('|')
+                    && line.contains(&format!("[`{0}`](#{0})", rule.id))),
+            "docs/validation.md has no table row for {}",
             rule.id
         );
     }
@@ -828,4 +859,318 @@ fn a_payloads_catalogue_is_named_inside_the_release() {
     // `- Insights` is on line 3.
     assert_eq!(no_set["location"]["line"], 3, "{no_set}");
     assert_eq!(no_set["object"], Value::Null);
+}
+
+/// `--live` checks the release's CRDs against the cluster's `status.storedVersions` (the
+/// in-memory server, or the real one with `CVO_TEST_KUBECONFIG`), without `--previous`: a
+/// CRD that still stores `v1alpha1` cannot drop it; after a storage migration (storedVersions
+/// patched to `[v1]` through the status subresource, as a migrator does) the release is clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_checks_crds_against_the_clusters_stored_versions() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use serde_json::json;
+
+    let tc = common::cluster().await;
+    let group = format!("{}.{}", common::unique("g"), common::TEST_GROUP_SUFFIX);
+    let name = format!("widgets.{group}");
+    let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"mode": {"type": "string"}}}}}});
+    let crd_json = |versions: serde_json::Value| {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {
+                "group": group,
+                "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                "versions": versions,
+            },
+        })
+    };
+    let on_cluster = crd_json(json!([
+        {"name": "v1alpha1", "served": true, "storage": false, "schema": schema},
+        {"name": "v1", "served": true, "storage": true, "schema": schema},
+    ]));
+    let crds = Api::<CustomResourceDefinition>::all(tc.client.clone());
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(on_cluster).unwrap(),
+    )
+    .await
+    .expect("create CRD");
+    tc.track_crd(&name);
+    common::wait_established(&tc, &name).await;
+    let stored = |versions: serde_json::Value| {
+        let crds = crds.clone();
+        let name = name.clone();
+        async move {
+            crds.patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"storedVersions": versions}})),
+            )
+            .await
+            .expect("patch status.storedVersions");
+        }
+    };
+    stored(json!(["v1alpha1", "v1"])).await;
+
+    // The new release drops v1alpha1.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let rel = dir.path().join("release");
+    std::fs::create_dir(&rel).unwrap();
+    let new_crd = crd_json(json!([
+        {"name": "v1", "served": true, "storage": true, "schema": schema},
+    ]));
+    std::fs::write(
+        rel.join("0000_50_widgets_00_crd.yaml"),
+        serde_json::to_string_pretty(&new_crd).unwrap(),
+    )
+    .unwrap();
+    let rel = rel.display().to_string();
+    let args = ["validate", "--release", &rel, "--live", "--format", "json"];
+    let crd_findings = |out: &str| -> Vec<Value> {
+        let report: Value = serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        report["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["rule"].as_str().unwrap().starts_with("crd-"))
+            .cloned()
+            .collect()
+    };
+
+    let (code, out, err) = common::run_cvo(&kubeconfig, &args).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    let found = crd_findings(&out);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0]["rule"], "crd-stored-version-removal");
+    assert_eq!(found[0]["severity"], "error");
+    let message = found[0]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(".spec.versions[v1alpha1]: "),
+        "{message}"
+    );
+    assert!(message.contains("status.storedVersions"), "{message}");
+    assert_eq!(found[0]["object"]["name"], name.as_str());
+
+    // After the storage migration.
+    stored(json!(["v1"])).await;
+    let (code, out, err) = common::run_cvo(&kubeconfig, &args).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(crd_findings(&out).is_empty(), "{out}");
+}
+
+/// `--live` without a cluster that answers is exit code 2, never a clean report.
+#[test]
+fn live_without_a_cluster_fails_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n",
+    )
+    .unwrap();
+    let out = cvo()
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["validate", "--release", "manifests-example", "--live"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--live:"), "{err}");
+    assert!(err.contains("nothing is assumed"), "{err}");
+}
+
+/// Issue 20: the OpenShift corpus against itself has no CRD finding; a copy in which five CRDs
+/// are mutated (a field removed, an enum value removed, the storage version dropped, the scope
+/// changed, a field newly required) reports exactly those five, each with its rule and path,
+/// and nothing else that the unchanged corpus does not report.
+#[test]
+fn corpus_crd_mutations_are_each_reported_with_rule_and_path() {
+    let Some(corpus) = corpus("openshift-release") else {
+        return;
+    };
+    let run = |release: &Path| -> Vec<Value> {
+        let (_, report) = validate_json(&[
+            "--release".into(),
+            release.display().to_string(),
+            "--previous".into(),
+            corpus.display().to_string(),
+        ]);
+        report["diagnostics"].as_array().unwrap().clone()
+    };
+    let baseline = run(&corpus);
+    let crd_rules: Vec<&Value> = baseline
+        .iter()
+        .filter(|d| d["rule"].as_str().unwrap().starts_with("crd-"))
+        .collect();
+    assert!(crd_rules.is_empty(), "{crd_rules:#?}");
+
+    // A copy with five CRDs mutated, each in its own file (written back as JSON, which YAML
+    // reads alike).
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("release");
+    std::fs::create_dir(&copy).unwrap();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&corpus)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    for f in &files {
+        std::fs::copy(f, copy.join(f.file_name().unwrap())).unwrap();
+    }
+    type Mutation = fn(&mut Value) -> Option<String>;
+    let mutations: [(&str, Mutation); 5] = [
+        ("crd-existing-field-removal", |crd| {
+            let (v, spec) = spec_schema(crd)?;
+            let props = spec["properties"].as_object_mut()?;
+            let field = props.keys().next()?.clone();
+            props.remove(&field);
+            // A required field that is removed is reported as removed only.
+            if let Some(req) = spec["required"].as_array_mut() {
+                req.retain(|r| r != field.as_str());
+            }
+            Some(format!(
+                ".spec.versions[{v}].schema.openAPIV3Schema.properties.spec.properties.{field}"
+            ))
+        }),
+        ("crd-enum", |crd| {
+            let (v, spec) = spec_schema(crd)?;
+            for (field, schema) in spec["properties"].as_object_mut()? {
+                if let Some(values) = schema.get_mut("enum").and_then(Value::as_array_mut)
+                    && values.len() >= 2
+                {
+                    values.pop();
+                    return Some(format!(
+                        ".spec.versions[{v}].schema.openAPIV3Schema.properties.spec.properties.{field}.enum"
+                    ));
+                }
+            }
+            None
+        }),
+        ("crd-stored-version-removal", |crd| {
+            let versions = crd["spec"]["versions"].as_array_mut()?;
+            if versions.len() != 1 {
+                return None;
+            }
+            let old = versions[0]["name"].as_str()?.to_owned();
+            versions[0]["name"] = Value::String(format!("{old}next"));
+            Some(format!(".spec.versions[{old}]"))
+        }),
+        ("crd-scope", |crd| {
+            let scope = crd["spec"]["scope"].as_str()?;
+            let other = if scope == "Namespaced" {
+                "Cluster"
+            } else {
+                "Namespaced"
+            };
+            crd["spec"]["scope"] = Value::String(other.into());
+            Some(".spec.scope".into())
+        }),
+        ("crd-required", |crd| {
+            let (v, spec) = spec_schema(crd)?;
+            let required: Vec<String> = spec["required"]
+                .as_array()
+                .map(|r| {
+                    r.iter()
+                        .filter_map(|s| s.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let field = spec["properties"]
+                .as_object()?
+                .keys()
+                .find(|k| !required.contains(k))?
+                .clone();
+            let mut now: Vec<Value> = required.into_iter().map(Value::String).collect();
+            now.push(Value::String(field));
+            spec["required"] = Value::Array(now);
+            Some(format!(
+                ".spec.versions[{v}].schema.openAPIV3Schema.properties.spec.required"
+            ))
+        }),
+    ];
+    let mut expected: Vec<(String, String, String)> = Vec::new();
+    let mut mutation = mutations.iter();
+    let mut next = mutation.next();
+    for f in &files {
+        let Some((rule, mutate)) = next else { break };
+        let text = std::fs::read_to_string(f).unwrap();
+        if !text.contains("kind: CustomResourceDefinition") || text.contains("\n---") {
+            continue;
+        }
+        let Ok(mut crd) = serde_saphyr::from_str::<Value>(&text) else {
+            continue;
+        };
+        // Only CRDs the default feature set applies.
+        let feature_sets = crd["metadata"]["annotations"]["release.openshift.io/feature-set"]
+            .as_str()
+            .unwrap_or("Default");
+        if !feature_sets.split(',').any(|s| s == "Default") {
+            continue;
+        }
+        if crd["kind"] != "CustomResourceDefinition"
+            || crd["metadata"]["annotations"]["release.openshift.io/delete"].is_string()
+        {
+            continue;
+        }
+        if let Some(path) = mutate(&mut crd) {
+            let name = f.file_name().unwrap().to_str().unwrap().to_owned();
+            std::fs::write(
+                copy.join(&name),
+                serde_json::to_string_pretty(&crd).unwrap(),
+            )
+            .unwrap();
+            expected.push((rule.to_string(), name, path));
+            next = mutation.next();
+        }
+    }
+    assert_eq!(
+        expected.len(),
+        5,
+        "the corpus has a CRD for every mutation: {expected:?}"
+    );
+
+    let key = |d: &Value| (d["rule"].clone(), d["message"].clone());
+    let before: std::collections::HashSet<_> = baseline.iter().map(key).collect();
+    let new: Vec<Value> = run(&copy)
+        .into_iter()
+        .filter(|d| !before.contains(&key(d)))
+        .collect();
+    for (rule, file, path) in &expected {
+        assert!(
+            new.iter().any(|d| d["rule"] == rule.as_str()
+                && d["location"]["file"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(file.as_str())
+                && d["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("{path}: "))),
+            "no {rule} at {path} in {file}: {new:#?}"
+        );
+    }
+    assert_eq!(
+        new.len(),
+        expected.len(),
+        "only the mutations are reported: {new:#?}"
+    );
+}
+
+/// The first version's schema of `spec` in a CRD: (version name, schema).
+fn spec_schema(crd: &mut Value) -> Option<(String, &mut Value)> {
+    let version = crd["spec"]["versions"].get_mut(0)?;
+    let name = version["name"].as_str()?.to_owned();
+    let spec = version.pointer_mut("/schema/openAPIV3Schema/properties/spec")?;
+    spec.get("properties")?
+        .as_object()
+        .filter(|p| !p.is_empty())?;
+    Some((name, spec))
 }

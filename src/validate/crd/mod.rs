@@ -1,0 +1,321 @@
+//! CRD upgrade safety: every change between the previous and the new release's
+//! CustomResourceDefinitions that can lose data or break clients, with crdify's rules (ids
+//! `crd-<crdify name in kebab-case>`: `enum` is `crd-enum`, `existingFieldRemoval` is
+//! `crd-existing-field-removal`) and a few beyond it (served and storage versions, immutable
+//! names, exactly one storage version, conversion webhooks).
+//!
+//! [`schema_diff`] compares two `openAPIV3Schema`s; [`versions`] holds the version-level
+//! rules and decides which schemas are compared. Where objects may be stored: with
+//! `cvo validate --live`, the cluster's `status.storedVersions` of each CRD
+//! ([`StoredVersions`]); otherwise the previous release's storage version plus every version
+//! it served (an approximation: a version served once may have been the storage version of an
+//! older release, which only the cluster knows).
+//!
+//! A CRD may carry `release.cvo.io/allow-crd-changes: "enum,default"` (crdify names or our
+//! ids): findings of those rules about it become notes, still printed with their path.
+
+mod schema_diff;
+mod versions;
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::Value;
+
+use super::finding;
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::release::{DeleteIntent, Manifest, Release};
+use schema_diff::Change;
+
+/// `status.storedVersions` of each CRD on a cluster, by CRD name.
+pub type StoredVersions = BTreeMap<String, Vec<String>>;
+
+/// The annotation that turns the named rules' findings about a CRD into notes.
+pub const ALLOW_ANNOTATION: &str = "release.cvo.io/allow-crd-changes";
+
+const CRD_GROUP: &str = "apiextensions.k8s.io";
+const CRD_KIND: &str = "CustomResourceDefinition";
+
+/// The CRD rules over `release`: on its own, against `previous`, and against the cluster's
+/// stored versions when `stored` is given (then the previous release is not needed for them).
+pub fn check(
+    release: &Release,
+    previous: Option<&Release>,
+    stored: Option<&StoredVersions>,
+) -> Vec<Diagnostic> {
+    let before: HashMap<&str, Crd> = previous
+        .map(|p| {
+            p.manifests
+                .iter()
+                .filter_map(Crd::of)
+                .map(|c| (c.name(), c))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for new in release.manifests.iter().filter_map(Crd::of) {
+        let old = before.get(new.name());
+        let (stored_list, source): (Vec<String>, String) = match (stored, old) {
+            (Some(cluster), _) => (
+                cluster.get(new.name()).cloned().unwrap_or_default(),
+                "the cluster's status.storedVersions lists it".into(),
+            ),
+            (None, Some(old)) => (
+                old.versions
+                    .iter()
+                    .filter(|v| v.storage || v.served)
+                    .map(|v| v.name.to_owned())
+                    .collect(),
+                "the previous release served or stored it; without --live every version it served or stored is taken as possibly stored".to_owned(),
+            ),
+            (None, None) => (Vec::new(), String::new()),
+        };
+        let mut changes = versions::single(&new);
+        changes.extend(versions::stored_removed(&stored_list, &source, &new));
+        if let Some(old) = old {
+            changes.extend(versions::compare(old, &new, &stored_list));
+        }
+        let allowed = new.allowed();
+        for c in changes {
+            out.push(diagnostic(&new, old, c, &allowed));
+        }
+    }
+    out
+}
+
+fn diagnostic(new: &Crd, old: Option<&Crd>, c: Change, allowed: &[String]) -> Diagnostic {
+    let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(absent)".into());
+    let mut message = format!(
+        "{}: {} (before: {}; now: {})",
+        c.path,
+        c.what,
+        show(&c.before),
+        show(&c.after)
+    );
+    if let Some(old) = old {
+        message.push_str(&format!("; previous release: {}", old.manifest.location));
+    }
+    let help = super::rule_by_id(c.rule)
+        .map(|r| r.help)
+        .unwrap_or_default();
+    let mut d = finding(c.rule, new.manifest, message, help);
+    if allowed.iter().any(|a| same_rule(a, c.rule)) {
+        d.severity = Severity::Note;
+        d.message.push_str(&format!(
+            "; allowed by the CRD's {ALLOW_ANNOTATION} annotation"
+        ));
+    }
+    d
+}
+
+/// True when `name` (a crdify name such as `existingFieldRemoval`, or our id, with or without
+/// `crd-`) names `rule`.
+fn same_rule(name: &str, rule: &str) -> bool {
+    let key = |s: &str| -> String {
+        let s = s.trim();
+        let s = s.strip_prefix("crd-").unwrap_or(s);
+        s.chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    !name.trim().is_empty() && key(name) == key(rule)
+}
+
+/// A CRD the release applies, read from its manifest.
+pub struct Crd<'a> {
+    pub manifest: &'a Manifest,
+    pub versions: Vec<Version<'a>>,
+    /// spec.conversion.strategy is Webhook.
+    pub webhook: bool,
+}
+
+/// One entry of spec.versions.
+pub struct Version<'a> {
+    pub name: &'a str,
+    pub served: bool,
+    pub storage: bool,
+    pub schema: Option<&'a Value>,
+}
+
+impl<'a> Crd<'a> {
+    /// The CRD `manifest` applies (none for other kinds and for delete manifests).
+    pub fn of(manifest: &'a Manifest) -> Option<Self> {
+        if manifest.id.group != CRD_GROUP
+            || manifest.id.kind != CRD_KIND
+            || manifest.intent != DeleteIntent::Apply
+        {
+            return None;
+        }
+        let spec = manifest.object.get("spec")?;
+        let shared = spec.pointer("/validation/openAPIV3Schema");
+        let versions = spec
+            .get("versions")
+            .and_then(Value::as_array)
+            .map(|vs| {
+                vs.iter()
+                    .filter_map(|v| {
+                        Some(Version {
+                            name: v.get("name")?.as_str()?,
+                            served: v.get("served").and_then(Value::as_bool).unwrap_or(false),
+                            storage: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
+                            schema: v.pointer("/schema/openAPIV3Schema").or(shared),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(Crd {
+            manifest,
+            versions,
+            webhook: spec.pointer("/conversion/strategy").and_then(Value::as_str)
+                == Some("Webhook"),
+        })
+    }
+
+    pub fn name(&self) -> &'a str {
+        &self.manifest.id.name
+    }
+
+    pub fn text(&self, pointer: &str) -> Option<&'a str> {
+        self.manifest
+            .object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+    }
+
+    pub fn version(&self, name: &str) -> Option<&Version<'a>> {
+        self.versions.iter().find(|v| v.name == name)
+    }
+
+    /// The storage version, when exactly one is marked.
+    pub fn storage(&self) -> Option<&Version<'a>> {
+        let mut storage = self.versions.iter().filter(|v| v.storage);
+        match (storage.next(), storage.next()) {
+            (Some(v), None) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The rule names of the opt-out annotation.
+    fn allowed(&self) -> Vec<String> {
+        self.manifest
+            .annotation(ALLOW_ANNOTATION)
+            .map(|a| a.split(',').map(|s| s.trim().to_owned()).collect())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::validate::rules::*;
+    use crate::validate::testing::{manifest, release, rules};
+
+    /// A CRD `widgets.example.com` (kind Widget) with `extra` YAML lines under `spec:` and
+    /// versions of (name, served, storage, schema as flow YAML).
+    pub fn crd_manifest(extra: &str, versions: &[(&str, bool, bool, &str)]) -> Manifest {
+        crd_annotated("", extra, versions)
+    }
+
+    pub fn crd_annotated(
+        allow: &str,
+        extra: &str,
+        versions: &[(&str, bool, bool, &str)],
+    ) -> Manifest {
+        let mut yaml = String::from(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\n",
+        );
+        if !allow.is_empty() {
+            yaml.push_str(&format!(
+                "  annotations:\n    {ALLOW_ANNOTATION}: \"{allow}\"\n"
+            ));
+        }
+        yaml.push_str("spec:\n  group: example.com\n  names: {kind: Widget, plural: widgets}\n");
+        if !extra.contains("scope:") {
+            yaml.push_str("  scope: Namespaced\n");
+        }
+        yaml.push_str(extra);
+        yaml.push_str("  versions:\n");
+        for (name, served, storage, schema) in versions {
+            yaml.push_str(&format!(
+                "  - name: {name}\n    served: {served}\n    storage: {storage}\n    schema:\n      openAPIV3Schema: {schema}\n"
+            ));
+        }
+        manifest("0000_50_widgets_00_crd.yaml", &yaml)
+    }
+
+    const OLD: &str = "{type: object, properties: {spec: {type: object, properties: {mode: {type: string, enum: [A, B]}}}}}";
+    const NEW: &str = "{type: object, properties: {spec: {type: object, properties: {mode: {type: string, enum: [A], default: A}}}}}";
+
+    #[test]
+    fn findings_name_crd_version_path_values_and_file() {
+        let old = release(vec![crd_manifest("", &[("v1", true, true, OLD)])]);
+        let new = release(vec![crd_manifest("", &[("v1", true, true, NEW)])]);
+        let found = check(&new, Some(&old), None);
+        assert_eq!(rules(&found), [CRD_ENUM, CRD_DEFAULT]);
+        let text = found[0].to_string();
+        assert!(
+            text.contains("CustomResourceDefinition widgets.example.com"),
+            "{text}"
+        );
+        assert!(
+            text.contains(".spec.versions[v1].schema.openAPIV3Schema.properties.spec.properties.mode.enum: value \"B\" removed (before: [\"A\",\"B\"]; now: [\"A\"])"),
+            "{text}"
+        );
+        assert!(text.contains("--> 0000_50_widgets_00_crd.yaml:1"), "{text}");
+        assert!(found.iter().all(|d| d.severity == Severity::Error));
+        // The same release against itself: nothing.
+        assert!(check(&new, Some(&new), None).is_empty());
+    }
+
+    #[test]
+    fn the_annotation_turns_named_rules_into_notes() {
+        let old = release(vec![crd_manifest("", &[("v1", true, true, OLD)])]);
+        let new = release(vec![crd_annotated("enum", "", &[("v1", true, true, NEW)])]);
+        let found = check(&new, Some(&old), None);
+        assert_eq!(rules(&found), [CRD_ENUM, CRD_DEFAULT]);
+        assert_eq!(found[0].severity, Severity::Note);
+        assert!(found[0].message.contains(".mode.enum"));
+        assert!(found[0].message.contains(ALLOW_ANNOTATION));
+        assert_eq!(found[1].severity, Severity::Error, "default is not allowed");
+        assert!(same_rule(
+            "existingFieldRemoval",
+            CRD_EXISTING_FIELD_REMOVAL
+        ));
+        assert!(same_rule(" crd-one-of", CRD_ONE_OF));
+        assert!(same_rule("oneOf", CRD_ONE_OF));
+        assert!(!same_rule("", CRD_ENUM));
+        assert!(!same_rule("enums", CRD_ENUM));
+    }
+
+    #[test]
+    fn stored_versions_from_the_cluster_without_a_previous_release() {
+        let s = "{type: object}";
+        let new = release(vec![crd_manifest("", &[("v1", true, true, s)])]);
+        let mut stored = StoredVersions::new();
+        stored.insert(
+            "widgets.example.com".into(),
+            vec!["v1alpha1".into(), "v1".into()],
+        );
+        let found = check(&new, None, Some(&stored));
+        assert_eq!(rules(&found), [CRD_STORED_VERSION_REMOVAL]);
+        assert!(
+            found[0].message.contains("status.storedVersions"),
+            "{}",
+            found[0].message
+        );
+        stored.insert("widgets.example.com".into(), vec!["v1".into()]);
+        assert!(check(&new, None, Some(&stored)).is_empty());
+        // A CRD the cluster does not have yet stores nothing.
+        assert!(check(&new, None, Some(&StoredVersions::new())).is_empty());
+    }
+
+    #[test]
+    fn delete_manifests_and_other_kinds_are_not_crds() {
+        let m = manifest(
+            "0000_50_x_00_crd.yaml",
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\n  annotations:\n    release.openshift.io/delete: \"true\"\n",
+        );
+        assert!(Crd::of(&m).is_none());
+    }
+}
