@@ -1174,3 +1174,60 @@ fn spec_schema(crd: &mut Value) -> Option<(String, &mut Value)> {
         .filter(|p| !p.is_empty())?;
     Some((name, spec))
 }
+
+#[test]
+fn crd_findings_point_at_the_changed_line_of_the_new_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let crd = |versions: &str| {
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\nspec:\n  group: example.com\n  names:\n    kind: Widget\n    plural: widgets\n  scope: Namespaced\n  versions:\n{versions}"
+        )
+    };
+    let version = |name: &str, storage: bool, modes: &str| {
+        format!(
+            "  - name: {name}\n    served: true\n    storage: {storage}\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n              mode:\n                type: string\n                enum: {modes}\n"
+        )
+    };
+    let (old, new) = (dir.path().join("old"), dir.path().join("new"));
+    for (d, text) in [
+        (
+            &old,
+            crd(&(version("v1alpha1", true, "[A, B]") + &version("v1", false, "[A, B]"))),
+        ),
+        (&new, crd(&version("v1", true, "[A]"))),
+    ] {
+        std::fs::create_dir(d).unwrap();
+        std::fs::write(d.join("0000_50_widgets_00_crd.yaml"), text).unwrap();
+    }
+    let new_text = std::fs::read_to_string(new.join("0000_50_widgets_00_crd.yaml")).unwrap();
+    let line_of = |needle: &str| {
+        new_text
+            .lines()
+            .position(|l| l.trim_start().starts_with(needle))
+            .unwrap() as u64
+            + 1
+    };
+    let (code, report) = validate_json(&[
+        "--release".into(),
+        new.display().to_string(),
+        "--previous".into(),
+        old.display().to_string(),
+    ]);
+    assert_eq!(code, 1, "{report:#}");
+    let at = |rule: &str| {
+        report["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["rule"] == rule)
+            .unwrap_or_else(|| panic!("no {rule}: {report:#}"))["location"]["line"]
+            .as_u64()
+    };
+    // The enum of v1, and spec.versions for the version the new CRD no longer has.
+    assert_eq!(at("crd-enum"), Some(line_of("enum:")), "{report:#}");
+    assert_eq!(
+        at("crd-stored-version-removal"),
+        Some(line_of("versions:")),
+        "{report:#}"
+    );
+}

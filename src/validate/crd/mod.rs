@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use super::finding;
 use crate::diagnostic::{Diagnostic, Severity};
-use crate::release::{DeleteIntent, Manifest, Release};
+use crate::release::{DeleteIntent, Manifest, Release, field_line};
 use schema_diff::Change;
 
 /// `status.storedVersions` of each CRD on a cluster, by CRD name.
@@ -92,12 +92,17 @@ fn diagnostic(new: &Crd, old: Option<&Crd>, c: Change, allowed: &[String]) -> Di
         show(&c.after)
     );
     if let Some(old) = old {
-        message.push_str(&format!("; previous release: {}", old.manifest.location));
+        let mut at = old.manifest.location.clone();
+        at.line = line_of(old.manifest, &c.path).or(at.line);
+        message.push_str(&format!("; previous release: {at}"));
     }
     let help = super::rule_by_id(c.rule)
         .map(|r| r.help)
         .unwrap_or_default();
     let mut d = finding(c.rule, new.manifest, message, help);
+    if let Some(line) = line_of(new.manifest, &c.path) {
+        d.location.line = Some(line);
+    }
     if allowed.iter().any(|a| same_rule(a, c.rule)) {
         d.severity = Severity::Note;
         d.message.push_str(&format!(
@@ -105,6 +110,28 @@ fn diagnostic(new: &Crd, old: Option<&Crd>, c: Change, allowed: &[String]) -> Di
         ));
     }
     d
+}
+
+/// The line of `path` (`.spec.versions[NAME].schema…`, `.spec.scope`) in the new CRD's
+/// manifest: a version is found by its name among `spec.versions`; for one the new CRD no
+/// longer has, the line of `spec.versions`.
+fn line_of(manifest: &Manifest, path: &str) -> Option<usize> {
+    let Some(rest) = path.strip_prefix(".spec.versions[") else {
+        return field_line(manifest, path);
+    };
+    let (name, tail) = rest.split_once(']')?;
+    let index = manifest
+        .object
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .and_then(|vs| {
+            vs.iter()
+                .position(|v| v.get("name").and_then(Value::as_str) == Some(name))
+        });
+    match index {
+        Some(i) => field_line(manifest, &format!("spec.versions[{i}]{tail}")),
+        None => field_line(manifest, "spec.versions"),
+    }
 }
 
 /// True when `name` (a crdify name such as `existingFieldRemoval`, or our id, with or without
