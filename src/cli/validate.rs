@@ -172,7 +172,7 @@ fn check(
             .as_ref()
             .map(|p| p.select(&release.options_in(profile.as_deref()).filters));
         let found = validate::validate_with_stored(&loaded, previous.as_ref(), stored);
-        let found = validate::suppression::apply(&loaded, levels.apply(found), levels);
+        let found = validate::report_at_levels(&loaded, found, levels, previous.is_some());
         runs.push((profile.clone(), found));
     }
     if runs.len() > 1 {
@@ -189,6 +189,8 @@ fn check(
 /// reconciled) counts every version of its spec as possibly stored. Any failure is exit code
 /// 2: the stored versions are never assumed.
 fn read_stored_versions(global: &GlobalArgs) -> Result<StoredVersions, CliError> {
+    use crate::cluster::request_error;
+    use crate::cluster::retry::RequestError;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let cannot = |why: String| {
         CliError::usage(format_args!(
@@ -197,16 +199,21 @@ fn read_stored_versions(global: &GlobalArgs) -> Result<StoredVersions, CliError>
     };
     let runtime = super::runtime()?;
     runtime.block_on(async {
-        let client = super::kube_client(global)
+        let (client, target) = super::unconnected_client(global)
             .await
             .map_err(|e| cannot(e.to_string()))?;
         let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client);
         let retry = crate::cluster::retry::RetryPolicy::default();
         let params = kube::api::ListParams::default();
-        let list = retry
-            .run(|| api.list(&params))
-            .await
-            .map_err(|(e, _)| cannot(format!("listing CustomResourceDefinitions: {e}")))?;
+        let list = retry.run(|| api.list(&params)).await.map_err(|(e, _)| {
+            cannot(match e {
+                RequestError::Kube(e) => format!(
+                    "listing CustomResourceDefinitions: {}",
+                    request_error::describe(&e, &target)
+                ),
+                other => format!("listing CustomResourceDefinitions: {other}"),
+            })
+        })?;
         Ok(list
             .items
             .into_iter()

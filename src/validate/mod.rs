@@ -78,6 +78,21 @@ pub fn validate_with_stored(
     out
 }
 
+/// What a report shows of `found` (the findings of [`validate_with_stored`] for `release`):
+/// the findings at `levels`, with suppressions (`validate.cvo.io/ignore`) and the changes each
+/// CRD allows (`release.cvo.io/allow-crd-changes`) turned into notes, after the levels, so
+/// that a level set for a rule does not undo a reviewed exception. `compared`: a previous
+/// release was given (only then can an allowed CRD change be stale).
+pub fn report_at_levels(
+    release: &Release,
+    found: Vec<Diagnostic>,
+    levels: &RuleLevels,
+    compared: bool,
+) -> Vec<Diagnostic> {
+    let found = suppression::apply(release, levels.apply(found), levels);
+    crd::allow(release, found, levels, compared)
+}
+
 /// Sorts findings by file, line, rule (then document and message, for total determinism).
 pub fn sort(diagnostics: &mut [Diagnostic]) {
     diagnostics.sort_by(|a, b| {

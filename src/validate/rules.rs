@@ -143,6 +143,9 @@ pub const CRD_IMMUTABLE_FIELD_CHANGED: &str = "crd-immutable-field-changed";
 pub const CRD_STORAGE_VERSION_COUNT: &str = "crd-storage-version-count";
 pub const CRD_CONVERSION_WEBHOOK: &str = "crd-conversion-webhook";
 
+/// The advice of most CRD schema rules.
+const NEW_VERSION_HELP: &str = "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation";
+
 /// Every rule, loader rules first, then `validate`'s own in the order of docs/validation.md.
 pub const RULES: &[Rule] = &[
     loader(
@@ -352,13 +355,13 @@ pub const RULES: &[Rule] = &[
     rule(
         INVALID_SUPPRESSION,
         Severity::Error,
-        "A validate.cvo.io/ignore annotation has no validate.cvo.io/ignore-reason, is not a string, or names a rule that does not exist: it suppresses nothing.",
+        "A validate.cvo.io/ignore annotation has no validate.cvo.io/ignore-reason, is not a string, or names a rule that does not exist (or a release.cvo.io/allow-crd-changes annotation names no CRD rule it may allow): it suppresses nothing.",
         "write `validate.cvo.io/ignore: \"RULE[,RULE]\"` with the ids reports show, and `validate.cvo.io/ignore-reason: \"why this is acceptable\"`",
     ),
     rule(
         STALE_SUPPRESSION,
         Severity::Warning,
-        "A validate.cvo.io/ignore annotation names a rule that reports nothing about the object: the suppression outlived its reason.",
+        "A validate.cvo.io/ignore (or, with --previous, a release.cvo.io/allow-crd-changes) annotation names a rule that reports nothing about the object: the suppression outlived its reason.",
         "remove the rule from validate.cvo.io/ignore (and both annotations when nothing is left)",
     ),
     rule(
@@ -371,7 +374,7 @@ pub const RULES: &[Rule] = &[
         CRD_EXISTING_FIELD_REMOVAL,
         Severity::Error,
         "A field of a served version's schema is gone (crdify `existingFieldRemoval`): its values are pruned from stored objects on their next write, and clients that set it are refused or lose it.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_STORED_VERSION_REMOVAL,
@@ -383,103 +386,103 @@ pub const RULES: &[Rule] = &[
         CRD_TYPE,
         Severity::Error,
         "A field's type changed (crdify `type`): stored objects no longer validate, and clients decode the wrong type.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_ENUM,
         Severity::Error,
         "An enum lost a value, or an existing field got an enum (crdify `enum`): objects holding the value no longer validate.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_DEFAULT,
         Severity::Error,
         "A field's default was added, changed or removed (crdify `default`): objects read or written after the update silently get another value.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_REQUIRED,
         Severity::Error,
         "A field became required (crdify `required`): existing objects without it can no longer be updated.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_MAXIMUM,
         Severity::Error,
         "A maximum was added or lowered (crdify `maximum`): objects with larger values no longer validate.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_MINIMUM,
         Severity::Error,
         "A minimum was added or raised (crdify `minimum`): objects with smaller values no longer validate.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_MAX_ITEMS,
         Severity::Error,
         "maxItems was added or lowered (crdify `maxItems`): objects with longer lists no longer validate.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_MIN_ITEMS,
         Severity::Error,
         "minItems was added or raised (crdify `minItems`): objects with shorter lists no longer validate.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_MAX_LENGTH,
         Severity::Error,
         "maxLength was added or lowered (crdify `maxLength`): objects with longer strings no longer validate.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_MIN_LENGTH,
         Severity::Error,
         "minLength was added or raised (crdify `minLength`): objects with shorter strings no longer validate.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_MAX_PROPERTIES,
         Severity::Error,
         "maxProperties was added or lowered (crdify `maxProperties`): objects with more keys no longer validate.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_MIN_PROPERTIES,
         Severity::Error,
         "minProperties was added or raised (crdify `minProperties`): objects with fewer keys no longer validate.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_PATTERN,
         Severity::Error,
         "A string field got a pattern or another one (crdify `pattern`): values that matched before may not match now.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_NULLABLE,
         Severity::Error,
         "nullable: true was removed (crdify `nullable`): objects holding null no longer validate.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_ONE_OF,
         Severity::Error,
-        "A oneOf changed (crdify `oneOf`): objects valid before may not be now.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        "A oneOf changed (crdify reports it as `unhandled`): objects valid before may not be now.",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_ANY_OF,
         Severity::Error,
-        "An anyOf changed (crdify `anyOf`): objects valid before may not be now.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        "An anyOf changed (crdify reports it as `unhandled`): objects valid before may not be now.",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_ALL_OF,
         Severity::Error,
-        "An allOf changed (crdify `allOf`): objects valid before may not be now.",
-        "add a new version with the new schema, migrate stored objects to it, then remove the old version in a later release; if the change is reviewed and safe, list the rule in the CRD's release.cvo.io/allow-crd-changes annotation",
+        "An allOf changed (crdify reports it as `unhandled`): objects valid before may not be now.",
+        NEW_VERSION_HELP,
     ),
     rule(
         CRD_DESCRIPTION,

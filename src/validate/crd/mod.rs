@@ -7,12 +7,14 @@
 //! [`schema_diff`] compares two `openAPIV3Schema`s; [`versions`] holds the version-level
 //! rules and decides which schemas are compared. Where objects may be stored: with
 //! `cvo validate --live`, the cluster's `status.storedVersions` of each CRD
-//! ([`StoredVersions`]); otherwise the previous release's storage version plus every version
-//! it served (an approximation: a version served once may have been the storage version of an
-//! older release, which only the cluster knows).
+//! ([`StoredVersions`]); otherwise every version of the previous release (an approximation
+//! that errs on the side of reporting: whether objects are still stored in a version, served
+//! or not, only the cluster knows).
 //!
 //! A CRD may carry `release.cvo.io/allow-crd-changes: "enum,default"` (crdify names or our
-//! ids): findings of those rules about it become notes, still printed with their path.
+//! ids): [`allow`] turns findings of those rules about it into notes, still printed with their
+//! path. It runs after the rule levels, so that a level set for a rule (`--rule crd-enum=error`)
+//! does not undo a reviewed exception.
 
 mod schema_diff;
 mod versions;
@@ -22,7 +24,9 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::Value;
 
 use super::finding;
-use crate::diagnostic::{Diagnostic, Severity};
+use super::levels::{Level, RuleLevels};
+use super::rules::*;
+use crate::diagnostic::{Diagnostic, Severity, excerpt};
 use crate::release::{DeleteIntent, Manifest, Release, field_line};
 use schema_diff::Change;
 
@@ -59,13 +63,11 @@ pub fn check(
                 cluster.get(new.name()).cloned().unwrap_or_default(),
                 "the cluster's status.storedVersions lists it".into(),
             ),
+            // A version kept unserved is usually kept because objects may still be stored in
+            // it: without the cluster, every version of the previous release may hold some.
             (None, Some(old)) => (
-                old.versions
-                    .iter()
-                    .filter(|v| v.storage || v.served)
-                    .map(|v| v.name.to_owned())
-                    .collect(),
-                "the previous release served or stored it; without --live every version it served or stored is taken as possibly stored".to_owned(),
+                old.versions.iter().map(|v| v.name.to_owned()).collect(),
+                "the previous release has it; without --live every version it has is taken as possibly stored: check status.storedVersions with --live".to_owned(),
             ),
             (None, None) => (Vec::new(), String::new()),
         };
@@ -74,15 +76,12 @@ pub fn check(
         if let Some(old) = old {
             changes.extend(versions::compare(old, &new, &stored_list));
         }
-        let allowed = new.allowed();
-        for c in changes {
-            out.push(diagnostic(&new, old, c, &allowed));
-        }
+        out.extend(changes.into_iter().map(|c| diagnostic(&new, old, c)));
     }
     out
 }
 
-fn diagnostic(new: &Crd, old: Option<&Crd>, c: Change, allowed: &[String]) -> Diagnostic {
+fn diagnostic(new: &Crd, old: Option<&Crd>, c: Change) -> Diagnostic {
     let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(absent)".into());
     let mut message = format!(
         "{}: {} (before: {}; now: {})",
@@ -103,13 +102,129 @@ fn diagnostic(new: &Crd, old: Option<&Crd>, c: Change, allowed: &[String]) -> Di
     if let Some(line) = line_of(new.manifest, &c.path) {
         d.location.line = Some(line);
     }
-    if allowed.iter().any(|a| same_rule(a, c.rule)) {
-        d.severity = Severity::Note;
-        d.message.push_str(&format!(
-            "; allowed by the CRD's {ALLOW_ANNOTATION} annotation"
-        ));
-    }
     d
+}
+
+/// The rules a CRD's [`ALLOW_ANNOTATION`] may name: those of [`check`] whose change the API
+/// server accepts (it refuses a scope change and a CRD without exactly one storage version,
+/// whatever the annotation says).
+const ALLOWABLE: [&str; 25] = [
+    CRD_EXISTING_FIELD_REMOVAL,
+    CRD_STORED_VERSION_REMOVAL,
+    CRD_TYPE,
+    CRD_ENUM,
+    CRD_DEFAULT,
+    CRD_REQUIRED,
+    CRD_MAXIMUM,
+    CRD_MINIMUM,
+    CRD_MAX_ITEMS,
+    CRD_MIN_ITEMS,
+    CRD_MAX_LENGTH,
+    CRD_MIN_LENGTH,
+    CRD_MAX_PROPERTIES,
+    CRD_MIN_PROPERTIES,
+    CRD_PATTERN,
+    CRD_NULLABLE,
+    CRD_ONE_OF,
+    CRD_ANY_OF,
+    CRD_ALL_OF,
+    CRD_DESCRIPTION,
+    CRD_UNHANDLED,
+    CRD_SERVED_VERSION_REMOVAL,
+    CRD_STORAGE_VERSION_CHANGED,
+    CRD_IMMUTABLE_FIELD_CHANGED,
+    CRD_CONVERSION_WEBHOOK,
+];
+
+/// `diagnostics` (at their levels) with the findings each CRD's [`ALLOW_ANNOTATION`] allows
+/// turned into notes that say so, plus the annotation's problems: a name that is no rule it
+/// may allow is an `invalid-suppression` error; with `compared` (a previous release was
+/// given), a rule it names that reports nothing about the CRD is a `stale-suppression`
+/// warning, unless the rule is off. Without a previous release no change is judged, so
+/// nothing is stale.
+pub fn allow(
+    release: &Release,
+    diagnostics: Vec<Diagnostic>,
+    levels: &RuleLevels,
+    compared: bool,
+) -> Vec<Diagnostic> {
+    let mut out = diagnostics;
+    let mut problems = Vec::new();
+    for crd in release.manifests.iter().filter_map(Crd::of) {
+        let Some(list) = crd.manifest.annotation(ALLOW_ANNOTATION) else {
+            continue;
+        };
+        // Problems of the annotation point at the annotations, not at the document's start.
+        let problem = |rule, message: String, help: String| {
+            let mut d = finding(rule, crd.manifest, message, help);
+            d.location.line = field_line(crd.manifest, "metadata.annotations").or(d.location.line);
+            d
+        };
+        let mut allowed: Vec<&'static str> = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match ALLOWABLE.iter().find(|r| same_rule(name, r)) {
+                Some(rule) => allowed.push(rule),
+                None => problems.push(problem(
+                    INVALID_SUPPRESSION,
+                    format!(
+                        "`{ALLOW_ANNOTATION}` names `{}`, {}, so it allows nothing",
+                        excerpt(name),
+                        match [CRD_SCOPE, CRD_STORAGE_VERSION_COUNT]
+                            .iter()
+                            .find(|r| same_rule(name, r))
+                        {
+                            Some(rule) => format!("but the API server refuses a `{rule}` change whatever the annotation says"),
+                            None => "which is no CRD rule".to_owned(),
+                        }
+                    ),
+                    "name crdify's rules (`enum`, `existingFieldRemoval`) or cvo's ids (`crd-enum`), as docs/validation.md lists them".to_owned(),
+                )),
+            }
+        }
+        let mut used: Vec<&'static str> = Vec::new();
+        for d in out.iter_mut().filter(|d| {
+            d.object.as_ref() == Some(&crd.manifest.id)
+                && d.location.file == crd.manifest.location.file
+                && allowed.contains(&d.rule)
+        }) {
+            used.push(d.rule);
+            if d.severity > Severity::Note {
+                d.message.push_str(&format!(
+                    "; allowed by the CRD's {ALLOW_ANNOTATION} annotation (was {})",
+                    d.severity
+                ));
+                d.severity = Severity::Note;
+            }
+        }
+        let stale: Vec<&str> = allowed
+            .iter()
+            .copied()
+            .filter(|r| compared && !used.contains(r) && levels.level(r) != Some(Level::Off))
+            .collect();
+        if !stale.is_empty() {
+            problems.push(problem(
+                STALE_SUPPRESSION,
+                format!(
+                    "`{ALLOW_ANNOTATION}` allows {} but no such change is reported about this CRD against the previous release",
+                    stale.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(", ")
+                ),
+                format!("remove {} from `{ALLOW_ANNOTATION}` (the change it allowed has shipped)", stale.join(", ")),
+            ));
+        }
+    }
+    // At the annotations, not at the start of the document.
+    for d in &mut problems {
+        if let Some(m) = release
+            .manifests
+            .iter()
+            .find(|m| Some(&m.id) == d.object.as_ref())
+        {
+            d.location.line = field_line(m, "metadata.annotations").or(d.location.line);
+        }
+    }
+    out.extend(levels.apply(problems));
+    super::sort(&mut out);
+    out
 }
 
 /// The line of `path` (`.spec.versions[NAME].schema…`, `.spec.scope`) in the new CRD's
@@ -222,14 +337,6 @@ impl<'a> Crd<'a> {
             _ => None,
         }
     }
-
-    /// The rule names of the opt-out annotation.
-    fn allowed(&self) -> Vec<String> {
-        self.manifest
-            .annotation(ALLOW_ANNOTATION)
-            .map(|a| a.split(',').map(|s| s.trim().to_owned()).collect())
-            .unwrap_or_default()
-    }
 }
 
 #[cfg(test)]
@@ -295,16 +402,37 @@ pub(crate) mod tests {
         assert!(check(&new, Some(&new), None).is_empty());
     }
 
+    /// [`check`] against `old`, then [`allow`] at `levels`.
+    fn allowed_at(old: &Release, new: &Release, levels: &RuleLevels) -> Vec<Diagnostic> {
+        allow(new, levels.apply(check(new, Some(old), None)), levels, true)
+    }
+
     #[test]
-    fn the_annotation_turns_named_rules_into_notes() {
+    fn the_annotation_turns_named_rules_into_notes_whatever_their_level() {
         let old = release(vec![crd_manifest("", &[("v1", true, true, OLD)])]);
         let new = release(vec![crd_annotated("enum", "", &[("v1", true, true, NEW)])]);
-        let found = check(&new, Some(&old), None);
-        assert_eq!(rules(&found), [CRD_ENUM, CRD_DEFAULT]);
-        assert_eq!(found[0].severity, Severity::Note);
-        assert!(found[0].message.contains(".mode.enum"));
-        assert!(found[0].message.contains(ALLOW_ANNOTATION));
-        assert_eq!(found[1].severity, Severity::Error, "default is not allowed");
+        let mut levels = RuleLevels::default();
+        for level in [None, Some(Level::Error), Some(Level::Warning)] {
+            if let Some(level) = level {
+                levels.set(CRD_ENUM, level);
+            }
+            let found = allowed_at(&old, &new, &levels);
+            assert_eq!(rules(&found), [CRD_DEFAULT, CRD_ENUM]);
+            assert_eq!(found[1].severity, Severity::Note, "{level:?}");
+            assert!(found[1].message.contains(".mode.enum"));
+            assert!(
+                found[1].message.ends_with(&format!(
+                    "allowed by the CRD's {ALLOW_ANNOTATION} annotation (was {})",
+                    level.map_or(Severity::Error, |l| l.severity().unwrap())
+                )),
+                "{}",
+                found[1].message
+            );
+            assert_eq!(found[0].severity, Severity::Error, "default is not allowed");
+        }
+        // A rule turned off reports nothing, and is not stale either.
+        levels.set(CRD_ENUM, Level::Off);
+        assert_eq!(rules(&allowed_at(&old, &new, &levels)), [CRD_DEFAULT]);
         assert!(same_rule(
             "existingFieldRemoval",
             CRD_EXISTING_FIELD_REMOVAL
@@ -313,6 +441,52 @@ pub(crate) mod tests {
         assert!(same_rule("oneOf", CRD_ONE_OF));
         assert!(!same_rule("", CRD_ENUM));
         assert!(!same_rule("enums", CRD_ENUM));
+    }
+
+    #[test]
+    fn an_unknown_refused_or_stale_name_in_the_annotation_is_reported() {
+        let old = release(vec![crd_manifest("", &[("v1", true, true, OLD)])]);
+        let new = release(vec![crd_annotated(
+            "enums, scope,enum,default,type",
+            "",
+            &[("v1", true, true, NEW)],
+        )]);
+        let found = allowed_at(&old, &new, &RuleLevels::default());
+        let problems: Vec<&Diagnostic> = found
+            .iter()
+            .filter(|d| !d.rule.starts_with("crd-"))
+            .collect();
+        assert_eq!(
+            rules(&found),
+            [
+                CRD_DEFAULT,
+                CRD_ENUM,
+                INVALID_SUPPRESSION,
+                INVALID_SUPPRESSION,
+                STALE_SUPPRESSION
+            ]
+        );
+        assert!(
+            problems[0]
+                .message
+                .contains("`enums`, which is no CRD rule"),
+            "{}",
+            problems[0].message
+        );
+        assert!(
+            problems[1].message.contains("refuses a `crd-scope` change"),
+            "{}",
+            problems[1].message
+        );
+        assert!(
+            problems[2].message.contains("allows `crd-type` but"),
+            "{}",
+            problems[2].message
+        );
+        assert!(found[..2].iter().all(|d| d.severity == Severity::Note));
+        // Without a previous release nothing is compared, so nothing is stale.
+        let alone = allow(&new, check(&new, None, None), &RuleLevels::default(), false);
+        assert_eq!(rules(&alone), [INVALID_SUPPRESSION, INVALID_SUPPRESSION]);
     }
 
     #[test]
