@@ -342,7 +342,6 @@ impl<'a> Crd<'a> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::validate::rules::*;
     use crate::validate::testing::{manifest, release, rules};
 
     /// A CRD `widgets.example.com` (kind Widget) with `extra` YAML lines under `spec:` and
