@@ -7,9 +7,10 @@
 //! its own (a release holds per-profile twins of one object, which only clash when profiles
 //! are mixed); a finding made in only some profiles names them.
 //!
-//! With `--live`, the `status.storedVersions` of every CRD is read from the cluster
-//! (`--kubeconfig`, `--context`) and the CRD rules check the release against them, with or
-//! without `--previous`; a cluster that cannot be read is exit code 2 (nothing is assumed).
+//! With `--live`, every CRD is read from the cluster (`--kubeconfig`, `--context`): the CRD
+//! rules check the release against their `status.storedVersions` and, without `--previous`,
+//! compare the release's CRDs with them as OLM v1's preflight does; a cluster that cannot be
+//! read is exit code 2 (nothing is assumed).
 //!
 //! The report also says what the release leaves out in each profile it was read in, by
 //! reason (profile, feature set, capability with the release's default capabilities,
@@ -24,7 +25,7 @@ use super::validate_config::{Config, Sourced};
 use super::{CliError, GlobalArgs, ReleaseArgs};
 use crate::diagnostic::Diagnostic;
 use crate::exit::Exit;
-use crate::validate::{self, Format, LeftOut, Level, RuleLevels, StoredVersions, Summary};
+use crate::validate::{self, Format, LeftOut, Level, LiveCrds, RuleLevels, Summary};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -49,9 +50,9 @@ pub struct ValidateArgs {
     /// default), then exit without validating.
     #[arg(long)]
     pub print_config: bool,
-    /// Read status.storedVersions of every CRD from the cluster (--kubeconfig, --context)
-    /// and check the release's CRDs against them (no --previous needed). A cluster that
-    /// cannot be read ends the command with exit code 2.
+    /// Read every CRD from the cluster (--kubeconfig, --context): check the release's CRDs
+    /// against their status.storedVersions and, without --previous, compare them with the
+    /// cluster's. A cluster that cannot be read ends the command with exit code 2.
     #[arg(long)]
     pub live: bool,
 }
@@ -82,15 +83,15 @@ pub(super) fn report(
     if args.print_config {
         return Ok((settings.print(&levels, &level_sources), Exit::Success));
     }
-    let stored = if args.live {
-        Some(read_stored_versions(global)?)
+    let live = if args.live {
+        Some(read_live_crds(global)?)
     } else {
         None
     };
     let (mut diagnostics, left_out) = check(
         &args.release,
         args.previous.as_deref(),
-        stored.as_ref(),
+        live.as_ref(),
         &levels,
     )?;
     // Every format names the files of an OCI release inside the artifact, not in its
@@ -143,12 +144,12 @@ pub(super) fn findings(
     check(release, previous, None, &RuleLevels::default()).map(|(diagnostics, _)| diagnostics)
 }
 
-/// [`findings`] with the rules at `levels` (and the cluster's stored CRD versions with
+/// [`findings`] with the rules at `levels` (and the cluster's CRDs with
 /// `--live`), and what the release leaves out in each profile it was read in.
 fn check(
     release: &ReleaseArgs,
     previous: Option<&std::path::Path>,
-    stored: Option<&StoredVersions>,
+    live: Option<&LiveCrds>,
     levels: &RuleLevels,
 ) -> Result<(Vec<Diagnostic>, Vec<LeftOut>), CliError> {
     // Each release is read and parsed once; every profile is a selection of it.
@@ -171,8 +172,8 @@ fn check(
         let previous = previous
             .as_ref()
             .map(|p| p.select(&release.options_in(profile.as_deref()).filters));
-        let found = validate::validate_with_stored(&loaded, previous.as_ref(), stored);
-        let found = validate::report_at_levels(&loaded, found, levels, previous.is_some());
+        let found = validate::validate_with_live(&loaded, previous.as_ref(), live);
+        let found = validate::report_at_levels(&loaded, found, levels, previous.as_ref(), live);
         runs.push((profile.clone(), found));
     }
     if runs.len() > 1 {
@@ -185,16 +186,18 @@ fn check(
     Ok((merge_profiles(runs), left_out))
 }
 
-/// `status.storedVersions` of every CRD on the cluster; a CRD without that status (not yet
-/// reconciled) counts every version of its spec as possibly stored. Any failure is exit code
-/// 2: the stored versions are never assumed.
-fn read_stored_versions(global: &GlobalArgs) -> Result<StoredVersions, CliError> {
+/// Every CRD on the cluster, as served (read as raw JSON, so that it compares with a
+/// manifest's as written), with its `status.storedVersions`; a CRD without that status (not
+/// yet reconciled) counts every version of its spec as possibly stored. Any failure is exit
+/// code 2: neither the CRDs nor where their objects are stored is ever assumed.
+fn read_live_crds(global: &GlobalArgs) -> Result<LiveCrds, CliError> {
     use crate::cluster::request_error;
     use crate::cluster::retry::RequestError;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject};
     let cannot = |why: String| {
         CliError::usage(format_args!(
-            "--live: {why}; cannot tell which versions the cluster stores its custom resources in (nothing is assumed: run again when the cluster answers, or use --previous without --live)"
+            "--live: {why}; cannot tell which CRDs the cluster has and which versions it stores their resources in (nothing is assumed: run again when the cluster answers, or use --previous without --live)"
         ))
     };
     let runtime = super::runtime()?;
@@ -202,7 +205,8 @@ fn read_stored_versions(global: &GlobalArgs) -> Result<StoredVersions, CliError>
         let (client, target) = super::unconnected_client(global)
             .await
             .map_err(|e| cannot(e.to_string()))?;
-        let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client);
+        let resource = ApiResource::erase::<CustomResourceDefinition>(&());
+        let api: kube::Api<DynamicObject> = kube::Api::all_with(client, &resource);
         let retry = crate::cluster::retry::RetryPolicy::default();
         let params = kube::api::ListParams::default();
         let list = retry.run(|| api.list(&params)).await.map_err(|(e, _)| {
@@ -214,18 +218,27 @@ fn read_stored_versions(global: &GlobalArgs) -> Result<StoredVersions, CliError>
                 other => format!("listing CustomResourceDefinitions: {other}"),
             })
         })?;
-        Ok(list
-            .items
-            .into_iter()
-            .filter_map(|crd| {
-                let name = crd.metadata.name?;
-                let stored = crd
-                    .status
-                    .and_then(|s| s.stored_versions)
-                    .unwrap_or_else(|| crd.spec.versions.into_iter().map(|v| v.name).collect());
-                Some((name, stored))
-            })
-            .collect())
+        let mut live = LiveCrds::default();
+        for crd in list.items {
+            let Some(name) = crd.metadata.name.clone() else {
+                continue;
+            };
+            let names = |pointer: &str| -> Option<Vec<String>> {
+                crd.data.pointer(pointer)?.as_array().map(|vs| {
+                    vs.iter()
+                        .filter_map(|v| v.as_str().or_else(|| v.get("name")?.as_str()))
+                        .map(str::to_owned)
+                        .collect()
+                })
+            };
+            let stored = names("/status/storedVersions")
+                .or_else(|| names("/spec/versions"))
+                .unwrap_or_default();
+            let object = serde_json::to_value(&crd)
+                .map_err(|e| cannot(format!("reading CustomResourceDefinition {name}: {e}")))?;
+            live.insert(name, stored, object);
+        }
+        Ok(live)
     })
 }
 

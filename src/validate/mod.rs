@@ -26,7 +26,7 @@ use crate::diagnostic::{Diagnostic, Location};
 use crate::release::{Manifest, Release};
 
 pub use crate::release::LeftOut;
-pub use crd::{ALLOW_ANNOTATION, StoredVersions};
+pub use crd::{ALLOW_ANNOTATION, LiveCrds};
 pub use levels::{Level, RuleLevels};
 pub use report::{Format, Summary};
 pub use rules::{RULES, Rule, rule_by_id};
@@ -36,18 +36,19 @@ pub use rules::{RULES, Rule, rule_by_id};
 /// Returns the loader's diagnostics and every rule finding, sorted by file, line and rule.
 /// Loader diagnostics without advice get their rule's default `help`.
 pub fn validate(release: &Release, previous: Option<&Release>) -> Vec<Diagnostic> {
-    validate_with_stored(release, previous, None)
+    validate_with_live(release, previous, None)
 }
 
-/// [`validate`], with the cluster's `status.storedVersions` of each CRD (`cvo validate
-/// --live`) in place of the approximation from the previous release.
+/// [`validate`], with the cluster's CRDs (`cvo validate --live`): their `status.storedVersions`
+/// in place of the approximation from the previous release, and, without a previous release,
+/// the CRDs themselves to compare the release's with.
 ///
 /// Every rule's findings are returned, those of rules off by default too: [`RuleLevels`]
 /// decides what is reported.
-pub fn validate_with_stored(
+pub fn validate_with_live(
     release: &Release,
     previous: Option<&Release>,
-    stored: Option<&StoredVersions>,
+    live: Option<&LiveCrds>,
 ) -> Vec<Diagnostic> {
     let mut out: Vec<Diagnostic> = release.diagnostics.clone();
     for d in &mut out {
@@ -73,24 +74,25 @@ pub fn validate_with_stored(
         out.extend(capability::check_update(release, previous));
         out.extend(deletion_order::check_update(release, previous));
     }
-    out.extend(crd::check(release, previous, stored));
+    out.extend(crd::check(release, previous, live));
     sort(&mut out);
     out
 }
 
-/// What a report shows of `found` (the findings of [`validate_with_stored`] for `release`):
+/// What a report shows of `found` (the findings of [`validate_with_live`] for `release`):
 /// the findings at `levels`, with suppressions (`validate.cvo.io/ignore`) and the changes each
 /// CRD allows (`release.cvo.io/allow-crd-changes`) turned into notes, after the levels, so
-/// that a level set for a rule does not undo a reviewed exception. `compared`: a previous
-/// release was given (only then can an allowed CRD change be stale).
+/// that a level set for a rule does not undo a reviewed exception. `previous` and `live` as
+/// given to [`validate_with_live`].
 pub fn report_at_levels(
     release: &Release,
     found: Vec<Diagnostic>,
     levels: &RuleLevels,
-    compared: bool,
+    previous: Option<&Release>,
+    live: Option<&LiveCrds>,
 ) -> Vec<Diagnostic> {
     let found = suppression::apply(release, levels.apply(found), levels);
-    crd::allow(release, found, levels, compared)
+    crd::allow(release, found, levels, previous, live)
 }
 
 /// Sorts findings by file, line, rule (then document and message, for total determinism).

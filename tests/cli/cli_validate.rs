@@ -864,7 +864,8 @@ fn a_payloads_catalogue_is_named_inside_the_release() {
 /// `--live` checks the release's CRDs against the cluster's `status.storedVersions` (the
 /// in-memory server, or the real one with `CVO_TEST_KUBECONFIG`), without `--previous`: a
 /// CRD that still stores `v1alpha1` cannot drop it; after a storage migration (storedVersions
-/// patched to `[v1]` through the status subresource, as a migrator does) the release is clean.
+/// patched to `[v1]` through the status subresource, as a migrator does) only the warning
+/// that its clients break is left. The schema is compared with the cluster's CRD.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_checks_crds_against_the_clusters_stored_versions() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -957,11 +958,41 @@ async fn live_checks_crds_against_the_clusters_stored_versions() {
     assert!(message.contains("status.storedVersions"), "{message}");
     assert_eq!(found[0]["object"]["name"], name.as_str());
 
-    // After the storage migration.
+    // After the storage migration, what is left is that v1alpha1's clients break.
     stored(json!(["v1"])).await;
     let (code, out, err) = common::run_cvo(&kubeconfig, &args).await;
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(crd_findings(&out).is_empty(), "{out}");
+    let found = crd_findings(&out);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0]["rule"], "crd-served-version-removal");
+    assert_eq!(found[0]["severity"], "warning");
+
+    // Without --previous, the schema is compared with the CRD as the cluster serves it: an
+    // enum put on an existing field is reported; the same schema as on the cluster is not
+    // (the served form reads back as written).
+    let narrowed = json!({"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"mode": {"type": "string", "enum": ["a"]}}}}}});
+    std::fs::write(
+        Path::new(&rel).join("0000_50_widgets_00_crd.yaml"),
+        serde_json::to_string_pretty(&crd_json(json!([
+            {"name": "v1alpha1", "served": true, "storage": false, "schema": schema},
+            {"name": "v1", "served": true, "storage": true, "schema": narrowed},
+        ])))
+        .unwrap(),
+    )
+    .unwrap();
+    let (code, out, err) = common::run_cvo(&kubeconfig, &args).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    let found = crd_findings(&out);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0]["rule"], "crd-enum");
+    let message = found[0]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            ".spec.versions[v1].schema.openAPIV3Schema.properties.spec.properties.mode.enum: "
+        ) && message.ends_with("compared with the CRD on the cluster"),
+        "{message}"
+    );
 }
 
 /// `--live` without a cluster that answers is exit code 2, never a clean report.

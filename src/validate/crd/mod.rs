@@ -5,11 +5,12 @@
 //! names, exactly one storage version, conversion webhooks).
 //!
 //! [`schema_diff`] compares two `openAPIV3Schema`s; [`versions`] holds the version-level
-//! rules and decides which schemas are compared. Where objects may be stored: with
-//! `cvo validate --live`, the cluster's `status.storedVersions` of each CRD
-//! ([`StoredVersions`]); otherwise every version of the previous release (an approximation
-//! that errs on the side of reporting: whether objects are still stored in a version, served
-//! or not, only the cluster knows).
+//! rules and decides which schemas are compared. A release's CRD is compared with the same CRD
+//! in the previous release or, without one, with the CRD on the cluster (`cvo validate
+//! --live`, [`LiveCrds`]). Where objects may be stored: with `--live`, the cluster's
+//! `status.storedVersions` of each CRD; otherwise every version of the previous release (an
+//! approximation that errs on the side of reporting: whether objects are still stored in a
+//! version, served or not, only the cluster knows).
 //!
 //! A CRD may carry `release.cvo.io/allow-crd-changes: "enum,default"` (crdify names or our
 //! ids): [`allow`] turns findings of those rules about it into notes, still printed with their
@@ -30,8 +31,48 @@ use crate::diagnostic::{Diagnostic, Severity, excerpt};
 use crate::release::{DeleteIntent, Manifest, Release, field_line};
 use schema_diff::Change;
 
-/// `status.storedVersions` of each CRD on a cluster, by CRD name.
-pub type StoredVersions = BTreeMap<String, Vec<String>>;
+/// The cluster's CRDs (`cvo validate --live`), by name: the versions `status.storedVersions`
+/// lists, and the CRD as the cluster serves it, which the release's CRD is compared with when
+/// no previous release is given (as OLM v1's preflight compares with the installed CRD).
+#[derive(Default)]
+pub struct LiveCrds(BTreeMap<String, LiveCrd>);
+
+struct LiveCrd {
+    stored: Vec<String>,
+    manifest: Manifest,
+}
+
+impl LiveCrds {
+    /// Adds the CRD `name` as the cluster serves it (`object`), whose objects are stored in
+    /// the versions `stored` (its `status.storedVersions`).
+    pub fn insert(&mut self, name: String, stored: Vec<String>, object: Value) {
+        let manifest = Manifest {
+            id: crate::release::ObjectId {
+                group: CRD_GROUP.into(),
+                kind: CRD_KIND.into(),
+                namespace: None,
+                name: name.clone(),
+            },
+            api_version: format!("{CRD_GROUP}/v1"),
+            location: crate::diagnostic::Location::file(format!(
+                "the cluster's customresourcedefinitions/{name}"
+            )),
+            order: None,
+            intent: DeleteIntent::Apply,
+            create_only: false,
+            capabilities: Vec::new(),
+            object,
+        };
+        self.0.insert(name, LiveCrd { stored, manifest });
+    }
+}
+
+/// Where the CRD a release's CRD is compared with comes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Previous,
+    Cluster,
+}
 
 /// The annotation that turns the named rules' findings about a CRD into notes.
 pub const ALLOW_ANNOTATION: &str = "release.cvo.io/allow-crd-changes";
@@ -39,33 +80,44 @@ pub const ALLOW_ANNOTATION: &str = "release.cvo.io/allow-crd-changes";
 const CRD_GROUP: &str = "apiextensions.k8s.io";
 const CRD_KIND: &str = "CustomResourceDefinition";
 
-/// The CRD rules over `release`: on its own, against `previous`, and against the cluster's
-/// stored versions when `stored` is given (then the previous release is not needed for them).
+/// The CRD rules over `release`: on its own, and against `previous` or, without it, the
+/// cluster's CRDs (`live`); where objects are stored comes from `live` when given (then the
+/// previous release is not needed for it).
 pub fn check(
     release: &Release,
     previous: Option<&Release>,
-    stored: Option<&StoredVersions>,
+    live: Option<&LiveCrds>,
 ) -> Vec<Diagnostic> {
-    let before: HashMap<&str, Crd> = previous
-        .map(|p| {
-            p.manifests
-                .iter()
-                .filter_map(Crd::of)
-                .map(|c| (c.name(), c))
-                .collect()
-        })
-        .unwrap_or_default();
+    let before: HashMap<&str, (Crd, Origin)> = match (previous, live) {
+        (Some(p), _) => p
+            .manifests
+            .iter()
+            .filter_map(Crd::of)
+            .map(|c| (c.name(), (c, Origin::Previous)))
+            .collect(),
+        (None, Some(live)) => live
+            .0
+            .values()
+            .filter_map(|c| Crd::of(&c.manifest))
+            .map(|c| (c.name(), (c, Origin::Cluster)))
+            .collect(),
+        (None, None) => HashMap::new(),
+    };
     let mut out = Vec::new();
     for new in release.manifests.iter().filter_map(Crd::of) {
         let old = before.get(new.name());
-        let (stored_list, source): (Vec<String>, String) = match (stored, old) {
+        let (stored_list, source): (Vec<String>, String) = match (live, old) {
             (Some(cluster), _) => (
-                cluster.get(new.name()).cloned().unwrap_or_default(),
+                cluster
+                    .0
+                    .get(new.name())
+                    .map(|c| c.stored.clone())
+                    .unwrap_or_default(),
                 "the cluster's status.storedVersions lists it".into(),
             ),
             // A version kept unserved is usually kept because objects may still be stored in
             // it: without the cluster, every version of the previous release may hold some.
-            (None, Some(old)) => (
+            (None, Some((old, _))) => (
                 old.versions.iter().map(|v| v.name.to_owned()).collect(),
                 "the previous release has it; without --live every version it has is taken as possibly stored: check status.storedVersions with --live".to_owned(),
             ),
@@ -73,15 +125,19 @@ pub fn check(
         };
         let mut changes = versions::single(&new);
         changes.extend(versions::stored_removed(&stored_list, &source, &new));
-        if let Some(old) = old {
+        if let Some((old, _)) = old {
             changes.extend(versions::compare(old, &new, &stored_list));
         }
-        out.extend(changes.into_iter().map(|c| diagnostic(&new, old, c)));
+        out.extend(
+            changes
+                .into_iter()
+                .map(|c| diagnostic(&new, old.map(|(c, o)| (c, *o)), c)),
+        );
     }
     out
 }
 
-fn diagnostic(new: &Crd, old: Option<&Crd>, c: Change) -> Diagnostic {
+fn diagnostic(new: &Crd, old: Option<(&Crd, Origin)>, c: Change) -> Diagnostic {
     let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(absent)".into());
     let mut message = format!(
         "{}: {} (before: {}; now: {})",
@@ -90,10 +146,14 @@ fn diagnostic(new: &Crd, old: Option<&Crd>, c: Change) -> Diagnostic {
         show(&c.before),
         show(&c.after)
     );
-    if let Some(old) = old {
-        let mut at = old.manifest.location.clone();
-        at.line = line_of(old.manifest, &c.path).or(at.line);
-        message.push_str(&format!("; previous release: {at}"));
+    match old {
+        Some((old, Origin::Previous)) => {
+            let mut at = old.manifest.location.clone();
+            at.line = line_of(old.manifest, &c.path).or(at.line);
+            message.push_str(&format!("; previous release: {at}"));
+        }
+        Some((_, Origin::Cluster)) => message.push_str("; compared with the CRD on the cluster"),
+        None => {}
     }
     let help = super::rule_by_id(c.rule)
         .map(|r| r.help)
@@ -138,15 +198,16 @@ const ALLOWABLE: [&str; 25] = [
 
 /// `diagnostics` (at their levels) with the findings each CRD's [`ALLOW_ANNOTATION`] allows
 /// turned into notes that say so, plus the annotation's problems: a name that is no rule it
-/// may allow is an `invalid-suppression` error; with `compared` (a previous release was
-/// given), a rule it names that reports nothing about the CRD is a `stale-suppression`
-/// warning, unless the rule is off. Without a previous release no change is judged, so
-/// nothing is stale.
+/// may allow is an `invalid-suppression` error; for a CRD that was compared (with `previous`
+/// or, without it, with the cluster's in `live`, as [`check`] does), a rule it names that
+/// reports nothing about the CRD is a `stale-suppression` warning, unless the rule is off. A
+/// CRD compared with nothing has no change judged, so nothing is stale.
 pub fn allow(
     release: &Release,
     diagnostics: Vec<Diagnostic>,
     levels: &RuleLevels,
-    compared: bool,
+    previous: Option<&Release>,
+    live: Option<&LiveCrds>,
 ) -> Vec<Diagnostic> {
     let mut out = diagnostics;
     let mut problems = Vec::new();
@@ -181,6 +242,15 @@ pub fn allow(
                 )),
             }
         }
+        let compared = match (previous, live) {
+            (Some(p), _) => p
+                .manifests
+                .iter()
+                .filter_map(Crd::of)
+                .any(|c| c.name() == crd.name()),
+            (None, Some(live)) => live.0.contains_key(crd.name()),
+            (None, None) => false,
+        };
         let mut used: Vec<&'static str> = Vec::new();
         for d in out.iter_mut().filter(|d| {
             d.object.as_ref() == Some(&crd.manifest.id)
@@ -205,10 +275,17 @@ pub fn allow(
             problems.push(problem(
                 STALE_SUPPRESSION,
                 format!(
-                    "`{ALLOW_ANNOTATION}` allows {} but no such change is reported about this CRD against the previous release",
-                    stale.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(", ")
+                    "`{ALLOW_ANNOTATION}` allows {} but no such change is reported about this CRD",
+                    stale
+                        .iter()
+                        .map(|r| format!("`{r}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
-                format!("remove {} from `{ALLOW_ANNOTATION}` (the change it allowed has shipped)", stale.join(", ")),
+                format!(
+                    "remove {} from `{ALLOW_ANNOTATION}` (the change it allowed has shipped)",
+                    stale.join(", ")
+                ),
             ));
         }
     }
@@ -403,7 +480,13 @@ pub(crate) mod tests {
 
     /// [`check`] against `old`, then [`allow`] at `levels`.
     fn allowed_at(old: &Release, new: &Release, levels: &RuleLevels) -> Vec<Diagnostic> {
-        allow(new, levels.apply(check(new, Some(old), None)), levels, true)
+        allow(
+            new,
+            levels.apply(check(new, Some(old), None)),
+            levels,
+            Some(old),
+            None,
+        )
     }
 
     #[test]
@@ -484,30 +567,59 @@ pub(crate) mod tests {
         );
         assert!(found[..2].iter().all(|d| d.severity == Severity::Note));
         // Without a previous release nothing is compared, so nothing is stale.
-        let alone = allow(&new, check(&new, None, None), &RuleLevels::default(), false);
+        let alone = allow(
+            &new,
+            check(&new, None, None),
+            &RuleLevels::default(),
+            None,
+            None,
+        );
         assert_eq!(rules(&alone), [INVALID_SUPPRESSION, INVALID_SUPPRESSION]);
     }
 
     #[test]
-    fn stored_versions_from_the_cluster_without_a_previous_release() {
-        let s = "{type: object}";
-        let new = release(vec![crd_manifest("", &[("v1", true, true, s)])]);
-        let mut stored = StoredVersions::new();
-        stored.insert(
-            "widgets.example.com".into(),
-            vec!["v1alpha1".into(), "v1".into()],
+    fn without_a_previous_release_the_crd_on_the_cluster_is_compared() {
+        let on_cluster = crd_manifest(
+            "",
+            &[("v1alpha1", true, false, OLD), ("v1", true, true, OLD)],
         );
-        let found = check(&new, None, Some(&stored));
+        let new = release(vec![crd_manifest("", &[("v1", true, true, OLD)])]);
+        let live = |stored: &[&str], object: &Manifest| {
+            let mut live = LiveCrds::default();
+            live.insert(
+                "widgets.example.com".into(),
+                stored.iter().map(|s| s.to_string()).collect(),
+                object.object.clone(),
+            );
+            live
+        };
+        let found = check(&new, None, Some(&live(&["v1alpha1", "v1"], &on_cluster)));
         assert_eq!(rules(&found), [CRD_STORED_VERSION_REMOVAL]);
         assert!(
-            found[0].message.contains("status.storedVersions"),
+            found[0].message.contains("status.storedVersions")
+                && found[0]
+                    .message
+                    .ends_with("; compared with the CRD on the cluster"),
             "{}",
             found[0].message
         );
-        stored.insert("widgets.example.com".into(), vec!["v1".into()]);
-        assert!(check(&new, None, Some(&stored)).is_empty());
-        // A CRD the cluster does not have yet stores nothing.
-        assert!(check(&new, None, Some(&StoredVersions::new())).is_empty());
+        // After a storage migration: what is left is that v1alpha1's clients break.
+        let found = check(&new, None, Some(&live(&["v1"], &on_cluster)));
+        assert_eq!(rules(&found), [CRD_SERVED_VERSION_REMOVAL]);
+        // The schema is compared with the cluster's too.
+        let narrowed = release(vec![crd_manifest("", &[("v1", true, true, NEW)])]);
+        let found = check(&narrowed, None, Some(&live(&["v1"], &new.manifests[0])));
+        assert_eq!(rules(&found), [CRD_ENUM, CRD_DEFAULT]);
+        // With a previous release, that one is compared, and the cluster says what is stored.
+        let found = check(&narrowed, Some(&new), Some(&live(&["v1"], &on_cluster)));
+        assert!(
+            found
+                .iter()
+                .all(|d| d.message.contains("previous release: ")),
+            "{found:?}"
+        );
+        // A CRD the cluster does not have yet stores nothing and is compared with nothing.
+        assert!(check(&new, None, Some(&LiveCrds::default())).is_empty());
     }
 
     #[test]
