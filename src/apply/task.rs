@@ -50,9 +50,7 @@ impl<'r> Applier<'r> {
                 .map(|(_, m)| m)
         };
         let crds = created()
-            .filter(|m| {
-                m.id.kind == "CustomResourceDefinition" && m.id.group == "apiextensions.k8s.io"
-            })
+            .filter(|m| m.id.is_crd())
             .filter_map(|m| {
                 let spec = m.object.get("spec")?;
                 let group = spec.get("group")?.as_str()?.to_owned();

@@ -25,7 +25,7 @@ pub async fn previous_state(cluster: &Cluster, release: &Release, parallelism: u
                 || (m.id.group.is_empty()
                     && m.id.kind == "Namespace"
                     && d.namespace.as_deref() == Some(m.id.name.as_str()))
-                || (m.id.kind == "CustomResourceDefinition"
+                || (m.id.is_crd()
                     && m.object["spec"]["group"] == d.group.as_str()
                     && m.object["spec"]["names"]["kind"] == d.kind.as_str())
         })

@@ -145,8 +145,7 @@ fn built_in_kinds() -> &'static [(&'static str, &'static str, &'static str)] {
 
 /// The (group, kind) and plural a CRD manifest defines, when it says.
 fn crd_names(manifest: &Manifest) -> Option<(GroupKind, String)> {
-    if manifest.id.group != "apiextensions.k8s.io" || manifest.id.kind != "CustomResourceDefinition"
-    {
+    if !manifest.id.is_crd() {
         return None;
     }
     let spec = manifest.object.get("spec")?;

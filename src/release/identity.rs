@@ -32,6 +32,11 @@ impl ObjectId {
         }
     }
 
+    /// True for a CustomResourceDefinition (of `apiextensions.k8s.io`).
+    pub fn is_crd(&self) -> bool {
+        self.group == "apiextensions.k8s.io" && self.kind == "CustomResourceDefinition"
+    }
+
     /// Group of an `apiVersion` (`apps/v1` → `apps`, `v1` → ``).
     pub fn group_of(api_version: &str) -> &str {
         api_version

@@ -17,7 +17,6 @@ use crate::release::{DeleteIntent, Manifest, Release};
 use super::finding;
 use super::rules::{CRD_DELETED_BEFORE_CRS, CRD_DELETED_IN_USE, NAMESPACE_DELETED_IN_USE};
 
-const CRD_GROUP: &str = "apiextensions.k8s.io";
 /// How many objects a finding names before it says "and N more".
 const SHOW: usize = 3;
 
@@ -56,7 +55,7 @@ pub fn check(release: &Release) -> Vec<Diagnostic> {
                 ));
             }
         }
-        if m.id.group == CRD_GROUP && m.id.kind == "CustomResourceDefinition" {
+        if m.id.is_crd() {
             let Some(served) = ServedKind::of(m) else {
                 continue;
             };
@@ -106,11 +105,11 @@ pub fn check(release: &Release) -> Vec<Diagnostic> {
 /// both files.
 pub fn check_update(release: &Release, previous: &Release) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    for old in previous.manifests.iter().filter(|m| {
-        m.intent == DeleteIntent::Apply
-            && m.id.group == CRD_GROUP
-            && m.id.kind == "CustomResourceDefinition"
-    }) {
+    for old in previous
+        .manifests
+        .iter()
+        .filter(|m| m.intent == DeleteIntent::Apply && m.id.is_crd())
+    {
         if release.all_manifests().any(|m| m.id == old.id) {
             continue;
         }

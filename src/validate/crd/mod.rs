@@ -359,10 +359,7 @@ pub struct Version<'a> {
 impl<'a> Crd<'a> {
     /// The CRD `manifest` applies (none for other kinds and for delete manifests).
     pub fn of(manifest: &'a Manifest) -> Option<Self> {
-        if manifest.id.group != CRD_GROUP
-            || manifest.id.kind != CRD_KIND
-            || manifest.intent != DeleteIntent::Apply
-        {
+        if !manifest.id.is_crd() || manifest.intent != DeleteIntent::Apply {
             return None;
         }
         let spec = manifest.object.get("spec")?;

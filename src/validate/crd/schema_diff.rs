@@ -303,7 +303,7 @@ fn type_of(schema: &Value) -> String {
         .to_owned()
 }
 
-fn change(
+pub(super) fn change(
     rule: &'static str,
     path: &str,
     what: &str,

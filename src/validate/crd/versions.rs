@@ -174,6 +174,7 @@ pub fn compare(old: &Crd, new: &Crd, stored: &[String]) -> Vec<Change> {
     out
 }
 
+/// A change whose values are names or words (shown quoted, as JSON strings).
 fn field(
     rule: &'static str,
     path: &str,
@@ -181,13 +182,13 @@ fn field(
     before: Option<String>,
     after: Option<String>,
 ) -> Change {
-    Change {
+    schema_diff::change(
         rule,
-        path: path.to_owned(),
-        what: what.to_owned(),
-        before: before.map(|b| Value::String(b).to_string()),
-        after: after.map(|a| Value::String(a).to_string()),
-    }
+        path,
+        what,
+        before.map(Value::String).as_ref(),
+        after.map(Value::String).as_ref(),
+    )
 }
 
 #[cfg(test)]
