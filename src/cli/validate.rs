@@ -269,17 +269,11 @@ impl Settings {
     /// Fills what the command line left unset from `config` (into `args`), and says where each
     /// setting came from.
     fn resolve(args: &mut ValidateArgs, config: &Config) -> Settings {
-        let feature_set_given = feature_set_on_command_line();
         let profile = layered(&mut args.release.profile, config.profile.as_ref());
-        let feature_set = match (&config.feature_set, feature_set_given) {
-            (Some(c), false) => {
-                args.release.feature_set = c.value.clone();
-                c.clone()
-            }
-            (_, given) => Sourced {
-                value: args.release.feature_set.clone(),
-                source: if given { COMMAND_LINE } else { DEFAULT }.into(),
-            },
+        let feature_set = layered(&mut args.release.feature_set, config.feature_set.as_ref());
+        let feature_set = Sourced {
+            value: args.release.feature_set().to_owned(),
+            source: feature_set.source,
         };
         let exclude = match (args.release.exclude.is_empty(), &config.exclude) {
             (true, Some(c)) => {
@@ -377,18 +371,4 @@ fn layered<T: Clone>(flag: &mut Option<T>, config: Option<&Sourced<T>>) -> Sourc
             source: DEFAULT.into(),
         },
     }
-}
-
-/// Whether `--feature-set` was written on this process's command line (its value otherwise
-/// is clap's default, which the config file may replace).
-fn feature_set_on_command_line() -> bool {
-    use clap::CommandFactory as _;
-    super::Cli::command()
-        .try_get_matches_from(std::env::args_os())
-        .ok()
-        .and_then(|m| {
-            m.subcommand_matches("validate")
-                .and_then(|v| v.value_source("feature_set"))
-        })
-        .is_some_and(|s| s == clap::parser::ValueSource::CommandLine)
 }

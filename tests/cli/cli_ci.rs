@@ -674,6 +674,13 @@ fn the_pre_commit_hook_passes_a_good_release_and_fails_a_bad_one() {
 /// action.yml, an `INPUT_<NAME>` variable per input (the `with:` value, else its default), in
 /// the workspace (a git repository holding the fixture's release).
 fn run_action(with: &[(&str, &str)]) -> (i32, String, tempfile::TempDir) {
+    let (repo, _) = repo_with_release();
+    let (code, out) = run_action_in(repo.path(), with);
+    (code, out, repo)
+}
+
+/// [`run_action`] in the workspace `repo`.
+fn run_action_in(repo: &Path, with: &[(&str, &str)]) -> (i32, String) {
     let action: Value =
         serde_saphyr::from_str(&std::fs::read_to_string(root().join("action.yml")).unwrap())
             .unwrap();
@@ -685,9 +692,8 @@ fn run_action(with: &[(&str, &str)]) -> (i32, String, tempfile::TempDir) {
         .iter()
         .map(|a| a.as_str().unwrap().to_owned())
         .collect();
-    let (repo, _) = repo_with_release();
     let mut cmd = common::cli::cvo();
-    cmd.current_dir(repo.path()).args(&args);
+    cmd.current_dir(repo).args(&args);
     for (name, spec) in action["inputs"].as_object().unwrap() {
         let value = with
             .iter()
@@ -700,13 +706,12 @@ fn run_action(with: &[(&str, &str)]) -> (i32, String, tempfile::TempDir) {
         let var = format!("INPUT_{}", name.to_uppercase().replace(' ', "_"));
         cmd.env(var, value.unwrap_or_default());
     }
-    cmd.env("GITHUB_WORKSPACE", repo.path())
-        .env("GITHUB_OUTPUT", repo.path().join("github-output"));
+    cmd.env("GITHUB_WORKSPACE", repo)
+        .env("GITHUB_OUTPUT", repo.join("github-output"));
     let out = cmd.output().unwrap();
     (
         out.status.code().expect("exited"),
         String::from_utf8_lossy(&out.stdout).into_owned(),
-        repo,
     )
 }
 
@@ -740,4 +745,85 @@ fn the_github_action_entrypoint_annotates_and_writes_sarif() {
     // A missing required input is a usage error.
     let (code, _, _) = run_action(&[("release", "")]);
     assert_eq!(code, 2);
+}
+
+/// A repository whose `.cvo.yaml` selects `feature-set: TechPreviewNoUpgrade`, with a release
+/// `rel` whose only error is in a manifest of that feature set.
+fn repo_with_tech_preview_error() -> tempfile::TempDir {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    let rel = repo.path().join("rel");
+    std::fs::create_dir(&rel).unwrap();
+    std::fs::write(
+        rel.join("0000_50_app_00_namespace.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n",
+    )
+    .unwrap();
+    std::fs::write(
+        rel.join("0000_50_app_01_preview.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: preview\n  namespace: app\n  annotations:\n    release.openshift.io/feature-set: TechPreviewNoUpgrade\n    release.openshift.io/delete: \"yes\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.path().join(".cvo.yaml"),
+        "feature-set: TechPreviewNoUpgrade\n",
+    )
+    .unwrap();
+    repo
+}
+
+#[test]
+fn feature_set_on_the_command_line_beats_the_config_file_in_every_front_end() {
+    let repo = repo_with_tech_preview_error();
+    let dir = repo.path();
+    let code = |args: &[&str]| {
+        let out = common::cli::cvo()
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().expect("exited"),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    // The config file's feature set keeps the manifest in: its error fails the run.
+    let (c, out) = code(&["validate", "--release", "rel"]);
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("error[invalid-delete-value]"), "{out}");
+    let (c, out) = code(&["validate", "--release", "rel", "--feature-set", "Default"]);
+    assert_eq!(c, 0, "validate: {out}");
+    let (c, out) = code(&[
+        "validate",
+        "--release",
+        "rel",
+        "--feature-set",
+        "Default",
+        "--print-config",
+    ]);
+    assert_eq!(c, 0, "{out}");
+    assert!(
+        out.contains("feature-set: Default  (command line)"),
+        "{out}"
+    );
+
+    let file = "rel/0000_50_app_01_preview.yaml";
+    let (c, out) = code(&["validate-files", file]);
+    assert_eq!(c, 1, "{out}");
+    let (c, out) = code(&["validate-files", "--feature-set", "Default", file]);
+    assert_eq!(c, 0, "validate-files: {out}");
+    let (c, out) = code(&["validate-files", "--feature-set=Default", file]);
+    assert_eq!(c, 0, "validate-files: {out}");
+
+    let (c, out) = run_action_in(dir, &[("release", "rel")]);
+    assert_eq!(c, 1, "{out}");
+    let (c, out) = run_action_in(
+        dir,
+        &[("release", "rel"), ("args", "--feature-set Default")],
+    );
+    assert_eq!(c, 0, "github-action: {out}");
 }
