@@ -162,6 +162,7 @@ fn check(
     };
     let mut runs = Vec::with_capacity(each.selections.len());
     let mut left_out = Vec::with_capacity(each.selections.len());
+    let mut usages = Vec::with_capacity(each.selections.len());
     for profile in &each.selections {
         let loaded = release.select(&each.read, profile.as_deref())?;
         left_out.push(LeftOut::with_default_capabilities(
@@ -172,7 +173,8 @@ fn check(
             .as_ref()
             .map(|p| p.select(&release.options_in(profile.as_deref()).filters));
         let found = validate::validate_with_stored(&loaded, previous.as_ref(), stored);
-        let found = validate::suppression::apply(&loaded, levels.apply(found), levels);
+        let (found, usage) = validate::suppression::check(&loaded, levels.apply(found), levels);
+        usages.push(usage);
         runs.push((profile.clone(), found));
     }
     if runs.len() > 1 {
@@ -182,7 +184,11 @@ fn check(
             profiles.join(", ")
         );
     }
-    Ok((merge_profiles(runs), left_out))
+    // A suppression is stale only when it matched nothing in every profile.
+    let mut found = merge_profiles(runs);
+    found.extend(validate::suppression::stale(&usages, levels));
+    validate::sort(&mut found);
+    Ok((found, left_out))
 }
 
 /// `status.storedVersions` of every CRD on the cluster; a CRD without that status (not yet

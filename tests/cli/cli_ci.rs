@@ -827,3 +827,43 @@ fn feature_set_on_the_command_line_beats_the_config_file_in_every_front_end() {
     );
     assert_eq!(c, 0, "github-action: {out}");
 }
+
+#[test]
+fn a_suppression_matched_in_one_profile_only_is_not_stale() {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    let rel = repo.path().join("rel");
+    std::fs::create_dir(&rel).unwrap();
+    // The namespace is deleted in both profiles; it is still in use in hypershift only, so
+    // `namespace-deleted-in-use` is reported in hypershift only.
+    std::fs::write(
+        rel.join("0000_10_a_00_ns.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: old\n  annotations:\n    release.openshift.io/delete: \"true\"\n    include.release.openshift.io/hypershift: \"true\"\n    include.release.openshift.io/self-managed-high-availability: \"true\"\n    validate.cvo.io/ignore: namespace-deleted-in-use,crd-deleted-in-use\n    validate.cvo.io/ignore-reason: \"reviewed\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        rel.join("0000_10_a_01_cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: old\n  annotations:\n    include.release.openshift.io/hypershift: \"true\"\n",
+    )
+    .unwrap();
+    let out = validate_in(repo.path(), &["--release", "rel", "-o", "json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let diagnostics = report["diagnostics"].as_array().unwrap();
+    let suppressed: Vec<&Value> = diagnostics
+        .iter()
+        .filter(|d| d["rule"] == "namespace-deleted-in-use")
+        .collect();
+    assert_eq!(suppressed.len(), 1, "{report:#}");
+    assert_eq!(suppressed[0]["severity"], "note");
+    // Stale for the rule matched in no profile only, once, in no particular profile.
+    let stale: Vec<&Value> = diagnostics
+        .iter()
+        .filter(|d| d["rule"] == "stale-suppression")
+        .collect();
+    assert_eq!(stale.len(), 1, "{report:#}");
+    let message = stale[0]["message"].as_str().unwrap();
+    assert!(message.contains("`crd-deleted-in-use`"), "{message}");
+    assert!(!message.contains("namespace-deleted-in-use"), "{message}");
+    assert!(!message.contains("(profile"), "{message}");
+}
