@@ -867,3 +867,47 @@ fn a_suppression_matched_in_one_profile_only_is_not_stale() {
     assert!(!message.contains("namespace-deleted-in-use"), "{message}");
     assert!(!message.contains("(profile"), "{message}");
 }
+
+/// The GitLab fingerprints of `cvo validate -o gitlab --release rel` in `repo`, by check name.
+fn gitlab_fingerprints(repo: &Path) -> Vec<(String, String, usize)> {
+    let out = validate_in(repo, &["--release", "rel", "-o", "gitlab"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["check_name"].as_str().unwrap().to_owned(),
+                i["fingerprint"].as_str().unwrap().to_owned(),
+                i["location"]["lines"]["begin"].as_u64().unwrap() as usize,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn gitlab_fingerprints_survive_a_line_added_above_and_stay_unique() {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    let rel = repo.path().join("rel");
+    std::fs::create_dir(&rel).unwrap();
+    let body = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: ns\ndata:\n  a: \"1\"\n  a: \"2\"\n  b: \"1\"\n  b: \"2\"\n";
+    let file = rel.join("0000_50_app_00_x.yaml");
+    std::fs::write(&file, body).unwrap();
+    let before = gitlab_fingerprints(repo.path());
+    let keys: Vec<_> = before.iter().filter(|f| f.0 == "duplicate-key").collect();
+    assert_eq!(keys.len(), 2, "{before:?}");
+    std::fs::write(&file, format!("# a comment added above\n{body}")).unwrap();
+    let after = gitlab_fingerprints(repo.path());
+    assert_eq!(before.len(), after.len(), "{before:?} {after:?}");
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!((&b.0, &b.1), (&a.0, &a.1), "{before:?} {after:?}");
+    }
+    // The findings did move: the fingerprints stayed although the line numbers changed.
+    assert_ne!(
+        keys[0].2,
+        after.iter().find(|f| f.0 == "duplicate-key").unwrap().2
+    );
+    let unique: BTreeSet<&String> = after.iter().map(|f| &f.1).collect();
+    assert_eq!(unique.len(), after.len(), "{after:?}");
+}
