@@ -911,3 +911,25 @@ fn gitlab_fingerprints_survive_a_line_added_above_and_stay_unique() {
     let unique: BTreeSet<&String> = after.iter().map(|f| &f.1).collect();
     assert_eq!(unique.len(), after.len(), "{after:?}");
 }
+
+#[test]
+fn github_paths_with_dot_and_dot_dot_are_normalised() {
+    let fixture = "tests/fixtures/ci/formats/release";
+    for release in [
+        "../tests/fixtures/ci/formats/release",
+        "./fixtures/./ci/formats/../formats/release",
+    ] {
+        let out = common::cli::cvo()
+            .current_dir(root().join("tests"))
+            .args(["validate", "--release", release, "-o", "github"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        let commands: Vec<&str> = text.lines().filter(|l| l.starts_with("::")).collect();
+        assert!(!commands.is_empty(), "{text}");
+        for l in commands {
+            assert!(l.contains(&format!("file={fixture}/")), "{release}: {l}");
+        }
+    }
+}
