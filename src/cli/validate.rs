@@ -67,10 +67,37 @@ pub fn run(global: &GlobalArgs, args: ValidateArgs) -> Result<Exit, CliError> {
 }
 
 /// What [`run`] prints, and how it ends.
-pub(super) fn report(
+pub(super) fn report(global: &GlobalArgs, args: ValidateArgs) -> Result<(String, Exit), CliError> {
+    let format = args.format;
+    Ok(match validated(global, args)? {
+        Validated::Config(settings) => (settings, Exit::Success),
+        Validated::Findings(findings) => (findings.render(format), findings.exit()),
+    })
+}
+
+/// What `cvo validate` with some arguments comes to, before it is rendered.
+pub(super) enum Validated {
+    /// `--print-config`: the effective settings, printed instead of validating.
+    Config(String),
+    /// The release's findings, which render in any format.
+    Findings(Findings),
+}
+
+/// The findings of one validation of a release: rendered in one format or several
+/// ([`Findings::render`]) without validating again.
+pub(super) struct Findings {
+    diagnostics: Vec<Diagnostic>,
+    left_out: Vec<LeftOut>,
+    /// The release was an OCI artifact: its files are named inside it.
+    from_oci: bool,
+}
+
+/// Loads and validates the release `args` name (with the config file's settings where the
+/// command line gives none), once; `args.format` is not used.
+pub(super) fn validated(
     global: &GlobalArgs,
     mut args: ValidateArgs,
-) -> Result<(String, Exit), CliError> {
+) -> Result<Validated, CliError> {
     let release_dir = crate::oci::Source::parse(&args.release.release)
         .ok()
         .flatten()
@@ -80,7 +107,7 @@ pub(super) fn report(
     let settings = Settings::resolve(&mut args, &config);
     let (levels, level_sources) = config.levels(&args.rules);
     if args.print_config {
-        return Ok((settings.print(&levels, &level_sources), Exit::Success));
+        return Ok(Validated::Config(settings.print(&levels, &level_sources)));
     }
     let stored = if args.live {
         Some(read_stored_versions(global)?)
@@ -95,7 +122,7 @@ pub(super) fn report(
     )?;
     // Every format names the files of an OCI release inside the artifact, not in its
     // temporary directory.
-    let base = match args.release.origin() {
+    let from_oci = match args.release.origin() {
         Some(opened) => {
             let root = opened.dir();
             for d in &mut diagnostics {
@@ -103,28 +130,53 @@ pub(super) fn report(
                     d.location.file = rel.to_path_buf();
                 }
             }
-            None
+            true
         }
-        // GitHub annotations and GitLab reports name files from the repository root; SARIF
-        // URIs are relative to the current directory, as before.
-        None => std::env::current_dir().ok().map(|cwd| match args.format {
-            Format::Github | Format::Gitlab => {
+        None => false,
+    };
+    Ok(Validated::Findings(Findings {
+        diagnostics,
+        left_out,
+        from_oci,
+    }))
+}
+
+impl Findings {
+    /// The report in `format`.
+    pub(super) fn render(&self, format: Format) -> String {
+        let cwd = if self.from_oci {
+            None
+        } else {
+            std::env::current_dir().ok()
+        };
+        match (cwd, format) {
+            // GitHub annotations and GitLab reports name files from the repository root.
+            (Some(cwd), Format::Github | Format::Gitlab) => {
+                let mut diagnostics = self.diagnostics.clone();
                 for d in &mut diagnostics {
                     d.location.file = cwd.join(&d.location.file);
                 }
-                repository_root(&cwd).unwrap_or(cwd)
+                let root = repository_root(&cwd).unwrap_or(cwd);
+                validate::report::render_report(format, &diagnostics, &self.left_out, Some(&root))
             }
-            _ => cwd,
-        }),
-    };
-    let out =
-        validate::report::render_report(args.format, &diagnostics, &left_out, base.as_deref());
-    let exit = if Summary::of(&diagnostics).has_errors() {
-        Exit::Failed
-    } else {
-        Exit::Success
-    };
-    Ok((out, exit))
+            // SARIF URIs are relative to the current directory.
+            (cwd, _) => validate::report::render_report(
+                format,
+                &self.diagnostics,
+                &self.left_out,
+                cwd.as_deref(),
+            ),
+        }
+    }
+
+    /// How the command ends: failed when there are errors.
+    pub(super) fn exit(&self) -> Exit {
+        if Summary::of(&self.diagnostics).has_errors() {
+            Exit::Failed
+        } else {
+            Exit::Success
+        }
+    }
 }
 
 /// The repository `dir` lies in: the nearest ancestor (or `dir` itself) that holds `.git`.

@@ -681,6 +681,15 @@ fn run_action(with: &[(&str, &str)]) -> (i32, String, tempfile::TempDir) {
 
 /// [`run_action`] in the workspace `repo`.
 fn run_action_in(repo: &Path, with: &[(&str, &str)]) -> (i32, String) {
+    let out = action_output(repo, with);
+    (
+        out.status.code().expect("exited"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The action's entrypoint run as [`run_action`] says, in the workspace `repo`.
+fn action_output(repo: &Path, with: &[(&str, &str)]) -> std::process::Output {
     let action: Value =
         serde_saphyr::from_str(&std::fs::read_to_string(root().join("action.yml")).unwrap())
             .unwrap();
@@ -708,11 +717,7 @@ fn run_action_in(repo: &Path, with: &[(&str, &str)]) -> (i32, String) {
     }
     cmd.env("GITHUB_WORKSPACE", repo)
         .env("GITHUB_OUTPUT", repo.join("github-output"));
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().expect("exited"),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    cmd.output().unwrap()
 }
 
 #[test]
@@ -932,4 +937,58 @@ fn github_paths_with_dot_and_dot_dot_are_normalised() {
             assert!(l.contains(&format!("file={fixture}/")), "{release}: {l}");
         }
     }
+}
+
+#[test]
+fn the_github_action_validates_once_and_renders_twice() {
+    // A release in two profiles says so once per validation, on stderr.
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    let rel = repo.path().join("rel");
+    std::fs::create_dir(&rel).unwrap();
+    for (file, profile) in [
+        ("0000_50_a_00_x.yaml", "hypershift"),
+        ("0000_50_a_01_y.yaml", "self-managed-high-availability"),
+    ] {
+        std::fs::write(
+            rel.join(file),
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {file}\n  namespace: ns\n  annotations:\n    include.release.openshift.io/{profile}: \"true\"\n    release.openshift.io/delete: \"yes\"\n"
+            ),
+        )
+        .unwrap();
+    }
+    for format in ["sarif", "gitlab"] {
+        let out = action_output(repo.path(), &[("release", "rel"), ("format", format)]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+        assert_eq!(
+            stderr.matches("the release uses cluster profiles").count(),
+            1,
+            "{format}: {stderr}"
+        );
+        assert_eq!(stdout.matches("::error ").count(), 2, "{stdout}");
+    }
+    let sarif: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.path().join("cvo-results.sarif")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(sarif["runs"][0]["results"].as_array().unwrap().len(), 2);
+    let out = action_output(repo.path(), &[("release", "rel"), ("format", "gitlab")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json_start = stdout
+        .find("\n[")
+        .expect("a GitLab report after the annotations")
+        + 1;
+    let gitlab: Value = serde_json::from_str(&stdout[json_start..]).unwrap();
+    assert_eq!(gitlab.as_array().unwrap().len(), 2, "{stdout}");
+    // A format the action does not know is a usage error naming the input.
+    let out = action_output(repo.path(), &[("release", "rel"), ("format", "xml")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the action's input `format` is \"xml\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
