@@ -76,7 +76,7 @@ impl Config {
         for dir in start.ancestors() {
             let candidate = dir.join(FILE_NAME);
             if candidate.is_file() {
-                return Config::read(&candidate);
+                return Config::read_as(&candidate, Some(&start));
             }
             if dir.join(".git").exists() {
                 break;
@@ -85,14 +85,18 @@ impl Config {
         Ok(Config::default())
     }
 
-    /// Reads and checks `file`.
+    /// Reads and checks `file`, named with `--config`.
     pub fn read(file: &Path) -> Result<Config, CliError> {
+        Config::read_as(file, None)
+    }
+
+    /// Reads and checks `file`: named with `--config`, or found from the release directory
+    /// `found_from` upwards (which its errors say).
+    fn read_as(file: &Path, found_from: Option<&Path>) -> Result<Config, CliError> {
         let shown = file.display();
-        let fail = |why: String| {
-            CliError::usage(format_args!(
-                "config file {shown}: {why}; fix the path given to --config or the file"
-            ))
-        };
+        let what_to_do = what_to_do(found_from);
+        let fail =
+            |why: String| CliError::usage(format_args!("config file {shown}: {why}; {what_to_do}"));
         let size = std::fs::metadata(file)
             .map_err(|e| fail(format!("cannot read it: {e}")))?
             .len();
@@ -103,7 +107,7 @@ impl Config {
         }
         let text =
             std::fs::read_to_string(file).map_err(|e| fail(format!("cannot read it: {e}")))?;
-        Config::parse(file, &text)
+        Config::parse(file, &text).map_err(|e| CliError::usage(format_args!("{e}; {what_to_do}")))
     }
 
     fn parse(file: &Path, text: &str) -> Result<Config, CliError> {
@@ -195,6 +199,18 @@ impl Config {
             sources.insert(*id, "command line (--rule)".to_owned());
         }
         (levels, sources)
+    }
+}
+
+/// What to do about a config file that cannot be used: one named with `--config` or one found
+/// from the release directory `found_from` upwards.
+fn what_to_do(found_from: Option<&Path>) -> String {
+    match found_from {
+        None => "fix the file, or the path given to --config".to_owned(),
+        Some(dir) => format!(
+            "the file was found from the release directory {} upwards (the first {FILE_NAME} up to the repository root): fix it, or name another with --config",
+            dir.display()
+        ),
     }
 }
 

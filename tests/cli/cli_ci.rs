@@ -992,3 +992,51 @@ fn the_github_action_validates_once_and_renders_twice() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn a_config_file_found_upwards_that_is_invalid_says_where_it_was_found() {
+    let (repo, release) = repo_with_release();
+    let file = repo.path().join(".cvo.yaml");
+    std::fs::write(&file, "rules:\n  apply-and-delete: error\nprofiles: x\n").unwrap();
+    let out = validate_in(repo.path(), &["--release", "releases/app"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "config file {}:3: unknown field `profiles`",
+            file.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "the file was found from the release directory {} upwards",
+            release.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("fix the path given to --config"), "{err}");
+    // Too large to be a config file: the same.
+    std::fs::write(&file, "#".repeat(1024 * 1024 + 1)).unwrap();
+    let out = validate_in(repo.path(), &["--release", "releases/app"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("more than a config file holds"), "{err}");
+    assert!(
+        err.contains("found from the release directory") && !err.contains("path given to --config"),
+        "{err}"
+    );
+    // Named with --config, the message is about that path.
+    let out = validate_in(
+        repo.path(),
+        &[
+            "--release",
+            "releases/app",
+            "--config",
+            file.to_str().unwrap(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the path given to --config"), "{err}");
+    assert!(!err.contains("found from the release directory"), "{err}");
+}
