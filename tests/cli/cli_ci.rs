@@ -1040,3 +1040,38 @@ fn a_config_file_found_upwards_that_is_invalid_says_where_it_was_found() {
     assert!(err.contains("the path given to --config"), "{err}");
     assert!(!err.contains("found from the release directory"), "{err}");
 }
+
+/// The fenced block of `doc` whose first line is `first`, without its fences.
+fn doc_block<'a>(doc: &'a str, fence: &str, first: &str) -> &'a str {
+    let start = doc
+        .find(&format!("```{fence}\n{first}"))
+        .unwrap_or_else(|| panic!("docs/ci.md has a ```{fence} block starting {first:?}"))
+        + fence.len()
+        + 4;
+    let end = start + doc[start..].find("```\n").expect("the block ends");
+    &doc[start..end]
+}
+
+#[test]
+fn the_print_config_sample_in_docs_ci_is_the_commands_output() {
+    let doc = std::fs::read_to_string(root().join("docs/ci.md")).unwrap();
+    let fixture = root().join("tests/fixtures/ci/print-config/.cvo.yaml");
+    let config = std::fs::read_to_string(&fixture).unwrap();
+    // The config file the doc shows is the fixture.
+    assert_eq!(doc_block(&doc, "yaml", "rules:  "), config);
+    // Its --print-config, at the root of a repository, with that root written /repo.
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    std::fs::create_dir(repo.path().join("manifests")).unwrap();
+    std::fs::write(repo.path().join(".cvo.yaml"), &config).unwrap();
+    let out = validate_in(repo.path(), &["--release", "manifests", "--print-config"]);
+    assert_eq!(out.status.code(), Some(0));
+    let printed = String::from_utf8(out.stdout)
+        .unwrap()
+        .replace(repo.path().to_str().unwrap(), "/repo");
+    assert_eq!(
+        doc_block(&doc, "text", "config file: /repo/.cvo.yaml"),
+        printed,
+        "docs/ci.md's --print-config sample differs from the output: paste the output above"
+    );
+}
