@@ -1075,3 +1075,30 @@ fn the_print_config_sample_in_docs_ci_is_the_commands_output() {
         "docs/ci.md's --print-config sample differs from the output: paste the output above"
     );
 }
+
+#[test]
+fn validate_files_maps_a_file_in_a_sub_directory_to_its_release() {
+    let (repo, release) = repo_with_release();
+    std::fs::create_dir(release.join("sub")).unwrap();
+    std::fs::write(
+        release.join("sub/x.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: app\n",
+    )
+    .unwrap();
+    let out = common::cli::cvo()
+        .current_dir(repo.path())
+        .args(["validate-files", "releases/app/sub/x.yaml"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cvo validate --release releases/app\n"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("releases/app/sub"), "{stderr}");
+    // The release's own errors, and the sub-directory it ignores.
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("error[invalid-delete-value]"), "{stdout}");
+    assert!(stdout.contains("warning[subdirectory-ignored]"), "{stdout}");
+}
