@@ -7,6 +7,9 @@
 //! its own (a release holds per-profile twins of one object, which only clash when profiles
 //! are mixed); a finding made in only some profiles names them.
 //!
+//! Settings not given on the command line come from `.cvo.yaml` (see `validate_config`),
+//! found from the release directory upwards, or from the current directory for an OCI release.
+//!
 //! With `--live`, the `status.storedVersions` of every CRD is read from the cluster
 //! (`--kubeconfig`, `--context`) and the CRD rules check the release against them, with or
 //! without `--previous`; a cluster that cannot be read is exit code 2 (nothing is assumed).
@@ -20,7 +23,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::validate_config::{Config, Sourced};
+use super::validate_config::{Config, SearchFrom, Sourced};
 use super::{CliError, GlobalArgs, ReleaseArgs};
 use crate::diagnostic::Diagnostic;
 use crate::exit::Exit;
@@ -98,12 +101,7 @@ pub(super) fn validated(
     global: &GlobalArgs,
     mut args: ValidateArgs,
 ) -> Result<Validated, CliError> {
-    let release_dir = crate::oci::Source::parse(&args.release.release)
-        .ok()
-        .flatten()
-        .is_none()
-        .then(|| PathBuf::from(&args.release.release));
-    let config = Config::find(args.config.as_deref(), release_dir.as_deref())?;
+    let config = config_of(&args)?;
     let settings = Settings::resolve(&mut args, &config);
     let (levels, level_sources) = config.levels(&args.rules);
     if args.print_config {
@@ -177,6 +175,22 @@ impl Findings {
             Exit::Success
         }
     }
+}
+
+/// The config file of `cvo validate ARGS` (`--config`, else the first `.cvo.yaml` from the
+/// release directory upwards, or from the current directory for an OCI release).
+pub(super) fn config_of(args: &ValidateArgs) -> Result<Config, CliError> {
+    let oci = crate::oci::Source::parse(&args.release.release)
+        .ok()
+        .flatten()
+        .is_some();
+    let release_dir = std::path::Path::new(&args.release.release);
+    let start = if oci {
+        SearchFrom::CurrentDir
+    } else {
+        SearchFrom::ReleaseDir(release_dir)
+    };
+    Config::find(args.config.as_deref(), start)
 }
 
 /// The repository `dir` lies in: the nearest ancestor (or `dir` itself) that holds `.git`.

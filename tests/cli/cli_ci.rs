@@ -1102,3 +1102,77 @@ fn validate_files_maps_a_file_in_a_sub_directory_to_its_release() {
     assert!(stdout.contains("error[invalid-delete-value]"), "{stdout}");
     assert!(stdout.contains("warning[subdirectory-ignored]"), "{stdout}");
 }
+
+#[test]
+fn an_oci_release_takes_the_config_file_from_the_current_directory_upwards() {
+    // A release whose only finding is a warning (file-name-convention), in an OCI layout.
+    let release = tempfile::tempdir().unwrap();
+    for file in ["0000_50_app_00_namespace.yaml", "settings.yaml"] {
+        std::fs::copy(
+            root().join("tests/fixtures/ci/formats/release").join(file),
+            release.path().join(file),
+        )
+        .unwrap();
+    }
+    let layout = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let source = format!("oci-layout:{}:1", layout.path().display());
+    let out = common::cli::cvo()
+        .args([
+            "push",
+            "--release",
+            release.path().to_str().unwrap(),
+            &source,
+        ])
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A repository whose config turns the warning into an error; run from a sub-directory.
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    std::fs::create_dir(repo.path().join("ci")).unwrap();
+    let config = repo.path().join(".cvo.yaml");
+    let validate = |dir: &Path, extra: &[&str]| {
+        common::cli::cvo()
+            .current_dir(dir)
+            .args(["validate", "--release", &source, "--cache-dir"])
+            .arg(cache.path())
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = validate(&repo.path().join("ci"), &[]);
+    assert_eq!(out.status.code(), Some(0), "no config file yet");
+    std::fs::write(&config, "rules:\n  file-name-convention: error\n").unwrap();
+    let out = validate(&repo.path().join("ci"), &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("error[file-name-convention]"), "{text}");
+    let out = validate(&repo.path().join("ci"), &["--print-config"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("config file: {}", config.display())),
+        "{text}"
+    );
+    // The search stops at the repository root: a config above it is not read.
+    let inner = repo.path().join("ci/inner");
+    std::fs::create_dir_all(inner.join(".git")).unwrap();
+    let out = validate(&inner, &[]);
+    assert_eq!(out.status.code(), Some(0));
+    // An invalid one says where it was found from.
+    std::fs::write(&config, "rule: {}\n").unwrap();
+    let out = validate(&repo.path().join("ci"), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("found from the current directory") && err.contains("OCI artifact"),
+        "{err}"
+    );
+}
