@@ -177,20 +177,25 @@ impl Findings {
     }
 }
 
-/// The config file of `cvo validate ARGS` (`--config`, else the first `.cvo.yaml` from the
-/// release directory upwards, or from the current directory for an OCI release).
-pub(super) fn config_of(args: &ValidateArgs) -> Result<Config, CliError> {
-    let oci = crate::oci::Source::parse(&args.release.release)
-        .ok()
-        .flatten()
-        .is_some();
-    let release_dir = std::path::Path::new(&args.release.release);
+/// The config file of `cvo validate ARGS`: [`config_for`] its release and `--config`.
+fn config_of(args: &ValidateArgs) -> Result<Config, CliError> {
+    config_for(&args.release.release, args.config.as_deref())
+}
+
+/// The config file of the release `release` (as `--release` gives it): `explicit`, else the
+/// first `.cvo.yaml` from the release directory upwards, or from the current directory for an
+/// OCI release; `cvo push` reads the same one.
+pub(super) fn config_for(
+    release: &str,
+    explicit: Option<&std::path::Path>,
+) -> Result<Config, CliError> {
+    let oci = crate::oci::Source::parse(release).ok().flatten().is_some();
     let start = if oci {
         SearchFrom::CurrentDir
     } else {
-        SearchFrom::ReleaseDir(release_dir)
+        SearchFrom::ReleaseDir(std::path::Path::new(release))
     };
-    Config::find(args.config.as_deref(), start)
+    Config::find(explicit, start)
 }
 
 /// The repository `dir` lies in: the nearest ancestor (or `dir` itself) that holds `.git`.
@@ -200,13 +205,13 @@ fn repository_root(dir: &std::path::Path) -> Option<PathBuf> {
         .map(std::path::Path::to_path_buf)
 }
 
-/// What `cvo validate` finds in the release of `release` (each profile it uses on its own),
-/// against `previous` when given; also the check `cvo push` runs first.
+/// What `cvo validate` finds in the release of `release` (each profile it uses on its own)
+/// with the rules at `levels` (suppressions applied): the check `cvo push` runs first.
 pub(super) fn findings(
     release: &ReleaseArgs,
-    previous: Option<&std::path::Path>,
+    levels: &RuleLevels,
 ) -> Result<Vec<Diagnostic>, CliError> {
-    check(release, previous, None, &RuleLevels::default()).map(|(diagnostics, _)| diagnostics)
+    check(release, None, None, levels).map(|(diagnostics, _)| diagnostics)
 }
 
 /// [`findings`] with the rules at `levels` (and the cluster's stored CRD versions with

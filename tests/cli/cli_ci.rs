@@ -1176,3 +1176,56 @@ fn an_oci_release_takes_the_config_file_from_the_current_directory_upwards() {
         "{err}"
     );
 }
+
+#[test]
+fn push_validates_with_the_rule_levels_of_the_config_file() {
+    let (repo, _) = repo_with_release();
+    let layout = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let target = format!("oci-layout:{}:1", layout.path().display());
+    let push = |extra: &[&str]| {
+        common::cli::cvo()
+            .current_dir(repo.path())
+            .args(["push", "--release", "releases/app", &target, "--cache-dir"])
+            .arg(cache.path())
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // invalid-delete-value is an error: not pushed.
+    let out = push(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("error[invalid-delete-value]") && err.contains("not pushed"),
+        "{err}"
+    );
+    // Turned off in the repository's .cvo.yaml: pushed.
+    std::fs::write(
+        repo.path().join(".cvo.yaml"),
+        "rules:\n  invalid-delete-value: off\n",
+    )
+    .unwrap();
+    let out = push(&[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("@sha256:"));
+    // --config names another file, which keeps the error.
+    let other = repo.path().join("strict.yaml");
+    std::fs::write(&other, "rules:\n  invalid-delete-value: error\n").unwrap();
+    let out = push(&["--config", other.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    // An invalid config file refuses the push (nothing is assumed).
+    std::fs::write(repo.path().join(".cvo.yaml"), "rules:\n  nope: off\n").unwrap();
+    let out = push(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`nope` is not a rule id"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
