@@ -1,6 +1,7 @@
 //! `cvo validate` in release engineers' CI: the six output formats agree on the findings
 //! (example release, a fixture with every kind of finding, the OpenShift corpus), the JUnit
-//! report reads with a real JUnit reader (Python's `junitparser`), the GitLab report has the
+//! report reads with a real JUnit reader (Python's `junitparser`) and is valid against the
+//! strict JUnit schema (`xmlschema`, tests/fixtures/ci/junit), the GitLab report has the
 //! fields GitLab requires with unique, stable fingerprints.
 //!
 //! The Python tools come from `CVO_TEST_VENV` (a virtualenv `.ci/run` creates) or, without it,
@@ -194,15 +195,16 @@ fn missing_tool<T>(reason: &str) -> Option<T> {
     None
 }
 
-/// Reads a JUnit report with `junitparser`; the findings (from each case's properties), and
-/// per suite its name, case count and failure count.
+/// Reads a JUnit report with `junitparser`; the findings (from each case's failure or
+/// system-out text: `SEVERITY[RULE]: …` then `  --> FILE:LINE …`, with the rule also the
+/// case's classname), and per suite its name, case count and failure count.
 fn from_junit(python: &Path, xml: &str) -> (Vec<Key>, Vec<(String, usize, usize)>) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("report.xml");
     std::fs::write(&file, xml).unwrap();
     let script = r#"
-import json, sys
-from junitparser import JUnitXml, Properties, Failure
+import json, re, sys
+from junitparser import JUnitXml, Failure
 xml = JUnitXml.fromfile(sys.argv[1])
 keys, suites = [], []
 for suite in xml:
@@ -210,13 +212,19 @@ for suite in xml:
     failures = sum(1 for c in cases if any(isinstance(r, Failure) for r in c.result))
     suites.append([suite.name, len(cases), failures])
     for case in cases:
-        props = case.child(Properties)
-        if props is None:
+        if case.name == "no findings":
             continue
-        p = {q.name: q.value for q in props}
-        failed = any(isinstance(r, Failure) for r in case.result)
-        assert failed == (p["severity"] == "error"), case.name
-        keys.append([p["rule"], p["severity"], p["file"].rsplit("/", 1)[-1], int(p["line"] or 0)])
+        failed = [r for r in case.result if isinstance(r, Failure)]
+        body = failed[0].text if failed else case.system_out
+        head, at = body.split("\n")[0], body.split("\n")[1]
+        severity, rule = re.match(r"^(error|warning|note)\[([a-z-]+)\]: ", head).groups()
+        assert case.classname == "cvo.validate." + rule, case.classname
+        assert bool(failed) == (severity == "error"), case.name
+        place = re.match(r"^  --> (.*?)(?::(\d+))?(?: \(document \d+\))?$", at)
+        assert place, at
+        keys.append([rule, severity, place.group(1).rsplit("/", 1)[-1], int(place.group(2) or 0)])
+        # The case's name starts with the same place.
+        assert case.name.startswith(place.group(1)), (case.name, at)
 print(json.dumps({"keys": keys, "suites": suites}))
 "#;
     let out = Process::new(python)
@@ -253,6 +261,33 @@ print(json.dumps({"keys": keys, "suites": suites}))
     (keys, suites)
 }
 
+/// Validates a JUnit report against the strict JUnit schema (tests/fixtures/ci/junit) with
+/// the `xmlschema` validator; panics with its reasons when the report is not valid.
+fn valid_junit(python: &Path, xml: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.xml");
+    std::fs::write(&file, xml).unwrap();
+    let script = r#"
+import sys, xmlschema
+schema = xmlschema.XMLSchema10(sys.argv[1])
+errors = list(schema.iter_errors(sys.argv[2]))
+for e in errors[:5]:
+    print(e.reason, e.path, file=sys.stderr)
+sys.exit(1 if errors else 0)
+"#;
+    let out = Process::new(python)
+        .args(["-c", script])
+        .arg(root().join("tests/fixtures/ci/junit/junit-strict.xsd"))
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the JUnit report is not valid against the strict JUnit schema: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// All six formats of `args`: the same findings and the same exit code; returns the findings.
 fn six_formats_agree(args: &[&str], python: &Path) -> Vec<Key> {
     let (text, code) = run("text", args);
@@ -273,6 +308,7 @@ fn six_formats_agree(args: &[&str], python: &Path) -> Vec<Key> {
     assert_eq!(again, gitlab, "GitLab fingerprints are stable across runs");
     let (junit, c) = run("junit", args);
     assert_eq!(c, code);
+    valid_junit(python, &junit);
     let (junit_keys, suites) = from_junit(python, &junit);
     assert_eq!(junit_keys, keys, "junit vs text");
     // One suite per registered rule; its cases are its findings (or one passing case).
@@ -294,6 +330,9 @@ fn six_formats_report_the_same_findings() {
     let Some(python) = python_with("junitparser") else {
         return;
     };
+    if python_with("xmlschema").is_none() {
+        return;
+    }
     // The example release is clean in every format.
     assert!(six_formats_agree(&["--release", "manifests-example"], &python).is_empty());
     // A fixture pair with errors, warnings and notes.
