@@ -733,7 +733,7 @@ fn action_output(repo: &Path, with: &[(&str, &str)]) -> std::process::Output {
         serde_saphyr::from_str(&std::fs::read_to_string(root().join("action.yml")).unwrap())
             .unwrap();
     assert_eq!(action["runs"]["using"], "docker");
-    assert_eq!(action["runs"]["image"], "Dockerfile");
+    assert_eq!(action["runs"]["image"], "action.Dockerfile");
     let args: Vec<String> = action["runs"]["args"]
         .as_array()
         .unwrap()
