@@ -1,7 +1,8 @@
 //! `cvo github-action`: the entrypoint of the GitHub Action (`action.yml`, a Docker action on
 //! `action.Dockerfile`'s image, which runs as root as GitHub requires), which reads its inputs
-//! as the runner passes them, in `INPUT_*` environment variables: `INPUT_RELEASE` (required), `INPUT_PREVIOUS`, `INPUT_FORMAT`
-//! (default `github`) and `INPUT_ARGS` (more `cvo validate` flags, split on white space).
+//! as the runner passes them, in `INPUT_*` environment variables: `INPUT_RELEASE` (required),
+//! `INPUT_PREVIOUS`, `INPUT_FORMAT` (default `github`) and `INPUT_ARGS` (more `cvo validate`
+//! flags, split on white space).
 //!
 //! It always prints the findings as workflow commands, which the runner turns into
 //! annotations. With `format: sarif` it also writes them as SARIF to
