@@ -53,13 +53,16 @@ pub fn apply(
     out
 }
 
+/// Where a suppression is written: the file and the YAML document in it.
+type Place = (PathBuf, Option<usize>);
+
 /// How much of each suppression of one reading of a release (one cluster profile) matched a
 /// finding: the input of [`stale`].
 #[derive(Clone, Debug)]
 pub struct Usage {
     /// Per annotated document (file, document): the finding a stale suppression is reported
     /// as (its place and object), and the rules it names that matched nothing there.
-    unused: Vec<((PathBuf, Option<usize>), Diagnostic, BTreeSet<&'static str>)>,
+    unused: Vec<(Place, Diagnostic, BTreeSet<&'static str>)>,
 }
 
 /// [`apply`] without the stale suppressions: the findings with the suppressed ones turned
@@ -71,7 +74,7 @@ pub fn check(
     levels: &RuleLevels,
 ) -> (Vec<Diagnostic>, Usage) {
     let mut problems = Vec::new();
-    let mut by_place: HashMap<(PathBuf, Option<usize>), Suppression> = HashMap::new();
+    let mut by_place: HashMap<Place, Suppression> = HashMap::new();
     for manifest in &release.manifests {
         let Some(value) = annotation(manifest, IGNORE) else {
             continue;
@@ -157,8 +160,7 @@ pub fn check(
             d
         })
         .collect();
-    let mut suppressions: Vec<(&(PathBuf, Option<usize>), &Suppression)> =
-        by_place.iter().collect();
+    let mut suppressions: Vec<(&Place, &Suppression)> = by_place.iter().collect();
     suppressions.sort_by_key(|(place, _)| *place);
     let unused = suppressions
         .into_iter()
@@ -182,8 +184,7 @@ pub fn check(
 /// a suppression is stale for a rule only when it matched no finding of that rule in any
 /// profile its object is part of (a finding reported in one profile only is still matched).
 pub fn stale(usages: &[Usage], levels: &RuleLevels) -> Vec<Diagnostic> {
-    let mut merged: BTreeMap<&(PathBuf, Option<usize>), (&Diagnostic, BTreeSet<&'static str>)> =
-        BTreeMap::new();
+    let mut merged: BTreeMap<&Place, (&Diagnostic, BTreeSet<&'static str>)> = BTreeMap::new();
     for usage in usages {
         for (place, at, unused) in &usage.unused {
             merged
