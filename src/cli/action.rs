@@ -1,21 +1,25 @@
 //! `cvo github-action`: the entrypoint of the GitHub Action (`action.yml`, a Docker action on
-//! the project's image), which reads its inputs as the runner passes them, in `INPUT_*`
-//! environment variables: `INPUT_RELEASE` (required), `INPUT_PREVIOUS`, `INPUT_FORMAT`
-//! (default `github`) and `INPUT_ARGS` (more `cvo validate` flags, split on white space).
+//! `action.Dockerfile`'s image, which runs as root as GitHub requires), which reads its inputs
+//! as the runner passes them, in `INPUT_*` environment variables: `INPUT_RELEASE` (required),
+//! `INPUT_PREVIOUS`, `INPUT_FORMAT` (default `github`) and `INPUT_ARGS` (more `cvo validate`
+//! flags, split on white space).
 //!
 //! It always prints the findings as workflow commands, which the runner turns into
 //! annotations. With `format: sarif` it also writes them as SARIF to
 //! `$GITHUB_WORKSPACE/cvo-results.sarif` and sets the step output `sarif-file` (in
 //! `$GITHUB_OUTPUT`) for `github/codeql-action/upload-sarif`; with another format it also
-//! prints the report in that format. The exit code is `cvo validate`'s.
+//! prints the report in that format. The release is validated once and rendered in each
+//! format. The exit code is `cvo validate`'s.
 
 use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::{Args, Parser as _};
 
+use super::validate::Validated;
 use super::{Cli, CliError, Command, GlobalArgs};
 use crate::exit::Exit;
+use crate::validate::Format;
 
 /// The SARIF file written with `format: sarif`, in the workspace.
 pub const SARIF_FILE: &str = "cvo-results.sarif";
@@ -30,15 +34,10 @@ fn input(name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-/// `cvo validate` with `args` and `--format FORMAT`: its output and exit.
-fn validate(
-    global: &GlobalArgs,
-    args: &[String],
-    format: &str,
-) -> Result<(String, Exit), CliError> {
+/// `cvo validate` with `args`, validated once whatever the formats it is rendered in.
+fn validate(global: &GlobalArgs, args: &[String]) -> Result<Validated, CliError> {
     let mut argv = vec!["cvo".to_owned(), "validate".to_owned()];
     argv.extend(args.iter().cloned());
-    argv.extend(["--format".to_owned(), format.to_owned()]);
     let cli = Cli::try_parse_from(argv).map_err(|e| {
         CliError::usage(format_args!(
             "the action's inputs: {}",
@@ -48,7 +47,7 @@ fn validate(
     let Command::Validate(args) = cli.command else {
         unreachable!("parsed as validate")
     };
-    super::validate::report(global, args)
+    super::validate::validated(global, args)
 }
 
 pub fn run(global: &GlobalArgs, _: &ActionArgs) -> Result<Exit, CliError> {
@@ -63,12 +62,23 @@ pub fn run(global: &GlobalArgs, _: &ActionArgs) -> Result<Exit, CliError> {
         args.extend(more.split_whitespace().map(str::to_owned));
     }
     let format = input("FORMAT").unwrap_or_else(|| "github".to_owned());
-    let (annotations, exit) = validate(global, &args, "github")?;
-    super::print_stdout(&annotations)?;
-    match format.as_str() {
-        "github" => {}
-        "sarif" => {
-            let (sarif, _) = validate(global, &args, "sarif")?;
+    let format = <Format as clap::ValueEnum>::from_str(&format, false).map_err(|_| {
+        CliError::usage(format_args!(
+            "the action's input `format` is {format:?}: use github, sarif, text, json, junit or gitlab"
+        ))
+    })?;
+    let findings = match validate(global, &args)? {
+        Validated::Config(settings) => {
+            super::print_stdout(&settings)?;
+            return Ok(Exit::Success);
+        }
+        Validated::Findings(findings) => findings,
+    };
+    super::print_stdout(&findings.render(Format::Github))?;
+    match format {
+        Format::Github => {}
+        Format::Sarif => {
+            let sarif = findings.render(Format::Sarif);
             let workspace = std::env::var_os("GITHUB_WORKSPACE")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("."));
@@ -94,10 +104,7 @@ pub fn run(global: &GlobalArgs, _: &ActionArgs) -> Result<Exit, CliError> {
                     })?;
             }
         }
-        other => {
-            let (out, _) = validate(global, &args, other)?;
-            super::print_stdout(&out)?;
-        }
+        other => super::print_stdout(&findings.render(other))?,
     }
-    Ok(exit)
+    Ok(findings.exit())
 }

@@ -148,9 +148,10 @@ pub struct ReleaseArgs {
     /// default (validate checks each profile the release uses).
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
-    /// Drop manifests whose release.openshift.io/feature-set does not list NAME.
-    #[arg(long, value_name = "NAME", default_value = "Default")]
-    pub feature_set: String,
+    /// Drop manifests whose release.openshift.io/feature-set does not list NAME [default:
+    /// Default].
+    #[arg(long, value_name = "NAME")]
+    pub feature_set: Option<String>,
     /// Drop manifests with exclude.release.openshift.io/ID: "true" (repeatable).
     #[arg(long, value_name = "ID")]
     pub exclude: Vec<String>,
@@ -270,6 +271,13 @@ fn block_on<F: std::future::Future>(f: F) -> Result<F::Output, CliError> {
 }
 
 impl ReleaseArgs {
+    /// The feature set manifests are kept for: `--feature-set`, else `Default`.
+    pub fn feature_set(&self) -> &str {
+        self.feature_set
+            .as_deref()
+            .unwrap_or(crate::release::DEFAULT_FEATURE_SET)
+    }
+
     /// The size caps of these flags.
     pub fn caps(&self) -> crate::oci::Caps {
         crate::oci::Caps {
@@ -435,7 +443,7 @@ impl ReleaseArgs {
         LoadOptions {
             filters: Filters {
                 profile: profile.map(str::to_owned),
-                feature_set: self.feature_set.clone(),
+                feature_set: self.feature_set().to_owned(),
                 exclude: self.exclude.clone(),
                 major_version: self.major_version,
             },

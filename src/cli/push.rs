@@ -1,5 +1,6 @@
 //! `cvo push --release DIR TARGET`: validate a release directory (errors refuse the push, as
-//! `cvo validate` reports them), then push it as cvo's OCI artifact to
+//! `cvo validate` reports them, with the rule levels of the same `.cvo.yaml` or `--config`
+//! and the release's suppressions), then push it as cvo's OCI artifact to
 //! `oci://HOST[:PORT]/REPO:TAG` or write it into `oci-layout:PATH:TAG`. Prints
 //! `REPO:TAG@sha256:…` (`-o json`: `{"repository","tag","digest"}`). With `--sign-key KEY.pem`
 //! it then signs that digest in cosign's format (the tag `sha256-HEX.sig` beside it) and prints
@@ -36,6 +37,10 @@ pub struct PushArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// Take the rule levels of the validation from this file instead of the first .cvo.yaml
+    /// found from the release directory upwards to the repository root (as `cvo validate`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: &PushArgs) -> Result<Exit, CliError> {
@@ -69,7 +74,10 @@ pub fn run(args: &PushArgs) -> Result<Exit, CliError> {
         }
         return print(&pushed, args.output);
     }
-    let diagnostics = super::validate::findings(&args.release, None)?;
+    // The rule levels of the release's config file, as `cvo validate` reads them.
+    let config = super::validate::config_for(&args.release.release, args.config.as_deref())?;
+    let (levels, _) = config.levels(&[]);
+    let diagnostics = super::validate::findings(&args.release, &levels)?;
     let summary = Summary::of(&diagnostics);
     if summary.has_errors() {
         let cwd = std::env::current_dir().ok();

@@ -197,7 +197,7 @@ impl RbacArgs {
             self_deployment: self.self_deployment.clone(),
             operand_cleanup: owned_crds,
             profiles,
-            feature_set: self.release.feature_set.clone(),
+            feature_set: self.release.feature_set().to_owned(),
         }
     }
 }

@@ -7,6 +7,9 @@
 //! its own (a release holds per-profile twins of one object, which only clash when profiles
 //! are mixed); a finding made in only some profiles names them.
 //!
+//! Settings not given on the command line come from `.cvo.yaml` (see `validate_config`),
+//! found from the release directory upwards, or from the current directory for an OCI release.
+//!
 //! With `--live`, every CRD is read from the cluster (`--kubeconfig`, `--context`): the CRD
 //! rules check the release against their `status.storedVersions` and, without `--previous`,
 //! compare the release's CRDs with them as OLM v1's preflight does; a cluster that cannot be
@@ -21,7 +24,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::validate_config::{Config, Sourced};
+use super::validate_config::{Config, SearchFrom, Sourced};
 use super::{CliError, GlobalArgs, ReleaseArgs};
 use crate::diagnostic::Diagnostic;
 use crate::exit::Exit;
@@ -68,20 +71,42 @@ pub fn run(global: &GlobalArgs, args: ValidateArgs) -> Result<Exit, CliError> {
 }
 
 /// What [`run`] prints, and how it ends.
-pub(super) fn report(
+pub(super) fn report(global: &GlobalArgs, args: ValidateArgs) -> Result<(String, Exit), CliError> {
+    let format = args.format;
+    Ok(match validated(global, args)? {
+        Validated::Config(settings) => (settings, Exit::Success),
+        Validated::Findings(findings) => (findings.render(format), findings.exit()),
+    })
+}
+
+/// What `cvo validate` with some arguments comes to, before it is rendered.
+pub(super) enum Validated {
+    /// `--print-config`: the effective settings, printed instead of validating.
+    Config(String),
+    /// The release's findings, which render in any format.
+    Findings(Findings),
+}
+
+/// The findings of one validation of a release: rendered in one format or several
+/// ([`Findings::render`]) without validating again.
+pub(super) struct Findings {
+    diagnostics: Vec<Diagnostic>,
+    left_out: Vec<LeftOut>,
+    /// The release was an OCI artifact: its files are named inside it.
+    from_oci: bool,
+}
+
+/// Loads and validates the release `args` name (with the config file's settings where the
+/// command line gives none), once; `args.format` is not used.
+pub(super) fn validated(
     global: &GlobalArgs,
     mut args: ValidateArgs,
-) -> Result<(String, Exit), CliError> {
-    let release_dir = crate::oci::Source::parse(&args.release.release)
-        .ok()
-        .flatten()
-        .is_none()
-        .then(|| PathBuf::from(&args.release.release));
-    let config = Config::find(args.config.as_deref(), release_dir.as_deref())?;
+) -> Result<Validated, CliError> {
+    let config = config_of(&args)?;
     let settings = Settings::resolve(&mut args, &config);
     let (levels, level_sources) = config.levels(&args.rules);
     if args.print_config {
-        return Ok((settings.print(&levels, &level_sources), Exit::Success));
+        return Ok(Validated::Config(settings.print(&levels, &level_sources)));
     }
     let live = if args.live {
         Some(read_live_crds(global)?)
@@ -96,7 +121,7 @@ pub(super) fn report(
     )?;
     // Every format names the files of an OCI release inside the artifact, not in its
     // temporary directory.
-    let base = match args.release.origin() {
+    let from_oci = match args.release.origin() {
         Some(opened) => {
             let root = opened.dir();
             for d in &mut diagnostics {
@@ -104,28 +129,74 @@ pub(super) fn report(
                     d.location.file = rel.to_path_buf();
                 }
             }
-            None
+            true
         }
-        // GitHub annotations and GitLab reports name files from the repository root; SARIF
-        // URIs are relative to the current directory, as before.
-        None => std::env::current_dir().ok().map(|cwd| match args.format {
-            Format::Github | Format::Gitlab => {
+        None => false,
+    };
+    Ok(Validated::Findings(Findings {
+        diagnostics,
+        left_out,
+        from_oci,
+    }))
+}
+
+impl Findings {
+    /// The report in `format`.
+    pub(super) fn render(&self, format: Format) -> String {
+        let cwd = if self.from_oci {
+            None
+        } else {
+            std::env::current_dir().ok()
+        };
+        match (cwd, format) {
+            // GitHub annotations and GitLab reports name files from the repository root.
+            (Some(cwd), Format::Github | Format::Gitlab) => {
+                let mut diagnostics = self.diagnostics.clone();
                 for d in &mut diagnostics {
                     d.location.file = cwd.join(&d.location.file);
                 }
-                repository_root(&cwd).unwrap_or(cwd)
+                let root = repository_root(&cwd).unwrap_or(cwd);
+                validate::report::render_report(format, &diagnostics, &self.left_out, Some(&root))
             }
-            _ => cwd,
-        }),
-    };
-    let out =
-        validate::report::render_report(args.format, &diagnostics, &left_out, base.as_deref());
-    let exit = if Summary::of(&diagnostics).has_errors() {
-        Exit::Failed
+            // SARIF URIs are relative to the current directory.
+            (cwd, _) => validate::report::render_report(
+                format,
+                &self.diagnostics,
+                &self.left_out,
+                cwd.as_deref(),
+            ),
+        }
+    }
+
+    /// How the command ends: failed when there are errors.
+    pub(super) fn exit(&self) -> Exit {
+        if Summary::of(&self.diagnostics).has_errors() {
+            Exit::Failed
+        } else {
+            Exit::Success
+        }
+    }
+}
+
+/// The config file of `cvo validate ARGS`: [`config_for`] its release and `--config`.
+fn config_of(args: &ValidateArgs) -> Result<Config, CliError> {
+    config_for(&args.release.release, args.config.as_deref())
+}
+
+/// The config file of the release `release` (as `--release` gives it): `explicit`, else the
+/// first `.cvo.yaml` from the release directory upwards, or from the current directory for an
+/// OCI release; `cvo push` reads the same one.
+pub(super) fn config_for(
+    release: &str,
+    explicit: Option<&std::path::Path>,
+) -> Result<Config, CliError> {
+    let oci = crate::oci::Source::parse(release).ok().flatten().is_some();
+    let start = if oci {
+        SearchFrom::CurrentDir
     } else {
-        Exit::Success
+        SearchFrom::ReleaseDir(std::path::Path::new(release))
     };
-    Ok((out, exit))
+    Config::find(explicit, start)
 }
 
 /// The repository `dir` lies in: the nearest ancestor (or `dir` itself) that holds `.git`.
@@ -135,13 +206,13 @@ fn repository_root(dir: &std::path::Path) -> Option<PathBuf> {
         .map(std::path::Path::to_path_buf)
 }
 
-/// What `cvo validate` finds in the release of `release` (each profile it uses on its own),
-/// against `previous` when given; also the check `cvo push` runs first.
+/// What `cvo validate` finds in the release of `release` (each profile it uses on its own)
+/// with the rules at `levels` (suppressions applied): the check `cvo push` runs first.
 pub(super) fn findings(
     release: &ReleaseArgs,
-    previous: Option<&std::path::Path>,
+    levels: &RuleLevels,
 ) -> Result<Vec<Diagnostic>, CliError> {
-    check(release, previous, None, &RuleLevels::default()).map(|(diagnostics, _)| diagnostics)
+    check(release, None, None, levels).map(|(diagnostics, _)| diagnostics)
 }
 
 /// [`findings`] with the rules at `levels` (and the cluster's CRDs with
@@ -163,6 +234,7 @@ fn check(
     };
     let mut runs = Vec::with_capacity(each.selections.len());
     let mut left_out = Vec::with_capacity(each.selections.len());
+    let mut usages = Vec::with_capacity(each.selections.len());
     for profile in &each.selections {
         let loaded = release.select(&each.read, profile.as_deref())?;
         left_out.push(LeftOut::with_default_capabilities(
@@ -173,7 +245,9 @@ fn check(
             .as_ref()
             .map(|p| p.select(&release.options_in(profile.as_deref()).filters));
         let found = validate::validate_with_live(&loaded, previous.as_ref(), live);
-        let found = validate::report_at_levels(&loaded, found, levels, previous.as_ref(), live);
+        let (found, usage) =
+            validate::report_at_levels(&loaded, found, levels, (previous.as_ref(), live));
+        usages.push(usage);
         runs.push((profile.clone(), found));
     }
     if runs.len() > 1 {
@@ -183,7 +257,11 @@ fn check(
             profiles.join(", ")
         );
     }
-    Ok((merge_profiles(runs), left_out))
+    // A suppression is stale only when it matched nothing in every profile.
+    let mut found = merge_profiles(runs);
+    found.extend(validate::suppression::stale(&usages, levels));
+    validate::sort(&mut found);
+    Ok((found, left_out))
 }
 
 /// Every CRD on the cluster, as served (read as raw JSON, so that it compares with a
@@ -289,17 +367,11 @@ impl Settings {
     /// Fills what the command line left unset from `config` (into `args`), and says where each
     /// setting came from.
     fn resolve(args: &mut ValidateArgs, config: &Config) -> Settings {
-        let feature_set_given = feature_set_on_command_line();
         let profile = layered(&mut args.release.profile, config.profile.as_ref());
-        let feature_set = match (&config.feature_set, feature_set_given) {
-            (Some(c), false) => {
-                args.release.feature_set = c.value.clone();
-                c.clone()
-            }
-            (_, given) => Sourced {
-                value: args.release.feature_set.clone(),
-                source: if given { COMMAND_LINE } else { DEFAULT }.into(),
-            },
+        let feature_set = layered(&mut args.release.feature_set, config.feature_set.as_ref());
+        let feature_set = Sourced {
+            value: args.release.feature_set().to_owned(),
+            source: feature_set.source,
         };
         let exclude = match (args.release.exclude.is_empty(), &config.exclude) {
             (true, Some(c)) => {
@@ -397,18 +469,4 @@ fn layered<T: Clone>(flag: &mut Option<T>, config: Option<&Sourced<T>>) -> Sourc
             source: DEFAULT.into(),
         },
     }
-}
-
-/// Whether `--feature-set` was written on this process's command line (its value otherwise
-/// is clap's default, which the config file may replace).
-fn feature_set_on_command_line() -> bool {
-    use clap::CommandFactory as _;
-    super::Cli::command()
-        .try_get_matches_from(std::env::args_os())
-        .ok()
-        .and_then(|m| {
-            m.subcommand_matches("validate")
-                .and_then(|v| v.value_source("feature_set"))
-        })
-        .is_some_and(|s| s == clap::parser::ValueSource::CommandLine)
 }

@@ -2,8 +2,9 @@
 //! `--profile`, `--feature-set`, `--exclude` and `--previous` — and where each effective
 //! setting came from (`--print-config`).
 //!
-//! The file is the first `.cvo.yaml` found from the release directory upwards, stopping at the
-//! repository root (the directory holding `.git`), or the one `--config FILE` names. Flags
+//! The file is the first `.cvo.yaml` found from the release directory upwards (from the current
+//! directory when `--release` is an OCI artifact), stopping at the repository root (the
+//! directory holding `.git`), or the one `--config FILE` names. Flags
 //! given on the command line override it; `--rule` adds to (and overrides) its `rules:`.
 //! An unknown key, rule id or level is an error naming the file and the line.
 //!
@@ -64,19 +65,23 @@ pub struct Config {
 }
 
 impl Config {
-    /// The config of a release at `release_dir`: `explicit` when given, else the first
-    /// [`FILE_NAME`] from `release_dir` upwards to the repository root, else none.
-    pub fn find(explicit: Option<&Path>, release_dir: Option<&Path>) -> Result<Config, CliError> {
+    /// The config of a release: `explicit` when given, else the first [`FILE_NAME`] from
+    /// `start` upwards to the repository root, else none.
+    pub fn find(explicit: Option<&Path>, start: SearchFrom<'_>) -> Result<Config, CliError> {
         if let Some(file) = explicit {
             return Config::read(file);
         }
-        let Some(start) = release_dir.and_then(|d| std::path::absolute(d).ok()) else {
+        let from = match start {
+            SearchFrom::ReleaseDir(dir) => std::path::absolute(dir),
+            SearchFrom::CurrentDir => std::env::current_dir(),
+        };
+        let Ok(from) = from else {
             return Ok(Config::default());
         };
-        for dir in start.ancestors() {
+        for dir in from.ancestors() {
             let candidate = dir.join(FILE_NAME);
             if candidate.is_file() {
-                return Config::read(&candidate);
+                return Config::read_as(&candidate, Some((start, &from)));
             }
             if dir.join(".git").exists() {
                 break;
@@ -85,14 +90,21 @@ impl Config {
         Ok(Config::default())
     }
 
-    /// Reads and checks `file`.
+    /// Reads and checks `file`, named with `--config`.
     pub fn read(file: &Path) -> Result<Config, CliError> {
+        Config::read_as(file, None)
+    }
+
+    /// Reads and checks `file`: named with `--config`, or found from a directory upwards
+    /// (`found_from`: where the search started, as what; its errors say so).
+    fn read_as(
+        file: &Path,
+        found_from: Option<(SearchFrom<'_>, &Path)>,
+    ) -> Result<Config, CliError> {
         let shown = file.display();
-        let fail = |why: String| {
-            CliError::usage(format_args!(
-                "config file {shown}: {why}; fix the path given to --config or the file"
-            ))
-        };
+        let what_to_do = what_to_do(found_from);
+        let fail =
+            |why: String| CliError::usage(format_args!("config file {shown}: {why}; {what_to_do}"));
         let size = std::fs::metadata(file)
             .map_err(|e| fail(format!("cannot read it: {e}")))?
             .len();
@@ -103,7 +115,7 @@ impl Config {
         }
         let text =
             std::fs::read_to_string(file).map_err(|e| fail(format!("cannot read it: {e}")))?;
-        Config::parse(file, &text)
+        Config::parse(file, &text).map_err(|e| CliError::usage(format_args!("{e}; {what_to_do}")))
     }
 
     fn parse(file: &Path, text: &str) -> Result<Config, CliError> {
@@ -196,6 +208,34 @@ impl Config {
         }
         (levels, sources)
     }
+}
+
+/// What to do about a config file that cannot be used: one named with `--config` or one found
+/// from a directory upwards.
+fn what_to_do(found_from: Option<(SearchFrom<'_>, &Path)>) -> String {
+    let whence = match found_from {
+        None => return "fix the file, or the path given to --config".to_owned(),
+        Some((SearchFrom::ReleaseDir(_), dir)) => {
+            format!("the release directory {}", dir.display())
+        }
+        Some((SearchFrom::CurrentDir, dir)) => format!(
+            "the current directory {} (the release is an OCI artifact)",
+            dir.display()
+        ),
+    };
+    format!(
+        "the file was found from {whence} upwards (the first {FILE_NAME} up to the repository root): fix it, or name another with --config"
+    )
+}
+
+/// Where the search for [`FILE_NAME`] starts.
+#[derive(Clone, Copy, Debug)]
+pub enum SearchFrom<'a> {
+    /// A release directory (`--release DIR`).
+    ReleaseDir(&'a Path),
+    /// The current directory: the release is an OCI artifact, whose files have no place in
+    /// the repository.
+    CurrentDir,
 }
 
 /// The parser's message without its position prefix and source excerpt.

@@ -2,8 +2,11 @@
 //! that holds one of FILE — the entry of the pre-commit hooks (`.pre-commit-hooks.yaml`), which
 //! pass the changed files.
 //!
-//! A file's release directory is its parent, or the payload root when the parent is a
-//! payload's `manifests/` or `release-manifests/`. Files whose name starts with a dot
+//! A file's release directory is the nearest directory, from its own upwards to the
+//! repository root, that holds a release (a `0000_*` manifest, `release-metadata`, or a
+//! payload's `manifests/` or `release-manifests/`) — the payload root for a file in those —
+//! else its own directory: a changed file in a sub-directory the release ignores
+//! (`subdirectory-ignored`) validates the release. Files whose name starts with a dot
 //! (`.cvo.yaml`, `.pre-commit-config.yaml`) and files that are not YAML or JSON select nothing.
 //! Each directory is validated once, in the order first named, with the flags given (which
 //! may not include `--release`); the exit code is the worst of them.
@@ -26,7 +29,10 @@ pub struct ValidateFilesArgs {
     pub args: Vec<String>,
 }
 
-/// The release directory of `file`, or `None` for a file that selects none.
+/// The release directory of `file`, or `None` for a file that selects none: the nearest
+/// directory, from the file's own upwards to the repository root (the directory holding
+/// `.git`), that is a payload's `manifests/` or `release-manifests/` (then the payload root),
+/// or holds a release ([`holds_release`]); the file's own directory when none is.
 fn release_dir(file: &Path) -> Option<PathBuf> {
     let name = file.file_name()?.to_str()?;
     let ext = Path::new(name).extension().and_then(|e| e.to_str());
@@ -37,14 +43,50 @@ fn release_dir(file: &Path) -> Option<PathBuf> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let payload = matches!(
-        parent.file_name().and_then(|n| n.to_str()),
-        Some("manifests" | "release-manifests")
-    );
-    Some(match parent.parent() {
-        Some(root) if payload && !root.as_os_str().is_empty() => root.to_path_buf(),
-        Some(_) if payload => PathBuf::from("."),
-        _ => parent.to_path_buf(),
+    let shown = |d: &Path| {
+        if d.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            d.to_path_buf()
+        }
+    };
+    for dir in parent.ancestors() {
+        let payload = matches!(
+            dir.file_name().and_then(|n| n.to_str()),
+            Some("manifests" | "release-manifests")
+        );
+        if payload {
+            return Some(shown(dir.parent().unwrap_or(Path::new(""))));
+        }
+        let dir = shown(dir);
+        if holds_release(&dir) {
+            return Some(dir);
+        }
+        if dir.join(".git").exists() {
+            break;
+        }
+    }
+    Some(parent.to_path_buf())
+}
+
+/// Whether `dir` is a release: it holds a `0000_*` manifest, a `release-metadata` file, or a
+/// payload's `manifests/` or `release-manifests/`.
+fn holds_release(dir: &Path) -> bool {
+    if dir.join("manifests").is_dir()
+        || dir.join("release-manifests").is_dir()
+        || dir.join("release-metadata").is_file()
+    {
+        return true;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        name.starts_with("0000_")
+            && [".yaml", ".yml", ".json"].iter().any(|x| name.ends_with(x))
+            && e.file_type().is_ok_and(|t| t.is_file())
     })
 }
 
@@ -138,13 +180,37 @@ mod tests {
 
     #[test]
     fn release_directories_of_files() {
-        let dir = |f: &str| release_dir(Path::new(f));
-        assert_eq!(dir("rel/0000_50_a.yaml"), Some("rel".into()));
-        assert_eq!(dir("0000_50_a.yaml"), Some(".".into()));
-        assert_eq!(dir("p/manifests/0000_50_a.yaml"), Some("p".into()));
+        let repo = tempfile::tempdir().unwrap();
+        let at = |p: &str| repo.path().join(p);
+        for d in [
+            ".git",
+            "rel/sub/deeper",
+            "p/manifests/sub",
+            "p/release-manifests",
+            "plain",
+        ] {
+            std::fs::create_dir_all(at(d)).unwrap();
+        }
+        for f in [
+            "rel/0000_50_a.yaml",
+            "p/manifests/0000_50_a.yaml",
+            "plain/x.yaml",
+        ] {
+            std::fs::write(at(f), "").unwrap();
+        }
+        let dir = |f: &str| release_dir(&at(f));
+        assert_eq!(dir("rel/0000_50_a.yaml"), Some(at("rel")));
+        // A file in a sub-directory (which the release ignores) belongs to the release.
+        assert_eq!(dir("rel/sub/x.yaml"), Some(at("rel")));
+        assert_eq!(dir("rel/sub/deeper/x.yaml"), Some(at("rel")));
+        assert_eq!(dir("p/manifests/0000_50_a.yaml"), Some(at("p")));
+        assert_eq!(dir("p/manifests/sub/x.yaml"), Some(at("p")));
         assert_eq!(dir("p/release-manifests/image-references"), None);
-        assert_eq!(dir("manifests/a.json"), Some(".".into()));
+        // A directory with no release up to the repository root: its own.
+        assert_eq!(dir("plain/x.yaml"), Some(at("plain")));
         assert_eq!(dir("rel/.cvo.yaml"), None);
         assert_eq!(dir("rel/README.md"), None);
+        // Relative paths stay relative; "." is the current directory.
+        assert_eq!(release_dir(Path::new("manifests/a.json")), Some(".".into()));
     }
 }

@@ -79,20 +79,22 @@ pub fn validate_with_live(
     out
 }
 
-/// What a report shows of `found` (the findings of [`validate_with_live`] for `release`):
-/// the findings at `levels`, with suppressions (`validate.cvo.io/ignore`) and the changes each
-/// CRD allows (`release.cvo.io/allow-crd-changes`) turned into notes, after the levels, so
-/// that a level set for a rule does not undo a reviewed exception. `previous` and `live` as
-/// given to [`validate_with_live`].
+/// What a report shows of `found` (the findings of [`validate_with_live`] for `release`,
+/// read in one cluster profile): the findings at `levels`, with suppressions
+/// (`validate.cvo.io/ignore`) and the changes each CRD allows
+/// (`release.cvo.io/allow-crd-changes`) turned into notes, after the levels, so that a level
+/// set for a rule does not undo a reviewed exception; and what each suppression matched, for
+/// [`suppression::stale`] once every profile has been read. `previous` and `live` as given to
+/// [`validate_with_live`].
 pub fn report_at_levels(
     release: &Release,
     found: Vec<Diagnostic>,
     levels: &RuleLevels,
-    previous: Option<&Release>,
-    live: Option<&LiveCrds>,
-) -> Vec<Diagnostic> {
-    let found = suppression::apply(release, levels.apply(found), levels);
-    crd::allow(release, found, levels, previous, live)
+    compared_with: (Option<&Release>, Option<&LiveCrds>),
+) -> (Vec<Diagnostic>, suppression::Usage) {
+    let (found, mut usage) = suppression::check(release, levels.apply(found), levels);
+    let found = crd::allow(release, found, levels, compared_with, &mut usage);
+    (found, usage)
 }
 
 /// Sorts findings by file, line, rule (then document and message, for total determinism).

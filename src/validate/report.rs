@@ -287,12 +287,19 @@ pub fn sarif_uri(file: &Path, base: Option<&Path>) -> String {
     }
 }
 
-/// `file` relative to `base` when it lies below it (else as it is), with forward slashes and
+/// `file` relative to `base` when it lies below it (else as it is), both with their `.` and
+/// `..` components resolved lexically ([`lexically_normal`]), with forward slashes and
 /// escaped as [`crate::diagnostic::escaped_path`] does, not percent-encoded: the path GitHub
 /// annotations and GitLab's code-quality report match against the repository's files.
 pub fn relative_path(file: &Path, base: Option<&Path>) -> String {
+    let file = lexically_normal(file);
     let relative = match base {
-        Some(base) if file.is_absolute() => file.strip_prefix(base).unwrap_or(file),
+        Some(base) if file.is_absolute() => {
+            let base = lexically_normal(base);
+            file.strip_prefix(&base)
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|_| file.clone())
+        }
         _ => file,
     };
     let parts: Vec<String> = relative
@@ -311,6 +318,30 @@ pub fn relative_path(file: &Path, base: Option<&Path>) -> String {
     }
 }
 
+/// `path` with `.` components dropped and each `..` taking out the component before it, without
+/// reading the file system (`/repo/sub/../rel` is `/repo/rel`); a relative path keeps the
+/// `..` that lead out of it, an absolute one never goes above its root.
+pub fn lexically_normal(path: &Path) -> std::path::PathBuf {
+    let mut out: Vec<Component> = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => match out.last() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(c),
+            },
+            other => out.push(other),
+        }
+    }
+    if out.is_empty() {
+        return std::path::PathBuf::from(".");
+    }
+    out.iter().collect()
+}
+
 /// Percent-encodes what may not appear in a URI path segment.
 fn encode(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len());
@@ -327,6 +358,29 @@ fn encode(segment: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_are_normalised_lexically_before_they_are_made_relative() {
+        let root = Some(Path::new("/repo"));
+        assert_eq!(
+            relative_path(Path::new("/repo/sub/../x/./rel/a.yaml"), root),
+            "x/rel/a.yaml"
+        );
+        assert_eq!(
+            relative_path(Path::new("/repo/./rel/a.yaml"), Some(Path::new("/repo/."))),
+            "rel/a.yaml"
+        );
+        assert_eq!(
+            relative_path(Path::new("/repo/../other/a.yaml"), root),
+            "/other/a.yaml"
+        );
+        assert_eq!(
+            lexically_normal(Path::new("../a/./b/../c")),
+            Path::new("../a/c")
+        );
+        assert_eq!(lexically_normal(Path::new("/../a")), Path::new("/a"));
+        assert_eq!(lexically_normal(Path::new("a/..")), Path::new("."));
+    }
     use crate::diagnostic::Location;
     use crate::release::ObjectId;
 

@@ -6,9 +6,11 @@
 //! and is an `invalid-suppression` error; one that matches no finding is a
 //! `stale-suppression` warning (the problem was fixed, or the rule never fired there), so
 //! suppressions do not outlive their reason. A suppression of a rule that is off matches
-//! nothing and is not stale: nothing could be checked.
+//! nothing and is not stale: nothing could be checked. A release read in several cluster
+//! profiles has its suppressions judged over all of them ([`check`] per profile, then
+//! [`stale`]): one matched in any profile is not stale.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
 use crate::diagnostic::{Diagnostic, Severity, excerpt};
@@ -45,8 +47,51 @@ pub fn apply(
     diagnostics: Vec<Diagnostic>,
     levels: &RuleLevels,
 ) -> Vec<Diagnostic> {
+    let (mut out, used) = check(release, diagnostics, levels);
+    out.extend(stale(&[used], levels));
+    super::sort(&mut out);
+    out
+}
+
+/// Where a suppression is written: the file and the YAML document in it.
+type Place = (PathBuf, Option<usize>);
+
+/// How much of each suppression of one reading of a release (one cluster profile) matched a
+/// finding: the input of [`stale`]. Suppressions are `validate.cvo.io/ignore` and a CRD's
+/// `release.cvo.io/allow-crd-changes` ([`super::ALLOW_ANNOTATION`]).
+#[derive(Clone, Debug, Default)]
+pub struct Usage {
+    /// Per annotation of an annotated document (file, document, annotation key): the finding
+    /// a stale suppression is reported as (its place and object), and the rules it names
+    /// that matched nothing there.
+    unused: Vec<((Place, &'static str), Diagnostic, BTreeSet<&'static str>)>,
+}
+
+impl Usage {
+    /// Records that `annotation` of `manifest` named `unused` and they matched nothing; `at`
+    /// is the finding a stale suppression is reported as.
+    pub fn record(
+        &mut self,
+        manifest: &Manifest,
+        annotation: &'static str,
+        at: Diagnostic,
+        unused: BTreeSet<&'static str>,
+    ) {
+        let place = (manifest.location.file.clone(), manifest.location.document);
+        self.unused.push(((place, annotation), at, unused));
+    }
+}
+
+/// [`apply`] without the stale suppressions: the findings with the suppressed ones turned
+/// into notes and the invalid suppressions, and what each suppression matched, so that
+/// readings of one release in several profiles can be judged together ([`stale`]).
+pub fn check(
+    release: &Release,
+    diagnostics: Vec<Diagnostic>,
+    levels: &RuleLevels,
+) -> (Vec<Diagnostic>, Usage) {
     let mut problems = Vec::new();
-    let mut by_place: HashMap<(PathBuf, Option<usize>), Suppression> = HashMap::new();
+    let mut by_place: HashMap<Place, Suppression> = HashMap::new();
     for manifest in &release.manifests {
         let Some(value) = annotation(manifest, IGNORE) else {
             continue;
@@ -132,37 +177,72 @@ pub fn apply(
             d
         })
         .collect();
-    let mut stale: Vec<&Suppression> = by_place.values().collect();
-    stale.sort_by_key(|s| (&s.manifest.location.file, s.manifest.location.document));
-    for s in stale {
-        let unused: Vec<&str> = s
-            .rules
-            .iter()
-            .copied()
-            .filter(|r| !s.used.contains(r) && levels.level(r) != Some(Level::Off))
-            .collect();
-        if !unused.is_empty() {
-            problems.push(super::finding(
-                STALE_SUPPRESSION,
-                s.manifest,
-                format!(
-                    "`{IGNORE}` suppresses {} but no such finding is reported about this object",
-                    unused
-                        .iter()
-                        .map(|r| format!("`{r}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                format!(
-                    "remove {} from `{IGNORE}` (and the annotations when nothing is left)",
-                    unused.join(", ")
-                ),
-            ));
-        }
-    }
+    let mut suppressions: Vec<(&Place, &Suppression)> = by_place.iter().collect();
+    suppressions.sort_by_key(|(place, _)| *place);
+    let unused = suppressions
+        .into_iter()
+        .map(|(place, s)| {
+            let unused: BTreeSet<&'static str> = s
+                .rules
+                .iter()
+                .copied()
+                .filter(|r| !s.used.contains(r) && levels.level(r) != Some(Level::Off))
+                .collect();
+            let at = super::finding(STALE_SUPPRESSION, s.manifest, String::new(), String::new());
+            ((place.clone(), IGNORE), at, unused)
+        })
+        .collect();
     out.extend(levels.apply(problems));
     super::sort(&mut out);
-    out
+    (out, Usage { unused })
+}
+
+/// The `stale-suppression` findings of a release read once per profile (`usages`, one each):
+/// a suppression is stale for a rule only when it matched no finding of that rule in any
+/// profile its object is part of (a finding reported in one profile only is still matched).
+pub fn stale(usages: &[Usage], levels: &RuleLevels) -> Vec<Diagnostic> {
+    let mut merged: BTreeMap<&(Place, &'static str), (&Diagnostic, BTreeSet<&'static str>)> =
+        BTreeMap::new();
+    for usage in usages {
+        for (place, at, unused) in &usage.unused {
+            merged
+                .entry(place)
+                .and_modify(|(_, all)| all.retain(|r| unused.contains(r)))
+                .or_insert_with(|| (at, unused.clone()));
+        }
+    }
+    let found = merged
+        .into_iter()
+        .filter(|(_, (_, unused))| !unused.is_empty())
+        .map(|((_, annotation), (at, unused))| {
+            let unused: Vec<&str> = unused.into_iter().collect();
+            let names = unused
+                .iter()
+                .map(|r| format!("`{r}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let mut d = at.clone();
+            if *annotation == IGNORE {
+                d.message = format!(
+                    "`{IGNORE}` suppresses {names} but no such finding is reported about this object"
+                );
+                d.help = Some(format!(
+                    "remove {} from `{IGNORE}` (and the annotations when nothing is left)",
+                    unused.join(", ")
+                ));
+            } else {
+                d.message = format!(
+                    "`{annotation}` allows {names} but no such change is reported about this CRD"
+                );
+                d.help = Some(format!(
+                    "remove {} from `{annotation}` (the change it allowed has shipped)",
+                    unused.join(", ")
+                ));
+            }
+            d
+        })
+        .collect();
+    levels.apply(found)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! `cvo validate` in release engineers' CI: the six output formats agree on the findings
 //! (example release, a fixture with every kind of finding, the OpenShift corpus), the JUnit
-//! report reads with a real JUnit reader (Python's `junitparser`), the GitLab report has the
+//! report reads with a real JUnit reader (Python's `junitparser`) and is valid against the
+//! strict JUnit schema (`xmlschema`, tests/fixtures/ci/junit), the GitLab report has the
 //! fields GitLab requires with unique, stable fingerprints.
 //!
 //! The Python tools come from `CVO_TEST_VENV` (a virtualenv `.ci/run` creates) or, without it,
@@ -194,15 +195,16 @@ fn missing_tool<T>(reason: &str) -> Option<T> {
     None
 }
 
-/// Reads a JUnit report with `junitparser`; the findings (from each case's properties), and
-/// per suite its name, case count and failure count.
+/// Reads a JUnit report with `junitparser`; the findings (from each case's failure or
+/// system-out text: `SEVERITY[RULE]: …` then `  --> FILE:LINE …`, with the rule also the
+/// case's classname), and per suite its name, case count and failure count.
 fn from_junit(python: &Path, xml: &str) -> (Vec<Key>, Vec<(String, usize, usize)>) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("report.xml");
     std::fs::write(&file, xml).unwrap();
     let script = r#"
-import json, sys
-from junitparser import JUnitXml, Properties, Failure
+import json, re, sys
+from junitparser import JUnitXml, Failure
 xml = JUnitXml.fromfile(sys.argv[1])
 keys, suites = [], []
 for suite in xml:
@@ -210,13 +212,19 @@ for suite in xml:
     failures = sum(1 for c in cases if any(isinstance(r, Failure) for r in c.result))
     suites.append([suite.name, len(cases), failures])
     for case in cases:
-        props = case.child(Properties)
-        if props is None:
+        if case.name == "no findings":
             continue
-        p = {q.name: q.value for q in props}
-        failed = any(isinstance(r, Failure) for r in case.result)
-        assert failed == (p["severity"] == "error"), case.name
-        keys.append([p["rule"], p["severity"], p["file"].rsplit("/", 1)[-1], int(p["line"] or 0)])
+        failed = [r for r in case.result if isinstance(r, Failure)]
+        body = failed[0].text if failed else case.system_out
+        head, at = body.split("\n")[0], body.split("\n")[1]
+        severity, rule = re.match(r"^(error|warning|note)\[([a-z-]+)\]: ", head).groups()
+        assert case.classname == "cvo.validate." + rule, case.classname
+        assert bool(failed) == (severity == "error"), case.name
+        place = re.match(r"^  --> (.*?)(?::(\d+))?(?: \(document \d+\))?$", at)
+        assert place, at
+        keys.append([rule, severity, place.group(1).rsplit("/", 1)[-1], int(place.group(2) or 0)])
+        # The case's name starts with the same place.
+        assert case.name.startswith(place.group(1)), (case.name, at)
 print(json.dumps({"keys": keys, "suites": suites}))
 "#;
     let out = Process::new(python)
@@ -253,6 +261,33 @@ print(json.dumps({"keys": keys, "suites": suites}))
     (keys, suites)
 }
 
+/// Validates a JUnit report against the strict JUnit schema (tests/fixtures/ci/junit) with
+/// the `xmlschema` validator; panics with its reasons when the report is not valid.
+fn valid_junit(python: &Path, xml: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.xml");
+    std::fs::write(&file, xml).unwrap();
+    let script = r#"
+import sys, xmlschema
+schema = xmlschema.XMLSchema10(sys.argv[1])
+errors = list(schema.iter_errors(sys.argv[2]))
+for e in errors[:5]:
+    print(e.reason, e.path, file=sys.stderr)
+sys.exit(1 if errors else 0)
+"#;
+    let out = Process::new(python)
+        .args(["-c", script])
+        .arg(root().join("tests/fixtures/ci/junit/junit-strict.xsd"))
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the JUnit report is not valid against the strict JUnit schema: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// All six formats of `args`: the same findings and the same exit code; returns the findings.
 fn six_formats_agree(args: &[&str], python: &Path) -> Vec<Key> {
     let (text, code) = run("text", args);
@@ -273,6 +308,7 @@ fn six_formats_agree(args: &[&str], python: &Path) -> Vec<Key> {
     assert_eq!(again, gitlab, "GitLab fingerprints are stable across runs");
     let (junit, c) = run("junit", args);
     assert_eq!(c, code);
+    valid_junit(python, &junit);
     let (junit_keys, suites) = from_junit(python, &junit);
     assert_eq!(junit_keys, keys, "junit vs text");
     // One suite per registered rule; its cases are its findings (or one passing case).
@@ -294,6 +330,9 @@ fn six_formats_report_the_same_findings() {
     let Some(python) = python_with("junitparser") else {
         return;
     };
+    if python_with("xmlschema").is_none() {
+        return;
+    }
     // The example release is clean in every format.
     assert!(six_formats_agree(&["--release", "manifests-example"], &python).is_empty());
     // A fixture pair with errors, warnings and notes.
@@ -674,20 +713,35 @@ fn the_pre_commit_hook_passes_a_good_release_and_fails_a_bad_one() {
 /// action.yml, an `INPUT_<NAME>` variable per input (the `with:` value, else its default), in
 /// the workspace (a git repository holding the fixture's release).
 fn run_action(with: &[(&str, &str)]) -> (i32, String, tempfile::TempDir) {
+    let (repo, _) = repo_with_release();
+    let (code, out) = run_action_in(repo.path(), with);
+    (code, out, repo)
+}
+
+/// [`run_action`] in the workspace `repo`.
+fn run_action_in(repo: &Path, with: &[(&str, &str)]) -> (i32, String) {
+    let out = action_output(repo, with);
+    (
+        out.status.code().expect("exited"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The action's entrypoint run as [`run_action`] says, in the workspace `repo`.
+fn action_output(repo: &Path, with: &[(&str, &str)]) -> std::process::Output {
     let action: Value =
         serde_saphyr::from_str(&std::fs::read_to_string(root().join("action.yml")).unwrap())
             .unwrap();
     assert_eq!(action["runs"]["using"], "docker");
-    assert_eq!(action["runs"]["image"], "Dockerfile");
+    assert_eq!(action["runs"]["image"], "action.Dockerfile");
     let args: Vec<String> = action["runs"]["args"]
         .as_array()
         .unwrap()
         .iter()
         .map(|a| a.as_str().unwrap().to_owned())
         .collect();
-    let (repo, _) = repo_with_release();
     let mut cmd = common::cli::cvo();
-    cmd.current_dir(repo.path()).args(&args);
+    cmd.current_dir(repo).args(&args);
     for (name, spec) in action["inputs"].as_object().unwrap() {
         let value = with
             .iter()
@@ -700,14 +754,9 @@ fn run_action(with: &[(&str, &str)]) -> (i32, String, tempfile::TempDir) {
         let var = format!("INPUT_{}", name.to_uppercase().replace(' ', "_"));
         cmd.env(var, value.unwrap_or_default());
     }
-    cmd.env("GITHUB_WORKSPACE", repo.path())
-        .env("GITHUB_OUTPUT", repo.path().join("github-output"));
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().expect("exited"),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        repo,
-    )
+    cmd.env("GITHUB_WORKSPACE", repo)
+        .env("GITHUB_OUTPUT", repo.join("github-output"));
+    cmd.output().unwrap()
 }
 
 #[test]
@@ -740,4 +789,482 @@ fn the_github_action_entrypoint_annotates_and_writes_sarif() {
     // A missing required input is a usage error.
     let (code, _, _) = run_action(&[("release", "")]);
     assert_eq!(code, 2);
+}
+
+/// A repository whose `.cvo.yaml` selects `feature-set: TechPreviewNoUpgrade`, with a release
+/// `rel` whose only error is in a manifest of that feature set.
+fn repo_with_tech_preview_error() -> tempfile::TempDir {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    let rel = repo.path().join("rel");
+    std::fs::create_dir(&rel).unwrap();
+    std::fs::write(
+        rel.join("0000_50_app_00_namespace.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: app\n",
+    )
+    .unwrap();
+    std::fs::write(
+        rel.join("0000_50_app_01_preview.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: preview\n  namespace: app\n  annotations:\n    release.openshift.io/feature-set: TechPreviewNoUpgrade\n    release.openshift.io/delete: \"yes\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.path().join(".cvo.yaml"),
+        "feature-set: TechPreviewNoUpgrade\n",
+    )
+    .unwrap();
+    repo
+}
+
+#[test]
+fn feature_set_on_the_command_line_beats_the_config_file_in_every_front_end() {
+    let repo = repo_with_tech_preview_error();
+    let dir = repo.path();
+    let code = |args: &[&str]| {
+        let out = common::cli::cvo()
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().expect("exited"),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    // The config file's feature set keeps the manifest in: its error fails the run.
+    let (c, out) = code(&["validate", "--release", "rel"]);
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("error[invalid-delete-value]"), "{out}");
+    let (c, out) = code(&["validate", "--release", "rel", "--feature-set", "Default"]);
+    assert_eq!(c, 0, "validate: {out}");
+    let (c, out) = code(&[
+        "validate",
+        "--release",
+        "rel",
+        "--feature-set",
+        "Default",
+        "--print-config",
+    ]);
+    assert_eq!(c, 0, "{out}");
+    assert!(
+        out.contains("feature-set: Default  (command line)"),
+        "{out}"
+    );
+
+    let file = "rel/0000_50_app_01_preview.yaml";
+    let (c, out) = code(&["validate-files", file]);
+    assert_eq!(c, 1, "{out}");
+    let (c, out) = code(&["validate-files", "--feature-set", "Default", file]);
+    assert_eq!(c, 0, "validate-files: {out}");
+    let (c, out) = code(&["validate-files", "--feature-set=Default", file]);
+    assert_eq!(c, 0, "validate-files: {out}");
+
+    let (c, out) = run_action_in(dir, &[("release", "rel")]);
+    assert_eq!(c, 1, "{out}");
+    let (c, out) = run_action_in(
+        dir,
+        &[("release", "rel"), ("args", "--feature-set Default")],
+    );
+    assert_eq!(c, 0, "github-action: {out}");
+}
+
+#[test]
+fn a_suppression_matched_in_one_profile_only_is_not_stale() {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    let rel = repo.path().join("rel");
+    std::fs::create_dir(&rel).unwrap();
+    // The namespace is deleted in both profiles; it is still in use in hypershift only, so
+    // `namespace-deleted-in-use` is reported in hypershift only.
+    std::fs::write(
+        rel.join("0000_10_a_00_ns.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: old\n  annotations:\n    release.openshift.io/delete: \"true\"\n    include.release.openshift.io/hypershift: \"true\"\n    include.release.openshift.io/self-managed-high-availability: \"true\"\n    validate.cvo.io/ignore: namespace-deleted-in-use,crd-deleted-in-use\n    validate.cvo.io/ignore-reason: \"reviewed\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        rel.join("0000_10_a_01_cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: old\n  annotations:\n    include.release.openshift.io/hypershift: \"true\"\n",
+    )
+    .unwrap();
+    let out = validate_in(repo.path(), &["--release", "rel", "-o", "json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let diagnostics = report["diagnostics"].as_array().unwrap();
+    let suppressed: Vec<&Value> = diagnostics
+        .iter()
+        .filter(|d| d["rule"] == "namespace-deleted-in-use")
+        .collect();
+    assert_eq!(suppressed.len(), 1, "{report:#}");
+    assert_eq!(suppressed[0]["severity"], "note");
+    // Stale for the rule matched in no profile only, once, in no particular profile.
+    let stale: Vec<&Value> = diagnostics
+        .iter()
+        .filter(|d| d["rule"] == "stale-suppression")
+        .collect();
+    assert_eq!(stale.len(), 1, "{report:#}");
+    let message = stale[0]["message"].as_str().unwrap();
+    assert!(message.contains("`crd-deleted-in-use`"), "{message}");
+    assert!(!message.contains("namespace-deleted-in-use"), "{message}");
+    assert!(!message.contains("(profile"), "{message}");
+}
+
+/// The GitLab fingerprints of `cvo validate -o gitlab --release rel` in `repo`, by check name.
+fn gitlab_fingerprints(repo: &Path) -> Vec<(String, String, usize)> {
+    let out = validate_in(repo, &["--release", "rel", "-o", "gitlab"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["check_name"].as_str().unwrap().to_owned(),
+                i["fingerprint"].as_str().unwrap().to_owned(),
+                i["location"]["lines"]["begin"].as_u64().unwrap() as usize,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn gitlab_fingerprints_survive_a_line_added_above_and_stay_unique() {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    let rel = repo.path().join("rel");
+    std::fs::create_dir(&rel).unwrap();
+    let body = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: ns\ndata:\n  a: \"1\"\n  a: \"2\"\n  b: \"1\"\n  b: \"2\"\n";
+    let file = rel.join("0000_50_app_00_x.yaml");
+    std::fs::write(&file, body).unwrap();
+    let before = gitlab_fingerprints(repo.path());
+    let keys: Vec<_> = before.iter().filter(|f| f.0 == "duplicate-key").collect();
+    assert_eq!(keys.len(), 2, "{before:?}");
+    std::fs::write(&file, format!("# a comment added above\n{body}")).unwrap();
+    let after = gitlab_fingerprints(repo.path());
+    assert_eq!(before.len(), after.len(), "{before:?} {after:?}");
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!((&b.0, &b.1), (&a.0, &a.1), "{before:?} {after:?}");
+    }
+    // The findings did move: the fingerprints stayed although the line numbers changed.
+    assert_ne!(
+        keys[0].2,
+        after.iter().find(|f| f.0 == "duplicate-key").unwrap().2
+    );
+    let unique: BTreeSet<&String> = after.iter().map(|f| &f.1).collect();
+    assert_eq!(unique.len(), after.len(), "{after:?}");
+}
+
+#[test]
+fn github_paths_with_dot_and_dot_dot_are_normalised() {
+    let fixture = "tests/fixtures/ci/formats/release";
+    for release in [
+        "../tests/fixtures/ci/formats/release",
+        "./fixtures/./ci/formats/../formats/release",
+    ] {
+        let out = common::cli::cvo()
+            .current_dir(root().join("tests"))
+            .args(["validate", "--release", release, "-o", "github"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        let commands: Vec<&str> = text.lines().filter(|l| l.starts_with("::")).collect();
+        assert!(!commands.is_empty(), "{text}");
+        for l in commands {
+            assert!(l.contains(&format!("file={fixture}/")), "{release}: {l}");
+        }
+    }
+}
+
+#[test]
+fn the_github_action_validates_once_and_renders_twice() {
+    // A release in two profiles says so once per validation, on stderr.
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    let rel = repo.path().join("rel");
+    std::fs::create_dir(&rel).unwrap();
+    for (file, profile) in [
+        ("0000_50_a_00_x.yaml", "hypershift"),
+        ("0000_50_a_01_y.yaml", "self-managed-high-availability"),
+    ] {
+        std::fs::write(
+            rel.join(file),
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {file}\n  namespace: ns\n  annotations:\n    include.release.openshift.io/{profile}: \"true\"\n    release.openshift.io/delete: \"yes\"\n"
+            ),
+        )
+        .unwrap();
+    }
+    for format in ["sarif", "gitlab"] {
+        let out = action_output(repo.path(), &[("release", "rel"), ("format", format)]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+        assert_eq!(
+            stderr.matches("the release uses cluster profiles").count(),
+            1,
+            "{format}: {stderr}"
+        );
+        assert_eq!(stdout.matches("::error ").count(), 2, "{stdout}");
+    }
+    let sarif: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.path().join("cvo-results.sarif")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(sarif["runs"][0]["results"].as_array().unwrap().len(), 2);
+    let out = action_output(repo.path(), &[("release", "rel"), ("format", "gitlab")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json_start = stdout
+        .find("\n[")
+        .expect("a GitLab report after the annotations")
+        + 1;
+    let gitlab: Value = serde_json::from_str(&stdout[json_start..]).unwrap();
+    assert_eq!(gitlab.as_array().unwrap().len(), 2, "{stdout}");
+    // A format the action does not know is a usage error naming the input.
+    let out = action_output(repo.path(), &[("release", "rel"), ("format", "xml")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the action's input `format` is \"xml\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_config_file_found_upwards_that_is_invalid_says_where_it_was_found() {
+    let (repo, release) = repo_with_release();
+    let file = repo.path().join(".cvo.yaml");
+    std::fs::write(&file, "rules:\n  apply-and-delete: error\nprofiles: x\n").unwrap();
+    let out = validate_in(repo.path(), &["--release", "releases/app"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "config file {}:3: unknown field `profiles`",
+            file.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "the file was found from the release directory {} upwards",
+            release.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("fix the path given to --config"), "{err}");
+    // Too large to be a config file: the same.
+    std::fs::write(&file, "#".repeat(1024 * 1024 + 1)).unwrap();
+    let out = validate_in(repo.path(), &["--release", "releases/app"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("more than a config file holds"), "{err}");
+    assert!(
+        err.contains("found from the release directory") && !err.contains("path given to --config"),
+        "{err}"
+    );
+    // Named with --config, the message is about that path.
+    let out = validate_in(
+        repo.path(),
+        &[
+            "--release",
+            "releases/app",
+            "--config",
+            file.to_str().unwrap(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the path given to --config"), "{err}");
+    assert!(!err.contains("found from the release directory"), "{err}");
+}
+
+/// The fenced block of `doc` whose first line is `first`, without its fences.
+fn doc_block<'a>(doc: &'a str, fence: &str, first: &str) -> &'a str {
+    let start = doc
+        .find(&format!("```{fence}\n{first}"))
+        .unwrap_or_else(|| panic!("docs/ci.md has a ```{fence} block starting {first:?}"))
+        + fence.len()
+        + 4;
+    let end = start + doc[start..].find("```\n").expect("the block ends");
+    &doc[start..end]
+}
+
+#[test]
+fn the_print_config_sample_in_docs_ci_is_the_commands_output() {
+    let doc = std::fs::read_to_string(root().join("docs/ci.md")).unwrap();
+    let fixture = root().join("tests/fixtures/ci/print-config/.cvo.yaml");
+    let config = std::fs::read_to_string(&fixture).unwrap();
+    // The config file the doc shows is the fixture.
+    assert_eq!(doc_block(&doc, "yaml", "rules:  "), config);
+    // Its --print-config, at the root of a repository, with that root written /repo.
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    std::fs::create_dir(repo.path().join("manifests")).unwrap();
+    std::fs::write(repo.path().join(".cvo.yaml"), &config).unwrap();
+    let out = validate_in(repo.path(), &["--release", "manifests", "--print-config"]);
+    assert_eq!(out.status.code(), Some(0));
+    let printed = String::from_utf8(out.stdout)
+        .unwrap()
+        .replace(repo.path().to_str().unwrap(), "/repo");
+    assert_eq!(
+        doc_block(&doc, "text", "config file: /repo/.cvo.yaml"),
+        printed,
+        "docs/ci.md's --print-config sample differs from the output: paste the output above"
+    );
+}
+
+#[test]
+fn validate_files_maps_a_file_in_a_sub_directory_to_its_release() {
+    let (repo, release) = repo_with_release();
+    std::fs::create_dir(release.join("sub")).unwrap();
+    std::fs::write(
+        release.join("sub/x.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: app\n",
+    )
+    .unwrap();
+    let out = common::cli::cvo()
+        .current_dir(repo.path())
+        .args(["validate-files", "releases/app/sub/x.yaml"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cvo validate --release releases/app\n"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("releases/app/sub"), "{stderr}");
+    // The release's own errors, and the sub-directory it ignores.
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("error[invalid-delete-value]"), "{stdout}");
+    assert!(stdout.contains("warning[subdirectory-ignored]"), "{stdout}");
+}
+
+#[test]
+fn an_oci_release_takes_the_config_file_from_the_current_directory_upwards() {
+    // A release whose only finding is a warning (file-name-convention), in an OCI layout.
+    let release = tempfile::tempdir().unwrap();
+    for file in ["0000_50_app_00_namespace.yaml", "settings.yaml"] {
+        std::fs::copy(
+            root().join("tests/fixtures/ci/formats/release").join(file),
+            release.path().join(file),
+        )
+        .unwrap();
+    }
+    let layout = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let source = format!("oci-layout:{}:1", layout.path().display());
+    let out = common::cli::cvo()
+        .args([
+            "push",
+            "--release",
+            release.path().to_str().unwrap(),
+            &source,
+        ])
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A repository whose config turns the warning into an error; run from a sub-directory.
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir(repo.path().join(".git")).unwrap();
+    std::fs::create_dir(repo.path().join("ci")).unwrap();
+    let config = repo.path().join(".cvo.yaml");
+    let validate = |dir: &Path, extra: &[&str]| {
+        common::cli::cvo()
+            .current_dir(dir)
+            .args(["validate", "--release", &source, "--cache-dir"])
+            .arg(cache.path())
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = validate(&repo.path().join("ci"), &[]);
+    assert_eq!(out.status.code(), Some(0), "no config file yet");
+    std::fs::write(&config, "rules:\n  file-name-convention: error\n").unwrap();
+    let out = validate(&repo.path().join("ci"), &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("error[file-name-convention]"), "{text}");
+    let out = validate(&repo.path().join("ci"), &["--print-config"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("config file: {}", config.display())),
+        "{text}"
+    );
+    // The search stops at the repository root: a config above it is not read.
+    let inner = repo.path().join("ci/inner");
+    std::fs::create_dir_all(inner.join(".git")).unwrap();
+    let out = validate(&inner, &[]);
+    assert_eq!(out.status.code(), Some(0));
+    // An invalid one says where it was found from.
+    std::fs::write(&config, "rule: {}\n").unwrap();
+    let out = validate(&repo.path().join("ci"), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("found from the current directory") && err.contains("OCI artifact"),
+        "{err}"
+    );
+}
+
+#[test]
+fn push_validates_with_the_rule_levels_of_the_config_file() {
+    let (repo, _) = repo_with_release();
+    let layout = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let target = format!("oci-layout:{}:1", layout.path().display());
+    let push = |extra: &[&str]| {
+        common::cli::cvo()
+            .current_dir(repo.path())
+            .args(["push", "--release", "releases/app", &target, "--cache-dir"])
+            .arg(cache.path())
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // invalid-delete-value is an error: not pushed.
+    let out = push(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("error[invalid-delete-value]") && err.contains("not pushed"),
+        "{err}"
+    );
+    // Turned off in the repository's .cvo.yaml: pushed.
+    std::fs::write(
+        repo.path().join(".cvo.yaml"),
+        "rules:\n  invalid-delete-value: off\n",
+    )
+    .unwrap();
+    let out = push(&[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("@sha256:"));
+    // --config names another file, which keeps the error.
+    let other = repo.path().join("strict.yaml");
+    std::fs::write(&other, "rules:\n  invalid-delete-value: error\n").unwrap();
+    let out = push(&["--config", other.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    // An invalid config file refuses the push (nothing is assumed).
+    std::fs::write(repo.path().join(".cvo.yaml"), "rules:\n  nope: off\n").unwrap();
+    let out = push(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`nope` is not a rule id"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -27,6 +27,7 @@ use serde_json::Value;
 use super::finding;
 use super::levels::{Level, RuleLevels};
 use super::rules::*;
+use super::suppression::Usage;
 use crate::diagnostic::{Diagnostic, Severity, excerpt};
 use crate::release::{DeleteIntent, Manifest, Release, field_line};
 use schema_diff::Change;
@@ -199,15 +200,16 @@ const ALLOWABLE: [&str; 25] = [
 /// `diagnostics` (at their levels) with the findings each CRD's [`ALLOW_ANNOTATION`] allows
 /// turned into notes that say so, plus the annotation's problems: a name that is no rule it
 /// may allow is an `invalid-suppression` error; for a CRD that was compared (with `previous`
-/// or, without it, with the cluster's in `live`, as [`check`] does), a rule it names that
-/// reports nothing about the CRD is a `stale-suppression` warning, unless the rule is off. A
-/// CRD compared with nothing has no change judged, so nothing is stale.
+/// or, without it, with the cluster's in `live`, as [`check`] does), the rules it names that
+/// report nothing about the CRD (unless off) are recorded in `usage`, whose
+/// [`super::suppression::stale`] reports them once every profile has been read. A CRD compared
+/// with nothing has no change judged, so nothing is recorded.
 pub fn allow(
     release: &Release,
     diagnostics: Vec<Diagnostic>,
     levels: &RuleLevels,
-    previous: Option<&Release>,
-    live: Option<&LiveCrds>,
+    (previous, live): (Option<&Release>, Option<&LiveCrds>),
+    usage: &mut Usage,
 ) -> Vec<Diagnostic> {
     let mut out = diagnostics;
     let mut problems = Vec::new();
@@ -266,37 +268,14 @@ pub fn allow(
                 d.severity = Severity::Note;
             }
         }
-        let stale: Vec<&str> = allowed
-            .iter()
-            .copied()
-            .filter(|r| compared && !used.contains(r) && levels.level(r) != Some(Level::Off))
-            .collect();
-        if !stale.is_empty() {
-            problems.push(problem(
-                STALE_SUPPRESSION,
-                format!(
-                    "`{ALLOW_ANNOTATION}` allows {} but no such change is reported about this CRD",
-                    stale
-                        .iter()
-                        .map(|r| format!("`{r}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                format!(
-                    "remove {} from `{ALLOW_ANNOTATION}` (the change it allowed has shipped)",
-                    stale.join(", ")
-                ),
-            ));
-        }
-    }
-    // At the annotations, not at the start of the document.
-    for d in &mut problems {
-        if let Some(m) = release
-            .manifests
-            .iter()
-            .find(|m| Some(&m.id) == d.object.as_ref())
-        {
-            d.location.line = field_line(m, "metadata.annotations").or(d.location.line);
+        if compared {
+            let unused = allowed
+                .iter()
+                .copied()
+                .filter(|r| !used.contains(r) && levels.level(r) != Some(Level::Off))
+                .collect();
+            let at = problem(STALE_SUPPRESSION, String::new(), String::new());
+            usage.record(crd.manifest, ALLOW_ANNOTATION, at, unused);
         }
     }
     out.extend(levels.apply(problems));
@@ -477,13 +456,21 @@ pub(crate) mod tests {
 
     /// [`check`] against `old`, then [`allow`] at `levels`.
     fn allowed_at(old: &Release, new: &Release, levels: &RuleLevels) -> Vec<Diagnostic> {
-        allow(
-            new,
-            levels.apply(check(new, Some(old), None)),
-            levels,
-            Some(old),
-            None,
-        )
+        allowed(new, check(new, Some(old), None), levels, Some(old))
+    }
+
+    /// [`allow`] and the stale suppressions of one reading.
+    fn allowed(
+        new: &Release,
+        found: Vec<Diagnostic>,
+        levels: &RuleLevels,
+        old: Option<&Release>,
+    ) -> Vec<Diagnostic> {
+        let mut usage = Usage::default();
+        let mut found = allow(new, levels.apply(found), levels, (old, None), &mut usage);
+        found.extend(crate::validate::suppression::stale(&[usage], levels));
+        crate::validate::sort(&mut found);
+        found
     }
 
     #[test]
@@ -564,13 +551,7 @@ pub(crate) mod tests {
         );
         assert!(found[..2].iter().all(|d| d.severity == Severity::Note));
         // Without a previous release nothing is compared, so nothing is stale.
-        let alone = allow(
-            &new,
-            check(&new, None, None),
-            &RuleLevels::default(),
-            None,
-            None,
-        );
+        let alone = allowed(&new, check(&new, None, None), &RuleLevels::default(), None);
         assert_eq!(rules(&alone), [INVALID_SUPPRESSION, INVALID_SUPPRESSION]);
     }
 

@@ -1,8 +1,15 @@
 //! JUnit XML for Jenkins and the many CI dashboards that read it: one `<testsuite>` per
 //! registered rule, one `<testcase>` per finding (a rule without findings has one passing
 //! case, `no findings`), a `<failure>` for each error; warnings and notes pass with their text
-//! in `<system-out>`. Every finding's case carries `rule`, `severity`, `file`, `line` and
-//! `object` properties, so a reader loses nothing the other formats carry.
+//! in `<system-out>`.
+//!
+//! The output keeps to the strict JUnit schema Jenkins' xUnit plugin validates against
+//! (`junit-10.xsd`): a `<testcase>` has only `name`, `classname` and `time`, and properties
+//! live on test suites only. A finding's file, line and object are in the case's name
+//! (`FILE:LINE OBJECT`), its rule in the classname (`cvo.validate.RULE`), and its severity,
+//! rule, message, location (`--> FILE:LINE (document N)`) and object in the text of the
+//! `<failure>` (errors; its `message` is `FILE:LINE: MESSAGE`) or `<system-out>` (warnings and
+//! notes), so a reader loses nothing the other formats carry.
 
 use std::fmt::Write as _;
 
@@ -57,46 +64,27 @@ pub fn junit(diagnostics: &[Diagnostic]) -> String {
 /// One finding's `<testcase>`.
 fn case(out: &mut String, d: &Diagnostic) {
     let file = escaped_path(&d.location.file);
-    let line = d.location.line.map(|l| l.to_string()).unwrap_or_default();
-    let object = d.object.as_ref().map(|o| o.to_string()).unwrap_or_default();
-    let place = if line.is_empty() {
-        file.clone()
-    } else {
-        format!("{file}:{line}")
+    let place = match d.location.line {
+        Some(line) => format!("{file}:{line}"),
+        None => file,
     };
-    let name = if object.is_empty() {
-        place.clone()
-    } else {
-        format!("{place} {object}")
+    let name = match &d.object {
+        Some(object) => format!("{place} {object}"),
+        None => place.clone(),
     };
     let _ = writeln!(
         out,
-        r#"    <testcase name="{}" classname="cvo.validate.{}" file="{}"{} time="0">"#,
+        r#"    <testcase name="{}" classname="cvo.validate.{}" time="0">"#,
         attr(&name),
         attr(d.rule),
-        attr(&file),
-        if line.is_empty() {
-            String::new()
-        } else {
-            format!(r#" line="{line}""#)
-        }
     );
-    out.push_str("      <properties>\n");
-    for (key, value) in [
-        ("rule", d.rule.to_owned()),
-        ("severity", d.severity.to_string()),
-        ("file", file.clone()),
-        ("line", line.clone()),
-        ("object", object.clone()),
-    ] {
-        let _ = writeln!(
-            out,
-            r#"        <property name="{key}" value="{}"/>"#,
-            attr(&value)
-        );
+    let mut body = format!(
+        "{}[{}]: {}\n  --> {}",
+        d.severity, d.rule, d.message, d.location
+    );
+    if let Some(object) = &d.object {
+        let _ = write!(body, "\n  object: {object}");
     }
-    out.push_str("      </properties>\n");
-    let mut body = format!("{}: {}\n  --> {}", d.severity, d.message, d.location);
     if let Some(help) = &d.help {
         let _ = write!(body, "\nhelp: {help}");
     }
@@ -105,7 +93,7 @@ fn case(out: &mut String, d: &Diagnostic) {
             let _ = writeln!(
                 out,
                 r#"      <failure message="{}" type="{}">{}</failure>"#,
-                attr(&d.message),
+                attr(&format!("{place}: {}", d.message)),
                 attr(d.rule),
                 text(&body)
             );
@@ -189,9 +177,17 @@ mod tests {
         assert_eq!(xml.matches("<testsuite ").count(), RULES.len());
         assert_eq!(xml.matches("<failure ").count(), 1);
         assert!(xml.contains(r#"<testsuites name="cvo validate" tests=""#));
-        assert!(xml.contains(r#"message="bad &quot;value&quot; &amp; more\u{1}""#));
+        assert!(
+            xml.contains(
+                r#"message="rel/a&lt;b&gt;.yaml:3: bad &quot;value&quot; &amp; more\u{1}""#
+            )
+        );
         assert!(xml.contains(r#"name="rel/a&lt;b&gt;.yaml:3""#));
-        assert!(xml.contains(r#"<property name="severity" value="warning"/>"#));
+        assert!(xml.contains(
+            "<system-out>warning[file-name-convention]: name\n  --&gt; rel/x.yaml</system-out>"
+        ));
+        // The strict schema: no properties or file/line attributes on a test case.
+        assert!(!xml.contains("<properties>") && !xml.contains(" file=\""));
         assert!(!xml.contains('\u{1}'));
     }
 }
