@@ -92,7 +92,8 @@ pub fn report_at_levels(
     levels: &RuleLevels,
     compared_with: (Option<&Release>, Option<&LiveCrds>),
 ) -> (Vec<Diagnostic>, suppression::Usage) {
-    let (found, mut usage) = suppression::check(release, levels.apply(found), levels);
+    let compared = compared_with.0.is_some() || compared_with.1.is_some();
+    let (found, mut usage) = suppression::check(release, levels.apply(found), levels, compared);
     let found = crd::allow(release, found, levels, compared_with, &mut usage);
     (found, usage)
 }

@@ -529,6 +529,24 @@ pub const RULES: &[Rule] = &[
     ),
 ];
 
+/// True for a rule that compares the release with the one it updates from (`--previous`;
+/// the CRD rules also with the cluster's CRDs, `--live`): without that it reports nothing, so
+/// a suppression of it cannot be judged stale then.
+pub fn compares(id: &str) -> bool {
+    matches!(
+        id,
+        DELETE_UNKNOWN_OBJECT
+            | REMOVED_WITHOUT_DELETE
+            | STALE_DELETE_MANIFEST
+            | IMMUTABLE_ROLEREF
+            | CAPABILITY_MOVED
+    ) || id.starts_with("crd-")
+        && !matches!(
+            id,
+            CRD_STORAGE_VERSION_COUNT | CRD_DELETED_IN_USE | CRD_DELETED_BEFORE_CRS
+        )
+}
+
 /// Looks a rule up by id.
 pub fn rule_by_id(id: &str) -> Option<&'static Rule> {
     RULES.iter().find(|r| r.id == id)

@@ -41,13 +41,14 @@ fn annotation<'a>(manifest: &'a Manifest, key: &str) -> Option<&'a serde_json::V
 }
 
 /// `diagnostics` (already at their `levels`) with suppressed findings turned into notes,
-/// plus the invalid and stale suppressions of `release`'s manifests.
+/// plus the invalid and stale suppressions of `release`'s manifests, for a release read in
+/// one profile and compared with nothing.
 pub fn apply(
     release: &Release,
     diagnostics: Vec<Diagnostic>,
     levels: &RuleLevels,
 ) -> Vec<Diagnostic> {
-    let (mut out, used) = check(release, diagnostics, levels);
+    let (mut out, used) = check(release, diagnostics, levels, false);
     out.extend(stale(&[used], levels));
     super::sort(&mut out);
     out
@@ -85,10 +86,15 @@ impl Usage {
 /// [`apply`] without the stale suppressions: the findings with the suppressed ones turned
 /// into notes and the invalid suppressions, and what each suppression matched, so that
 /// readings of one release in several profiles can be judged together ([`stale`]).
+///
+/// `compared`: the release was compared with a previous release (or the cluster's CRDs);
+/// without that, rules that compare ([`super::rules::compares`]) report nothing, and a
+/// suppression of them is not judged.
 pub fn check(
     release: &Release,
     diagnostics: Vec<Diagnostic>,
     levels: &RuleLevels,
+    compared: bool,
 ) -> (Vec<Diagnostic>, Usage) {
     let mut problems = Vec::new();
     let mut by_place: HashMap<Place, Suppression> = HashMap::new();
@@ -186,7 +192,11 @@ pub fn check(
                 .rules
                 .iter()
                 .copied()
-                .filter(|r| !s.used.contains(r) && levels.level(r) != Some(Level::Off))
+                .filter(|r| {
+                    !s.used.contains(r)
+                        && levels.level(r) != Some(Level::Off)
+                        && (compared || !super::rules::compares(r))
+                })
                 .collect();
             let at = super::finding(STALE_SUPPRESSION, s.manifest, String::new(), String::new());
             ((place.clone(), IGNORE), at, unused)
@@ -259,6 +269,17 @@ mod tests {
 
     const HEAD: &str =
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\n  namespace: ns\n  annotations:\n";
+
+    #[test]
+    fn a_suppression_of_a_rule_that_compares_is_not_stale_without_a_comparison() {
+        let found = run(
+            &format!(
+                "{HEAD}    validate.cvo.io/ignore: removed-without-delete,crd-enum\n    validate.cvo.io/ignore-reason: kept on purpose\n"
+            ),
+            &RuleLevels::default(),
+        );
+        assert!(!rules(&found).contains(&STALE_SUPPRESSION), "{found:?}");
+    }
 
     #[test]
     fn a_suppressed_finding_is_a_note_with_the_reason() {
