@@ -1,6 +1,6 @@
-//! `cvo github-action`: the entrypoint of the GitHub Action (`action.yml`, a Docker action on
-//! `action.Dockerfile`'s image, which runs as root as GitHub requires), which reads its inputs
-//! as the runner passes them, in `INPUT_*` environment variables: `INPUT_RELEASE` (required),
+//! `cvo github-action`: what the GitHub Action (`action.yml`, a composite action that builds
+//! cvo and runs this as the runner's user) runs; it reads the action's inputs from the
+//! `INPUT_*` environment variables the action's step sets, as a Docker action's would be: `INPUT_RELEASE` (required),
 //! `INPUT_PREVIOUS`, `INPUT_FORMAT` (default `github`) and `INPUT_ARGS` (more `cvo validate`
 //! flags, split on white space).
 //!

@@ -709,9 +709,12 @@ fn the_pre_commit_hook_passes_a_good_release_and_fails_a_bad_one() {
     assert!(out.contains("error[invalid-delete-value]"), "{out}");
 }
 
-/// Runs the action's entrypoint as the runner would: the image's `cvo` with `runs.args` from
-/// action.yml, an `INPUT_<NAME>` variable per input (the `with:` value, else its default), in
-/// the workspace (a git repository holding the fixture's release).
+/// Runs the action as the runner would: each input's `with:` value (else its default) put
+/// into the expressions of the `cvo validate` step's `env`, its `run` script run by
+/// `bash --noprofile --norc -eo pipefail` (the runner's `shell: bash`) in the workspace (a git
+/// repository holding the fixture's release), with `$RUNNER_TEMP/cvo-action/bin/cvo` being the
+/// binary under test (what the build step's `cargo install` puts there; that step, a release
+/// build, is checked for its command line but not run).
 fn run_action(with: &[(&str, &str)]) -> (i32, String, tempfile::TempDir) {
     let (repo, _) = repo_with_release();
     let (code, out) = run_action_in(repo.path(), with);
@@ -727,36 +730,71 @@ fn run_action_in(repo: &Path, with: &[(&str, &str)]) -> (i32, String) {
     )
 }
 
-/// The action's entrypoint run as [`run_action`] says, in the workspace `repo`.
+/// The action run as [`run_action`] says, in the workspace `repo`.
 fn action_output(repo: &Path, with: &[(&str, &str)]) -> std::process::Output {
     let action: Value =
         serde_saphyr::from_str(&std::fs::read_to_string(root().join("action.yml")).unwrap())
             .unwrap();
-    assert_eq!(action["runs"]["using"], "docker");
-    assert_eq!(action["runs"]["image"], "action.Dockerfile");
-    let args: Vec<String> = action["runs"]["args"]
-        .as_array()
-        .unwrap()
+    assert_eq!(action["runs"]["using"], "composite");
+    let steps = action["runs"]["steps"].as_array().unwrap();
+    assert_eq!(
+        steps[0]["run"],
+        "cargo install --locked --quiet --path \"$GITHUB_ACTION_PATH\" --root \"$RUNNER_TEMP/cvo-action\""
+    );
+    let step = steps
         .iter()
-        .map(|a| a.as_str().unwrap().to_owned())
-        .collect();
-    let mut cmd = common::cli::cvo();
-    cmd.current_dir(repo).args(&args);
-    for (name, spec) in action["inputs"].as_object().unwrap() {
+        .find(|s| s["id"] == "validate")
+        .expect("a step with id validate");
+    assert_eq!(step["shell"], "bash");
+    assert_eq!(
+        action["outputs"]["sarif-file"]["value"],
+        "${{ steps.validate.outputs.sarif-file }}"
+    );
+    let input = |name: &str| -> String {
+        let spec = &action["inputs"][name];
+        assert!(spec.is_object(), "no input {name}");
         let value = with
             .iter()
-            .find(|(n, _)| n == name)
+            .find(|(n, _)| *n == name)
             .map(|(_, v)| (*v).to_owned())
             .or_else(|| spec["default"].as_str().map(str::to_owned));
         if spec["required"] == true {
             assert!(value.is_some(), "the test must give required input {name}");
         }
-        let var = format!("INPUT_{}", name.to_uppercase().replace(' ', "_"));
-        cmd.env(var, value.unwrap_or_default());
+        value.unwrap_or_default()
+    };
+    let temp = tempfile::tempdir().unwrap();
+    let bin = temp.path().join("cvo-action/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(common::cli::binary(), bin.join("cvo")).unwrap();
+    let mut cmd = std::process::Command::new("bash");
+    cmd.args(["--noprofile", "--norc", "-eo", "pipefail", "-c"])
+        .arg(step["run"].as_str().unwrap())
+        .current_dir(repo);
+    for name in common::cli::SCRUBBED_ENV {
+        cmd.env_remove(name);
     }
-    cmd.env("GITHUB_WORKSPACE", repo)
+    for (var, expr) in step["env"].as_object().unwrap() {
+        // Only `${{ inputs.NAME }}` expressions: what the runner evaluates here.
+        let name = expr
+            .as_str()
+            .and_then(|e| e.strip_prefix("${{ inputs."))
+            .and_then(|e| e.strip_suffix(" }}"))
+            .unwrap_or_else(|| panic!("{var}: {expr}"));
+        cmd.env(var, input(name));
+    }
+    for (name, _) in with {
+        assert!(
+            action["inputs"][name].is_object(),
+            "the action has no input {name}"
+        );
+    }
+    cmd.env("RUNNER_TEMP", temp.path())
+        .env("GITHUB_WORKSPACE", repo)
         .env("GITHUB_OUTPUT", repo.join("github-output"));
-    cmd.output().unwrap()
+    let out = cmd.output().unwrap();
+    drop(temp);
+    out
 }
 
 #[test]

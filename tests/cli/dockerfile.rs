@@ -8,23 +8,14 @@
 //! - the image's command (`ENTRYPOINT` + `CMD`) is a working `cvo` invocation: run with the
 //!   release the image bakes in at `/release` (its `COPY` source), against the embedded
 //!   in-memory server (`--in-memory`), it completes a pass and stops on SIGTERM with exit 0;
-//! - the runtime user is numeric (a pod's `runAsNonRoot` can only check a number);
-//! - the GitHub Action's image (`action.yml` `runs.image`: `action.Dockerfile`) runs as root,
-//!   as GitHub requires of Docker actions, with the same build stage and entrypoint.
-//!
-//! Not tested here: that the action's container, as the runner starts it, can write
-//! `cvo-results.sarif` into the mounted `$GITHUB_WORKSPACE` and append to `$GITHUB_OUTPUT`,
-//! both owned by the runner's user. Showing that a process of another user cannot (and root
-//! can) needs root or a container engine, neither of which the machines testing this
-//! repository give the tests; `tests/cli/cli_ci.rs` runs the entrypoint as the runner calls it,
-//! as the test's own user.
+//! - the runtime user is numeric (a pod's `runAsNonRoot` can only check a number).
 
 use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::dockerfile::{ROOT, context_copies, exec_form, runtime_stage, stages, stages_of};
+use common::dockerfile::{ROOT, context_copies, exec_form, runtime_stage, stages};
 
 fn copy_tree(from: &Path, to: &Path) {
     if from.is_dir() {
@@ -83,78 +74,6 @@ fn the_runtime_user_is_numeric() {
         uid.parse::<u32>().is_ok_and(|u| u != 0),
         "USER {user}: not a non-root number"
     );
-}
-
-/// Base images the action's image may use: their default user is root (distroless images
-/// without the `nonroot` tag run as uid 0; the `nonroot` ones as 65532).
-const ROOT_BASES: &[&str] = &["gcr.io/distroless/cc-debian12"];
-
-#[test]
-fn the_github_action_image_runs_as_root_and_the_operator_image_does_not() {
-    let action: serde_json::Value = serde_saphyr::from_str(
-        &std::fs::read_to_string(Path::new(ROOT).join("action.yml")).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(action["runs"]["using"], "docker");
-    let image = action["runs"]["image"].as_str().expect("runs.image");
-    // The runner builds an image from a file whose name ends with `Dockerfile`, with the
-    // file's directory as the context: the repository root, which the build stage copies from.
-    assert!(image.ends_with("Dockerfile"), "runs.image {image}");
-    assert!(
-        !image.contains('/'),
-        "runs.image {image}: at the repository root"
-    );
-    assert_ne!(
-        image, "Dockerfile",
-        "the operator image runs as 65532; the action needs root"
-    );
-    let action_stages = stages_of(image);
-    let last = action_stages.last().expect("a final stage");
-    let users: Vec<&String> = last
-        .iter()
-        .filter(|(k, _)| k == "USER")
-        .map(|(_, a)| a)
-        .collect();
-    assert!(
-        users
-            .iter()
-            .all(|u| u.split(':').next() == Some("0") || u.starts_with("root")),
-        "{image}: USER {users:?} (Docker actions must run as root)"
-    );
-    let (_, from) = &last[0];
-    assert!(
-        ROOT_BASES.contains(&from.as_str()),
-        "{image}: FROM {from}, not a base known to run as root"
-    );
-    assert!(
-        !last.iter().any(|(k, _)| k == "WORKDIR"),
-        "{image}: no WORKDIR (the runner sets $GITHUB_WORKSPACE)"
-    );
-    // The same cvo: the build stage is the operator image's, and the entrypoint is the binary
-    // (runs.args after it: `cvo github-action`).
-    let operator_stages = stages();
-    assert_eq!(
-        action_stages[..action_stages.len() - 1],
-        operator_stages[..operator_stages.len() - 1]
-    );
-    let entrypoint = last
-        .iter()
-        .rfind(|(k, _)| k == "ENTRYPOINT")
-        .map(|(_, a)| serde_json::from_str::<Vec<String>>(a).expect("exec form"))
-        .expect("an ENTRYPOINT");
-    assert_eq!(entrypoint, ["cvo"]);
-    assert_eq!(action["runs"]["args"][0], "github-action");
-    assert!(
-        last.iter()
-            .any(|(k, a)| k == "COPY" && a == "--from=build /out/cvo /usr/local/bin/cvo"),
-        "{image}: copies the built cvo onto PATH"
-    );
-    // The operator image itself stays non-root (the_runtime_user_is_numeric checks the number).
-    let (_, user) = runtime_stage()
-        .into_iter()
-        .rfind(|(k, _)| k == "USER")
-        .expect("a USER in Dockerfile");
-    assert_ne!(user.split(':').next(), Some("0"));
 }
 
 /// Where the image's `/release` comes from in this repository.

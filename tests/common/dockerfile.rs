@@ -40,14 +40,8 @@ pub fn instructions(text: &str) -> Vec<Instruction> {
 /// The instructions of each stage of the repository's Dockerfile (`FROM` to `FROM`), in
 /// order.
 pub fn stages() -> Vec<Vec<Instruction>> {
-    stages_of("Dockerfile")
-}
-
-/// The instructions of each stage of the Dockerfile `file` (relative to the repository root:
-/// `Dockerfile`, or the GitHub Action's `action.Dockerfile`), in order.
-pub fn stages_of(file: &str) -> Vec<Vec<Instruction>> {
-    let text = std::fs::read_to_string(Path::new(ROOT).join(file))
-        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    let text = std::fs::read_to_string(Path::new(ROOT).join("Dockerfile"))
+        .unwrap_or_else(|e| panic!("Dockerfile: {e}"));
     let mut stages: Vec<Vec<Instruction>> = Vec::new();
     for (keyword, args) in instructions(&text) {
         if keyword == "FROM" {
