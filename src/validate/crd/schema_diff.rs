@@ -218,7 +218,17 @@ fn walk(old: &Value, new: &Value, path: &str, out: &mut Vec<Change>) {
         .and_then(Value::as_object)
         .unwrap_or(&empty);
     for (name, old_schema) in old_props {
-        let field_path = format!("{path}.properties.{name}");
+        // A name that is not a plain word (`a.b`, `x y`) is quoted, so the path stays
+        // unambiguous: `.properties["a.b"]`.
+        let field_path = if name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            && !name.is_empty()
+        {
+            format!("{path}.properties.{name}")
+        } else {
+            format!("{path}.properties[{}]", Value::String(excerpt(name)))
+        };
         match new_props.get(name) {
             Some(new_schema) => walk(old_schema, new_schema, &field_path, out),
             None => out.push(change(
@@ -615,6 +625,15 @@ mod tests {
         for case in cases {
             assert_eq!(rules_of(case.old, case.new), case.want, "{}", case.name);
         }
+    }
+
+    #[test]
+    fn a_field_name_that_is_not_a_word_is_quoted_in_the_path() {
+        let old: Value =
+            serde_json::json!({"properties": {"a.b": {"type": "string"}, "c": {"type": "string"}}});
+        let new: Value = serde_json::json!({"properties": {}});
+        let paths: Vec<String> = diff(&old, &new, ".s").into_iter().map(|c| c.path).collect();
+        assert_eq!(paths, [".s.properties[\"a.b\"]", ".s.properties.c"]);
     }
 
     #[test]
