@@ -256,6 +256,11 @@ fn check(
             "note: the release uses cluster profiles ({}): each was validated on its own (choose one with --profile)",
             profiles.join(", ")
         );
+        if live.is_some() {
+            stderr_line!(
+                "note: --live compares every profile's CRDs with the cluster's, which holds one profile's: give the cluster's profile with --profile"
+            );
+        }
     }
     // A suppression is stale only when it matched nothing in every profile.
     let mut found = merge_profiles(runs);

@@ -18,6 +18,7 @@
 //! does not undo a reviewed exception.
 
 mod schema_diff;
+mod served;
 mod versions;
 
 use std::collections::{BTreeMap, HashMap};
@@ -62,7 +63,7 @@ impl LiveCrds {
             intent: DeleteIntent::Apply,
             create_only: false,
             capabilities: Vec::new(),
-            object,
+            object: served::crd(&object),
         };
         self.0.insert(name, LiveCrd { stored, manifest });
     }
@@ -126,8 +127,22 @@ pub fn check(
         };
         let mut changes = versions::single(&new);
         changes.extend(versions::stored_removed(&stored_list, &source, &new));
-        if let Some((old, _)) = old {
-            changes.extend(versions::compare(old, &new, &stored_list));
+        match old {
+            // The cluster serves its CRD as the server stores it: compare the release's in
+            // that form too (unknown keys and omitted zero values gone).
+            Some((old, Origin::Cluster)) => {
+                let served = Manifest {
+                    object: served::crd(&new.manifest.object),
+                    ..new.manifest.clone()
+                };
+                if let Some(served) = Crd::of(&served) {
+                    changes.extend(versions::compare(old, &served, &stored_list));
+                }
+            }
+            Some((old, Origin::Previous)) => {
+                changes.extend(versions::compare(old, &new, &stored_list))
+            }
+            None => {}
         }
         out.extend(
             changes
