@@ -1112,13 +1112,19 @@ mod tests {
         assert_eq!(release.manifests.len(), 4);
     }
 
-    #[test]
-    fn a_release_read_once_selects_as_a_load_in_each_profile() {
+    /// A payload directory with empty `manifests/` and `release-manifests/` folders.
+    fn payload_dirs() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let m = dir.path().join("manifests");
         let r = dir.path().join("release-manifests");
         fs::create_dir_all(&m).unwrap();
         fs::create_dir_all(&r).unwrap();
+        (dir, m, r)
+    }
+
+    #[test]
+    fn a_release_read_once_selects_as_a_load_in_each_profile() {
+        let (dir, m, r) = payload_dirs();
         write(
             &m,
             "0000_00_cvo_deploy.yaml",
@@ -1166,11 +1172,7 @@ mod tests {
 
     #[test]
     fn payload_renders_manifests_folder_and_reads_metadata() {
-        let dir = tempfile::tempdir().unwrap();
-        let m = dir.path().join("manifests");
-        let r = dir.path().join("release-manifests");
-        fs::create_dir_all(&m).unwrap();
-        fs::create_dir_all(&r).unwrap();
+        let (dir, m, r) = payload_dirs();
         write(
             &m,
             "0000_00_cvo_deploy.yaml",
@@ -1417,11 +1419,7 @@ mod tests {
     /// the CVO's task list; item 11: hidden files are read, first in byte order.
     #[test]
     fn payload_folders_in_cvo_order_and_hidden_files_first() {
-        let dir = tempfile::tempdir().unwrap();
-        let m = dir.path().join("manifests");
-        let r = dir.path().join("release-manifests");
-        fs::create_dir_all(&m).unwrap();
-        fs::create_dir_all(&r).unwrap();
+        let (dir, m, r) = payload_dirs();
         fs::create_dir_all(r.join(".git")).unwrap();
         write(&m, "0000_90_b_x.yaml", &cm("m90", ""));
         write(&m, "0000_00_a_x.yaml", &cm("m00", ""));
