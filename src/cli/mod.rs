@@ -734,13 +734,19 @@ async fn kube_client(global: &GlobalArgs) -> Result<kube::Client, CliError> {
     let retry = crate::cluster::retry::RetryPolicy::default();
     match retry.run(|| client.apiserver_version()).await {
         Ok(_) => Ok(client),
-        Err((crate::cluster::retry::RequestError::Kube(e), _)) => {
-            Err(CliError::Failed(request_error::describe(&e, &target)))
-        }
-        Err((e, _)) => Err(CliError::failed(format_args!(
-            "the API server at {}: {e}",
-            target.server
-        ))),
+        Err((e, _)) => Err(CliError::Failed(request_failed(&e, &target))),
+    }
+}
+
+/// A request to `target` that failed under the retry policy, in words: the server's answer
+/// or what kept the request from reaching it, with the server's address.
+fn request_failed(
+    err: &crate::cluster::retry::RequestError,
+    target: &request_error::Target,
+) -> String {
+    match err {
+        crate::cluster::retry::RequestError::Kube(e) => request_error::describe(e, target),
+        other => format!("the API server at {}: {other}", target.server),
     }
 }
 

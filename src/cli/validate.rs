@@ -274,8 +274,6 @@ fn check(
 /// yet reconciled) counts every version of its spec as possibly stored. Any failure is exit
 /// code 2: neither the CRDs nor where their objects are stored is ever assumed.
 fn read_live_crds(global: &GlobalArgs) -> Result<LiveCrds, CliError> {
-    use crate::cluster::request_error;
-    use crate::cluster::retry::RequestError;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{ApiResource, DynamicObject};
     let cannot = |why: String| {
@@ -293,13 +291,10 @@ fn read_live_crds(global: &GlobalArgs) -> Result<LiveCrds, CliError> {
         let retry = crate::cluster::retry::RetryPolicy::default();
         let params = kube::api::ListParams::default();
         let list = retry.run(|| api.list(&params)).await.map_err(|(e, _)| {
-            cannot(match e {
-                RequestError::Kube(e) => format!(
-                    "listing CustomResourceDefinitions: {}",
-                    request_error::describe(&e, &target)
-                ),
-                other => format!("listing CustomResourceDefinitions: {other}"),
-            })
+            cannot(format!(
+                "listing CustomResourceDefinitions: {}",
+                super::request_failed(&e, &target)
+            ))
         })?;
         let mut live = LiveCrds::default();
         for crd in list.items {
