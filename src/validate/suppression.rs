@@ -40,20 +40,6 @@ fn annotation<'a>(manifest: &'a Manifest, key: &str) -> Option<&'a serde_json::V
         .get(key)
 }
 
-/// `diagnostics` (already at their `levels`) with suppressed findings turned into notes,
-/// plus the invalid and stale suppressions of `release`'s manifests, for a release read in
-/// one profile and compared with nothing.
-pub fn apply(
-    release: &Release,
-    diagnostics: Vec<Diagnostic>,
-    levels: &RuleLevels,
-) -> Vec<Diagnostic> {
-    let (mut out, used) = check(release, diagnostics, levels, false);
-    out.extend(stale(&[used], levels));
-    super::sort(&mut out);
-    out
-}
-
 /// Where a suppression is written: the file and the YAML document in it.
 type Place = (PathBuf, Option<usize>);
 
@@ -83,9 +69,9 @@ impl Usage {
     }
 }
 
-/// [`apply`] without the stale suppressions: the findings with the suppressed ones turned
-/// into notes and the invalid suppressions, and what each suppression matched, so that
-/// readings of one release in several profiles can be judged together ([`stale`]).
+/// `diagnostics` (already at their `levels`) with suppressed findings turned into notes, plus
+/// the invalid suppressions of `release`'s manifests, and what each suppression matched, so
+/// that readings of one release in several profiles can be judged together ([`stale`]).
 ///
 /// `compared`: the release was compared with a previous release (or the cluster's CRDs);
 /// without that, rules that compare ([`super::rules::compares`]) report nothing, and a
@@ -185,26 +171,24 @@ pub fn check(
         .collect();
     let mut suppressions: Vec<(&Place, &Suppression)> = by_place.iter().collect();
     suppressions.sort_by_key(|(place, _)| *place);
-    let unused = suppressions
-        .into_iter()
-        .map(|(place, s)| {
-            let unused: BTreeSet<&'static str> = s
-                .rules
-                .iter()
-                .copied()
-                .filter(|r| {
-                    !s.used.contains(r)
-                        && levels.level(r) != Some(Level::Off)
-                        && (compared || !super::rules::compares(r))
-                })
-                .collect();
-            let at = super::finding(STALE_SUPPRESSION, s.manifest, String::new(), String::new());
-            ((place.clone(), IGNORE), at, unused)
-        })
-        .collect();
+    let mut usage = Usage::default();
+    for (_, s) in suppressions {
+        let unused: BTreeSet<&'static str> = s
+            .rules
+            .iter()
+            .copied()
+            .filter(|r| {
+                !s.used.contains(r)
+                    && levels.level(r) != Some(Level::Off)
+                    && (compared || !super::rules::compares(r))
+            })
+            .collect();
+        let at = super::finding(STALE_SUPPRESSION, s.manifest, String::new(), String::new());
+        usage.record(s.manifest, IGNORE, at, unused);
+    }
     out.extend(levels.apply(problems));
     super::sort(&mut out);
-    (out, Usage { unused })
+    (out, usage)
 }
 
 /// The `stale-suppression` findings of a release read once per profile (`usages`, one each):
@@ -261,10 +245,15 @@ mod tests {
     use super::*;
     use crate::validate::rules::{FILE_NAME_CONVENTION, SUBDIRECTORY_IGNORED};
 
+    /// The findings of a release of one manifest (`yaml`), read in one profile and compared
+    /// with nothing, at `levels`, with its suppressions applied and judged.
     fn run(yaml: &str, levels: &RuleLevels) -> Vec<Diagnostic> {
         let r = release(vec![manifest("rel/settings.yaml", yaml)]);
         let found = levels.apply(crate::validate::validate(&r, None));
-        apply(&r, found, levels)
+        let (mut out, used) = check(&r, found, levels, false);
+        out.extend(stale(&[used], levels));
+        crate::validate::sort(&mut out);
+        out
     }
 
     const HEAD: &str =
