@@ -17,15 +17,20 @@ const RULES: &[(&str, &[&str])] = &[
     // Semantic versions read from input, with errors in plain words.
     ("version", &[]),
     ("graph", &[]),
-    ("cluster", &[]),
+    // How long every retry loop waits (the one backoff): API requests, registry requests,
+    // watches, rounds and restarts alike, so it knows nothing of either side.
+    ("retry", &[]),
+    // Every request to an API server, retried under the one backoff.
+    ("cluster", &["retry"]),
     // The one finding type names the object it is about.
     ("diagnostic", &["release"]),
     // The loader is pure: files in, manifests and diagnostics out. It may read an OCI source
     // through `oci`.
     ("release", &["diagnostic", "oci", "version"]),
     // Releases as OCI artifacts: verified bytes from registries and layouts, under the one
-    // request backoff (cluster::retry); never the engine (no apply, sync, operator).
-    ("oci", &["cluster"]),
+    // request backoff (`retry`); never the Kubernetes side (no cluster) nor the engine (no
+    // apply, sync, operator).
+    ("oci", &["retry"]),
     ("validate", &["diagnostic", "release"]),
     ("health", &["cluster", "release"]),
     (
@@ -42,10 +47,10 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "sync",
         &[
-            "apply", "cluster", "exit", "graph", "health", "release", "status",
+            "apply", "cluster", "exit", "graph", "health", "release", "retry", "status",
         ],
     ),
-    ("olm", &["cluster"]),
+    ("olm", &["cluster", "retry"]),
     // The update-graph client: it speaks HTTP to an update service, never to the cluster;
     // it names status's condition type only.
     ("updates", &["status", "version"]),
@@ -61,8 +66,8 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "operator",
         &[
-            "apply", "cluster", "exit", "health", "oci", "olm", "release", "status", "sync",
-            "updates",
+            "apply", "cluster", "exit", "health", "oci", "olm", "release", "retry", "status",
+            "sync", "updates",
         ],
     ),
     // What an empty embedded server lacks that a real cluster has (the `in-memory` feature).
@@ -83,6 +88,7 @@ const RULES: &[(&str, &[&str])] = &[
             "operator",
             "rbac",
             "release",
+            "retry",
             "status",
             "sync",
             "updates",
@@ -93,9 +99,17 @@ const RULES: &[(&str, &[&str])] = &[
 ];
 
 /// Modules that must not name the Kubernetes client or API types at all.
-const NO_KUBERNETES: &[&str] = &["graph"];
+const NO_KUBERNETES: &[&str] = &["graph", "retry"];
 /// Modules that may use API types as data but must not name the client (`kube::`).
-const NO_CLIENT: &[&str] = &["graph", "release", "validate", "diagnostic", "exit", "oci"];
+const NO_CLIENT: &[&str] = &[
+    "graph",
+    "release",
+    "validate",
+    "diagnostic",
+    "exit",
+    "oci",
+    "retry",
+];
 
 fn src_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

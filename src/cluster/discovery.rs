@@ -122,7 +122,7 @@ impl Discovery {
     }
 
     /// Like [`Discovery::resolve`], but a kind not served yet (or a failed discovery request)
-    /// is asked for again — [`super::retry::Backoff::DISCOVERY_LAG`]: 20 ms, growing ×1.5 to
+    /// is asked for again — [`crate::retry::Backoff::DISCOVERY_LAG`]: 20 ms, growing ×1.5 to
     /// 500 ms — until it is served or `timeout` passes: a real API server lists a new CRD's
     /// kind a moment after the CRD is `Established` (docs/apply.md). Discovery has no watch,
     /// so this one wait polls.
@@ -133,7 +133,7 @@ impl Discovery {
         timeout: Duration,
     ) -> Result<Resolved, DiscoveryError> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut delays = super::retry::Backoff::DISCOVERY_LAG.delays();
+        let mut delays = crate::retry::Backoff::DISCOVERY_LAG.delays();
         let mut delay = delays.next_wait();
         loop {
             match self.resolve(api_version, kind).await {

@@ -8,8 +8,8 @@
 //! - [`list`]: every object of a kind, page by page, under the retry policy;
 //! - [`name`]: `NAMESPACE/NAME` of a namespaced object, as command lines take it;
 //! - [`request_error`]: what failed, in words (connection refused, unknown authority, 401);
-//! - [`retry`]: the one retry policy of every request `cvo` sends (kube-client's own retry
-//!   layer is switched off by [`client`]);
+//! - [`retry`]: which request errors are retried, for every request `cvo` sends (kube-client's
+//!   own retry layer is switched off by [`client`]), waiting as [`crate::retry`] says;
 //!
 //! Verbs send one request per call and never retry: the caller runs them under [`retry`],
 //! knowing what the request was for. Discovery retries its own lookups under the same policy. Waits are the exception by

@@ -2,7 +2,7 @@
 //! ([`kube::runtime::wait::await_condition`]) instead of polling.
 //!
 //! A watch can break (the server restarts, a proxy closes the stream, a 410 Gone on resume):
-//! [`until`] starts a new one after a short backoff ([`super::retry::Backoff::WATCH_RESTART`]),
+//! [`until`] starts a new one after a short backoff ([`crate::retry::Backoff::WATCH_RESTART`]),
 //! so only the deadline ends a wait. The
 //! condition is evaluated on the object as the watch sees it, `None` meaning absent.
 
@@ -32,7 +32,7 @@ where
     F: Fn(Option<&K>) -> bool + Clone + Send + 'static,
 {
     let deadline = Instant::now() + timeout;
-    let mut delays = super::retry::Backoff::WATCH_RESTART.delays();
+    let mut delays = crate::retry::Backoff::WATCH_RESTART.delays();
     loop {
         let attempt = await_condition(api.clone(), name, cond.clone());
         match tokio::time::timeout_at(deadline, attempt).await {

@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use crate::cluster::retry::Backoff;
+use crate::retry::Backoff;
 
 /// The `client_id` sent with the exchange (distribution's clients send one; it is required).
 const CLIENT_ID: &str = "cvo";

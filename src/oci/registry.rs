@@ -30,7 +30,7 @@ use oci_client::token_cache::RegistryOperation;
 
 use super::shape::{ACCEPTED_MEDIA_TYPES, Descriptor};
 use super::{Digest, MAX_MANIFEST_BYTES, OciError};
-use crate::cluster::retry::Backoff;
+use crate::retry::Backoff;
 
 /// How registries are reached: the flags of every command that reads or pushes.
 #[derive(Clone, Debug, Default)]

@@ -29,7 +29,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use crate::cluster::retry::Backoff;
+use crate::retry::Backoff;
 
 use super::plan::{
     self, CrRef, CrdInfo, Decision, NamespaceInfo, REASON_BLOCKED, REASON_WAITING, ReleaseReason,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::cluster::retry::Backoff;
+use crate::retry::Backoff;
 
 /// Runs the reconciler with `config` until `stop` turns true (in-flight reconciles get
 /// `grace` to finish), starting it again after errors. `leading` turning false (the Lease

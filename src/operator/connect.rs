@@ -15,7 +15,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::cluster::request_error::{self, Target};
-use crate::cluster::retry::{Backoff, RequestError, RetryPolicy, Verdict, classify};
+use crate::cluster::retry::{RequestError, RetryPolicy, Verdict, classify};
+use crate::retry::Backoff;
 
 /// Asks `client`'s server for its version until it answers (each attempt bounded by the one
 /// retry policy's request timeout), waiting [`Backoff::CONNECT`] between attempts; `target`

@@ -170,7 +170,7 @@ async fn watch_kind(
     drifted: &UnboundedSender<usize>,
 ) {
     let (api_version, kind) = (what.api_version, what.kind);
-    let mut waits = crate::cluster::retry::Backoff::RESOLVE_KIND.delays();
+    let mut waits = crate::retry::Backoff::RESOLVE_KIND.delays();
     let resolved = loop {
         match cluster.discovery().resolve(api_version, kind).await {
             Ok(r) => break r,

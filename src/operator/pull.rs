@@ -43,11 +43,11 @@ use kube::api::{Api, DynamicObject};
 use tokio::time::Instant;
 
 use crate::cluster::NamespacedName;
-use crate::cluster::retry::Backoff;
 use crate::oci::{
     Credentials, Digest, FetchOptions, Kind, Opened, RegistryRef, Resolved, SignatureCheck, Source,
 };
 use crate::release::{LoadOptions, Release, Verification};
+use crate::retry::Backoff;
 use crate::status::conditions::RELEASE_ACCEPTED;
 use crate::status::{Condition, ConditionStatus};
 

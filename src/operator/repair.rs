@@ -73,7 +73,7 @@ impl Repairs {
             } else {
                 let failed = self.retries.entry(index).or_insert(0);
                 *failed += 1;
-                let wait = crate::cluster::retry::Backoff::REPAIR.delay(*failed);
+                let wait = crate::retry::Backoff::REPAIR.delay(*failed);
                 self.delayed.push(Box::pin(async move {
                     tokio::time::sleep(wait).await;
                     index

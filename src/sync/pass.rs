@@ -250,7 +250,7 @@ where
     .await;
     let mut rounds = 1;
     // 1 s between rounds, doubling up to 30 s.
-    let mut delays = crate::cluster::retry::Backoff::INSTALL_ROUND.delays();
+    let mut delays = crate::retry::Backoff::INSTALL_ROUND.delays();
     let mut delay = delays.next_wait();
     loop {
         errors.end_round();
