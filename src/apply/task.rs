@@ -334,32 +334,9 @@ impl<'r> Applier<'r> {
         manifest: &Manifest,
         result: &mut ManifestResult,
     ) -> Result<(Action, Option<(Resolved, DynamicObject)>), ManifestError> {
-        let rt = typed::round_trip(&manifest.api_version, &manifest.id.kind, &manifest.object)?;
-        for path in &rt.dropped {
-            result.warnings.push(format!(
-                "field {path} is not part of {} {} and was dropped",
-                manifest.api_version, manifest.id.kind
-            ));
-        }
-        let typed = rt.typed;
-        let mut body = rt.object;
-        super::body::mark(&mut body);
-        let key = (manifest.id.group.clone(), manifest.id.kind.clone());
-        if self.options.dry_run && self.crds.contains_key(&key) {
-            // A dry run creates no CRD: a kind whose CRD this release brings may not be
-            // served yet, so the object can only be planned as new.
-            if let Err(DiscoveryError::UnknownKind { .. }) = self
-                .cluster
-                .discovery()
-                .resolve(&manifest.api_version, &manifest.id.kind)
-                .await
-            {
-                result.warnings.push(format!(
-                    "not checked by the server: {} is not served yet (its CRD {} is created by this release)",
-                    manifest.id.kind, self.crds[&key]
-                ));
-                return Ok((Action::Created, None));
-            }
+        let (body, typed) = body_of(manifest, result)?;
+        if self.kind_not_served_yet(manifest, result).await {
+            return Ok((Action::Created, None));
         }
         let resolved = self.resolve(manifest).await?;
         let before = self.current(&resolved, manifest).await?;
@@ -372,20 +349,14 @@ impl<'r> Applier<'r> {
                 finalizers: live.finalizers().to_vec(),
             });
         }
-        if let Some(live) = before.as_ref().filter(|live| {
-            let stored = super::body::Stored {
-                typed,
-                status_subresource: resolved.status_subresource,
-            };
-            if manifest.create_only {
-                return true;
-            }
-            let difference = super::body::difference(live, &body, stored);
-            if let Some(path) = &difference {
-                tracing::debug!(manifest = %manifest.id, %path, "not up to date: applying");
-            }
-            difference.is_none()
-        }) {
+        let stored = super::body::Stored {
+            typed,
+            status_subresource: resolved.status_subresource,
+        };
+        if let Some(live) = before
+            .as_ref()
+            .filter(|live| up_to_date(manifest, live, &body, stored))
+        {
             return Ok((Action::Unchanged, Some((resolved, live.clone()))));
         }
         let ns = manifest.id.namespace.as_deref();
@@ -414,18 +385,7 @@ impl<'r> Applier<'r> {
             return Ok((Action::Created, Some((resolved, after))));
         };
         if dry_run {
-            let (mut old, mut new) = (comparable(&before), comparable(&after));
-            if secrets::is_secret(&manifest.api_version, &manifest.id.kind) {
-                secrets::mask_pair(&mut old, &mut new);
-            }
-            let changes = diff(&old, &new);
-            let action = if changes.is_empty() {
-                Action::Unchanged
-            } else {
-                Action::Updated
-            };
-            result.changes = changes;
-            return Ok((action, None));
+            return Ok((dry_run_changes(manifest, &before, &after, result), None));
         }
         let action = if applied_a_change(&before, &after, &body) {
             Action::Updated
@@ -433,6 +393,29 @@ impl<'r> Applier<'r> {
             Action::Unchanged
         };
         Ok((action, Some((resolved, after))))
+    }
+
+    /// In a dry run, whether `manifest`'s kind is one a CRD of this release defines and the
+    /// server does not serve yet (a dry run creates no CRD): then the object can only be
+    /// planned as new, with a warning in `result` saying it was not checked.
+    async fn kind_not_served_yet(&self, manifest: &Manifest, result: &mut ManifestResult) -> bool {
+        let key = (manifest.id.group.clone(), manifest.id.kind.clone());
+        if !self.options.dry_run || !self.crds.contains_key(&key) {
+            return false;
+        }
+        let resolved = self
+            .cluster
+            .discovery()
+            .resolve(&manifest.api_version, &manifest.id.kind)
+            .await;
+        if !matches!(resolved, Err(DiscoveryError::UnknownKind { .. })) {
+            return false;
+        }
+        result.warnings.push(format!(
+            "not checked by the server: {} is not served yet (its CRD {} is created by this release)",
+            manifest.id.kind, self.crds[&key]
+        ));
+        true
     }
 
     fn apply_error(
@@ -563,6 +546,63 @@ impl<'r> Applier<'r> {
                 },
             }),
         }
+    }
+}
+
+/// The body server-side apply sends for `manifest` (its typed round trip, marked as cvo's)
+/// and whether it went through a built-in type; each field the round trip dropped is a
+/// warning in `result`.
+fn body_of(
+    manifest: &Manifest,
+    result: &mut ManifestResult,
+) -> Result<(Value, bool), ManifestError> {
+    let rt = typed::round_trip(&manifest.api_version, &manifest.id.kind, &manifest.object)?;
+    for path in &rt.dropped {
+        result.warnings.push(format!(
+            "field {path} is not part of {} {} and was dropped",
+            manifest.api_version, manifest.id.kind
+        ));
+    }
+    let mut body = rt.object;
+    super::body::mark(&mut body);
+    Ok((body, rt.typed))
+}
+
+/// Whether the `live` object needs no write: a create-only manifest never does once its
+/// object exists; otherwise `body` must make no difference to it.
+fn up_to_date(
+    manifest: &Manifest,
+    live: &DynamicObject,
+    body: &Value,
+    stored: super::body::Stored,
+) -> bool {
+    if manifest.create_only {
+        return true;
+    }
+    let difference = super::body::difference(live, body, stored);
+    if let Some(path) = &difference {
+        tracing::debug!(manifest = %manifest.id, %path, "not up to date: applying");
+    }
+    difference.is_none()
+}
+
+/// A dry run's update: the field changes between the live object and the server's answer
+/// (a Secret's values masked) into `result`, and whether there were any.
+fn dry_run_changes(
+    manifest: &Manifest,
+    before: &DynamicObject,
+    after: &DynamicObject,
+    result: &mut ManifestResult,
+) -> Action {
+    let (mut old, mut new) = (comparable(before), comparable(after));
+    if secrets::is_secret(&manifest.api_version, &manifest.id.kind) {
+        secrets::mask_pair(&mut old, &mut new);
+    }
+    result.changes = diff(&old, &new);
+    if result.changes.is_empty() {
+        Action::Unchanged
+    } else {
+        Action::Updated
     }
 }
 

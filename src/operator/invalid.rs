@@ -5,11 +5,14 @@
 //! `spec.desiredUpdate.image` names a release artifact it can pull ([`super::pull`]): then it
 //! returns that release, to be led with as a usable one.
 
+use kube::api::DynamicObject;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::metrics::Metrics;
-use super::pull::{IMAGE_VERIFICATION_FAILED, Lookup, Outcome, Pulled, Puller, Switch, cluster_at};
+use super::pull::{
+    IMAGE_VERIFICATION_FAILED, Lookup, Outcome, PullError, Pulled, Puller, Switch, cluster_at,
+};
 use super::self_update::{self, Decision, SelfUpdate};
 use super::status::not_progressing;
 use super::{Options, drift, resync};
@@ -108,37 +111,14 @@ async fn report_invalid(
         }
     };
     let generation = cv.as_ref().and_then(|cv| cv.metadata.generation);
-    let desired = cv.as_ref().and_then(self_update::desired_image);
-    let update = cv.as_ref().and_then(|cv| Spec::of(cv).desired_update);
-    // What is looked up: the image asked for, else the release image the cluster is at (a
-    // release pulled before a restart: rebuilt from the cluster).
-    let lookup = Lookup::of(update.as_ref(), cluster_at(cv.as_ref(), None).as_deref());
-    // A release artifact is pulled (and led with); a container image moves the operator.
-    let mut pull_failure = None;
-    let decision = match &lookup {
-        Some(l) if !mover.runs(cluster, &l.image).await => {
-            let repository = mover.pod_repository(cluster).await;
-            match puller
-                .consider(cluster.client(), l.asked(), None, repository.as_deref())
-                .await
-            {
-                Outcome::Switch(pulled) => {
-                    tracing::warn!(image = %pulled.image(), asked = %pulled.asked, "the release cannot be used; switching to the release image the cluster names");
-                    metrics.pass(trigger, "switched", started.elapsed().as_secs_f64());
-                    return Err(pulled);
-                }
-                Outcome::Image if l.from_status => Decision::Stay,
-                Outcome::Image => mover.decide(cluster, Some(&l.image), None).await,
-                Outcome::Lead => Decision::Stay,
-                Outcome::Failed(e) => {
-                    pull_failure = Some(e);
-                    Decision::Stay
-                }
-            }
+    let (decision, pull_failure) = match consider(cluster, cv.as_ref(), mover, puller).await {
+        Ok(considered) => considered,
+        Err(pulled) => {
+            metrics.pass(trigger, "switched", started.elapsed().as_secs_f64());
+            return Err(pulled);
         }
-        _ => mover.decide(cluster, desired.as_deref(), None).await,
     };
-    let (conditions, result) = match &decision {
+    let (mut conditions, result) = match &decision {
         Decision::HandedOver { to, .. } => {
             tracing::warn!(%to, "the release cannot be used; the operator's Deployment runs the image spec.desiredUpdate names: handed over");
             (
@@ -146,34 +126,12 @@ async fn report_invalid(
                 "handed-over",
             )
         }
-        Decision::Stay | Decision::CannotMove { .. } | Decision::Conflict { .. } => {
-            let mut message = why.message.clone();
-            if let Decision::CannotMove { to, why: cannot } = &decision {
-                message.push_str(&format!(
-                    "; cannot move the operator to image {to}: {cannot}"
-                ));
-            }
-            if let Some(e) = &pull_failure {
-                let at = e
-                    .digest
-                    .as_ref()
-                    .map_or_else(String::new, |d| format!(" (digest {d})"));
-                message.push_str(&format!(
-                    "; cannot use the release image {}{at}: {}",
-                    e.image, e.cause
-                ));
-            }
-            // A release image that cannot be pulled or verified says so in the reason.
-            let reason = pull_failure.as_ref().map_or(why.reason, |e| e.reason);
-            tracing::error!(reason, "the release cannot be used: nothing is applied");
-            let refused = Condition::new(RELEASE_ACCEPTED, ConditionStatus::False, reason, message);
-            // Nothing is applied: no earlier leader's Progressing stays.
-            let idle = not_progressing(cv.as_ref(), "the release this operator holds", reason);
-            (vec![refused, idle], "refused")
-        }
+        Decision::Stay | Decision::CannotMove { .. } | Decision::Conflict { .. } => (
+            refused(why, &decision, pull_failure.as_ref(), cv.as_ref()),
+            "refused",
+        ),
     };
     // The spec is read here too: an invalid request is said, and not acted on.
-    let mut conditions = conditions;
     if let Some(cv) = &cv {
         let stored = clusterversion::condition(cv, "Invalid");
         conditions.extend(Spec::of(cv).invalid_update(stored.as_ref()));
@@ -192,4 +150,76 @@ async fn report_invalid(
     }
     metrics.pass(trigger, result, started.elapsed().as_secs_f64());
     Ok(generation)
+}
+
+/// What the image `spec.desiredUpdate` asks for (else the release image the cluster is at: a
+/// release pulled before a restart, rebuilt from the cluster) means for an operator whose
+/// release cannot be used: a release artifact is pulled (`Err`: lead with it); a container
+/// image moves the operator; an image that cannot be looked up or pulled is returned with
+/// [`Decision::Stay`], to be reported.
+async fn consider(
+    cluster: &Cluster,
+    cv: Option<&DynamicObject>,
+    mover: &SelfUpdate,
+    puller: &Puller,
+) -> Result<(Decision, Option<PullError>), Box<Pulled>> {
+    let update = cv.and_then(|cv| Spec::of(cv).desired_update);
+    let lookup = Lookup::of(update.as_ref(), cluster_at(cv, None).as_deref());
+    let decision = match &lookup {
+        Some(l) if !mover.runs(cluster, &l.image).await => {
+            let repository = mover.pod_repository(cluster).await;
+            match puller
+                .consider(cluster.client(), l.asked(), None, repository.as_deref())
+                .await
+            {
+                Outcome::Switch(pulled) => {
+                    tracing::warn!(image = %pulled.image(), asked = %pulled.asked, "the release cannot be used; switching to the release image the cluster names");
+                    return Err(pulled);
+                }
+                Outcome::Image if l.from_status => Decision::Stay,
+                Outcome::Image => mover.decide(cluster, Some(&l.image), None).await,
+                Outcome::Lead => Decision::Stay,
+                Outcome::Failed(e) => return Ok((Decision::Stay, Some(e))),
+            }
+        }
+        _ => {
+            let desired = cv.and_then(self_update::desired_image);
+            mover.decide(cluster, desired.as_deref(), None).await
+        }
+    };
+    Ok((decision, None))
+}
+
+/// `ReleaseAccepted=False` for a release that cannot be used (`why`), saying also why the
+/// operator cannot move (`decision`) or the release image cannot be used (`pull_failure`,
+/// whose reason then wins), and `Progressing=False`: nothing is applied.
+fn refused(
+    why: &Unusable,
+    decision: &Decision,
+    pull_failure: Option<&PullError>,
+    cv: Option<&DynamicObject>,
+) -> Vec<Condition> {
+    let mut message = why.message.clone();
+    if let Decision::CannotMove { to, why: cannot } = decision {
+        message.push_str(&format!(
+            "; cannot move the operator to image {to}: {cannot}"
+        ));
+    }
+    if let Some(e) = pull_failure {
+        let at = e
+            .digest
+            .as_ref()
+            .map_or_else(String::new, |d| format!(" (digest {d})"));
+        message.push_str(&format!(
+            "; cannot use the release image {}{at}: {}",
+            e.image, e.cause
+        ));
+    }
+    // A release image that cannot be pulled or verified says so in the reason.
+    let reason = pull_failure.map_or(why.reason, |e| e.reason);
+    tracing::error!(reason, "the release cannot be used: nothing is applied");
+    let refused = Condition::new(RELEASE_ACCEPTED, ConditionStatus::False, reason, message);
+    // Nothing is applied: no earlier leader's Progressing stays.
+    let idle = not_progressing(cv, "the release this operator holds", reason);
+    vec![refused, idle]
 }

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use super::Options;
 use super::drift::{self, Kinds, Known};
 use super::metrics::Metrics;
-use super::pass::Passes;
+use super::pass::{PassEnd, Passes};
 use super::pull::{Puller, Switch};
 use super::repair::{Repairs, repairer};
 use super::resync;
@@ -87,7 +87,6 @@ pub(super) async fn lead(
     stop: &mut watch::Receiver<bool>,
 ) -> (Option<Switch>, bool) {
     let known = Known::default();
-    let grace = options.shutdown_grace;
     let mover = SelfUpdate::new(options.self_update.clone());
     let passes = Passes {
         cluster,
@@ -99,27 +98,40 @@ pub(super) async fn lead(
         puller,
         pulled,
     };
-    let mut first = match until_stopped(passes.full_pass("initial"), stop, grace).await {
-        Ok(end) => end,
-        Err(stopped) => {
-            pass_stopped(cluster, release, options, stopped).await;
-            return (None, false);
-        }
+    let Some(mut first) = pass_or_stop(&passes, "initial", stop).await else {
+        return (None, false);
     };
-    let mut applied = first.accepted;
     if let Some(next) = first.switch.take() {
-        return (Some(next), applied);
+        return (Some(next), first.accepted);
     }
+    steady_state(&passes, first, stop).await
+}
+
+/// The steady state after the first pass ended (`first`), until told to stop or a pass asks
+/// to lead with another release: the same answer as [`lead`]'s.
+async fn steady_state(
+    passes: &Passes<'_>,
+    mut first: PassEnd,
+    stop: &mut watch::Receiver<bool>,
+) -> (Option<Switch>, bool) {
+    let (cluster, release, options, known) =
+        (passes.cluster, passes.release, passes.options, passes.known);
+    let (metrics, grace) = (passes.metrics, options.shutdown_grace);
+    let mut steady = Steady {
+        applied: first.accepted,
+        watching: first.accepted && !first.paused,
+        unmanaged: std::mem::take(&mut first.unmanaged),
+        repairs: Repairs::default(),
+        schedule: Schedule::new(options.resync_interval),
+    };
     let mut updates = Refresher::new(cluster, release, &options.sync.apply.retry);
     updates.start();
-    let mut watching = first.accepted && !first.paused;
-    let mut unmanaged = first.unmanaged;
     let kinds = Kinds::of(release);
     let (drift_tx, mut drift_rx) = mpsc::unbounded_channel();
     let (cv_tx, mut cv_rx) = mpsc::unbounded_channel();
     // Drift watches are polled only once the release was accepted (nothing is managed
     // before); the ClusterVersion watch always (a forced desiredUpdate must start a pass).
-    let watches = kinds.watch(cluster, &known, &drift_tx);
+    let watches = kinds.watch(cluster, known, &drift_tx);
     tokio::pin!(watches);
     // Compared with the generation the pass read: a spec change made since is not missed.
     let cv_watch = drift::watch_cluster_version(cluster, first.generation, &cv_tx);
@@ -133,13 +145,20 @@ pub(super) async fn lead(
     let mut fg_watching = options.sync.feature_gates.is_none();
     let repairer = repairer(cluster, release, options);
     let mut cv_watching = true;
-    let mut repairs = Repairs::default();
-    let mut schedule = Schedule::new(options.resync_interval);
-    tracing::info!(kinds = kinds.len(), next_pass_in = ?schedule.next_pass.saturating_duration_since(Instant::now()), "steady state: watching managed objects for drift");
+    let next_pass_in = steady
+        .schedule
+        .next_pass
+        .saturating_duration_since(Instant::now());
+    tracing::info!(
+        kinds = kinds.len(),
+        ?next_pass_in,
+        "steady state: watching managed objects for drift"
+    );
     loop {
+        let schedule = &mut steady.schedule;
         let next = tokio::select! {
-            _ = stop.wait_for(|s| *s) => return (None, applied),
-            () = &mut watches, if watching => Next::WatchesEnded,
+            _ = stop.wait_for(|s| *s) => return (None, steady.applied),
+            () = &mut watches, if steady.watching => Next::WatchesEnded,
             () = &mut cv_watch, if cv_watching => { cv_watching = false; continue }
             () = &mut fg_watch, if fg_watching => { fg_watching = false; continue }
             () = tokio::time::sleep_until(schedule.next_pass) => Next::Pass("resync"),
@@ -154,10 +173,10 @@ pub(super) async fn lead(
                 schedule.asked("featuregate");
                 continue;
             }
-            Some(index) = repairs.next_due(), if !repairs.is_empty() => {
+            Some(index) = steady.repairs.next_due(), if !steady.repairs.is_empty() => {
                 Next::Repair(BTreeSet::from([index]))
             }
-            Some(first) = drift_rx.recv(), if watching => {
+            Some(first) = drift_rx.recv(), if steady.watching => {
                 let mut queue = BTreeSet::from([first]);
                 while let Ok(more) = drift_rx.try_recv() {
                     queue.insert(more);
@@ -167,15 +186,17 @@ pub(super) async fn lead(
         };
         let trigger = match next {
             Next::WatchesEnded => {
-                watching = false;
+                steady.watching = false;
                 continue;
             }
             Next::Repair(queue) => {
                 // Objects overridden as unmanaged are not put back.
-                let queue = queue.into_iter().filter(|i| !unmanaged.contains(i));
-                let repaired = repairs.run(&repairer, &known, metrics, queue, stop, grace);
+                let queue = queue.into_iter().filter(|i| !steady.unmanaged.contains(i));
+                let repaired = steady
+                    .repairs
+                    .run(&repairer, known, metrics, queue, stop, grace);
                 if repaired.await.is_err() {
-                    return (None, applied);
+                    return (None, steady.applied);
                 }
                 continue;
             }
@@ -183,27 +204,62 @@ pub(super) async fn lead(
         };
         while cv_rx.try_recv().is_ok() {}
         while fg_rx.try_recv().is_ok() {}
-        let mut end = match until_stopped(passes.full_pass(trigger), stop, grace).await {
-            Ok(end) => end,
-            Err(stopped) => {
-                pass_stopped(cluster, release, options, stopped).await;
-                return (None, applied);
-            }
+        let Some(end) = pass_or_stop(passes, trigger, stop).await else {
+            return (None, steady.applied);
         };
-        applied |= end.accepted;
-        if let Some(next) = end.switch.take() {
-            return (Some(next), applied);
+        if let Some(next) = steady.passed(end, options.resync_interval) {
+            return (Some(next), steady.applied);
         }
-        unmanaged = end.unmanaged;
         updates.start();
+    }
+}
+
+/// A full pass, unless told to stop first (`None`; an abandoned pass is recorded).
+async fn pass_or_stop(
+    passes: &Passes<'_>,
+    trigger: &'static str,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<PassEnd> {
+    let options = passes.options;
+    match until_stopped(passes.full_pass(trigger), stop, options.shutdown_grace).await {
+        Ok(end) => Some(end),
+        Err(stopped) => {
+            pass_stopped(passes.cluster, passes.release, options, stopped).await;
+            None
+        }
+    }
+}
+
+/// What the steady state carries from one event to the next.
+struct Steady {
+    /// A pass applied the release.
+    applied: bool,
+    /// Drift watches are polled: the release was accepted, and the operator not paused.
+    watching: bool,
+    /// Manifests left alone until the next pass (unmanaged, or excluded by capability).
+    unmanaged: BTreeSet<usize>,
+    /// Repairs that failed, retried under their backoff.
+    repairs: Repairs,
+    schedule: Schedule,
+}
+
+impl Steady {
+    /// A full pass ended with `end`: `Some` when it asks to lead with another release.
+    fn passed(&mut self, mut end: PassEnd, resync_interval: Duration) -> Option<Switch> {
+        self.applied |= end.accepted;
+        if let Some(next) = end.switch.take() {
+            return Some(next);
+        }
+        self.unmanaged = end.unmanaged;
         if end.paused {
             // Handed over to another image (repairing would undo that), or the release would
             // move the operator away from it.
-            watching = false;
-            repairs = Repairs::default();
+            self.watching = false;
+            self.repairs = Repairs::default();
         } else {
-            watching |= end.accepted;
+            self.watching |= end.accepted;
         }
-        schedule.passed(options.resync_interval);
+        self.schedule.passed(resync_interval);
+        None
     }
 }

@@ -178,51 +178,15 @@ pub async fn run(
                     .await;
                 }
             };
-            let releases = async {
-                // What the release applied last holds: an update from it enables the
-                // capabilities its objects need implicitly (`sync::SyncOptions`).
-                let mut from: Option<Arc<Gates>> = None;
-                loop {
-                    let mut options = options.clone();
-                    options.sync.updating_from = from.clone();
-                    let options = &options;
-                    let (next, applied) = match (pulled.as_ref(), release) {
-                        (Some(p), _) => {
-                            let current = &p.release;
-                            let (next, applied) = lead::lead(
-                                &cluster, current, true, options, &metrics, &puller, &mut stop,
-                            )
-                            .await;
-                            (next, applied.then_some(current))
-                        }
-                        (None, Ok(release)) => {
-                            let (next, applied) = lead::lead(
-                                &cluster, release, false, options, &metrics, &puller, &mut stop,
-                            )
-                            .await;
-                            (next, applied.then_some(release))
-                        }
-                        (None, Err(why)) => {
-                            let next = invalid::lead_invalid(
-                                &cluster, why, options, &metrics, &puller, &mut stop,
-                            )
-                            .await;
-                            (next, None)
-                        }
-                    };
-                    // Only a release a pass applied is what the cluster has; else the one
-                    // before it still is.
-                    if let Some(applied) = applied {
-                        from = Some(Arc::new(Gates::of(applied)));
-                    }
-                    // Lead again with the other release, as a new leader would.
-                    match next {
-                        Some(pull::Switch::Pulled(next)) => pulled = Some(next),
-                        Some(pull::Switch::Start) => pulled = None,
-                        None => return,
-                    }
-                }
-            };
+            let releases = lead_releases(
+                &cluster,
+                release,
+                &mut pulled,
+                options,
+                &metrics,
+                &puller,
+                &mut stop,
+            );
             let work = async { tokio::join!(releases, cleanup) };
             tokio::select! {
                 _ = work => {}
@@ -250,6 +214,58 @@ pub async fn run(
     metrics.leader.set(0);
     election.stop().await;
     tracing::info!("stopped");
+}
+
+/// What the leader does while elected, until told to stop: leads with the release pulled
+/// last (`pulled`), else with the one given at start (`start`, or why it cannot be used);
+/// when a pass switches to another release, leads again with it, as a new leader would.
+/// `pulled` outlives the term: a leader elected again leads with it.
+async fn lead_releases(
+    cluster: &Cluster,
+    start: Result<&Release, &Unusable>,
+    pulled: &mut Option<Box<pull::Pulled>>,
+    options: &Options,
+    metrics: &Metrics,
+    puller: &pull::Puller,
+    stop: &mut watch::Receiver<bool>,
+) {
+    // What the release applied last holds: an update from it enables the capabilities its
+    // objects need implicitly (`sync::SyncOptions`).
+    let mut from: Option<Arc<Gates>> = None;
+    loop {
+        let mut options = options.clone();
+        options.sync.updating_from = from.clone();
+        let options = &options;
+        let (next, applied) = match (pulled.as_ref(), start) {
+            (Some(p), _) => {
+                let current = &p.release;
+                let (next, applied) =
+                    lead::lead(cluster, current, true, options, metrics, puller, stop).await;
+                (next, applied.then_some(current))
+            }
+            (None, Ok(release)) => {
+                let (next, applied) =
+                    lead::lead(cluster, release, false, options, metrics, puller, stop).await;
+                (next, applied.then_some(release))
+            }
+            (None, Err(why)) => {
+                let next =
+                    invalid::lead_invalid(cluster, why, options, metrics, puller, stop).await;
+                (next, None)
+            }
+        };
+        // Only a release a pass applied is what the cluster has; else the one before it
+        // still is.
+        if let Some(applied) = applied {
+            from = Some(Arc::new(Gates::of(applied)));
+        }
+        // Lead again with the other release, as a new leader would.
+        match next {
+            Some(pull::Switch::Pulled(next)) => *pulled = Some(next),
+            Some(pull::Switch::Start) => *pulled = None,
+            None => return,
+        }
+    }
 }
 
 /// The leader election, running in its own task.

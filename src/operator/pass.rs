@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::drift::Known;
 use super::metrics::Metrics;
-use super::pull::{Lookup, Meanwhile, Outcome, Puller, Switch, cluster_at};
+use super::pull::{Lookup, Meanwhile, Outcome, PullError, Puller, Switch, cluster_at};
 use super::self_update::{Decision, IMAGE_CONFLICT, SelfUpdate};
 use super::status::{
     VERIFY_VERSION, forced_by_spec, not_progressing, record_status, version_mismatch,
@@ -22,7 +22,7 @@ use crate::release::Release;
 use crate::status::Condition;
 use crate::status::clusterversion;
 use crate::status::conditions::{RELEASE_ACCEPTED, release_accepted};
-use crate::status::spec::{Spec, exposed_risks_accepted};
+use crate::status::spec::{DesiredUpdate, Spec, exposed_risks_accepted};
 use crate::sync::{SyncOptions, SyncOutcome, sync};
 
 /// How a full pass ended.
@@ -67,6 +67,14 @@ struct Decided {
     move_conditions: Vec<Condition>,
     /// The ClusterVersion the pass started from.
     cv: Option<DynamicObject>,
+}
+
+impl Decided {
+    /// `Progressing=False` with `reason`: the pass applies nothing of release `version` (no
+    /// Progressing an earlier leader wrote stays).
+    fn idle(&self, version: &str, reason: &str) -> Condition {
+        not_progressing(self.cv.as_ref(), &format!("release {version}"), reason)
+    }
 }
 
 impl Passes<'_> {
@@ -151,11 +159,9 @@ impl Passes<'_> {
     /// reported as `Invalid`); `Err` is how the pass ended already: ClusterVersion unreadable,
     /// handed over, a conflict of images, or a release that is not the version asked for.
     async fn decide(&self, trigger: &'static str, started: Instant) -> Result<Decided, PassEnd> {
-        let (cluster, metrics, mover) = (self.cluster, self.metrics, self.mover);
-        let retry = &self.options.sync.apply.retry;
+        let metrics = self.metrics;
         let version = crate::status::conditions::version_text(self.release);
-        let mut sync_options = self.options.sync.clone();
-        let cv = match clusterversion::read(cluster, retry).await {
+        let cv = match clusterversion::read(self.cluster, &self.options.sync.apply.retry).await {
             Ok(cv) => cv,
             Err(e) => {
                 tracing::error!(error = %e, "full pass not started");
@@ -164,19 +170,91 @@ impl Passes<'_> {
             }
         };
         let generation = cv.as_ref().and_then(|cv| cv.metadata.generation);
+        // How the pass ended before the sync, counted as `result`.
+        let ended = |result: &'static str, end: PassEnd| {
+            metrics.pass(trigger, result, started.elapsed().as_secs_f64());
+            PassEnd { generation, ..end }
+        };
+        let paused = || PassEnd {
+            paused: true,
+            ..PassEnd::default()
+        };
         let spec = cv.as_ref().map(Spec::of).unwrap_or_default();
         let desired = spec.desired_update.as_ref();
         let image = desired.map(|d| d.image.as_str()).filter(|i| !i.is_empty());
-        let leading = self.release.image.as_deref();
-        let cluster_image = cluster_at(cv.as_ref(), leading);
+        let cluster_image = cluster_at(cv.as_ref(), self.release.image.as_deref());
         // Without an image asked for, the image the cluster is at is looked up when this
         // operator leads with the release it started with.
         let lookup = Lookup::of(desired, cluster_image.as_deref().filter(|_| !self.pulled));
-        // A release artifact is pulled and led with; a container image moves the operator; an
-        // image that cannot be looked up or pulled is reported, and this release stays applied
-        // only when the cluster is at it.
-        let mut pull_failure = None;
-        let decision = match &lookup {
+        let (decision, pull_failure) = match self.consider(lookup.as_ref(), image, &version).await {
+            Ok(considered) => considered,
+            Err(switch) => {
+                let switch = Some(switch);
+                return Err(ended(
+                    "switched",
+                    PassEnd {
+                        switch,
+                        ..PassEnd::default()
+                    },
+                ));
+            }
+        };
+        let mut decided = Decided {
+            sync_options: self.options.sync.clone(),
+            generation,
+            move_conditions: decision.conditions(self.mover.deployment(), &version),
+            cv,
+        };
+        // A failed pull leaves this release applied only when the cluster is at it.
+        let meanwhile = match &cluster_image {
+            Some(at) if pull_failure.is_some() => Meanwhile::Nothing { at },
+            _ => Meanwhile::Stays(&version),
+        };
+        if let Some(e) = &pull_failure {
+            let asked_version = desired.map_or("", |d| d.version.as_str());
+            let conditions = e.conditions(decided.cv.as_ref(), meanwhile, asked_version);
+            decided.move_conditions.extend(conditions);
+            // The pass must not overwrite the report with ReleaseAccepted=True.
+            decided.sync_options.release_accepted = false;
+        }
+        let stored_invalid = decided
+            .cv
+            .as_ref()
+            .and_then(|cv| clusterversion::condition(cv, "Invalid"));
+        decided
+            .move_conditions
+            .extend(spec.invalid_update(stored_invalid.as_ref()));
+        if let (Some(e), Meanwhile::Nothing { at }) = (&pull_failure, meanwhile) {
+            tracing::error!(image = %e.image, cluster_at = %at, from = %version, "nothing is applied: the cluster is at a release this operator does not hold and cannot pull yet");
+            self.write_conditions(&decided).await;
+            return Err(ended("refused", paused()));
+        }
+        if let Some(result) = self.held_by(&decision, &mut decided, &version).await {
+            return Err(ended(result, paused()));
+        }
+        // The operator runs the image asked for: its release is the one asked for.
+        let runs_desired = image.is_some() && decision == Decision::Stay && pull_failure.is_none();
+        if let Some(d) = desired.filter(|_| runs_desired) {
+            self.runs_asked_for(d, &mut decided, &version)
+                .await
+                .map_err(|result| ended(result, paused()))?;
+        }
+        Ok(decided)
+    }
+
+    /// What the image `lookup` names means for the operator: a release artifact is pulled and
+    /// led with (`Err`: the leader switches to it, or back to its start release when asked
+    /// for the image it runs); a container image moves the operator; an image that cannot be
+    /// looked up or pulled is returned with [`Decision::Stay`], to be reported.
+    async fn consider(
+        &self,
+        lookup: Option<&Lookup>,
+        image: Option<&str>,
+        version: &str,
+    ) -> Result<(Decision, Option<PullError>), Switch> {
+        let (cluster, mover) = (self.cluster, self.mover);
+        let leading = self.release.image.as_deref();
+        let decision = match lookup {
             Some(l) if !mover.runs(cluster, &l.image).await => {
                 let repository = mover.pod_repository(cluster).await;
                 match self
@@ -195,120 +273,102 @@ impl Passes<'_> {
                         } else {
                             tracing::warn!(image = %next.image(), asked = %next.asked, from = %version, "switching to the release spec.desiredUpdate.image names: a full pass with it follows");
                         }
-                        metrics.pass(trigger, "switched", started.elapsed().as_secs_f64());
-                        return Err(PassEnd {
-                            generation,
-                            switch: Some(Switch::Pulled(next)),
-                            ..PassEnd::default()
-                        });
+                        return Err(Switch::Pulled(next));
                     }
-                    Outcome::Failed(e) => {
-                        pull_failure = Some(e);
-                        Decision::Stay
-                    }
+                    Outcome::Failed(e) => return Ok((Decision::Stay, Some(e))),
                 }
             }
             // The image the operator runs again (a lookup from status needs `!self.pulled`).
             Some(l) if self.pulled => {
                 // Its own release, as it started.
                 tracing::warn!(image = %l.image, from = %version, "spec.desiredUpdate.image names the image the operator runs: back to the release it started with; a full pass with it follows");
-                metrics.pass(trigger, "switched", started.elapsed().as_secs_f64());
-                return Err(PassEnd {
-                    generation,
-                    switch: Some(Switch::Start),
-                    ..PassEnd::default()
-                });
+                return Err(Switch::Start);
             }
             _ => mover.decide(cluster, image, Some(self.release)).await,
         };
-        let mut move_conditions = decision.conditions(mover.deployment(), &version);
-        // A failed pull leaves this release applied only when the cluster is at it.
-        let meanwhile = match &cluster_image {
-            Some(at) if pull_failure.is_some() => Meanwhile::Nothing { at },
-            _ => Meanwhile::Stays(&version),
-        };
-        if let Some(e) = &pull_failure {
-            let asked_version = desired.map_or("", |d| d.version.as_str());
-            move_conditions.extend(e.conditions(cv.as_ref(), meanwhile, asked_version));
-            // The pass must not overwrite the report with ReleaseAccepted=True.
-            sync_options.release_accepted = false;
-        }
-        let stored_invalid = cv
-            .as_ref()
-            .and_then(|cv| clusterversion::condition(cv, "Invalid"));
-        move_conditions.extend(spec.invalid_update(stored_invalid.as_ref()));
-        let paused = |result: &'static str| {
-            metrics.pass(trigger, result, started.elapsed().as_secs_f64());
-            PassEnd {
-                generation,
-                paused: true,
-                ..PassEnd::default()
-            }
-        };
-        // Not applying: Progressing says so (nothing an earlier leader wrote stays).
-        let idle =
-            |reason: &str| not_progressing(cv.as_ref(), &format!("release {version}"), reason);
-        if let (Some(e), Meanwhile::Nothing { at }) = (&pull_failure, meanwhile) {
-            tracing::error!(image = %e.image, cluster_at = %at, from = %version, "nothing is applied: the cluster is at a release this operator does not hold and cannot pull yet");
-            write_move_conditions(cluster, retry, &move_conditions, generation).await;
-            return Err(paused("refused"));
-        }
-        match &decision {
-            Decision::Stay => {}
+        Ok((decision, None))
+    }
+
+    /// Whether the self-update `decision` holds the pass (the operator handed over to another
+    /// image, or the release conflicts with the image asked for): then its conditions are
+    /// written and the result to count is returned. A move that cannot be made lets the pass
+    /// run, without `ReleaseAccepted=True`.
+    async fn held_by(
+        &self,
+        decision: &Decision,
+        decided: &mut Decided,
+        version: &str,
+    ) -> Option<&'static str> {
+        let mover = self.mover;
+        match decision {
+            Decision::Stay => None,
             Decision::HandedOver { to, from, written } => {
                 if *written {
                     tracing::warn!(%to, %from, deployment = ?mover.deployment().map(ToString::to_string), "moved the operator's Deployment to the image spec.desiredUpdate names: handing over to its new pod, applying nothing more");
                 } else {
                     tracing::info!(%to, "the operator's Deployment already runs the image spec.desiredUpdate names: handed over, applying nothing");
                 }
-                write_move_conditions(cluster, retry, &move_conditions, generation).await;
-                return Err(paused("handed-over"));
+                self.write_conditions(decided).await;
+                Some("handed-over")
             }
             Decision::Conflict {
                 image,
                 release_image,
             } => {
                 tracing::error!(%image, %release_image, "the release sets the operator's Deployment to another image than the one spec.desiredUpdate names and the operator runs: nothing applied");
-                move_conditions.push(idle(IMAGE_CONFLICT));
-                write_move_conditions(cluster, retry, &move_conditions, generation).await;
-                return Err(paused("refused"));
+                let idle = decided.idle(version, IMAGE_CONFLICT);
+                decided.move_conditions.push(idle);
+                self.write_conditions(decided).await;
+                Some("refused")
             }
             Decision::CannotMove { to, why } => {
                 tracing::error!(%to, %why, "cannot move the operator to the image spec.desiredUpdate names; this release stays applied");
                 // The pass must not overwrite the report with ReleaseAccepted=True.
-                sync_options.release_accepted = false;
+                decided.sync_options.release_accepted = false;
+                None
             }
         }
-        // The operator runs the image asked for: its release is the one asked for.
-        let runs_desired = image.is_some() && decision == Decision::Stay && pull_failure.is_none();
-        if let Some(d) = desired.filter(|_| runs_desired) {
-            if !d.version.is_empty() && d.version != version {
-                let refusal = version_mismatch(d, &version);
-                tracing::error!(message = %refusal.message, "the release is not the version spec.desiredUpdate names: nothing applied");
-                move_conditions.push(refusal);
-                move_conditions.push(idle(VERIFY_VERSION));
-                write_move_conditions(cluster, retry, &move_conditions, generation).await;
-                return Err(paused("refused"));
-            }
-            if forced_by_spec(d, runs_desired) {
-                tracing::warn!(%version, "spec.desiredUpdate forces this release: preconditions are overridden");
-                sync_options.force = true;
-            }
-            let updating = cv
-                .as_ref()
-                .is_some_and(|cv| !clusterversion::completed(cv, &version));
-            if updating {
-                sync_options.accepted_risks = cv
-                    .as_ref()
-                    .and_then(|cv| exposed_risks_accepted(cv, d, &version));
-            }
+    }
+
+    /// The operator runs the image `d` (`spec.desiredUpdate`) asks for: its release must be
+    /// the version asked for (`Err`: refused, its conditions written), `force` overrides the
+    /// preconditions, and the risks accepted apply while the cluster updates.
+    async fn runs_asked_for(
+        &self,
+        d: &DesiredUpdate,
+        decided: &mut Decided,
+        version: &str,
+    ) -> Result<(), &'static str> {
+        if !d.version.is_empty() && d.version != version {
+            let refusal = version_mismatch(d, version);
+            tracing::error!(message = %refusal.message, "the release is not the version spec.desiredUpdate names: nothing applied");
+            decided.move_conditions.push(refusal);
+            let idle = decided.idle(version, VERIFY_VERSION);
+            decided.move_conditions.push(idle);
+            self.write_conditions(decided).await;
+            return Err("refused");
         }
-        Ok(Decided {
-            sync_options,
-            generation,
+        if forced_by_spec(d, true) {
+            tracing::warn!(%version, "spec.desiredUpdate forces this release: preconditions are overridden");
+            decided.sync_options.force = true;
+        }
+        let cv = decided.cv.as_ref();
+        if cv.is_some_and(|cv| !clusterversion::completed(cv, version)) {
+            decided.sync_options.accepted_risks =
+                cv.and_then(|cv| exposed_risks_accepted(cv, d, version));
+        }
+        Ok(())
+    }
+
+    /// Writes the conditions the start of the pass decided, before the sync or instead of it.
+    async fn write_conditions(&self, decided: &Decided) {
+        let retry = &self.options.sync.apply.retry;
+        let Decided {
             move_conditions,
-            cv,
-        })
+            generation,
+            ..
+        } = decided;
+        write_move_conditions(self.cluster, retry, move_conditions, *generation).await;
     }
 
     /// The end of a pass the preconditions refused: logged, status metrics, counted.

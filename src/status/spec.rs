@@ -349,102 +349,151 @@ fn check_desired_update(du: &Value, status: &Value) -> Result<Option<DesiredUpda
     let Some(o) = du.as_object() else {
         return Err(vec!["spec.desiredUpdate: must be an object".to_owned()]);
     };
-    let mut wrong = Vec::new();
-    let mut text = |field: &'static str| match o.get(field) {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => {
-            wrong.push(format!(
-                "spec.desiredUpdate.{field}: must be a string, not {}",
-                crate::diagnostic::excerpt(&other.to_string())
-            ));
-            String::new()
-        }
-    };
-    let (version, image, architecture) = (text("version"), text("image"), text("architecture"));
-    let force = match o.get("force") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            wrong.push("spec.desiredUpdate.force: must be true or false".to_owned());
-            false
-        }
-    };
-    let accept_risks = match accept_risks(o.get("acceptRisks")) {
-        Ok(names) => names,
-        Err(e) => {
-            wrong.push(e);
-            Vec::new()
-        }
-    };
-    if !wrong.is_empty() {
-        return Err(wrong);
-    }
-    // The CRD's own rules (a real server refuses such a write; others may not).
-    if !architecture.is_empty() && !image.is_empty() {
-        return Err(vec![
-            "spec.desiredUpdate: Invalid value: \"object\": cannot set both Architecture and Image"
-                .to_owned(),
-        ]);
-    }
-    if !architecture.is_empty() && version.is_empty() {
-        return Err(vec![
-            "spec.desiredUpdate: Invalid value: \"object\": Version must be set if Architecture is set"
-                .to_owned(),
-        ]);
-    }
-    let version_path = "spec.desiredUpdate.version";
-    let mut resolved = (image.clone(), ImageFrom::Spec);
-    if architecture.is_empty() && version.is_empty() && image.is_empty() && accept_risks.is_empty()
-    {
-        return Err(vec![
-            "spec.desiredUpdate: Required value: must specify architecture, version, image, or acceptRisks"
-                .to_owned(),
-        ]);
-    }
-    if !version.is_empty() && version.parse::<semver::Version>().is_err() {
-        return Err(vec![invalid_value(
-            version_path,
-            &version,
-            "must be a semantic version (1.2.3[-...])",
-        )]);
-    }
-    if !version.is_empty() && image.is_empty() {
-        resolved = match payloads_for_version(status, &version) {
-            Payloads::None => {
-                return Err(vec![invalid_value(
-                    version_path,
-                    &version,
-                    "when image is empty the update must be an available update",
-                )]);
+    let requested = Requested::read(o)?;
+    requested.check().map_err(|e| vec![e])?;
+    let (image, image_from) = requested.image(status).map_err(|e| vec![e])?;
+    check_architecture(&requested.architecture, status).map_err(|e| vec![e])?;
+    Ok(Some(DesiredUpdate {
+        version: requested.version,
+        image,
+        image_from,
+        force: requested.force,
+        accept_risks: requested.accept_risks,
+    }))
+}
+
+/// The fields of `spec.desiredUpdate` as written (an absent or null one empty).
+struct Requested {
+    version: String,
+    image: String,
+    architecture: String,
+    force: bool,
+    accept_risks: Vec<String>,
+}
+
+impl Requested {
+    /// The fields of `o`, or every field of the wrong type.
+    fn read(o: &serde_json::Map<String, Value>) -> Result<Requested, Vec<String>> {
+        let mut wrong = Vec::new();
+        let mut text = |field: &'static str| match o.get(field) {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => {
+                wrong.push(format!(
+                    "spec.desiredUpdate.{field}: must be a string, not {}",
+                    crate::diagnostic::excerpt(&other.to_string())
+                ));
+                String::new()
             }
-            Payloads::Many => {
-                return Err(vec![invalid_value(
-                    version_path,
-                    &version,
-                    "there are multiple possible payloads for this version, specify the exact image",
-                )]);
-            }
-            Payloads::One(image, from) => (image, from),
         };
+        let (version, image, architecture) = (text("version"), text("image"), text("architecture"));
+        let force = match o.get("force") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                wrong.push("spec.desiredUpdate.force: must be true or false".to_owned());
+                false
+            }
+        };
+        let accept_risks = match accept_risks(o.get("acceptRisks")) {
+            Ok(names) => names,
+            Err(e) => {
+                wrong.push(e);
+                Vec::new()
+            }
+        };
+        if !wrong.is_empty() {
+            return Err(wrong);
+        }
+        Ok(Requested {
+            version,
+            image,
+            architecture,
+            force,
+            accept_risks,
+        })
     }
+
+    /// The CRD's own rules (a real server refuses such a write; others may not), and the
+    /// version's form.
+    fn check(&self) -> Result<(), String> {
+        let Requested {
+            version,
+            image,
+            architecture,
+            accept_risks,
+            ..
+        } = self;
+        if !architecture.is_empty() && !image.is_empty() {
+            return Err(
+                "spec.desiredUpdate: Invalid value: \"object\": cannot set both Architecture and Image"
+                    .to_owned(),
+            );
+        }
+        if !architecture.is_empty() && version.is_empty() {
+            return Err(
+                "spec.desiredUpdate: Invalid value: \"object\": Version must be set if Architecture is set"
+                    .to_owned(),
+            );
+        }
+        if architecture.is_empty()
+            && version.is_empty()
+            && image.is_empty()
+            && accept_risks.is_empty()
+        {
+            return Err(
+                "spec.desiredUpdate: Required value: must specify architecture, version, image, or acceptRisks"
+                    .to_owned(),
+            );
+        }
+        if !version.is_empty() && version.parse::<semver::Version>().is_err() {
+            return Err(invalid_value(
+                VERSION_PATH,
+                version,
+                "must be a semantic version (1.2.3[-...])",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The image asked for and where it came from: the spec's, or, for a version without an
+    /// image, the one payload `status` offers for that version.
+    fn image(&self, status: &Value) -> Result<(String, ImageFrom), String> {
+        if self.version.is_empty() || !self.image.is_empty() {
+            return Ok((self.image.clone(), ImageFrom::Spec));
+        }
+        match payloads_for_version(status, &self.version) {
+            Payloads::None => Err(invalid_value(
+                VERSION_PATH,
+                &self.version,
+                "when image is empty the update must be an available update",
+            )),
+            Payloads::Many => Err(invalid_value(
+                VERSION_PATH,
+                &self.version,
+                "there are multiple possible payloads for this version, specify the exact image",
+            )),
+            Payloads::One(image, from) => Ok((image, from)),
+        }
+    }
+}
+
+const VERSION_PATH: &str = "spec.desiredUpdate.version";
+
+/// An architecture asked for must be the cluster's own (`status.desired.architecture`,
+/// unless empty or `Multi`): cvo releases are single-architecture.
+fn check_architecture(architecture: &str, status: &Value) -> Result<(), String> {
     let own_architecture = status
         .pointer("/desired/architecture")
         .and_then(Value::as_str)
         .filter(|a| !a.is_empty() && *a != "Multi");
-    if !architecture.is_empty() && Some(architecture.as_str()) != own_architecture {
-        return Err(vec![format!(
-            "spec.desiredUpdate.architecture: Unsupported value: \"{}\": cvo releases are single-architecture, so the cluster cannot move to another architecture; leave architecture empty",
-            crate::diagnostic::excerpt(&architecture)
-        )]);
+    if architecture.is_empty() || Some(architecture) == own_architecture {
+        return Ok(());
     }
-    Ok(Some(DesiredUpdate {
-        version,
-        image: resolved.0,
-        image_from: resolved.1,
-        force,
-        accept_risks,
-    }))
+    Err(format!(
+        "spec.desiredUpdate.architecture: Unsupported value: \"{}\": cvo releases are single-architecture, so the cluster cannot move to another architecture; leave architecture empty",
+        crate::diagnostic::excerpt(architecture)
+    ))
 }
 
 /// The names of `acceptRisks` (a list of `{name}`), or what is wrong with it.

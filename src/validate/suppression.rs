@@ -85,9 +85,26 @@ pub fn check(
     let mut problems = Vec::new();
     let mut by_place: HashMap<Place, Suppression> = HashMap::new();
     for manifest in &release.manifests {
-        let Some(value) = annotation(manifest, IGNORE) else {
-            continue;
-        };
+        if let Some(suppression) = Suppression::read(manifest, &mut problems) {
+            let place = (manifest.location.file.clone(), manifest.location.document);
+            by_place.insert(place, suppression);
+        }
+    }
+    let mut out: Vec<Diagnostic> = diagnostics
+        .into_iter()
+        .map(|d| suppress(&mut by_place, d))
+        .collect();
+    let usage = usage(&by_place, levels, compared);
+    out.extend(levels.apply(problems));
+    super::sort(&mut out);
+    (out, usage)
+}
+
+impl<'a> Suppression<'a> {
+    /// The suppression `manifest` writes, if any; an invalid one suppresses nothing and adds
+    /// its `invalid-suppression` findings to `problems`.
+    fn read(manifest: &'a Manifest, problems: &mut Vec<Diagnostic>) -> Option<Self> {
+        let value = annotation(manifest, IGNORE)?;
         let Some(list) = value.as_str() else {
             problems.push(super::finding(
                 INVALID_SUPPRESSION,
@@ -97,7 +114,7 @@ pub fn check(
                     "write `{IGNORE}: \"RULE[,RULE]\"` (a quoted, comma-separated list of rule ids)"
                 ),
             ));
-            continue;
+            return None;
         };
         let reason = annotation(manifest, IGNORE_REASON)
             .and_then(|v| v.as_str())
@@ -110,65 +127,74 @@ pub fn check(
                 format!("`{IGNORE}: {}` has no `{IGNORE_REASON}`, so it suppresses nothing", excerpt(list)),
                 format!("add `{IGNORE_REASON}: \"…\"` saying why the finding is acceptable (reviewers read it)"),
             ));
-            continue;
+            return None;
         }
-        let mut rules = Vec::new();
-        for id in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            match known_rule(id)
-                .and_then(|rule| super::levels::fixed_at_error(rule, Level::Off).map(|()| rule))
-            {
-                Ok(rule) => rules.push(rule.id),
-                Err(why) => problems.push(super::finding(
-                    INVALID_SUPPRESSION,
-                    manifest,
-                    format!("`{IGNORE}`: {why}, so it suppresses nothing"),
-                    "name rule ids exactly as reports show them (`error[RULE]`)",
-                )),
-            }
-        }
-        if rules.is_empty() {
-            continue;
-        }
-        by_place.insert(
-            (manifest.location.file.clone(), manifest.location.document),
-            Suppression {
-                manifest,
-                rules,
-                reason: reason.to_owned(),
-                used: BTreeSet::new(),
-            },
-        );
-    }
-    let mut out: Vec<Diagnostic> = diagnostics
-        .into_iter()
-        .map(|mut d| {
-            // A finding about the whole file (no document) matches by the object it names.
-            let place = by_place.values_mut().find(|s| {
-                let at = &s.manifest.location;
-                at.file == d.location.file
-                    && (d.location.document == at.document
-                        || d.location.document.is_none()
-                            && d.object.as_ref() == Some(&s.manifest.id))
-            });
-            if let Some(s) = place
-                && let Some(rule) = s.rules.iter().find(|r| **r == d.rule)
-            {
-                s.used.insert(rule);
-                if d.severity > Severity::Note {
-                    d.message.push_str(&format!(
-                        " (suppressed, was {}: {})",
-                        d.severity,
-                        excerpt(&s.reason)
-                    ));
-                } else {
-                    d.message
-                        .push_str(&format!(" (suppressed: {})", excerpt(&s.reason)));
-                }
-                d.severity = Severity::Note;
-            }
-            d
+        let rules = suppressible_rules(manifest, list, problems);
+        (!rules.is_empty()).then(|| Suppression {
+            manifest,
+            rules,
+            reason: reason.to_owned(),
+            used: BTreeSet::new(),
         })
-        .collect();
+    }
+}
+
+/// The rules `list` (comma-separated ids) names that a suppression may name; each other id
+/// is an `invalid-suppression` finding in `problems`.
+fn suppressible_rules(
+    manifest: &Manifest,
+    list: &str,
+    problems: &mut Vec<Diagnostic>,
+) -> Vec<&'static str> {
+    let mut rules = Vec::new();
+    for id in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match known_rule(id)
+            .and_then(|rule| super::levels::fixed_at_error(rule, Level::Off).map(|()| rule))
+        {
+            Ok(rule) => rules.push(rule.id),
+            Err(why) => problems.push(super::finding(
+                INVALID_SUPPRESSION,
+                manifest,
+                format!("`{IGNORE}`: {why}, so it suppresses nothing"),
+                "name rule ids exactly as reports show them (`error[RULE]`)",
+            )),
+        }
+    }
+    rules
+}
+
+/// `d`, turned into a note carrying the reason when a suppression of its object names its
+/// rule (and that use recorded).
+fn suppress(by_place: &mut HashMap<Place, Suppression>, mut d: Diagnostic) -> Diagnostic {
+    // A finding about the whole file (no document) matches by the object it names.
+    let place = by_place.values_mut().find(|s| {
+        let at = &s.manifest.location;
+        at.file == d.location.file
+            && (d.location.document == at.document
+                || d.location.document.is_none() && d.object.as_ref() == Some(&s.manifest.id))
+    });
+    if let Some(s) = place
+        && let Some(rule) = s.rules.iter().find(|r| **r == d.rule)
+    {
+        s.used.insert(rule);
+        if d.severity > Severity::Note {
+            d.message.push_str(&format!(
+                " (suppressed, was {}: {})",
+                d.severity,
+                excerpt(&s.reason)
+            ));
+        } else {
+            d.message
+                .push_str(&format!(" (suppressed: {})", excerpt(&s.reason)));
+        }
+        d.severity = Severity::Note;
+    }
+    d
+}
+
+/// What each suppression left unused, in place order: the rules it names that matched no
+/// finding, were not off, and could be checked (a comparing rule only when `compared`).
+fn usage(by_place: &HashMap<Place, Suppression>, levels: &RuleLevels, compared: bool) -> Usage {
     let mut suppressions: Vec<(&Place, &Suppression)> = by_place.iter().collect();
     suppressions.sort_by_key(|(place, _)| *place);
     let mut usage = Usage::default();
@@ -186,9 +212,7 @@ pub fn check(
         let at = super::finding(STALE_SUPPRESSION, s.manifest, String::new(), String::new());
         usage.record(s.manifest, IGNORE, at, unused);
     }
-    out.extend(levels.apply(problems));
-    super::sort(&mut out);
-    (out, usage)
+    usage
 }
 
 /// The `stale-suppression` findings of a release read once per profile (`usages`, one each):

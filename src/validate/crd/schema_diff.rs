@@ -79,197 +79,221 @@ fn walk(old: &Value, new: &Value, path: &str, out: &mut Vec<Change>) {
     if old == new {
         return;
     }
-    let empty = Map::new();
-    let (o, n) = match (old.as_object(), new.as_object()) {
-        (Some(o), Some(n)) => (o, n),
+    let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else {
         // A schema that is not an object (or became one): nothing the rules can judge.
-        _ => {
-            out.push(change(
-                CRD_UNHANDLED,
-                path,
-                "the schema changed",
-                Some(old),
-                Some(new),
-            ));
-            return;
-        }
-    };
-    let at = |key: &str| format!("{path}.{key}");
-
-    if o.get("type") != n.get("type") {
         out.push(change(
-            CRD_TYPE,
-            &at("type"),
-            "the type changed",
-            o.get("type"),
-            n.get("type"),
+            CRD_UNHANDLED,
+            path,
+            "the schema changed",
+            Some(old),
+            Some(new),
         ));
+        return;
+    };
+    let pair = Pair { old, new, path };
+    pair.judge_keywords(out);
+    pair.walk_fields(out);
+    pair.walk_subschemas(out);
+    pair.judge_unhandled(out);
+}
+
+/// One schema object before and after, at `path`: the rules that judge its keywords, and
+/// the descent into its fields and subschemas.
+struct Pair<'a> {
+    old: &'a Map<String, Value>,
+    new: &'a Map<String, Value>,
+    path: &'a str,
+}
+
+impl Pair<'_> {
+    /// The path of keyword `key` of this schema.
+    fn at(&self, key: &str) -> String {
+        format!("{}.{key}", self.path)
     }
-    enums(o.get("enum"), n.get("enum"), &at("enum"), out);
-    if o.get("default") != n.get("default") {
-        let what = match (o.get("default"), n.get("default")) {
+
+    /// Keyword `key` before and after.
+    fn get(&self, key: &str) -> (Option<&Value>, Option<&Value>) {
+        (self.old.get(key), self.new.get(key))
+    }
+
+    /// A change of keyword `key` under `rule`, with its values before and after.
+    fn change(&self, rule: &'static str, key: &str, what: &str) -> Change {
+        let (before, after) = self.get(key);
+        change(rule, &self.at(key), what, before, after)
+    }
+
+    /// Every keyword a rule judges, in a fixed order.
+    fn judge_keywords(&self, out: &mut Vec<Change>) {
+        if self.old.get("type") != self.new.get("type") {
+            out.push(self.change(CRD_TYPE, "type", "the type changed"));
+        }
+        let (old_enum, new_enum) = self.get("enum");
+        enums(old_enum, new_enum, &self.at("enum"), out);
+        self.judge_default(out);
+        self.judge_required(out);
+        self.judge_bounds(out);
+        self.judge_pattern(out);
+        let nullable = |m: &Map<String, Value>| m.get("nullable") == Some(&Value::Bool(true));
+        if nullable(self.old) && !nullable(self.new) {
+            out.push(self.change(CRD_NULLABLE, "nullable", "nullable: true was removed"));
+        }
+        for (key, rule) in [
+            ("oneOf", CRD_ONE_OF),
+            ("anyOf", CRD_ANY_OF),
+            ("allOf", CRD_ALL_OF),
+        ] {
+            if self.old.get(key) != self.new.get(key) {
+                out.push(self.change(rule, key, &format!("{key} changed")));
+            }
+        }
+        if self.old.get("description") != self.new.get("description") {
+            out.push(self.change(CRD_DESCRIPTION, "description", "the description changed"));
+        }
+    }
+
+    /// A default added, removed or changed.
+    fn judge_default(&self, out: &mut Vec<Change>) {
+        let what = match self.get("default") {
+            (before, after) if before == after => return,
             (None, _) => "a default was added to an existing field",
             (_, None) => "the default was removed",
             _ => "the default changed",
         };
-        out.push(change(
-            CRD_DEFAULT,
-            &at("default"),
-            what,
-            o.get("default"),
-            n.get("default"),
-        ));
+        out.push(self.change(CRD_DEFAULT, "default", what));
     }
-    let required = |m: &Map<String, Value>| -> Vec<String> {
-        m.get("required")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let was_required = required(o);
-    for field in required(n).iter().filter(|f| !was_required.contains(f)) {
-        out.push(change(
-            CRD_REQUIRED,
-            &at("required"),
-            &format!("field {field:?} is newly required"),
-            o.get("required"),
-            n.get("required"),
-        ));
-    }
-    for &(key, rule, upper) in BOUNDS {
-        let (before, after) = (o.get(key), n.get(key));
-        let what = match (
-            before.and_then(Value::as_f64),
-            after.and_then(Value::as_f64),
-        ) {
-            (None, Some(_)) => Some(format!("{key} was added")),
-            (Some(b), Some(a)) if (upper && a < b) || (!upper && a > b) => Some(format!(
-                "{key} was {}",
-                if upper { "lowered" } else { "raised" }
-            )),
-            _ => None,
+
+    /// One change per field that is newly required.
+    fn judge_required(&self, out: &mut Vec<Change>) {
+        let required = |m: &Map<String, Value>| -> Vec<String> {
+            m.get("required")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
         };
-        if let Some(what) = what {
-            out.push(change(rule, &at(key), &what, before, after));
+        let was_required = required(self.old);
+        for field in required(self.new)
+            .iter()
+            .filter(|f| !was_required.contains(f))
+        {
+            out.push(self.change(
+                CRD_REQUIRED,
+                "required",
+                &format!("field {field:?} is newly required"),
+            ));
         }
     }
-    if let Some(after) = n.get("pattern")
-        && o.get("pattern") != Some(after)
-    {
-        let what = if o.contains_key("pattern") {
+
+    /// A bound added, or tightened (an upper one lowered, a lower one raised).
+    fn judge_bounds(&self, out: &mut Vec<Change>) {
+        for &(key, rule, upper) in BOUNDS {
+            let (before, after) = self.get(key);
+            let what = match (
+                before.and_then(Value::as_f64),
+                after.and_then(Value::as_f64),
+            ) {
+                (None, Some(_)) => format!("{key} was added"),
+                (Some(b), Some(a)) if (upper && a < b) || (!upper && a > b) => {
+                    format!("{key} was {}", if upper { "lowered" } else { "raised" })
+                }
+                _ => continue,
+            };
+            out.push(self.change(rule, key, &what));
+        }
+    }
+
+    /// A pattern added or changed (removing one only loosens).
+    fn judge_pattern(&self, out: &mut Vec<Change>) {
+        let (before, after) = self.get("pattern");
+        if after.is_none() || before == after {
+            return;
+        }
+        let what = if before.is_some() {
             "the pattern changed"
         } else {
             "a pattern was added"
         };
-        out.push(change(
-            CRD_PATTERN,
-            &at("pattern"),
-            what,
-            o.get("pattern"),
-            Some(after),
-        ));
-    }
-    let nullable = |m: &Map<String, Value>| m.get("nullable") == Some(&Value::Bool(true));
-    if nullable(o) && !nullable(n) {
-        out.push(change(
-            CRD_NULLABLE,
-            &at("nullable"),
-            "nullable: true was removed",
-            o.get("nullable"),
-            n.get("nullable"),
-        ));
-    }
-    for (key, rule) in [
-        ("oneOf", CRD_ONE_OF),
-        ("anyOf", CRD_ANY_OF),
-        ("allOf", CRD_ALL_OF),
-    ] {
-        if o.get(key) != n.get(key) {
-            out.push(change(
-                rule,
-                &at(key),
-                &format!("{key} changed"),
-                o.get(key),
-                n.get(key),
-            ));
-        }
-    }
-    if o.get("description") != n.get("description") {
-        out.push(change(
-            CRD_DESCRIPTION,
-            &at("description"),
-            "the description changed",
-            o.get("description"),
-            n.get("description"),
-        ));
+        out.push(self.change(CRD_PATTERN, "pattern", what));
     }
 
-    // Fields.
-    let old_props = o
-        .get("properties")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
-    let new_props = n
-        .get("properties")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
-    for (name, old_schema) in old_props {
-        // A name that is not a plain word (`a.b`, `x y`) is quoted, so the path stays
-        // unambiguous: `.properties["a.b"]`.
-        let field_path = if name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-            && !name.is_empty()
-        {
-            format!("{path}.properties.{name}")
+    /// Each field of the old schema: walked against its new schema, or reported removed.
+    fn walk_fields(&self, out: &mut Vec<Change>) {
+        let empty = Map::new();
+        let old_props = self
+            .old
+            .get("properties")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        let new_props = self
+            .new
+            .get("properties")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        for (name, old_schema) in old_props {
+            let field_path = self.field_path(name);
+            match new_props.get(name) {
+                Some(new_schema) => walk(old_schema, new_schema, &field_path, out),
+                None => out.push(change(
+                    CRD_EXISTING_FIELD_REMOVAL,
+                    &field_path,
+                    &format!("field {name:?} was removed"),
+                    Some(&Value::String(type_of(old_schema))),
+                    None,
+                )),
+            }
+        }
+    }
+
+    /// The path of field `name`. A name that is not a plain word (`a.b`, `x y`) is quoted, so
+    /// the path stays unambiguous: `.properties["a.b"]`.
+    fn field_path(&self, name: &str) -> String {
+        let plain = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if plain {
+            format!("{}.properties.{name}", self.path)
         } else {
-            format!("{path}.properties[{}]", Value::String(excerpt(name)))
-        };
-        match new_props.get(name) {
-            Some(new_schema) => walk(old_schema, new_schema, &field_path, out),
-            None => out.push(change(
-                CRD_EXISTING_FIELD_REMOVAL,
-                &field_path,
-                &format!("field {name:?} was removed"),
-                Some(&Value::String(type_of(old_schema))),
-                None,
-            )),
-        }
-    }
-    for key in ["items", "additionalProperties"] {
-        match (o.get(key), n.get(key)) {
-            (Some(a), Some(b)) if a.is_object() && b.is_object() => walk(a, b, &at(key), out),
-            (a, b) if a != b => out.push(change(
-                CRD_UNHANDLED,
-                &at(key),
-                &format!("{key} changed"),
-                a,
-                b,
-            )),
-            _ => {}
+            format!("{}.properties[{}]", self.path, Value::String(excerpt(name)))
         }
     }
 
-    // Everything else.
-    let mut others: Vec<&String> = o
-        .keys()
-        .chain(n.keys().filter(|k| !o.contains_key(*k)))
-        .filter(|k| !HANDLED.contains(&k.as_str()))
-        .collect();
-    others.sort();
-    for key in others {
-        if o.get(key) != n.get(key) {
-            out.push(change(
-                CRD_UNHANDLED,
-                &at(key),
-                &format!("{key} changed, which no rule judges"),
-                o.get(key),
-                n.get(key),
-            ));
+    /// `items` and `additionalProperties`: walked when both are schemas, otherwise any
+    /// change is unhandled.
+    fn walk_subschemas(&self, out: &mut Vec<Change>) {
+        for key in ["items", "additionalProperties"] {
+            match self.get(key) {
+                (Some(a), Some(b)) if a.is_object() && b.is_object() => {
+                    walk(a, b, &self.at(key), out)
+                }
+                (a, b) if a != b => {
+                    out.push(self.change(CRD_UNHANDLED, key, &format!("{key} changed")))
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Every other keyword that changed, in name order: no rule judges it.
+    fn judge_unhandled(&self, out: &mut Vec<Change>) {
+        let mut others: Vec<&String> = self
+            .old
+            .keys()
+            .chain(self.new.keys().filter(|k| !self.old.contains_key(*k)))
+            .filter(|k| !HANDLED.contains(&k.as_str()))
+            .collect();
+        others.sort();
+        for key in others {
+            if self.old.get(key) != self.new.get(key) {
+                out.push(self.change(
+                    CRD_UNHANDLED,
+                    key,
+                    &format!("{key} changed, which no rule judges"),
+                ));
+            }
         }
     }
 }

@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 
-use super::Crd;
 use super::schema_diff::{self, Change};
+use super::{Crd, Version};
 use crate::validate::rules::{
     CRD_CONVERSION_WEBHOOK, CRD_IMMUTABLE_FIELD_CHANGED, CRD_SCOPE, CRD_SERVED_VERSION_REMOVAL,
     CRD_STORAGE_VERSION_CHANGED, CRD_STORAGE_VERSION_COUNT, CRD_STORED_VERSION_REMOVAL,
@@ -64,6 +64,26 @@ pub fn stored_removed(stored: &[String], source: &str, new: &Crd) -> Vec<Change>
 /// The update from `old` to `new` (the same CRD in the previous and the new release); versions
 /// in `stored` that are gone are reported by [`stored_removed`], not here.
 pub fn compare(old: &Crd, new: &Crd, stored: &[String]) -> Vec<Change> {
+    let mut out = identity_changed(old, new);
+    out.extend(served_removed(old, new, stored));
+    out.extend(storage_changed(old, new));
+    for n in &new.versions {
+        let schema_path = format!(".spec.versions[{}].schema.openAPIV3Schema", n.name);
+        match old.version(n.name) {
+            Some(o) => {
+                if let (Some(a), Some(b)) = (o.schema, n.schema) {
+                    out.extend(schema_diff::diff(a, b, &schema_path));
+                }
+            }
+            None if n.served => out.extend(new_version(old, new, n, &schema_path)),
+            None => {}
+        }
+    }
+    out
+}
+
+/// The scope and the names the API server keeps immutable (group, plural, kind).
+fn identity_changed(old: &Crd, new: &Crd) -> Vec<Change> {
     let mut out = Vec::new();
     let text = |crd: &Crd, p: &str| crd.text(p).map(str::to_owned);
     let scope = |crd: &Crd| text(crd, "/spec/scope").or(Some("Namespaced".into()));
@@ -92,6 +112,13 @@ pub fn compare(old: &Crd, new: &Crd, stored: &[String]) -> Vec<Change> {
             ));
         }
     }
+    out
+}
+
+/// Versions `old` served that `new` no longer serves (a removed version in `stored` is a
+/// stored-version removal instead).
+fn served_removed(old: &Crd, new: &Crd, stored: &[String]) -> Vec<Change> {
+    let mut out = Vec::new();
     for v in old.versions.iter().filter(|v| v.served) {
         if stored.iter().any(|s| s == v.name) && new.version(v.name).is_none() {
             continue;
@@ -115,63 +142,61 @@ pub fn compare(old: &Crd, new: &Crd, stored: &[String]) -> Vec<Change> {
             )),
         }
     }
-    let (old_storage, new_storage) = (old.storage(), new.storage());
-    // A storage version that is gone is a stored-version removal, reported on its own.
-    if let (Some(o), Some(n)) = (old_storage, new_storage)
-        && o.name != n.name
-        && new.version(o.name).is_some()
-    {
-        out.push(field(
-            CRD_STORAGE_VERSION_CHANGED,
-            ".spec.versions[*].storage",
-            &format!(
-                "the storage version changed from {} to {}: objects stay stored as {} until a storage migration rewrites them, so {} must stay in spec.versions until then",
-                o.name, n.name, o.name, o.name
-            ),
-            Some(o.name.to_owned()),
-            Some(n.name.to_owned()),
-        ));
-    }
-    for n in &new.versions {
-        let schema_path = format!(".spec.versions[{}].schema.openAPIV3Schema", n.name);
-        match old.version(n.name) {
-            Some(o) => {
-                if let (Some(a), Some(b)) = (o.schema, n.schema) {
-                    out.extend(schema_diff::diff(a, b, &schema_path));
-                }
-            }
-            None if n.served => {
-                // A new version: objects stored as the (old) storage version are served as
-                // it too, converted by the webhook or, without one, only relabelled.
-                let Some(base) = old_storage else { continue };
-                if new.webhook {
-                    out.push(field(
-                        CRD_CONVERSION_WEBHOOK,
-                        ".spec.conversion.strategy",
-                        &format!(
-                            "version {} is new and a conversion webhook converts it from {}: its schema is not compared with {}'s, as cvo cannot tell what the webhook does",
-                            n.name, base.name, base.name
-                        ),
-                        None,
-                        Some("Webhook".into()),
-                    ));
-                    continue;
-                }
-                let base_schema = new.version(base.name).unwrap_or(base).schema;
-                if let (Some(a), Some(b)) = (base_schema, n.schema) {
-                    out.extend(schema_diff::diff(a, b, &schema_path).into_iter().map(|mut c| {
-                        c.what = format!(
-                            "{} (new version {} against storage version {}, which it is served from without conversion)",
-                            c.what, n.name, base.name
-                        );
-                        c
-                    }));
-                }
-            }
-            None => {}
-        }
-    }
     out
+}
+
+/// The storage version moved to another version that `new` keeps (a storage version that is
+/// gone is a stored-version removal, reported on its own).
+fn storage_changed(old: &Crd, new: &Crd) -> Option<Change> {
+    let (o, n) = (old.storage()?, new.storage()?);
+    if o.name == n.name || new.version(o.name).is_none() {
+        return None;
+    }
+    Some(field(
+        CRD_STORAGE_VERSION_CHANGED,
+        ".spec.versions[*].storage",
+        &format!(
+            "the storage version changed from {} to {}: objects stay stored as {} until a storage migration rewrites them, so {} must stay in spec.versions until then",
+            o.name, n.name, o.name, o.name
+        ),
+        Some(o.name.to_owned()),
+        Some(n.name.to_owned()),
+    ))
+}
+
+/// A served version `new` adds (`n`, its schema at `schema_path`): objects stored as the
+/// (old) storage version are served as it too, converted by the webhook or, without one,
+/// only relabelled — so its schema is judged against the storage version's.
+fn new_version(old: &Crd, new: &Crd, n: &Version, schema_path: &str) -> Vec<Change> {
+    let Some(base) = old.storage() else {
+        return Vec::new();
+    };
+    if new.webhook {
+        return vec![field(
+            CRD_CONVERSION_WEBHOOK,
+            ".spec.conversion.strategy",
+            &format!(
+                "version {} is new and a conversion webhook converts it from {}: its schema is not compared with {}'s, as cvo cannot tell what the webhook does",
+                n.name, base.name, base.name
+            ),
+            None,
+            Some("Webhook".into()),
+        )];
+    }
+    let base_schema = new.version(base.name).unwrap_or(base).schema;
+    let (Some(a), Some(b)) = (base_schema, n.schema) else {
+        return Vec::new();
+    };
+    schema_diff::diff(a, b, schema_path)
+        .into_iter()
+        .map(|mut c| {
+            c.what = format!(
+                "{} (new version {} against storage version {}, which it is served from without conversion)",
+                c.what, n.name, base.name
+            );
+            c
+        })
+        .collect()
 }
 
 /// A change whose values are names or words (shown quoted, as JSON strings).
