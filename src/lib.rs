@@ -17,6 +17,8 @@ pub mod cluster;
 pub mod dev;
 pub mod diagnostic;
 pub mod exit;
+#[cfg(test)]
+mod function_length;
 pub mod graph;
 pub mod health;
 #[cfg(test)]
