@@ -337,6 +337,68 @@ pub enum Signalled {
     TimedOut { timeout_seconds: f64 },
 }
 
+/// Starts the deletion of `Alive` in `namespace` (whose UID is `uid`): marked unmanaged in
+/// ClusterVersion's overrides, annotated with [`CONFIRM_ANNOTATION`], then deleted with a UID
+/// precondition. An `Alive` gone meanwhile is no error.
+async fn start_deletion(
+    client: &Client,
+    namespace: &str,
+    uid: Option<String>,
+    retry: &RetryPolicy,
+) -> Result<(), Error> {
+    let api = api(client, namespace);
+    // The release ships Alive: without an override, the cvo operator's next pass would
+    // create it again, as if the cluster were not being deleted.
+    let id = crate::release::ObjectId::new(GROUP, KIND, Some(namespace), NAME);
+    let cluster = crate::cluster::Cluster::new(client.clone());
+    if let Err(e) = clusterversion::ensure_unmanaged(&cluster, retry, &id).await {
+        return Err(Error::Unmanage {
+            namespace: namespace.to_owned(),
+            message: e.to_string(),
+        });
+    }
+    let confirm = Patch::Merge(json!({"metadata": {
+        "annotations": {CONFIRM_ANNOTATION: "true"},
+    }}));
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    match retry.run(|| api.patch(NAME, &params, &confirm)).await {
+        Ok(_) => {}
+        Err((e, _)) if e.code() == Some(404) => {}
+        Err((e, _)) => {
+            return Err(Error::Request {
+                what: format!("annotating {KIND} {namespace}/{NAME} with {CONFIRM_ANNOTATION}"),
+                source: e,
+            });
+        }
+    }
+    let params = DeleteParams {
+        preconditions: uid.clone().map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match retry.run(|| api.delete(NAME, &params)).await {
+        Ok(_) => Ok(()),
+        Err((e, _)) if e.code() == Some(404) => Ok(()),
+        Err((RequestError::Kube(kube::Error::Api(s)), _))
+            if s.code == 403 || s.code == 422 || s.reason == "Invalid" =>
+        {
+            Err(Error::Denied {
+                namespace: namespace.to_owned(),
+                message: s.message,
+            })
+        }
+        Err((e, _)) => Err(Error::Request {
+            what: format!("deleting {KIND} {namespace}/{NAME}"),
+            source: e,
+        }),
+    }
+}
+
 /// Signals cluster deletion: sets [`CONFIRM_ANNOTATION`], deletes `Alive` (UID
 /// precondition) and watches until it is gone or `timeout` passes. `on_deleting` is called
 /// once the deletion is under way, with the finalizers that hold it. Returns how it ended and
@@ -357,58 +419,7 @@ pub async fn signal(
     };
     let uid = alive.uid();
     if alive.metadata.deletion_timestamp.is_none() {
-        // The release ships Alive: without an override, the cvo operator's next pass would
-        // create it again, as if the cluster were not being deleted.
-        let id = crate::release::ObjectId::new(GROUP, KIND, Some(namespace), NAME);
-        let cluster = crate::cluster::Cluster::new(client.clone());
-        if let Err(e) = clusterversion::ensure_unmanaged(&cluster, retry, &id).await {
-            return Err(Error::Unmanage {
-                namespace: namespace.to_owned(),
-                message: e.to_string(),
-            });
-        }
-        let confirm = Patch::Merge(json!({"metadata": {
-            "annotations": {CONFIRM_ANNOTATION: "true"},
-        }}));
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
-        match retry.run(|| api.patch(NAME, &params, &confirm)).await {
-            Ok(_) => {}
-            Err((e, _)) if e.code() == Some(404) => {}
-            Err((e, _)) => {
-                return Err(Error::Request {
-                    what: format!("annotating {KIND} {namespace}/{NAME} with {CONFIRM_ANNOTATION}"),
-                    source: e,
-                });
-            }
-        }
-        let params = DeleteParams {
-            preconditions: uid.clone().map(|uid| Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
-            ..DeleteParams::background()
-        };
-        match retry.run(|| api.delete(NAME, &params)).await {
-            Ok(_) => {}
-            Err((e, _)) if e.code() == Some(404) => {}
-            Err((RequestError::Kube(kube::Error::Api(s)), _))
-                if s.code == 403 || s.code == 422 || s.reason == "Invalid" =>
-            {
-                return Err(Error::Denied {
-                    namespace: namespace.to_owned(),
-                    message: s.message,
-                });
-            }
-            Err((e, _)) => {
-                return Err(Error::Request {
-                    what: format!("deleting {KIND} {namespace}/{NAME}"),
-                    source: e,
-                });
-            }
-        }
+        start_deletion(client, namespace, uid.clone(), retry).await?;
     }
     if let Ok(Some(now)) = retry.run(|| api.get_opt(NAME)).await.map_err(|(e, _)| e) {
         on_deleting(&holders(&now.metadata));

@@ -19,8 +19,9 @@ use super::pull::{Puller, Switch};
 use super::repair::{Repairs, repairer};
 use super::resync;
 use super::self_update::SelfUpdate;
-use super::shutdown::{pass_stopped, until_stopped};
+use super::shutdown::{Stopped, pass_stopped, until_stopped};
 use super::updates::Refresher;
+use crate::apply::Applier;
 use crate::cluster::Cluster;
 use crate::release::Release;
 
@@ -114,16 +115,8 @@ async fn steady_state(
     mut first: PassEnd,
     stop: &mut watch::Receiver<bool>,
 ) -> (Option<Switch>, bool) {
-    let (cluster, release, options, known) =
-        (passes.cluster, passes.release, passes.options, passes.known);
-    let (metrics, grace) = (passes.metrics, options.shutdown_grace);
-    let mut steady = Steady {
-        applied: first.accepted,
-        watching: first.accepted && !first.paused,
-        unmanaged: std::mem::take(&mut first.unmanaged),
-        repairs: Repairs::default(),
-        schedule: Schedule::new(options.resync_interval),
-    };
+    let (cluster, release, options) = (passes.cluster, passes.release, passes.options);
+    let mut steady = Steady::after(&mut first, options.resync_interval);
     let mut updates = Refresher::new(cluster, release, &options.sync.apply.retry);
     updates.start();
     let kinds = Kinds::of(release);
@@ -131,7 +124,7 @@ async fn steady_state(
     let (cv_tx, mut cv_rx) = mpsc::unbounded_channel();
     // Drift watches are polled only once the release was accepted (nothing is managed
     // before); the ClusterVersion watch always (a forced desiredUpdate must start a pass).
-    let watches = kinds.watch(cluster, known, &drift_tx);
+    let watches = kinds.watch(cluster, passes.known, &drift_tx);
     tokio::pin!(watches);
     // Compared with the generation the pass read: a spec change made since is not missed.
     let cv_watch = drift::watch_cluster_version(cluster, first.generation, &cv_tx);
@@ -190,12 +183,7 @@ async fn steady_state(
                 continue;
             }
             Next::Repair(queue) => {
-                // Objects overridden as unmanaged are not put back.
-                let queue = queue.into_iter().filter(|i| !steady.unmanaged.contains(i));
-                let repaired = steady
-                    .repairs
-                    .run(&repairer, known, metrics, queue, stop, grace);
-                if repaired.await.is_err() {
+                if steady.repair(queue, &repairer, passes, stop).await.is_err() {
                     return (None, steady.applied);
                 }
                 continue;
@@ -244,6 +232,35 @@ struct Steady {
 }
 
 impl Steady {
+    /// The state after the first pass ended (`first`, whose unmanaged manifests it takes).
+    fn after(first: &mut PassEnd, resync_interval: Duration) -> Steady {
+        Steady {
+            applied: first.accepted,
+            watching: first.accepted && !first.paused,
+            unmanaged: std::mem::take(&mut first.unmanaged),
+            repairs: Repairs::default(),
+            schedule: Schedule::new(resync_interval),
+        }
+    }
+
+    /// Re-applies the drifted manifests of `queue` with `repairer`, except those left alone
+    /// until the next pass (objects overridden as unmanaged are not put back); `Err`: told to
+    /// stop meanwhile.
+    async fn repair(
+        &mut self,
+        queue: BTreeSet<usize>,
+        repairer: &Applier<'_>,
+        passes: &Passes<'_>,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<(), Stopped> {
+        let queue = queue.into_iter().filter(|i| !self.unmanaged.contains(i));
+        let (known, metrics) = (passes.known, passes.metrics);
+        let grace = passes.options.shutdown_grace;
+        self.repairs
+            .run(repairer, known, metrics, queue, stop, grace)
+            .await
+    }
+
     /// A full pass ended with `end`: `Some` when it asks to lead with another release.
     fn passed(&mut self, mut end: PassEnd, resync_interval: Duration) -> Option<Switch> {
         self.applied |= end.accepted;

@@ -186,78 +186,83 @@ impl Metrics {
             sent: AtomicU64::new(0),
             readiness: Readiness::default(),
         };
+        m.register(&mut registry);
+        Metrics { registry, ..m }
+    }
+
+    /// Registers every metric in `registry` with its name and help text.
+    fn register(&self, registry: &mut Registry) {
         registry.register(
             "sync_pass_duration_seconds",
             "Duration of full sync passes",
-            m.pass_duration.clone(),
+            self.pass_duration.clone(),
         );
-        registry.register("sync_passes", "Full sync passes", m.passes.clone());
+        registry.register("sync_passes", "Full sync passes", self.passes.clone());
         registry.register(
             "sync_pass_writes",
             "Write requests sent by the last full sync pass (0 when nothing drifted)",
-            m.pass_writes.clone(),
+            self.pass_writes.clone(),
         );
         registry.register(
             "sync_pass_requests",
             "Requests sent by the last full sync pass (watches and repairs meanwhile included)",
-            m.pass_requests.clone(),
+            self.pass_requests.clone(),
         );
         registry.register(
             "manifests",
             "Manifests handled, by action",
-            m.manifests.clone(),
+            self.manifests.clone(),
         );
         registry.register(
             "drift_repairs",
             "Single manifests re-applied after a watch saw a change the operator did not make",
-            m.repairs.clone(),
+            self.repairs.clone(),
         );
         registry.register(
             "api_requests",
             "Requests sent to the API server for the release, by verb",
-            m.requests.clone(),
+            self.requests.clone(),
         );
         registry.register(
             "deletions_in_progress",
             "Deletions requested by the release and not finished",
-            m.deletions_in_progress.clone(),
+            self.deletions_in_progress.clone(),
         );
         registry.register(
             "deletions_stuck",
             "Deletions pending for longer than --stuck-after",
-            m.deletions_stuck.clone(),
+            self.deletions_stuck.clone(),
         );
         registry.register(
             "deletions_reappeared",
             "Objects of delete manifests found again after their deletion had completed (deleted again)",
-            m.deletions_reappeared.clone(),
+            self.deletions_reappeared.clone(),
         );
         registry.register(
             "deletion_duration_seconds",
             "From the request of a deletion to the pass that saw the object gone",
-            m.deletion_duration.clone(),
+            self.deletion_duration.clone(),
         );
         registry.register(
             "cluster_version",
             "The release versions of ClusterVersion (1 per type and version)",
-            m.cluster_version.clone(),
+            self.cluster_version.clone(),
         );
         registry.register(
             "capability",
             "The capabilities of the last full pass (1 per capability, labelled enabled or not)",
-            m.capability.clone(),
+            self.capability.clone(),
         );
         registry.register(
             "upgradeable",
             "1 when Upgradeable=True, else 0 (False or Unknown)",
-            m.upgradeable.clone(),
+            self.upgradeable.clone(),
         );
         registry.register(
             "leader",
             "1 while this process holds the leader Lease",
-            m.leader.clone(),
+            self.leader.clone(),
         );
-        Metrics { registry, ..m }
     }
 
     /// The text exposition of every metric.

@@ -717,7 +717,22 @@ async fn steps(run: &mut Run<'_>, plan: &Plan, inv: &Inventory) -> Result<(), St
             _ => run.record(item, "kept", &item.reason),
         }
     }
-    // 5. The Operator object: wait for label carriers that are going away, then decide.
+    // 5. The Operator object.
+    operator_object(run, inv).await?;
+    // 6. The OperatorGroup.
+    let fresh = run.fresh(Step::OperatorGroup, inv).await?;
+    for item in &plan::operator_group_items(&fresh, run.opts) {
+        match item.action {
+            Action::Delete => run.delete(item).await?,
+            _ => run.record(item, "kept", &item.reason),
+        }
+    }
+    Ok(())
+}
+
+/// Step 5, the Operator object: waits for the objects carrying its label that are going away
+/// (being deleted, or owned by the CSV), then decides again what to do with it and its label.
+async fn operator_object(run: &mut Run<'_>, inv: &Inventory) -> Result<(), Stop> {
     let mut fresh = run.fresh(Step::Operator, inv).await?;
     if let (Some(op), Ok(scan)) = (&fresh.operator, &fresh.label_carriers) {
         let csv_uid = inv.csv.as_ref().and_then(|c| c.metadata.uid.clone());
@@ -755,14 +770,6 @@ async fn steps(run: &mut Run<'_>, plan: &Plan, inv: &Inventory) -> Result<(), St
             Action::RemoveLabel => run.remove_label(item, &label).await?,
             Action::Delete => run.delete(item).await?,
             Action::Keep => run.record(item, "kept", &item.reason),
-        }
-    }
-    // 6. The OperatorGroup.
-    let fresh = run.fresh(Step::OperatorGroup, inv).await?;
-    for item in &plan::operator_group_items(&fresh, run.opts) {
-        match item.action {
-            Action::Delete => run.delete(item).await?,
-            _ => run.record(item, "kept", &item.reason),
         }
     }
     Ok(())
