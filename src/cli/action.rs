@@ -89,7 +89,8 @@ pub fn run(global: &GlobalArgs, _: &ActionArgs) -> Result<Exit, CliError> {
                     file.display()
                 ))
             })?;
-            stderr_line!("note: SARIF written to {}", file.display());
+            let path = file.display();
+            say!(global.console, note { sarif = %path }, "SARIF written to {path}");
             if let Some(output) = std::env::var_os("GITHUB_OUTPUT") {
                 std::fs::OpenOptions::new()
                     .append(true)

@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{CliError, GlobalArgs, OutputFormat, ReleaseArgs};
+use super::{CliError, Console, GlobalArgs, OutputFormat, ReleaseArgs};
 use crate::apply::{Options, Strategy};
 use crate::exit::Exit;
 use crate::health::WaitMode;
 use crate::release::Release;
 use crate::release::capability::Gates;
-use crate::sync::report::{json_report, result_line, text_report};
+use crate::sync::report::{json_report, text_report};
 use crate::sync::{SyncOptions, sync};
 
 #[derive(Debug, Args)]
@@ -139,7 +139,7 @@ pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Exit, CliError> {
     let options = SyncOptions {
         force: args.force,
         // Without a progress bar, say what a stalled run waits for.
-        heartbeat: (!std::io::stderr().is_terminal()).then_some(Duration::from_secs(10)),
+        heartbeat: (!progress_bar(args.output, global.console)).then_some(Duration::from_secs(10)),
         ..args.pass.sync_options()
     };
     execute(global, &args.release, &args.target, options, args.output)
@@ -156,7 +156,8 @@ pub(super) fn execute(
     // The feature gates are the cluster's (read by the sync) unless a flag gives them.
     release_args.defer_feature_gates();
     options.feature_gates = release_args.gate_source()?;
-    let release = load_usable(release_args)?;
+    let console = global.console;
+    let release = load_usable(release_args, console)?;
     if let Some(source) = &options.feature_gates {
         // A FeatureGate file that does not say for this release: refused before connecting.
         source.enabled(release.version()).map_err(CliError::Usage)?;
@@ -195,7 +196,7 @@ pub(super) fn execute(
         if target.in_memory {
             super::seed::previous_state(&cluster, &release, options.parallelism).await;
         }
-        let progress = Progress::new(&release, output);
+        let progress = Progress::new(&release, output, console);
         if let Some(bar) = progress.bar.clone() {
             // The bar says what the pass waits for.
             options.apply.health.observer = Some(crate::health::Observer(std::sync::Arc::new(
@@ -212,7 +213,7 @@ pub(super) fn execute(
         progress.finish();
         let mut outcome = outcome.map_err(CliError::failed)?;
         if !options.apply.dry_run {
-            retrieve_updates(&cluster, &release, &options, &mut outcome).await;
+            retrieve_updates(&cluster, &release, &options, &mut outcome, console).await;
         }
         #[cfg(feature = "in-memory")]
         if let Some(operators) = operators {
@@ -230,7 +231,7 @@ pub(super) fn execute(
         };
         super::print_stdout(&report)?;
         if let Some(Err(e)) = &outcome.cluster_version {
-            stderr_line!("error: {e}");
+            say!(console, error, "{e}");
         }
         Ok(outcome.exit())
     })
@@ -238,12 +239,13 @@ pub(super) fn execute(
 
 /// Where the sync wrote ClusterVersion status: asks the update service it names once (bounded
 /// by [`crate::updates::TIMEOUT`]), records `availableUpdates` and `RetrievedUpdates` there,
-/// and adds the condition to the report.
+/// and adds the condition to the report. What fails is a warning on `console`.
 async fn retrieve_updates(
     cluster: &crate::cluster::Cluster,
     release: &Release,
     options: &SyncOptions,
     outcome: &mut crate::sync::SyncOutcome,
+    console: Console,
 ) {
     use crate::status::clusterversion::{self, WriteOutcome};
     if !matches!(
@@ -257,7 +259,7 @@ async fn retrieve_updates(
         Ok(Some(cv)) => cv.data.get("spec").cloned().unwrap_or_default(),
         Ok(None) => return,
         Err(e) => {
-            stderr_line!("warning: available updates not retrieved: {e}");
+            say!(console, warning, "available updates not retrieved: {e}");
             return;
         }
     };
@@ -273,17 +275,20 @@ async fn retrieve_updates(
     )
     .await
     {
-        stderr_line!("warning: available updates not recorded: {e}");
+        say!(console, warning, "available updates not recorded: {e}");
     }
     outcome.conditions.push(retrieval.condition);
 }
 
-/// Loads the release and prints its diagnostics; a release with errors is a usage error
-/// (nothing is applied).
-pub(super) fn load_usable(release_args: &ReleaseArgs) -> Result<Release, CliError> {
-    let release = release_args.load()?;
+/// Loads the release and writes its diagnostics on `console`; a release with errors is a
+/// usage error (nothing is applied).
+pub(super) fn load_usable(
+    release_args: &ReleaseArgs,
+    console: Console,
+) -> Result<Release, CliError> {
+    let release = release_args.load(console)?;
     for d in &release.diagnostics {
-        stderr_line!("{d}");
+        console.diagnostic(d);
     }
     if release.has_errors() {
         return Err(CliError::usage(
@@ -291,7 +296,7 @@ pub(super) fn load_usable(release_args: &ReleaseArgs) -> Result<Release, CliErro
         ));
     }
     if let Some(warning) = mostly_left_out(&release) {
-        stderr_line!("warning: {warning}");
+        say!(console, warning, "{warning}");
     }
     Ok(release)
 }
@@ -346,15 +351,22 @@ async fn connect(
     super::kube_client(global).await
 }
 
-/// Progress: a bar on a terminal, else one log line per manifest (stderr).
+/// Whether the progress is a bar: for a person at a terminal who reads text (stderr a
+/// terminal, text output, text logs).
+fn progress_bar(output: OutputFormat, console: Console) -> bool {
+    std::io::stderr().is_terminal() && output == OutputFormat::Text && !console.is_json()
+}
+
+/// Progress: a bar on a terminal (text logs, text output), else one line per manifest on the
+/// console.
 struct Progress {
     bar: Option<indicatif::ProgressBar>,
+    console: Console,
 }
 
 impl Progress {
-    fn new(release: &Release, output: OutputFormat) -> Self {
-        let tty = std::io::stderr().is_terminal() && output == OutputFormat::Text;
-        let bar = tty.then(|| {
+    fn new(release: &Release, output: OutputFormat, console: Console) -> Self {
+        let bar = progress_bar(output, console).then(|| {
             let bar = indicatif::ProgressBar::new(release.manifests.len() as u64);
             bar.set_style(
                 indicatif::ProgressStyle::with_template("{bar:40} {pos} of {len} done {msg}")
@@ -362,7 +374,7 @@ impl Progress {
             );
             bar
         });
-        Progress { bar }
+        Progress { bar, console }
     }
 
     fn result(&self, release: &Release, r: &crate::apply::ManifestResult) {
@@ -374,7 +386,7 @@ impl Progress {
                     bar.set_message(format!("(runlevel {:02})", o.runlevel));
                 }
             }
-            None => stderr_line!("{}", result_line(release, r)),
+            None => self.console.result(release, r),
         }
     }
 

@@ -92,11 +92,14 @@ pub fn run(global: &GlobalArgs, args: &CapabilitiesArgs) -> Result<Exit, CliErro
         // The cluster's FeatureGate says, once read.
         args.release.defer_feature_gates();
     }
-    let mut release = args.release.load()?;
+    let console = global.console;
+    let mut release = args.release.load(console)?;
     let errors = release.errors().count();
     if errors > 0 {
-        stderr_line!(
-            "warning: the release has {errors} error{} (see `cvo validate`): what follows is of the manifests that could be read",
+        say!(
+            console,
+            warning,
+            "the release has {errors} error{} (see `cvo validate`): what follows is of the manifests that could be read",
             if errors == 1 { "" } else { "s" }
         );
     }
@@ -161,7 +164,7 @@ pub fn run(global: &GlobalArgs, args: &CapabilitiesArgs) -> Result<Exit, CliErro
         warnings: &warnings,
     };
     for w in &warnings {
-        stderr_line!("warning: {w}");
+        say!(console, warning, "{w}");
     }
     let out = match args.output {
         OutputFormat::Text => view.text(),

@@ -75,20 +75,22 @@ pub fn run(global: &GlobalArgs, args: &ClusterDeletionArgs) -> Result<Exit, CliE
             ClusterDeletionCommand::Signal(a) => {
                 let ns = &a.target.namespace;
                 let text_out = a.target.output == OutputFormat::Text;
+                let console = global.console;
                 let on_deleting = |holders: &[alive::Holder]| {
                     if !text_out {
                         return;
                     }
+                    let (name, count) = (alive::NAME, holders.len());
                     if holders.is_empty() {
-                        stderr_line!("Alive {ns}/{} deleted; no finalizer holds it", alive::NAME);
+                        say!(console, line { namespace = %ns, name }, "Alive {ns}/{name} deleted; no finalizer holds it");
                     } else {
-                        stderr_line!(
-                            "Alive {ns}/{} is being deleted; waiting for {} finalizer(s):",
-                            alive::NAME,
-                            holders.len()
+                        say!(
+                            console,
+                            line { namespace = %ns, name, count },
+                            "Alive {ns}/{name} is being deleted; waiting for {count} finalizer(s):"
                         );
                         for h in holders {
-                            stderr_line!("  {}", h.line());
+                            say!(console, line { finalizer = %h.finalizer }, "  {}", h.line());
                         }
                     }
                 };

@@ -23,7 +23,7 @@ pub struct DevApiserverArgs {
     pub kubeconfig_out: Option<PathBuf>,
 }
 
-pub fn run(args: &DevApiserverArgs) -> Result<Exit, CliError> {
+pub fn run(args: &DevApiserverArgs, console: super::Console) -> Result<Exit, CliError> {
     if !args.listen.ip().is_loopback() {
         return Err(CliError::usage(format_args!(
             "refusing to listen on {}: the in-memory API server has no authentication; use a loopback address such as 127.0.0.1",
@@ -32,12 +32,11 @@ pub fn run(args: &DevApiserverArgs) -> Result<Exit, CliError> {
     }
     let runtime = super::runtime()?;
     if let Some(path) = &args.kubeconfig_out {
-        stderr_line!(
-            "kubeconfig: {} (kubectl --kubeconfig {0} get ns)",
-            path.display()
-        );
+        let path = path.display();
+        say!(console, line { kubeconfig = %path }, "kubeconfig: {path} (kubectl --kubeconfig {path} get ns)");
     }
-    stderr_line!("in-memory API server on http://{}", args.listen);
+    let addr = args.listen;
+    say!(console, line { %addr }, "in-memory API server on http://{addr}");
     runtime.block_on(async {
         let serving = serve_with_kubeconfig(
             MemoryServer::start(Config::default()),

@@ -2,7 +2,7 @@
 //! (a plain line, or a JSON event in JSON mode) and an [`Exit`] code ([`CliError::report`],
 //! called by [`super::main`] only).
 
-use super::LogFormat;
+use super::Console;
 use crate::exit::Exit;
 
 /// Why a command ended early: the exit code it carries, and what to tell the user (one
@@ -41,20 +41,19 @@ impl CliError {
         }
     }
 
-    /// Reports the error and returns its exit code: in text mode `error: …` lines (one per
-    /// problem); in JSON mode one `error` event per problem, with the exit code as the field
-    /// `exit_code`, so that every line on stderr is JSON.
-    pub(crate) fn report(&self, format: LogFormat) -> Exit {
+    /// Reports the error on `console` and returns its exit code: in text mode `error: …`
+    /// lines (one per problem); in JSON mode one `ERROR` event per problem, with the exit code
+    /// as the field `exit_code`, so that every line on stderr is JSON. The log filter
+    /// (`CVO_LOG=off`) never hides them.
+    pub(crate) fn report(&self, console: Console) -> Exit {
         let exit = self.exit();
         let lines = match self {
             CliError::Several(lines, _) => lines.clone(),
             other => vec![other.to_string()],
         };
+        let exit_code = exit as u8;
         for line in lines {
-            match format {
-                LogFormat::Text => stderr_line!("error: {line}"),
-                LogFormat::Json => tracing::error!(exit_code = exit as u8, "{line}"),
-            }
+            say!(console, error { exit_code }, "{line}");
         }
         exit
     }

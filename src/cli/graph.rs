@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::{CliError, ReleaseArgs};
+use super::{CliError, Console, ReleaseArgs};
 use crate::exit::Exit;
 use crate::graph::{Format, render};
 
@@ -21,11 +21,11 @@ fn parse_format(s: &str) -> Result<Format, String> {
 }
 
 /// Exit codes: 0 the graph of the whole release, 1 drawn without what failed to load (its
-/// errors on stderr, as `validate` reports them), 2 the release cannot be read.
-pub fn run(args: &GraphArgs) -> Result<Exit, CliError> {
-    let release = args.release.load()?;
+/// errors on `console`, as `validate` reports them), 2 the release cannot be read.
+pub fn run(args: &GraphArgs, console: Console) -> Result<Exit, CliError> {
+    let release = args.release.load(console)?;
     for d in &release.diagnostics {
-        stderr_line!("{d}");
+        console.diagnostic(d);
     }
     let graph = render(&crate::apply::run_level_graph(&release), args.format);
     super::print_stdout(&graph)?;

@@ -13,6 +13,8 @@ macro_rules! stderr_line {
     }};
 }
 
+#[macro_use]
+mod console;
 mod action;
 mod apply;
 mod capabilities;
@@ -45,6 +47,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::exit::Exit;
 use crate::release::feature_gate::GateSource;
 use crate::release::{DEFAULT_CLUSTER_PROFILE, Filters, Limits, LoadOptions, Release, Selectors};
+pub use console::Console;
 pub use error::CliError;
 
 #[derive(Debug, Parser)]
@@ -72,13 +75,18 @@ pub struct GlobalArgs {
     /// Log format on stderr [default: text; `cvo operator` in a pod: json].
     #[arg(long, global = true, value_enum)]
     pub log_format: Option<LogFormat>,
+    /// Writes the command's notes, warnings, errors and progress in the log format in force
+    /// (set by [`main`] once the command line is read).
+    #[arg(skip)]
+    pub console: Console,
 }
 
 /// How the process writes to stderr: plain lines, or one JSON object per line (tracing's
-/// JSON events; the CLI's own notes, release diagnostics and fatal errors become events too:
-/// see [`CliError::report`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// JSON events; the CLI's own notes, progress lines, release diagnostics, fatal errors and a
+/// panic become events too: see [`Console`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
+    #[default]
     Text,
     Json,
 }
@@ -298,9 +306,9 @@ impl ReleaseArgs {
     }
 
     /// The release directory: `--release` itself, or the OCI source it names resolved to a
-    /// digest and extracted (once per command; a note on stderr, or an info event in JSON
-    /// mode, names the digest and the tag it came from).
-    pub fn dir(&self, format: LogFormat) -> Result<PathBuf, CliError> {
+    /// digest and extracted (once per command; a note on `console` names the digest and the
+    /// tag it came from).
+    pub fn dir(&self, console: Console) -> Result<PathBuf, CliError> {
         let Some(source) = crate::oci::Source::parse(&self.release).map_err(CliError::Usage)?
         else {
             let trusted = self
@@ -332,12 +340,8 @@ impl ReleaseArgs {
             "release {} is {}{from}{verified}",
             opened.source, opened.digest
         );
-        match format {
-            LogFormat::Text => stderr_line!("note: {note}"),
-            LogFormat::Json => {
-                tracing::info!(source = %opened.source, digest = %opened.digest, tag = opened.tag.as_deref(), "{note}");
-            }
-        }
+        let tag = opened.tag.as_deref();
+        say!(console, note { source = %opened.source, digest = %opened.digest, tag }, "{note}");
         let dir = opened.dir();
         let _ = self.opened.set(opened);
         Ok(dir)
@@ -469,18 +473,12 @@ impl ReleaseArgs {
         }
     }
 
-    /// The release `graph`, `apply` and `plan` work on. Without `--profile`, a release that
-    /// uses cluster profiles is read in the CVO's default profile, as a cluster without one
-    /// would be (every profile at once would hold each object's per-profile twins), and a
-    /// note on stderr says so.
-    pub fn load(&self) -> Result<Release, CliError> {
-        self.load_logged(LogFormat::Text)
-    }
-
-    /// [`ReleaseArgs::load`], its note written as `format` says: a `note:` line, or an info
-    /// event (`cvo operator`, whose stderr is all JSON in JSON mode).
-    pub fn load_logged(&self, format: LogFormat) -> Result<Release, CliError> {
-        let dir = self.dir(format)?;
+    /// The release `graph`, `apply`, `plan` and `operator` work on. Without `--profile`, a
+    /// release that uses cluster profiles is read in the CVO's default profile, as a cluster
+    /// without one would be (every profile at once would hold each object's per-profile
+    /// twins), and a note on `console` says so.
+    pub fn load(&self, console: Console) -> Result<Release, CliError> {
+        let dir = self.dir(console)?;
         let options = self.options_in(self.profile.as_deref());
         let (mut release, choice) =
             crate::release::load_selected(&dir, &options).map_err(CliError::usage)?;
@@ -494,19 +492,15 @@ impl ReleaseArgs {
             &Selectors::of(release.all_manifests()),
             &options.filters,
             &release,
-            format,
+            console,
         );
         if let crate::release::ProfileChoice::Default { profiles } = choice {
             let profiles = profiles.join(", ");
-            let note = format!(
+            say!(
+                console,
+                note { %profiles, profile = DEFAULT_CLUSTER_PROFILE },
                 "the release uses cluster profiles ({profiles}): reading it in {DEFAULT_CLUSTER_PROFILE}, the CVO's default (choose another with --profile)"
             );
-            match format {
-                LogFormat::Text => stderr_line!("note: {note}"),
-                LogFormat::Json => {
-                    tracing::info!(%profiles, profile = DEFAULT_CLUSTER_PROFILE, "{note}");
-                }
-            }
         }
         Ok(release)
     }
@@ -514,8 +508,11 @@ impl ReleaseArgs {
     /// The release `validate` checks, once per profile: with `--profile`, or when the
     /// release uses no profiles, the one release (`None`); without `--profile`, the release
     /// in each profile it uses, on its own.
-    pub fn load_each_profile(&self) -> Result<Vec<(Option<String>, Release)>, CliError> {
-        let profiles = self.read_each_profile()?;
+    pub fn load_each_profile(
+        &self,
+        console: Console,
+    ) -> Result<Vec<(Option<String>, Release)>, CliError> {
+        let profiles = self.read_each_profile(console)?;
         let read = &profiles.read;
         profiles
             .selections
@@ -527,8 +524,8 @@ impl ReleaseArgs {
     /// The release read and parsed once, and the profiles [`ReleaseArgs::load_each_profile`]
     /// selects from it. A `--profile` or `--feature-set` that no manifest names would
     /// silently select nothing: refused with exit code 2, naming the ones the release uses.
-    pub(crate) fn read_each_profile(&self) -> Result<EachProfile, CliError> {
-        let dir = self.dir(LogFormat::Text)?;
+    pub(crate) fn read_each_profile(&self, console: Console) -> Result<EachProfile, CliError> {
+        let dir = self.dir(console)?;
         let options = self.options_in(self.profile.as_deref());
         let read = crate::release::read(&dir, &options).map_err(CliError::usage)?;
         let used = Selectors::of(read.all_manifests());
@@ -537,7 +534,7 @@ impl ReleaseArgs {
         }
         if used.feature_set_note(&options.filters, 0).is_some() {
             let release = self.select(&read, self.profile.as_deref())?;
-            feature_set_note(&used, &options.filters, &release, LogFormat::Text);
+            feature_set_note(&used, &options.filters, &release, console);
         }
         let selections = if self.profile.is_some() || used.profiles.is_empty() {
             vec![self.profile.clone()]
@@ -568,18 +565,15 @@ pub(crate) struct EachProfile {
 }
 
 /// A known `--feature-set` that no manifest names is accepted (as the CVO accepts it): a note
-/// says how many manifests it selects, as a `note:` line or an info event.
+/// says how many manifests it selects, as a note on `console`.
 fn feature_set_note(
     used: &Selectors,
     filters: &crate::release::Filters,
     release: &Release,
-    format: LogFormat,
+    console: Console,
 ) {
     if let Some(note) = used.feature_set_note(filters, release.manifests.len()) {
-        match format {
-            LogFormat::Text => stderr_line!("note: {note}"),
-            LogFormat::Json => tracing::info!(feature_set = %filters.feature_set, "{note}"),
-        }
+        say!(console, note { feature_set = %filters.feature_set }, "{note}");
     }
 }
 
@@ -599,9 +593,10 @@ fn print_stdout(text: &str) -> Result<(), CliError> {
 }
 
 /// Runs the CLI and returns the process exit code: the one place where an error becomes
-/// its message on stderr (in the log format: a JSON event in JSON mode) and its exit code.
+/// its message on stderr (in the log format: a JSON event in JSON mode, shown whatever
+/// `CVO_LOG` says) and its exit code.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => return refused_command_line(&e).into(),
         Err(e) => {
@@ -614,7 +609,7 @@ pub fn main() -> ExitCode {
     let operator = matches!(cli.command, Command::Operator(_));
     // (The sync's per-manifest notes stay at -v: a pass every few minutes would repeat them.)
     let format = log_format(cli.global.log_format, operator);
-    init_logging(
+    console::init(
         &cli.global,
         format,
         if operator {
@@ -623,9 +618,24 @@ pub fn main() -> ExitCode {
             "warn"
         },
     );
-    match run(cli, format) {
+    let console = Console::new(format);
+    cli.global.console = console;
+    #[cfg(debug_assertions)]
+    panic_for_tests();
+    match run(cli) {
         Ok(exit) => exit.into(),
-        Err(e) => e.report(format).into(),
+        Err(e) => e.report(console).into(),
+    }
+}
+
+/// Debug builds only (the tests' binary): `CVO_TEST_PANIC=MESSAGE` panics with MESSAGE once
+/// logging is set up, so that the tests can see how a panic is reported (in JSON mode, one
+/// event: [`console`]'s panic hook). Bad input never panics, so the tests have no other way
+/// to cause one; release builds (no `debug_assertions`) do not contain this at all.
+#[cfg(debug_assertions)]
+fn panic_for_tests() {
+    if let Some(message) = std::env::var_os("CVO_TEST_PANIC") {
+        panic!("{}", message.to_string_lossy());
     }
 }
 
@@ -661,61 +671,35 @@ fn refused_command_line(e: &clap::Error) -> Exit {
         context: None,
         verbose: 0,
         log_format: Some(LogFormat::Json),
+        console: Console::new(LogFormat::Json),
     };
-    init_logging(&global, LogFormat::Json, "warn");
+    console::init(&global, LogFormat::Json, "warn");
     let text = e.render().to_string();
     let message = text.trim().trim_start_matches("error: ");
-    tracing::error!(exit_code = Exit::Usage as u8, "{message}");
-    Exit::Usage
+    CliError::usage(message).report(global.console)
 }
 
-/// Runs the command; `format` is the log format in force.
-fn run(cli: Cli, format: LogFormat) -> Result<Exit, CliError> {
+/// Runs the command (`cli.global.console` writes in the log format in force).
+fn run(cli: Cli) -> Result<Exit, CliError> {
     match cli.command {
         Command::Validate(args) => validate::run(&cli.global, args),
         Command::ValidateFiles(args) => validate_files::run(&cli.global, args),
         Command::GithubAction(args) => action::run(&cli.global, &args),
         Command::Completion(args) => completion::run(&args),
         Command::Man(args) => man::run(&args),
-        Command::Graph(args) => graph::run(&args),
+        Command::Graph(args) => graph::run(&args, cli.global.console),
         Command::Capabilities(args) => capabilities::run(&cli.global, &args),
         Command::Apply(args) => apply::run(&cli.global, &args),
         Command::Plan(args) => plan::run(&cli.global, &args),
-        Command::Operator(args) => operator::run(&cli.global, &args, format),
+        Command::Operator(args) => operator::run(&cli.global, &args),
         Command::Rbac(args) => rbac::run(&cli.global, &args),
-        Command::Push(args) => push::run(&args),
+        Command::Push(args) => push::run(&args, cli.global.console),
         Command::OperandCleanup(args) => operand_cleanup::run(&cli.global, &args),
         Command::Uninstall(args) => uninstall::run(&cli.global, &args),
         Command::ClusterDeletion(args) => cluster_deletion::run(&cli.global, &args),
         #[cfg(feature = "in-memory")]
-        Command::DevApiserver(args) => dev_apiserver::run(&args),
+        Command::DevApiserver(args) => dev_apiserver::run(&args, cli.global.console),
     }
-}
-
-fn init_logging(global: &GlobalArgs, format: LogFormat, level: &str) {
-    // kube's client logs every failed request, each retry included, at ERROR: the commands
-    // report failures themselves (one line each), so its lines are shown from -v on.
-    let default = match global.verbose {
-        0 => format!("{level},kube_client=off"),
-        1 => "debug".to_owned(),
-        _ => "trace".to_owned(),
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CVO_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(colour_on_stderr())
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
-}
-
-/// Colour only for a person at a terminal, and not when `NO_COLOR` is set (no-color.org).
-fn colour_on_stderr() -> bool {
-    use std::io::IsTerminal as _;
-    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// A client like kubectl's: the kubeconfig from `--kubeconfig` (that one file), else the

@@ -51,14 +51,17 @@ pub fn run(global: &GlobalArgs, args: &OperandCleanupArgs) -> Result<Exit, CliEr
 async fn client(global: &GlobalArgs, args: &OperandCleanupArgs) -> Result<kube::Client, CliError> {
     #[cfg(feature = "in-memory")]
     if args.in_memory {
-        return in_memory(args.listen).await;
+        return in_memory(args.listen, global.console).await;
     }
     super::kube_client(global).await
 }
 
 /// A fresh embedded server with OLM's CRDs, also served on `listen` if given.
 #[cfg(feature = "in-memory")]
-async fn in_memory(listen: Option<SocketAddr>) -> Result<kube::Client, CliError> {
+async fn in_memory(
+    listen: Option<SocketAddr>,
+    console: super::Console,
+) -> Result<kube::Client, CliError> {
     use memory_apiserver::{Config, MemoryServer, serve};
 
     let server = MemoryServer::start(Config::default());
@@ -73,10 +76,10 @@ async fn in_memory(listen: Option<SocketAddr>) -> Result<kube::Client, CliError>
         let serving = server.clone();
         tokio::spawn(async move {
             if let Err(e) = serve(serving, addr).await {
-                stderr_line!("error: serving on {addr}: {e}");
+                say!(console, error, "serving on {addr}: {e}");
             }
         });
-        stderr_line!("in-memory API server with OLM CRDs on http://{addr}");
+        say!(console, line { %addr }, "in-memory API server with OLM CRDs on http://{addr}");
     }
     Ok(server.client())
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::apply::{PassArgs, parse_duration};
-use super::{CliError, GlobalArgs, LogFormat, ReleaseArgs};
+use super::{CliError, Console, GlobalArgs, ReleaseArgs};
 use crate::cluster::request_error::Target;
 use crate::exit::Exit;
 use crate::operator::leader::{LeaseConfig, default_identity};
@@ -89,9 +89,9 @@ pub enum Component {
 /// An API server that cannot be reached does not end the operator: `/healthz`, `/livez`,
 /// `/metrics` and `/readyz` are served before it connects, and it connects for as long as
 /// it takes ([`crate::operator::connect`]). A release that cannot be used does not stop it
-/// either: it reports why in ClusterVersion. `format` is the log format in force: in JSON,
-/// the release's diagnostics are events too.
-pub fn run(global: &GlobalArgs, args: &OperatorArgs, format: LogFormat) -> Result<Exit, CliError> {
+/// either: it reports why in ClusterVersion. The release's diagnostics go to the global
+/// flags' console (in JSON mode, events too).
+pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> Result<Exit, CliError> {
     let timings = args.check()?;
     super::runtime()?.block_on(async {
         // Installed at once: SIGTERM from here on is a clean stop, also while connecting.
@@ -131,7 +131,8 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs, format: LogFormat) -> Resul
         // Read while the election runs (the release may be large, or pulled from a registry):
         // /readyz follows the election from the start.
         let release = async {
-            let release = tokio::task::block_in_place(|| load_release(&args.release, format));
+            let release =
+                tokio::task::block_in_place(|| load_release(&args.release, global.console));
             match &release {
                 Ok(r) => tracing::info!(
                     version = %crate::status::conditions::version_text(r),
@@ -233,20 +234,17 @@ impl OperatorArgs {
 
 /// The release, or why it cannot be used (the `ReleaseAccepted` reason and message: an OCI
 /// release whose signature does not verify is `ImageVerificationFailed`). Its diagnostics,
-/// or the reason it cannot be read, go to stderr as `format` says: rustc-style text, or one
-/// event each (the diagnostic's severity as the level, its rule, file and line as fields).
+/// or the reason it cannot be read, go to `console`: rustc-style text, or one event each (the
+/// diagnostic's severity as the level, its rule, file and line as fields).
 fn load_release(
     args: &ReleaseArgs,
-    format: LogFormat,
+    console: Console,
 ) -> Result<crate::release::Release, crate::operator::Unusable> {
     use crate::operator::Unusable;
-    match args.load_logged(format) {
+    match args.load(console) {
         Ok(release) => {
             for d in &release.diagnostics {
-                match format {
-                    LogFormat::Text => stderr_line!("{d}"),
-                    LogFormat::Json => log_diagnostic(d),
-                }
+                console.diagnostic(d);
             }
             if release.has_errors() {
                 Err(Unusable::invalid(format!(
@@ -258,10 +256,7 @@ fn load_release(
             }
         }
         Err(e) => {
-            match format {
-                LogFormat::Text => stderr_line!("error: {e}"),
-                LogFormat::Json => tracing::error!(release = %args.release, "{e}"),
-            }
+            say!(console, error { release = %args.release }, "{e}");
             if e.exit() == Exit::Refused {
                 // Only a signature that does not verify refuses a release being read.
                 Err(Unusable::unverified(format!(
@@ -269,40 +264,17 @@ fn load_release(
                     args.release
                 )))
             } else {
-                Err(Unusable::invalid(unreadable_release(args)))
+                Err(Unusable::invalid(unreadable_release(args, console)))
             }
         }
     }
 }
 
-/// One diagnostic of the release as a log event: its severity as the level, the message
-/// (with the object it is about), and rule, file, line, document and help as fields.
-fn log_diagnostic(d: &crate::diagnostic::Diagnostic) {
-    use crate::diagnostic::Severity;
-    let message = match &d.object {
-        Some(object) => format!("{object}: {}", d.message),
-        None => d.message.clone(),
-    };
-    let file = crate::diagnostic::escaped_path(&d.location.file);
-    let (line, document) = (d.location.line, d.location.document);
-    let help = d.help.as_deref();
-    macro_rules! event {
-        ($level:ident) => {
-            tracing::$level!(rule = d.rule, %file, line, document, help, "{message}")
-        };
-    }
-    match d.severity {
-        Severity::Error => event!(error),
-        Severity::Warning => event!(warn),
-        Severity::Note => event!(info),
-    }
-}
-
 /// The `ReleaseAccepted` message of a release that cannot be read (the loader's error).
-fn unreadable_release(args: &ReleaseArgs) -> String {
+fn unreadable_release(args: &ReleaseArgs, console: Console) -> String {
     let options = args.options_in(args.profile.as_deref());
     let loaded = args
-        .dir(LogFormat::Text)
+        .dir(console)
         .map_err(|e| e.to_string())
         .and_then(|dir| crate::release::load(&dir, &options).map_err(|e| e.to_string()));
     match loaded {

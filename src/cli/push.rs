@@ -16,7 +16,7 @@
 
 use clap::Args;
 
-use super::{CliError, OutputFormat, ReleaseArgs, block_on, oci_error};
+use super::{CliError, Console, OutputFormat, ReleaseArgs, block_on, oci_error};
 use crate::exit::Exit;
 use crate::oci::Source;
 use crate::validate::{Format, Summary};
@@ -43,7 +43,7 @@ pub struct PushArgs {
     pub config: Option<std::path::PathBuf>,
 }
 
-pub fn run(args: &PushArgs) -> Result<Exit, CliError> {
+pub fn run(args: &PushArgs, console: Console) -> Result<Exit, CliError> {
     let target = Source::parse(&args.target)
         .map_err(CliError::Usage)?
         .ok_or_else(|| {
@@ -77,7 +77,7 @@ pub fn run(args: &PushArgs) -> Result<Exit, CliError> {
     // The rule levels of the release's config file, as `cvo validate` reads them.
     let config = super::validate::config_for(&args.release.release, args.config.as_deref())?;
     let (levels, _) = config.levels(&[]);
-    let diagnostics = super::validate::findings(&args.release, &levels)?;
+    let diagnostics = super::validate::findings(&args.release, &levels, console)?;
     let summary = Summary::of(&diagnostics);
     if summary.has_errors() {
         let cwd = std::env::current_dir().ok();
@@ -85,8 +85,12 @@ pub fn run(args: &PushArgs) -> Result<Exit, CliError> {
             .into_iter()
             .filter(|d| d.severity == crate::diagnostic::Severity::Error)
             .collect();
-        let text = crate::validate::report::render(Format::Text, &errors, cwd.as_deref());
-        stderr_line!("{}", text.trim_end());
+        if console.is_json() {
+            console.diagnostics(&errors);
+        } else {
+            let text = crate::validate::report::render(Format::Text, &errors, cwd.as_deref());
+            stderr_line!("{}", text.trim_end());
+        }
         return Err(CliError::failed(format_args!(
             "the release {} has {} error{} (above, as `cvo validate` reports them): not pushed",
             args.release.release,

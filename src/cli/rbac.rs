@@ -7,7 +7,7 @@
 
 use clap::{Args, ValueEnum};
 
-use super::{CliError, GlobalArgs, ReleaseArgs};
+use super::{CliError, Console, GlobalArgs, ReleaseArgs};
 use crate::exit::Exit;
 use crate::rbac::{Options, Resources, ServiceAccount, names, render};
 
@@ -74,7 +74,8 @@ pub enum Format {
 /// printed: a partial role would fail the operator later); 2 the release cannot be read or
 /// has errors, a bad flag, or `--name` is that of a binding of the release to another role.
 pub fn run(global: &GlobalArgs, args: &RbacArgs) -> Result<Exit, CliError> {
-    let (release, profiles) = load(args)?;
+    let console = global.console;
+    let (release, profiles) = load(args, console)?;
     let operand_cleanup = args
         .components
         .contains(&super::operator::Component::OperandCleanup);
@@ -86,8 +87,10 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> Result<Exit, CliError> {
     let owned_crds = if operand_cleanup {
         let owned = super::runtime()?.block_on(owned_crds(global))?;
         if owned.is_empty() {
-            stderr_line!(
-                "note: no ClusterServiceVersion in the cluster owns a CRD: the operand-cleanup rules grant no custom resources yet"
+            say!(
+                console,
+                note,
+                "no ClusterServiceVersion in the cluster owns a CRD: the operand-cleanup rules grant no custom resources yet"
             );
         }
         Some(owned)
@@ -113,20 +116,24 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> Result<Exit, CliError> {
         ));
     }
     if !names::ships_own(&rbac, release.all_manifests()) {
-        stderr_line!(
-            "note: the release does not ship ClusterRole {}: to ship this output in it, put it there and run `cvo rbac` again, so that the rules also let the operator update these objects (without that, the next release's rules are refused: 403)",
-            crate::diagnostic::excerpt(&rbac.options.name)
+        let role = crate::diagnostic::excerpt(&rbac.options.name);
+        say!(
+            console,
+            note { %role },
+            "the release does not ship ClusterRole {role}: to ship this output in it, put it there and run `cvo rbac` again, so that the rules also let the operator update these objects (without that, the next release's rules are refused: 403)"
         );
     }
     for note in rbac.cluster_rules.iter().filter_map(|r| r.note.as_deref()) {
-        stderr_line!("warning: {note}");
+        say!(console, warning, "{note}");
     }
     // A Role goes into a namespace that exists: the operator's is there before it runs, but a
     // release may create the namespaces of its Secrets itself.
     let namespaces: Vec<&str> = rbac.namespace_rules.keys().map(String::as_str).collect();
-    stderr_line!(
-        "note: namespaces that must exist before this RBAC is applied: {}",
-        namespaces.join(", ")
+    let namespaces = namespaces.join(", ");
+    say!(
+        console,
+        note { %namespaces },
+        "namespaces that must exist before this RBAC is applied: {namespaces}"
     );
     let text = match args.output {
         Format::Yaml => render::yaml(&rbac),
@@ -140,31 +147,26 @@ pub fn run(global: &GlobalArgs, args: &RbacArgs) -> Result<Exit, CliError> {
 /// without, read in each profile it uses and merged (the operator of any of them gets what it
 /// needs). Its diagnostics are printed; a release with errors is a usage error. Returns the
 /// profiles it was read in (none for a release without profiles).
-fn load(args: &RbacArgs) -> Result<(crate::release::Release, Vec<String>), CliError> {
+fn load(
+    args: &RbacArgs,
+    console: Console,
+) -> Result<(crate::release::Release, Vec<String>), CliError> {
     // Every manifest some cluster's feature gates admit may be applied: none left out here.
     args.release.defer_feature_gates();
-    let loaded = args.release.load_each_profile()?;
+    let loaded = args.release.load_each_profile(console)?;
     let profiles: Vec<String> = loaded.iter().filter_map(|(p, _)| p.clone()).collect();
-    let mut printed = std::collections::BTreeSet::new();
-    let mut errors = false;
-    for (_, release) in &loaded {
-        errors |= release.has_errors();
-        for d in &release.diagnostics {
-            let text = d.to_string();
-            if printed.insert(text.clone()) {
-                stderr_line!("{text}");
-            }
-        }
-    }
-    if errors {
+    console.diagnostics(loaded.iter().flat_map(|(_, r)| &r.diagnostics));
+    if loaded.iter().any(|(_, r)| r.has_errors()) {
         return Err(CliError::usage(
             "the release has errors; fix them first (see `cvo validate`)",
         ));
     }
     if profiles.len() > 1 {
-        stderr_line!(
-            "note: the release uses cluster profiles ({}): the rules cover what each of them needs, and every object is annotated for each (choose one with --profile)",
-            profiles.join(", ")
+        let profiles = profiles.join(", ");
+        say!(
+            console,
+            note { %profiles },
+            "the release uses cluster profiles ({profiles}): the rules cover what each of them needs, and every object is annotated for each (choose one with --profile)"
         );
     }
     let release = crate::rbac::union(loaded.into_iter().map(|(_, r)| r).collect())
@@ -224,9 +226,10 @@ fn discover(
         ));
     }
     for (group, kind, plural) in resources.discovered() {
-        stderr_line!(
-            "note: kind {kind} of group {:?}: resource {plural}, from the cluster's discovery",
-            group
+        say!(
+            global.console,
+            note { %group, %kind, %plural },
+            "kind {kind} of group {group:?}: resource {plural}, from the cluster's discovery"
         );
     }
     Ok(())

@@ -102,14 +102,16 @@ async fn run_async(global: &GlobalArgs, args: &UninstallArgs) -> Result<Exit, Cl
         }
     }
     let quiet = json;
-    let tty = std::io::stderr().is_terminal();
+    let console = global.console;
+    // A person reads a terminal; a program reads JSON logs.
+    let tty = std::io::stderr().is_terminal() && !console.is_json();
     let mut last_wait: Option<(usize, std::time::Instant)> = None;
     let mut progress = |p: Progress| {
         if quiet {
             return;
         }
         match p {
-            Progress::Did(d) => stderr_line!("{}", performed_line(&d)),
+            Progress::Did(d) => performed(console, &d),
             Progress::Waiting {
                 step,
                 remaining,
@@ -124,9 +126,15 @@ async fn run_async(global: &GlobalArgs, args: &UninstallArgs) -> Result<Exit, Cl
                     }
                 };
                 if show {
-                    stderr_line!(
-                        "waiting ({}): {remaining} of {total} object(s) not gone yet",
-                        step.as_str()
+                    let step = step.as_str();
+                    say!(
+                        console,
+                        line {
+                            step,
+                            remaining,
+                            total
+                        },
+                        "waiting ({step}): {remaining} of {total} object(s) not gone yet"
                     );
                     last_wait = Some((remaining, now));
                 }
@@ -215,6 +223,24 @@ fn plan_text(plan: &Plan, dry_run: bool) -> String {
         out.push_str("dry run: nothing was changed\n");
     }
     out
+}
+
+/// The progress line of what was done to one object: [`performed_line`], or in JSON an event
+/// with `step`, `result`, `kind`, `namespace`, `name` and `reason` as fields.
+fn performed(console: super::Console, p: &Performed) {
+    if !console.is_json() {
+        stderr_line!("{}", performed_line(p));
+        return;
+    }
+    let (step, result, kind, name) = (p.step.as_str(), &p.result, &p.kind, &p.name);
+    let namespace = p.namespace.as_deref();
+    let reason = (!p.reason.is_empty()).then_some(p.reason.as_str());
+    say!(
+        console,
+        line { step, %result, %kind, namespace, %name, reason },
+        "{result} {}",
+        p.describe()
+    );
 }
 
 fn performed_line(p: &Performed) -> String {

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::validate_config::{Config, SearchFrom, Sourced};
-use super::{CliError, GlobalArgs, ReleaseArgs};
+use super::{CliError, Console, GlobalArgs, ReleaseArgs};
 use crate::diagnostic::Diagnostic;
 use crate::exit::Exit;
 use crate::validate::{self, Format, LeftOut, Level, LiveCrds, RuleLevels, Summary};
@@ -118,6 +118,7 @@ pub(super) fn validated(
         args.previous.as_deref(),
         live.as_ref(),
         &levels,
+        global.console,
     )?;
     // Every format names the files of an OCI release inside the artifact, not in its
     // temporary directory.
@@ -207,12 +208,14 @@ fn repository_root(dir: &std::path::Path) -> Option<PathBuf> {
 }
 
 /// What `cvo validate` finds in the release of `release` (each profile it uses on its own)
-/// with the rules at `levels` (suppressions applied): the check `cvo push` runs first.
+/// with the rules at `levels` (suppressions applied): the check `cvo push` runs first. Notes
+/// go to `console`.
 pub(super) fn findings(
     release: &ReleaseArgs,
     levels: &RuleLevels,
+    console: Console,
 ) -> Result<Vec<Diagnostic>, CliError> {
-    check(release, None, None, levels).map(|(diagnostics, _)| diagnostics)
+    check(release, None, None, levels, console).map(|(diagnostics, _)| diagnostics)
 }
 
 /// [`findings`] with the rules at `levels` (and the cluster's CRDs with
@@ -222,9 +225,10 @@ fn check(
     previous: Option<&std::path::Path>,
     live: Option<&LiveCrds>,
     levels: &RuleLevels,
+    console: Console,
 ) -> Result<(Vec<Diagnostic>, Vec<LeftOut>), CliError> {
     // Each release is read and parsed once; every profile is a selection of it.
-    let each = release.read_each_profile()?;
+    let each = release.read_each_profile(console)?;
     let previous = match previous {
         Some(dir) => Some(
             crate::release::read(dir, &release.options_in(release.profile.as_deref()))
@@ -252,13 +256,17 @@ fn check(
     }
     if runs.len() > 1 {
         let profiles: Vec<&str> = runs.iter().filter_map(|(p, _)| p.as_deref()).collect();
-        stderr_line!(
-            "note: the release uses cluster profiles ({}): each was validated on its own (choose one with --profile)",
-            profiles.join(", ")
+        let profiles = profiles.join(", ");
+        say!(
+            console,
+            note { %profiles },
+            "the release uses cluster profiles ({profiles}): each was validated on its own (choose one with --profile)"
         );
         if live.is_some() {
-            stderr_line!(
-                "note: --live compares every profile's CRDs with the cluster's, which holds one profile's: give the cluster's profile with --profile"
+            say!(
+                console,
+                note,
+                "--live compares every profile's CRDs with the cluster's, which holds one profile's: give the cluster's profile with --profile"
             );
         }
     }

@@ -149,11 +149,13 @@ pub fn run(global: &super::GlobalArgs, args: ValidateFilesArgs) -> Result<Exit, 
         let Command::Validate(validate_args) = cli.command else {
             unreachable!("parsed as validate")
         };
-        stderr_line!("cvo validate --release {}", dir.display());
+        let release = dir.display();
+        say!(global.console, line { %release }, "cvo validate --release {release}");
         let exit = match super::validate::run(global, validate_args) {
             Ok(exit) => exit,
             Err(e) => {
-                stderr_line!("error: {e}");
+                let exit_code = e.exit() as u8;
+                say!(global.console, error { exit_code }, "{e}");
                 e.exit()
             }
         };

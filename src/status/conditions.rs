@@ -354,6 +354,19 @@ impl ErrorTally {
         }
     }
 
+    /// Every group, the largest first (ties: the one seen first).
+    pub fn groups(&self) -> Vec<ErrorGroup> {
+        let mut groups: Vec<_> = self.groups.values().collect();
+        groups.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)));
+        groups
+            .into_iter()
+            .map(|(count, message, _)| ErrorGroup {
+                count: *count,
+                message: message.clone(),
+            })
+            .collect()
+    }
+
     /// The largest group, if any failed.
     pub fn most_frequent(&self) -> Option<ErrorGroup> {
         self.groups
@@ -829,6 +842,36 @@ mod tests {
         assert_eq!(group.message.chars().count(), ERROR_MESSAGE_MAX + 1);
         assert!(group.message.ends_with('…'));
         assert_eq!(most_frequent_error(&rel, &results[11..]), None);
+    }
+
+    #[test]
+    fn error_groups_are_listed_largest_first_ties_in_order_of_first_sight() {
+        let rel = configmaps_release(6);
+        let results = [
+            failed(0, "503 Service Unavailable"),
+            failed(1, &forbidden(1)),
+            failed(2, "timed out"),
+            failed(3, &forbidden(3)),
+            failed(4, "timed out"),
+            ManifestResult::new(5, crate::apply::Action::Created),
+        ];
+        let mut tally = ErrorTally::default();
+        for r in &results {
+            tally.add(&rel, r);
+        }
+        let groups: Vec<(usize, String)> = tally
+            .groups()
+            .into_iter()
+            .map(|g| (g.count, g.message))
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                (2, forbidden(1)),
+                (2, "timed out".to_owned()),
+                (1, "503 Service Unavailable".to_owned()),
+            ]
+        );
     }
 
     #[test]

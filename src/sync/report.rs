@@ -8,7 +8,14 @@ use super::SyncOutcome;
 use crate::apply::{Action, ManifestResult, Summary};
 use crate::release::Release;
 use crate::status::ConditionStatus;
-use crate::status::conditions::version_text;
+use crate::status::conditions::{ErrorTally, version_text};
+
+/// The failed manifests the text report lists one by one; the others are counted by error
+/// ([`failures_by_error`]). `-o json` lists every result.
+pub const FAILURES_LISTED: usize = 20;
+
+/// The errors [`failures_by_error`] names, the most frequent first.
+const ERRORS_LISTED: usize = 10;
 
 /// One result in the JSON shape of `cvo apply -o json` (docs/apply.md), plus `warnings`,
 /// `health` (what the health check found) and, for plans, `changes`, when present.
@@ -102,7 +109,12 @@ pub fn text_report(release: &Release, outcome: &SyncOutcome, all_changes: bool) 
         let _ = writeln!(out, "refused: {f}");
     }
     if let Some(report) = &outcome.report {
+        let mut failed = 0;
         for r in &report.results {
+            failed += usize::from(r.action == Action::Failed);
+            if r.action == Action::Failed && failed > FAILURES_LISTED {
+                continue;
+            }
             let shown = r.action == Action::Failed
                 || !r.changes.is_empty()
                 || (all_changes && !matches!(r.action, Action::Unchanged | Action::Skipped));
@@ -124,6 +136,7 @@ pub fn text_report(release: &Release, outcome: &SyncOutcome, all_changes: bool) 
                 );
             }
         }
+        failures_by_error(&mut out, release, &report.results);
         let skipped = report
             .results
             .iter()
@@ -165,7 +178,44 @@ pub fn text_report(release: &Release, outcome: &SyncOutcome, all_changes: bool) 
         let _ = writeln!(out, "{}", outcome.left_out.line());
     }
     out.push('\n');
-    for c in &outcome.conditions {
+    write_conditions(&mut out, &outcome.conditions);
+    out
+}
+
+/// When more than [`FAILURES_LISTED`] manifests failed (the report lists those first): how
+/// many more, and every failure counted by its error (grouped as the progress lines group
+/// them), the [`ERRORS_LISTED`] most frequent named, the rest counted together.
+fn failures_by_error(out: &mut String, release: &Release, results: &[ManifestResult]) {
+    let failed = results
+        .iter()
+        .filter(|r| r.action == Action::Failed)
+        .count();
+    if failed <= FAILURES_LISTED {
+        return;
+    }
+    let mut tally = ErrorTally::default();
+    for r in results {
+        tally.add(release, r);
+    }
+    let _ = writeln!(
+        out,
+        "and {} more failed manifests (-o json lists all {failed}); the failures by error:",
+        failed - FAILURES_LISTED
+    );
+    let groups = tally.groups();
+    let mut named = 0;
+    for group in groups.iter().take(ERRORS_LISTED) {
+        let _ = writeln!(out, "  {group}");
+        named += group.count;
+    }
+    if named < failed {
+        let _ = writeln!(out, "  and {} failed with other errors", failed - named);
+    }
+}
+
+/// One line per condition: `Type=Status Reason: message`.
+fn write_conditions(out: &mut String, conditions: &[crate::status::Condition]) {
+    for c in conditions {
         let status = match c.status {
             ConditionStatus::True => "True",
             ConditionStatus::False => "False",
@@ -180,5 +230,4 @@ pub fn text_report(release: &Release, outcome: &SyncOutcome, all_changes: bool) 
         }
         out.push('\n');
     }
-    out
 }

@@ -16,6 +16,7 @@ mod cli_feature_gates;
 mod cli_flags;
 mod cli_graph;
 mod cli_hardening;
+mod cli_logs;
 mod cli_oci;
 mod cli_operand_cleanup;
 mod cli_progress;
