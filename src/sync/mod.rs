@@ -25,6 +25,7 @@
 mod deletions;
 pub mod feature_gates;
 mod gate;
+pub mod implicit;
 mod pass;
 pub mod report;
 
@@ -81,10 +82,16 @@ pub struct SyncOptions {
     /// refused).
     pub record: Option<record::Location>,
     /// What the release the cluster is at applies, when this sync updates from it and it is
-    /// at hand (the operator's release before a pulled one; `cvo apply --updating-from`): an
+    /// at hand (the release the operator applied last; `cvo apply --updating-from`): an
     /// object it applies that the new release gates behind a disabled capability enables that
-    /// capability implicitly ([`capability::implicitly_enabled`]).
+    /// capability implicitly ([`capability::implicitly_enabled`]). Without it, the release
+    /// ClusterVersion's history names is read ([`Self::previous_release`]), else the cluster
+    /// is asked ([`implicit`]).
     pub updating_from: Option<std::sync::Arc<capability::Gates>>,
+    /// Reads the release ClusterVersion's newest history entry names, when this sync moves
+    /// the cluster from it and [`Self::updating_from`] is not given ([`implicit`], judgement
+    /// (a)); `None`: the cluster is asked (judgement (b)).
+    pub previous_release: Option<std::sync::Arc<dyn implicit::PreviousRelease>>,
     /// The feature gates, when given (`--feature-gates`, `--feature-gates-file`); `None`:
     /// the cluster's FeatureGate `cluster` says ([`feature_gates`]).
     pub feature_gates: Option<GateSource>,
@@ -118,6 +125,7 @@ impl Default for SyncOptions {
             accepted_risks: None,
             record: None,
             updating_from: None,
+            previous_release: None,
             feature_gates: None,
         }
     }
@@ -202,6 +210,10 @@ pub enum SyncError {
     /// release's feature gates leave out cannot be told, and nothing was applied.
     #[error(transparent)]
     FeatureGate(#[from] feature_gates::FeatureGateError),
+    /// An object of the release could not be read while judging which capabilities the
+    /// update enables implicitly ([`implicit`]): nothing was applied.
+    #[error(transparent)]
+    Capabilities(#[from] implicit::CapabilityError),
 }
 
 /// ClusterVersion status could not be written; the sync itself went on (its report says what
@@ -312,6 +324,9 @@ struct Preflight {
     capabilities: Capabilities,
     /// What is wrong with `spec.capabilities` for this release (warnings).
     capability_problems: Vec<String>,
+    /// What this update enabled implicitly, and how that was judged ([`implicit`]), with
+    /// what the user should know of it (warnings).
+    implicit: implicit::Judgement,
     /// The feature gates enabled for this release ([`feature_gates`]).
     feature_gates: EnabledGates,
     /// Manifests the feature gates or the capabilities leave out, with why.
@@ -354,14 +369,11 @@ impl Preflight {
             Some(own) => cluster_capabilities(&release.capabilities, &Spec::of(own), Some(own)),
             None => cluster_capabilities(&release.capabilities, &spec, cv.as_ref()),
         };
-        if let Some(current) = &options.updating_from {
-            let implicit = capability::implicitly_enabled(
-                release,
-                current,
-                &capabilities,
-                Some(&feature_gates),
-            );
-            capabilities.enable_implicitly(implicit);
+        let version = conditions::version_text(release);
+        let judged = (&capabilities, &feature_gates, version.as_str());
+        let implicit = implicit::judge(cluster, release, options, cv.as_ref(), judged).await?;
+        if let Some(by) = &implicit.by_update {
+            capabilities.enable_implicitly(by.enabled.clone());
         }
         let excluded = exclusions(release, &capabilities, Some(&feature_gates));
         let left_out = LeftOut::counted(release, None, &excluded);
@@ -373,7 +385,6 @@ impl Preflight {
                     .then(|| Condition::new("Upgradeable", ConditionStatus::True, "", ""))
             })
             .map(|c| upgradeable_with_overrides(c, &spec));
-        let version = conditions::version_text(release);
         let mode = match options.mode {
             Some(mode) => mode,
             None if update == UpdateType::Install && !options.apply.dry_run => Mode::Initializing,
@@ -392,6 +403,7 @@ impl Preflight {
             spec,
             capabilities,
             capability_problems,
+            implicit,
             feature_gates,
             excluded,
             left_out,
@@ -744,6 +756,7 @@ fn pass_warnings(
     for problem in &pre.capability_problems {
         warnings.push(format!("ClusterVersion {problem}"));
     }
+    warnings.extend(pre.implicit.warnings.iter().cloned());
     warnings.extend(deletions::already_absent_warning(
         release,
         report,
@@ -855,7 +868,10 @@ impl Concluded {
             conditions::after_pass(release, &report.results, upgradeable, standing, grace);
         conds.extend(announced.accepted.clone());
         if pre.capabilities_in_play() {
-            conds.push(conditions::implicitly_enabled(&pre.capabilities));
+            conds.push(conditions::implicitly_enabled_by(
+                &pre.capabilities,
+                pre.implicit.by_update.as_ref(),
+            ));
         }
         match pre.spec.invalid_condition() {
             Some(invalid) => conds.push(invalid),
