@@ -37,6 +37,8 @@
 
 mod common;
 
+mod capabilities;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -23,8 +23,9 @@
 
 use std::collections::{BTreeSet, HashSet};
 
+use futures::StreamExt;
 use futures::future::BoxFuture;
-use futures::{StreamExt, stream};
+use futures::stream::FuturesUnordered;
 use kube::api::DynamicObject;
 
 use super::SyncOptions;
@@ -144,12 +145,19 @@ async fn applied_objects(
     let waiting: Vec<&Manifest> = capability::awaiting(release, caps)
         .filter(|m| seen.insert(&m.id))
         .collect();
-    let mut reads = stream::iter(waiting)
-        .map(|m| async move { (m, applied_by_cvo(cluster, retry, m).await) })
-        .buffer_unordered(READS_AT_ONCE);
+    let mut pending = waiting.into_iter();
+    let mut reads = FuturesUnordered::new();
     let mut applied = HashSet::new();
-    while let Some((m, read)) = reads.next().await {
-        match read {
+    loop {
+        while reads.len() < READS_AT_ONCE
+            && let Some(m) = pending.next()
+        {
+            reads.push(read(cluster, retry, m));
+        }
+        let Some((m, answer)) = reads.next().await else {
+            break;
+        };
+        match answer {
             Ok(true) => {
                 applied.insert(m.id.clone());
             }
@@ -163,6 +171,15 @@ async fn applied_objects(
         }
     }
     Ok(applied)
+}
+
+/// `m`, with whether its object exists and `cvo` applied it.
+async fn read<'m>(
+    cluster: &Cluster,
+    retry: &RetryPolicy,
+    m: &'m Manifest,
+) -> (&'m Manifest, Result<bool, String>) {
+    (m, applied_by_cvo(cluster, retry, m).await)
 }
 
 /// Whether the object of `m` exists and `cvo` applied it; a kind the server does not serve

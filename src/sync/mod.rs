@@ -13,8 +13,10 @@
 //!
 //! Fails closed: a ClusterVersion that cannot be read stops the sync (an unreadable cluster is
 //! not an install), so does a FeatureGate `cluster` that exists but cannot be read (which
-//! manifests its gates leave out cannot be told: [`feature_gates`]), and a delete manifest whose object cannot be read makes `Upgradeable`
-//! Unknown, which refuses a minor update exactly as False does.
+//! manifests its gates leave out cannot be told: [`feature_gates`]), so does an object that
+//! cannot be read while judging what the update enables implicitly ([`implicit`]), and a
+//! delete manifest whose object cannot be read makes `Upgradeable` Unknown, which refuses a
+//! minor update exactly as False does.
 //!
 //! [`sync`] is a short sequence of named phases, each documented with what is true after it;
 //! the walk of the graph with its progress lives in `pass`, the `Upgradeable` gate closed in
@@ -240,7 +242,8 @@ impl PartialEq for StatusNotWritten {
 ///
 /// [`SyncError::ClusterVersion`] when ClusterVersion (or the discovery of its kind) cannot be
 /// read: install and update cannot be told apart, and nothing was applied;
-/// [`SyncError::FeatureGate`] when the feature gates cannot be told (nothing applied either). Everything after
+/// [`SyncError::FeatureGate`] when the feature gates cannot be told, [`SyncError::Capabilities`]
+/// when what the update enables implicitly cannot be told (nothing applied either). Everything after
 /// that is reported in the [`SyncOutcome`], not as an error: failed manifests in its report,
 /// a refusal in `refused`, a status that could not be written in `cluster_version`, a
 /// deletion record that could not be read or written in `warnings`.
@@ -312,8 +315,9 @@ where
 /// After it, the ClusterVersion is known to exist or known to be absent — one that cannot be
 /// read ends the sync before it ([`SyncError`]; fail closed: an unreadable cluster is not an
 /// install) — and so are the update type, the mode, the spec's overrides, the feature gates
-/// (one FeatureGate that cannot be read ends the sync too) and the cluster's capabilities
-/// (what the gates and capabilities leave out of this release).
+/// (one FeatureGate that cannot be read ends the sync too) and the cluster's capabilities,
+/// with those the update enables implicitly ([`implicit`]; an object that cannot be read for
+/// it ends the sync too), and what the gates and capabilities leave out of this release.
 struct Preflight {
     cv: Option<DynamicObject>,
     /// The spec generation this sync acts on: its status writes answer it.

@@ -201,7 +201,7 @@ async fn the_spec_chooses_optional_components_and_an_enabled_one_is_never_disabl
     let implicit = common::cv_condition(&cv, "ImplicitlyEnabledCapabilities").expect("condition");
     assert_eq!(
         implicit["message"],
-        "The following capabilities could not be disabled: Console, Storage"
+        "The following capabilities could not be disabled: Console, Storage; enabled by this update: Storage, judged from the release the cluster is at, 1.0.0: objects it applies move into them"
     );
     // Carried by status from now on: the next pass needs no release to update from.
     let out = run(&tc.client, &v101, None).await;
@@ -248,12 +248,12 @@ async fn an_install_takes_its_capabilities_from_the_cluster_version_it_ships() {
 }
 
 /// `cvo apply` of `release` (a directory or an OCI source) with `extra` flags: its exit code
-/// and stderr (the report is read back from the cluster).
+/// and output (the text report, with its warnings, then stderr).
 async fn apply(kubeconfig: &std::path::Path, release: &str, extra: &[&str]) -> (i32, String) {
     let mut args = vec!["apply", "--release", release, "--wait", "none"];
     args.extend(extra);
-    let (code, _, stderr) = common::run_cvo(kubeconfig, &args).await;
-    (code, stderr)
+    let (code, stdout, stderr) = common::run_cvo(kubeconfig, &args).await;
+    (code, format!("{stdout}{stderr}"))
 }
 
 /// The value `v` of ConfigMap `name`, if it exists.
@@ -327,11 +327,11 @@ async fn without_the_release_it_leaves_an_update_judges_from_the_objects_cvo_app
     common::write_release(&old, Some("1.0.0"), &old_files);
     common::write_release(&new, Some("1.0.1"), &new_files);
 
-    let (code, stderr) = apply(&kubeconfig, old.to_str().unwrap(), &[]).await;
-    assert_eq!(code, 0, "{stderr}");
+    let (code, output) = apply(&kubeconfig, old.to_str().unwrap(), &[]).await;
+    assert_eq!(code, 0, "{output}");
     assert_eq!(value_of(&cms, "base").await.as_deref(), Some("1"));
-    let (code, stderr) = apply(&kubeconfig, new.to_str().unwrap(), &[]).await;
-    assert_eq!(code, 0, "{stderr}");
+    let (code, output) = apply(&kubeconfig, new.to_str().unwrap(), &[]).await;
+    assert_eq!(code, 0, "{output}");
     assert_eq!(
         value_of(&cms, "base").await.as_deref(),
         Some("2"),
@@ -399,11 +399,11 @@ async fn an_update_from_a_release_by_digest_judges_from_that_release() {
     let cache_flag = ["--cache-dir", cache.to_str().unwrap()];
 
     let old_source = registry.url("caps/release", &format!("@{old_digest}"));
-    let (code, stderr) = apply(&kubeconfig, &old_source, &cache_flag).await;
-    assert_eq!(code, 0, "{stderr}");
+    let (code, output) = apply(&kubeconfig, &old_source, &cache_flag).await;
+    assert_eq!(code, 0, "{output}");
     let new_source = registry.url("caps/release", &format!("@{new_digest}"));
-    let (code, stderr) = apply(&kubeconfig, &new_source, &cache_flag).await;
-    assert_eq!(code, 0, "{stderr}");
+    let (code, output) = apply(&kubeconfig, &new_source, &cache_flag).await;
+    assert_eq!(code, 0, "{output}");
     assert_eq!(
         value_of(&cms, "base").await.as_deref(),
         Some("2"),
@@ -465,20 +465,20 @@ async fn a_release_by_digest_that_does_not_verify_falls_back_to_the_cluster() {
     let cache_flag = ["--cache-dir", cache.to_str().unwrap()];
 
     let old_source = registry.url("caps/release", &format!("@{old_digest}"));
-    let (code, stderr) = apply(&kubeconfig, &old_source, &cache_flag).await;
-    assert_eq!(code, 0, "{stderr}");
+    let (code, output) = apply(&kubeconfig, &old_source, &cache_flag).await;
+    assert_eq!(code, 0, "{output}");
     let new_source = registry.url("caps/release", &format!("@{new_digest}"));
     let key = keys.join("p256.pub");
     let mut flags = cache_flag.to_vec();
     flags.extend(["--verify-key", key.to_str().unwrap()]);
-    let (code, stderr) = apply(&kubeconfig, &new_source, &flags).await;
-    assert_eq!(code, 0, "{stderr}");
+    let (code, output) = apply(&kubeconfig, &new_source, &flags).await;
+    assert_eq!(code, 0, "{output}");
     let old_image = registry.pullspec("caps/release", &format!("@{old_digest}"));
     assert!(
-        stderr.contains(&format!(
+        output.contains(&format!(
             "the release the cluster is at ({old_image}) could not be read"
-        )) && stderr.contains("signature"),
-        "{stderr}"
+        )) && output.contains("signature"),
+        "{output}"
     );
     assert_eq!(
         value_of(&cms, "base").await.as_deref(),
