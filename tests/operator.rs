@@ -37,6 +37,7 @@
 
 mod common;
 
+#[path = "operator/capabilities.rs"]
 mod capabilities;
 
 use std::path::Path;
