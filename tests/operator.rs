@@ -37,6 +37,9 @@
 
 mod common;
 
+#[path = "operator/capabilities.rs"]
+mod capabilities;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -46,7 +46,9 @@ pub struct TargetArgs {
     /// The release directory the cluster is at, when this is an update from it: an object it
     /// applies that the new release gates behind a capability the cluster does not enable
     /// enables that capability implicitly, as the CVO does on update (docs/capabilities.md).
-    /// Read with the same --profile, --feature-set and --exclude.
+    /// Read with the same --profile, --feature-set and --exclude. Without it, the release
+    /// ClusterVersion's history names by digest is read (verified with --verify-key), else
+    /// the cluster is asked: objects cvo applied that the release moves into a capability.
     #[arg(long, value_name = "DIR")]
     pub updating_from: Option<std::path::PathBuf>,
 }
@@ -175,6 +177,15 @@ pub(super) fn execute(
             )));
         }
         options.updating_from = Some(std::sync::Arc::new(Gates::of(&from)));
+    } else {
+        // Else the release ClusterVersion's history names, when it is one by digest.
+        let read_as = crate::operator::pull::Config::new(
+            release_args.fetch_options()?,
+            release_args.options_in(release_args.profile.as_deref()),
+        );
+        options.previous_release = Some(std::sync::Arc::new(
+            crate::operator::previous::Previous::new(read_as, None),
+        ));
     }
     let runtime = super::runtime()?;
     options.record = Some(crate::status::record::Location {

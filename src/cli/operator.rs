@@ -197,9 +197,20 @@ impl OperatorArgs {
             .state_namespace
             .clone()
             .unwrap_or_else(|| lease.namespace.clone());
+        let pull = crate::operator::pull::Config {
+            pull_secret: self.pull_secret.clone(),
+            ..crate::operator::pull::Config::new(
+                self.release.fetch_options()?,
+                self.release.options_in(self.release.profile.as_deref()),
+            )
+        };
+        // The release the cluster is at, when its history names one by digest: what the
+        // first pass enables implicitly is judged from it (docs/capabilities.md).
+        let previous = crate::operator::previous::Previous::new(pull.clone(), Some(client.clone()));
         Ok(crate::operator::Options {
             sync: SyncOptions {
                 release_accepted: true,
+                previous_release: Some(std::sync::Arc::new(previous)),
                 feature_gates: self.release.gate_source()?,
                 record: Some(crate::status::record::Location {
                     namespace: state_namespace,
@@ -221,13 +232,7 @@ impl OperatorArgs {
                     namespace: self.operand_cleanup_namespace.clone(),
                     ..Default::default()
                 }),
-            pull: crate::operator::pull::Config {
-                pull_secret: self.pull_secret.clone(),
-                ..crate::operator::pull::Config::new(
-                    self.release.fetch_options()?,
-                    self.release.options_in(self.release.profile.as_deref()),
-                )
-            },
+            pull,
         })
     }
 }

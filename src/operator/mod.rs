@@ -12,6 +12,8 @@
 //! - [`self_update`]: moving the operator's own Deployment to `spec.desiredUpdate.image`;
 //! - [`pull`]: pulling the release artifact `spec.desiredUpdate.image` names, to lead with it
 //!   (no new pod);
+//! - [`previous`]: reading the release the cluster is at (by digest), to judge what an update
+//!   enables implicitly;
 //! - [`cleanup`]: the OLM operand-cleanup reconciler, run while leading
 //!   (`--components operand-cleanup`);
 //! - `lead`: what the leader does — the first full pass, then the steady state;
@@ -67,6 +69,7 @@ mod lead;
 pub mod leader;
 pub mod metrics;
 mod pass;
+pub mod previous;
 pub mod pull;
 mod repair;
 pub mod resync;

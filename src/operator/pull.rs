@@ -570,7 +570,7 @@ impl Puller {
 
     /// The pull Secret's credentials (none without `--pull-secret`). Read at every pull; its
     /// data is never printed.
-    async fn credentials(&self, client: &kube::Client) -> Result<Credentials, String> {
+    pub(super) async fn credentials(&self, client: &kube::Client) -> Result<Credentials, String> {
         let Some(secret) = &self.config.pull_secret else {
             return Ok(Credentials::default());
         };

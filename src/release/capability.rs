@@ -306,6 +306,8 @@ impl Capabilities {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Gates {
     objects: HashMap<ObjectId, Vec<Needs>>,
+    /// The release, as messages name it: its version and image (`1.0.0 (HOST/REPO@sha256:…)`).
+    release: String,
 }
 
 /// What one manifest of the current release needs to be applied.
@@ -331,7 +333,23 @@ impl Gates {
                 feature_gates,
             });
         }
-        Gates { objects }
+        let version = release.version().map(ToString::to_string);
+        let image = release.image.as_deref().filter(|i| !i.is_empty());
+        let named = match (version, image) {
+            (Some(v), Some(i)) => format!("{v} ({i})"),
+            (Some(v), None) => v,
+            (None, Some(i)) => i.to_owned(),
+            (None, None) => "of no version".to_owned(),
+        };
+        Gates {
+            objects,
+            release: named,
+        }
+    }
+
+    /// The release these gates are of, as messages name it: `1.0.0 (HOST/REPO@sha256:…)`.
+    pub fn release(&self) -> &str {
+        &self.release
     }
 }
 
@@ -375,6 +393,72 @@ pub fn implicitly_enabled(
         }
     }
     out
+}
+
+/// The manifests of `update` that need a capability `caps` does not enable: the only ones for
+/// which an update can enable a capability implicitly (whichever way it is judged).
+pub fn awaiting<'a>(
+    update: &'a Release,
+    caps: &'a Capabilities,
+) -> impl Iterator<Item = &'a Manifest> + 'a {
+    update.manifests.iter().filter(|m| waits(m, caps))
+}
+
+/// `m` needs a capability `caps` does not enable.
+fn waits(m: &Manifest, caps: &Capabilities) -> bool {
+    m.capabilities.iter().any(|c| !caps.enabled.contains(c))
+}
+
+/// The CVO's rule judged from the cluster, when the release it is at is not known: each
+/// manifest of `update` that needs capabilities `caps` does not enable ([`awaiting`]), whose
+/// object is in `applied` (it exists and `cvo` applied it: an earlier release did), enables
+/// them — as [`implicitly_enabled`] would, since what the earlier manifest needed was enabled
+/// for it to be applied. Returns only what this update enables (not what `caps` already holds
+/// implicitly), with the objects that made it (each once, in the update's order).
+pub fn implicitly_enabled_by_cluster<'a>(
+    update: &'a Release,
+    caps: &Capabilities,
+    applied: &std::collections::HashSet<ObjectId>,
+) -> (BTreeSet<String>, Vec<&'a ObjectId>) {
+    let mut enabled = BTreeSet::new();
+    let mut objects: Vec<&ObjectId> = Vec::new();
+    let moved = update.manifests.iter();
+    for m in moved.filter(|m| waits(m, caps) && applied.contains(&m.id)) {
+        enabled.extend(
+            m.capabilities
+                .iter()
+                .filter(|c| !caps.enabled.contains(*c))
+                .cloned(),
+        );
+        if !objects.contains(&&m.id) {
+            objects.push(&m.id);
+        }
+    }
+    (enabled, objects)
+}
+
+/// What an update enabled implicitly, and from what that was judged: what ClusterVersion's
+/// `ImplicitlyEnabledCapabilities` message says besides the CVO's words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ByUpdate {
+    /// The capabilities this update enabled (none enabled before).
+    pub enabled: BTreeSet<String>,
+    pub judged: Judged,
+}
+
+/// How an update's implicit capabilities were judged (docs/capabilities.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Judged {
+    /// From the release the cluster is at ([`implicitly_enabled`]), named as
+    /// [`Gates::release`] names it.
+    Release(String),
+    /// From the cluster ([`implicitly_enabled_by_cluster`]): the objects `cvo` applied that
+    /// need the capabilities, and why the release the cluster is at was not used (`None`:
+    /// none was named; else it could not be read or verified, in words).
+    Cluster {
+        objects: Vec<ObjectId>,
+        unread: Option<String>,
+    },
 }
 
 #[cfg(test)]
@@ -655,5 +739,44 @@ mod tests {
             );
             assert_eq!(got, set(want), "{name}");
         }
+    }
+
+    /// Judgement (b): only objects `cvo` applied count, only capabilities not enabled are
+    /// enabled, and each object is named once.
+    #[test]
+    fn judged_from_the_cluster_an_applied_object_enables_what_its_manifest_needs() {
+        let c = caps(&["cap1", "cap2", "cap3"], &["cap1"], &["cap1"]);
+        let update = release(vec![
+            cm("moved", Some("cap1+cap2")),
+            cm("theirs", Some("cap3")),
+            cm("plain", None),
+            cm("kept", Some("cap1")),
+        ]);
+        let waiting: Vec<&str> = awaiting(&update, &c).map(|m| m.id.name.as_str()).collect();
+        assert_eq!(waiting, ["moved", "theirs"]);
+        let id = |name: &str| {
+            update
+                .manifests
+                .iter()
+                .find(|m| m.id.name == name)
+                .unwrap()
+                .id
+                .clone()
+        };
+        // `theirs` exists but cvo did not apply it: not in `applied`.
+        let applied = [id("moved"), id("plain"), id("kept")].into_iter().collect();
+        let (enabled, objects) = implicitly_enabled_by_cluster(&update, &c, &applied);
+        assert_eq!(enabled, set(&["cap2"]), "cap1 is enabled already");
+        assert_eq!(objects, [&id("moved")]);
+        let (enabled, objects) = implicitly_enabled_by_cluster(&update, &c, &Default::default());
+        assert!(enabled.is_empty() && objects.is_empty());
+    }
+
+    #[test]
+    fn gates_name_their_release_by_version_and_image() {
+        let mut r = release(vec![]);
+        assert_eq!(Gates::of(&r).release(), "of no version");
+        r.image = Some("example.com/rel@sha256:ab".to_owned());
+        assert_eq!(Gates::of(&r).release(), "example.com/rel@sha256:ab");
     }
 }

@@ -122,6 +122,20 @@ pub fn current_and_previous(
     (current.parse().ok(), previous.and_then(|v| v.parse().ok()))
 }
 
+/// The image of the release the cluster is at, when a pass towards `version` (of image
+/// `image`, when known) moves it from another: the newest history entry's image, when that
+/// entry names another release (another version, or another image) and an image at all.
+pub fn previous_image(cv: &DynamicObject, version: &str, image: Option<&str>) -> Option<String> {
+    let newest = status(cv).get("history")?.as_array()?.first()?;
+    let at = newest
+        .get("image")
+        .and_then(Value::as_str)
+        .filter(|i| !i.is_empty())?;
+    let same_version = newest.get("version").and_then(Value::as_str) == Some(version);
+    let same_image = image.is_none_or(|i| i.is_empty() || i == at);
+    (!(same_version && same_image)).then(|| at.to_owned())
+}
+
 /// When the update towards `version` started: the newest history entry's `startedTime`, if
 /// that entry is `version` and still Partial.
 pub fn started(cv: &DynamicObject, version: &str) -> Option<jiff::Timestamp> {
@@ -1095,5 +1109,29 @@ mod tests {
         let once = old.clone();
         fill_required(&mut old, Some(10), now);
         assert_eq!(old, once);
+    }
+
+    #[test]
+    fn the_previous_image_is_the_newest_entrys_when_it_is_another_release() {
+        let cv = |history: Value| -> DynamicObject {
+            serde_json::from_value(json!({"apiVersion": API_VERSION, "kind": KIND,
+                "metadata": {"name": NAME}, "status": {"history": history}}))
+            .unwrap()
+        };
+        let at = cv(json!([{"version": "1.0.0", "image": "r/x@sha256:a", "state": "Completed"}]));
+        assert_eq!(
+            previous_image(&at, "1.1.0", None).as_deref(),
+            Some("r/x@sha256:a")
+        );
+        assert_eq!(previous_image(&at, "1.0.0", None), None, "the same release");
+        assert_eq!(previous_image(&at, "1.0.0", Some("r/x@sha256:a")), None);
+        assert_eq!(
+            previous_image(&at, "1.0.0", Some("r/x@sha256:b")).as_deref(),
+            Some("r/x@sha256:a"),
+            "the same version, another image"
+        );
+        let no_image = cv(json!([{"version": "1.0.0", "image": "", "state": "Completed"}]));
+        assert_eq!(previous_image(&no_image, "1.1.0", None), None);
+        assert_eq!(previous_image(&cv(json!([])), "1.1.0", None), None);
     }
 }

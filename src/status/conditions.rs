@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::apply::{ManifestResult, PendingDeletion, Summary};
 use crate::release::Release;
-use crate::release::capability::Capabilities;
+use crate::release::capability::{ByUpdate, Capabilities, Judged, name_list};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConditionStatus {
@@ -529,13 +529,57 @@ pub fn implicitly_enabled(caps: &Capabilities) -> Condition {
             "CapabilitiesImplicitlyEnabled",
             format!(
                 "The following capabilities could not be disabled: {}",
-                crate::release::capability::name_list(
-                    caps.implicitly_enabled.iter().map(String::as_str)
-                )
+                name_list(caps.implicitly_enabled.iter().map(String::as_str))
             ),
         )
     };
     Condition::new(IMPLICITLY_ENABLED_CAPABILITIES, status, reason, message)
+}
+
+/// The longest reason quoted for a release that could not be read (a registry's answer may
+/// be long; the sync's warning has it whole).
+const MAX_UNREAD: usize = 300;
+
+/// [`implicitly_enabled`], its message also saying what this update enabled and from what
+/// that was judged (`by_update`; docs/capabilities.md): after the CVO's words, `; enabled by
+/// this update: A, judged from …`, so that what reads the CVO's list up to `;` still can.
+pub fn implicitly_enabled_by(caps: &Capabilities, by_update: Option<&ByUpdate>) -> Condition {
+    let mut condition = implicitly_enabled(caps);
+    if let Some(by) = by_update.filter(|b| !b.enabled.is_empty()) {
+        let names = name_list(by.enabled.iter().map(String::as_str));
+        let judged = match &by.judged {
+            Judged::Release(named) => format!(
+                "judged from the release the cluster is at, {named}: objects it applies move into them"
+            ),
+            Judged::Cluster { objects, unread } => {
+                let why = match unread {
+                    None => "the release it is at is not known".to_owned(),
+                    Some(why) => format!(
+                        "the release it is at could not be read: {}",
+                        cut(why, MAX_UNREAD)
+                    ),
+                };
+                let objects: Vec<String> = objects.iter().map(ToString::to_string).collect();
+                format!(
+                    "judged from the cluster ({why}): cvo applied objects that move into them ({})",
+                    name_list(objects.iter().map(String::as_str))
+                )
+            }
+        };
+        condition.message = format!(
+            "{}; enabled by this update: {names}, {judged}",
+            condition.message
+        );
+    }
+    condition
+}
+
+/// `text` cut to at most `max` characters (`…` marks a cut).
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
 }
 
 /// The condition `cvo operator` adds to ClusterVersion: whether the release was accepted.
@@ -987,5 +1031,71 @@ mod tests {
         );
         let plain = release_accepted("1.1.0", &[], true);
         assert_eq!(plain.message, "Payload loaded version=1.1.0");
+    }
+
+    /// The condition says what this update enabled, and whether that was judged from the
+    /// release the cluster is at (a) or from the cluster (b), after the CVO's words.
+    #[test]
+    fn implicit_capabilities_say_how_an_update_judged_them() {
+        let caps = Capabilities {
+            known: ["A".into(), "B".into()].into(),
+            enabled: ["A".into(), "B".into()].into(),
+            implicitly_enabled: ["A".into(), "B".into()].into(),
+        };
+        let cvo_words = "The following capabilities could not be disabled: A, B";
+        assert_eq!(implicitly_enabled_by(&caps, None).message, cvo_words);
+        let by = |judged| ByUpdate {
+            enabled: ["B".into()].into(),
+            judged,
+        };
+        let from_release = implicitly_enabled_by(
+            &caps,
+            Some(&by(Judged::Release("1.0.0 (r@sha256:ab)".into()))),
+        );
+        assert_eq!(from_release.reason, "CapabilitiesImplicitlyEnabled");
+        assert_eq!(
+            from_release.message,
+            format!(
+                "{cvo_words}; enabled by this update: B, judged from the release the cluster is at, 1.0.0 (r@sha256:ab): objects it applies move into them"
+            )
+        );
+        let objects = vec![ObjectId::new("", "ConfigMap", Some("ns"), "x")];
+        let from_cluster = implicitly_enabled_by(
+            &caps,
+            Some(&by(Judged::Cluster {
+                objects: objects.clone(),
+                unread: None,
+            })),
+        );
+        assert_eq!(
+            from_cluster.message,
+            format!(
+                "{cvo_words}; enabled by this update: B, judged from the cluster (the release it is at is not known): cvo applied objects that move into them (ConfigMap ns/x)"
+            )
+        );
+        let unread = implicitly_enabled_by(
+            &caps,
+            Some(&by(Judged::Cluster {
+                objects,
+                unread: Some("x".repeat(1000)),
+            })),
+        );
+        assert!(
+            unread
+                .message
+                .contains("(the release it is at could not be read: xxx")
+                && unread.message.len() < 600,
+            "{}",
+            unread.message
+        );
+        // Nothing enabled by the update: the CVO's words alone.
+        let nothing = ByUpdate {
+            enabled: Default::default(),
+            judged: Judged::Release("r".into()),
+        };
+        assert_eq!(
+            implicitly_enabled_by(&caps, Some(&nothing)).message,
+            cvo_words
+        );
     }
 }

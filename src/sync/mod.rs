@@ -13,8 +13,10 @@
 //!
 //! Fails closed: a ClusterVersion that cannot be read stops the sync (an unreadable cluster is
 //! not an install), so does a FeatureGate `cluster` that exists but cannot be read (which
-//! manifests its gates leave out cannot be told: [`feature_gates`]), and a delete manifest whose object cannot be read makes `Upgradeable`
-//! Unknown, which refuses a minor update exactly as False does.
+//! manifests its gates leave out cannot be told: [`feature_gates`]), so does an object that
+//! cannot be read while judging what the update enables implicitly ([`implicit`]), and a
+//! delete manifest whose object cannot be read makes `Upgradeable` Unknown, which refuses a
+//! minor update exactly as False does.
 //!
 //! [`sync`] is a short sequence of named phases, each documented with what is true after it;
 //! the walk of the graph with its progress lives in `pass`, the `Upgradeable` gate closed in
@@ -25,6 +27,7 @@
 mod deletions;
 pub mod feature_gates;
 mod gate;
+pub mod implicit;
 mod pass;
 pub mod report;
 
@@ -81,10 +84,16 @@ pub struct SyncOptions {
     /// refused).
     pub record: Option<record::Location>,
     /// What the release the cluster is at applies, when this sync updates from it and it is
-    /// at hand (the operator's release before a pulled one; `cvo apply --updating-from`): an
+    /// at hand (the release the operator applied last; `cvo apply --updating-from`): an
     /// object it applies that the new release gates behind a disabled capability enables that
-    /// capability implicitly ([`capability::implicitly_enabled`]).
+    /// capability implicitly ([`capability::implicitly_enabled`]). Without it, the release
+    /// ClusterVersion's history names is read ([`Self::previous_release`]), else the cluster
+    /// is asked ([`implicit`]).
     pub updating_from: Option<std::sync::Arc<capability::Gates>>,
+    /// Reads the release ClusterVersion's newest history entry names, when this sync moves
+    /// the cluster from it and [`Self::updating_from`] is not given ([`implicit`], judgement
+    /// (a)); `None`: the cluster is asked (judgement (b)).
+    pub previous_release: Option<std::sync::Arc<dyn implicit::PreviousRelease>>,
     /// The feature gates, when given (`--feature-gates`, `--feature-gates-file`); `None`:
     /// the cluster's FeatureGate `cluster` says ([`feature_gates`]).
     pub feature_gates: Option<GateSource>,
@@ -118,6 +127,7 @@ impl Default for SyncOptions {
             accepted_risks: None,
             record: None,
             updating_from: None,
+            previous_release: None,
             feature_gates: None,
         }
     }
@@ -202,6 +212,10 @@ pub enum SyncError {
     /// release's feature gates leave out cannot be told, and nothing was applied.
     #[error(transparent)]
     FeatureGate(#[from] feature_gates::FeatureGateError),
+    /// An object of the release could not be read while judging which capabilities the
+    /// update enables implicitly ([`implicit`]): nothing was applied.
+    #[error(transparent)]
+    Capabilities(#[from] implicit::CapabilityError),
 }
 
 /// ClusterVersion status could not be written; the sync itself went on (its report says what
@@ -228,7 +242,8 @@ impl PartialEq for StatusNotWritten {
 ///
 /// [`SyncError::ClusterVersion`] when ClusterVersion (or the discovery of its kind) cannot be
 /// read: install and update cannot be told apart, and nothing was applied;
-/// [`SyncError::FeatureGate`] when the feature gates cannot be told (nothing applied either). Everything after
+/// [`SyncError::FeatureGate`] when the feature gates cannot be told, [`SyncError::Capabilities`]
+/// when what the update enables implicitly cannot be told (nothing applied either). Everything after
 /// that is reported in the [`SyncOutcome`], not as an error: failed manifests in its report,
 /// a refusal in `refused`, a status that could not be written in `cluster_version`, a
 /// deletion record that could not be read or written in `warnings`.
@@ -300,8 +315,9 @@ where
 /// After it, the ClusterVersion is known to exist or known to be absent — one that cannot be
 /// read ends the sync before it ([`SyncError`]; fail closed: an unreadable cluster is not an
 /// install) — and so are the update type, the mode, the spec's overrides, the feature gates
-/// (one FeatureGate that cannot be read ends the sync too) and the cluster's capabilities
-/// (what the gates and capabilities leave out of this release).
+/// (one FeatureGate that cannot be read ends the sync too) and the cluster's capabilities,
+/// with those the update enables implicitly ([`implicit`]; an object that cannot be read for
+/// it ends the sync too), and what the gates and capabilities leave out of this release.
 struct Preflight {
     cv: Option<DynamicObject>,
     /// The spec generation this sync acts on: its status writes answer it.
@@ -312,6 +328,9 @@ struct Preflight {
     capabilities: Capabilities,
     /// What is wrong with `spec.capabilities` for this release (warnings).
     capability_problems: Vec<String>,
+    /// What this update enabled implicitly, and how that was judged ([`implicit`]), with
+    /// what the user should know of it (warnings).
+    implicit: implicit::Judgement,
     /// The feature gates enabled for this release ([`feature_gates`]).
     feature_gates: EnabledGates,
     /// Manifests the feature gates or the capabilities leave out, with why.
@@ -354,14 +373,11 @@ impl Preflight {
             Some(own) => cluster_capabilities(&release.capabilities, &Spec::of(own), Some(own)),
             None => cluster_capabilities(&release.capabilities, &spec, cv.as_ref()),
         };
-        if let Some(current) = &options.updating_from {
-            let implicit = capability::implicitly_enabled(
-                release,
-                current,
-                &capabilities,
-                Some(&feature_gates),
-            );
-            capabilities.enable_implicitly(implicit);
+        let version = conditions::version_text(release);
+        let judged = (&capabilities, &feature_gates, version.as_str());
+        let implicit = implicit::judge(cluster, release, options, cv.as_ref(), judged).await?;
+        if let Some(by) = &implicit.by_update {
+            capabilities.enable_implicitly(by.enabled.clone());
         }
         let excluded = exclusions(release, &capabilities, Some(&feature_gates));
         let left_out = LeftOut::counted(release, None, &excluded);
@@ -373,7 +389,6 @@ impl Preflight {
                     .then(|| Condition::new("Upgradeable", ConditionStatus::True, "", ""))
             })
             .map(|c| upgradeable_with_overrides(c, &spec));
-        let version = conditions::version_text(release);
         let mode = match options.mode {
             Some(mode) => mode,
             None if update == UpdateType::Install && !options.apply.dry_run => Mode::Initializing,
@@ -392,6 +407,7 @@ impl Preflight {
             spec,
             capabilities,
             capability_problems,
+            implicit,
             feature_gates,
             excluded,
             left_out,
@@ -744,6 +760,7 @@ fn pass_warnings(
     for problem in &pre.capability_problems {
         warnings.push(format!("ClusterVersion {problem}"));
     }
+    warnings.extend(pre.implicit.warnings.iter().cloned());
     warnings.extend(deletions::already_absent_warning(
         release,
         report,
@@ -855,7 +872,10 @@ impl Concluded {
             conditions::after_pass(release, &report.results, upgradeable, standing, grace);
         conds.extend(announced.accepted.clone());
         if pre.capabilities_in_play() {
-            conds.push(conditions::implicitly_enabled(&pre.capabilities));
+            conds.push(conditions::implicitly_enabled_by(
+                &pre.capabilities,
+                pre.implicit.by_update.as_ref(),
+            ));
         }
         match pre.spec.invalid_condition() {
             Some(invalid) => conds.push(invalid),

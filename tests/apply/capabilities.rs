@@ -201,7 +201,7 @@ async fn the_spec_chooses_optional_components_and_an_enabled_one_is_never_disabl
     let implicit = common::cv_condition(&cv, "ImplicitlyEnabledCapabilities").expect("condition");
     assert_eq!(
         implicit["message"],
-        "The following capabilities could not be disabled: Console, Storage"
+        "The following capabilities could not be disabled: Console, Storage; enabled by this update: Storage, judged from the release the cluster is at, 1.0.0: objects it applies move into them"
     );
     // Carried by status from now on: the next pass needs no release to update from.
     let out = run(&tc.client, &v101, None).await;
@@ -243,6 +243,259 @@ async fn an_install_takes_its_capabilities_from_the_cluster_version_it_ships() {
     assert_eq!(
         names(&cv.data["status"]["capabilities"]["enabledCapabilities"]),
         ["Console"]
+    );
+    let _ = cvs.delete("version", &Default::default()).await;
+}
+
+/// `cvo apply` of `release` (a directory or an OCI source) with `extra` flags: its exit code
+/// and output (the text report, with its warnings, then stderr).
+async fn apply(kubeconfig: &std::path::Path, release: &str, extra: &[&str]) -> (i32, String) {
+    let mut args = vec!["apply", "--release", release, "--wait", "none"];
+    args.extend(extra);
+    let (code, stdout, stderr) = common::run_cvo(kubeconfig, &args).await;
+    (code, format!("{stdout}{stderr}"))
+}
+
+/// The value `v` of ConfigMap `name`, if it exists.
+async fn value_of(cms: &Api<DynamicObject>, name: &str) -> Option<String> {
+    cms.get_opt(name)
+        .await
+        .expect("get")
+        .map(|cm| cm.data["data"]["v"].as_str().unwrap_or_default().to_owned())
+}
+
+/// The releases of the issue 34 tests, as (OLD, NEW) file lists: OLD applies `base` with no
+/// capability; NEW moves it into Storage (disabled), adds `storage` in Storage, and `decoy`
+/// in Insights (disabled), an object OLD does not apply.
+fn moved_into_storage(ns: &str) -> (Vec<(&'static str, String)>, Vec<(&'static str, String)>) {
+    let old = vec![("0000_10_a_base.yaml", gated(ns, "base", None, "1", false))];
+    let new = vec![
+        (
+            "0000_10_a_base.yaml",
+            gated(ns, "base", Some("Storage"), "2", false),
+        ),
+        (
+            "0000_20_storage_x.yaml",
+            gated(ns, "storage", Some("Storage"), "2", false),
+        ),
+        (
+            "0000_20_insights_x.yaml",
+            gated(ns, "decoy", Some("Insights"), "2", false),
+        ),
+    ];
+    (old, new)
+}
+
+/// `ImplicitlyEnabledCapabilities` and `status.capabilities.enabledCapabilities` as the
+/// cluster has them.
+async fn implicit_status(cvs: &Api<DynamicObject>) -> (Value, Vec<String>) {
+    let cv = cvs.get("version").await.expect("cv");
+    let implicit = common::cv_condition(&cv, "ImplicitlyEnabledCapabilities")
+        .expect("condition")
+        .clone();
+    let enabled = names(&cv.data["status"]["capabilities"]["enabledCapabilities"])
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    (implicit, enabled)
+}
+
+/// Issue 34, judgement (b): `cvo apply --release NEW` on a cluster at OLD, without
+/// `--updating-from` and with no release by digest in ClusterVersion's history. `base`, which
+/// OLD applied and NEW moves into the disabled capability Storage, exists and was applied by
+/// cvo: Storage is enabled implicitly and `base` stays managed (updated); `decoy`, in Insights,
+/// exists too but someone else created it: Insights stays disabled and `decoy` untouched. The
+/// condition says the capability was judged from the cluster.
+#[tokio::test]
+async fn without_the_release_it_leaves_an_update_judges_from_the_objects_cvo_applied() {
+    let tc = common::cluster().await;
+    let (_guard, cv_resource) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv_resource).await;
+    let ns = tc.namespace("caps-judged").await;
+    let cms = tc.dynamic(&configmaps(), Some(&ns));
+    set_capabilities(&cvs, "None", &[]).await;
+    let decoy: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1",
+        "kind": "ConfigMap", "metadata": {"name": "decoy", "namespace": ns}, "data": {"v": "0"}}))
+    .unwrap();
+    cms.create(&PostParams::default(), &decoy)
+        .await
+        .expect("create decoy");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let (old_files, new_files) = moved_into_storage(&ns);
+    let (old, new) = (dir.path().join("old"), dir.path().join("new"));
+    common::write_release(&old, Some("1.0.0"), &old_files);
+    common::write_release(&new, Some("1.0.1"), &new_files);
+
+    let (code, output) = apply(&kubeconfig, old.to_str().unwrap(), &[]).await;
+    assert_eq!(code, 0, "{output}");
+    assert_eq!(value_of(&cms, "base").await.as_deref(), Some("1"));
+    let (code, output) = apply(&kubeconfig, new.to_str().unwrap(), &[]).await;
+    assert_eq!(code, 0, "{output}");
+    assert_eq!(
+        value_of(&cms, "base").await.as_deref(),
+        Some("2"),
+        "still managed"
+    );
+    assert_eq!(value_of(&cms, "storage").await.as_deref(), Some("2"));
+    assert_eq!(
+        value_of(&cms, "decoy").await.as_deref(),
+        Some("0"),
+        "not cvo's"
+    );
+    let (implicit, enabled) = implicit_status(&cvs).await;
+    assert_eq!(enabled, ["Storage"]);
+    assert_eq!(implicit["status"], "True", "{implicit}");
+    assert_eq!(implicit["reason"], "CapabilitiesImplicitlyEnabled");
+    assert_eq!(
+        implicit["message"],
+        format!(
+            "The following capabilities could not be disabled: Storage; enabled by this update: Storage, judged from the cluster (the release it is at is not known): cvo applied objects that move into them (ConfigMap {ns}/base)"
+        )
+    );
+    let _ = cvs.delete("version", &Default::default()).await;
+}
+
+/// `decoy` as cvo would have applied it (server-side apply, field manager `cvo`): judgement
+/// (b) would enable Insights for it; the release the cluster is at does not apply it.
+async fn applied_decoy(cms: &Api<DynamicObject>, ns: &str) {
+    let decoy = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "decoy", "namespace": ns}, "data": {"v": "0"}});
+    cms.patch(
+        "decoy",
+        &PatchParams::apply(cvo::cluster::FIELD_MANAGER).force(),
+        &Patch::Apply(&decoy),
+    )
+    .await
+    .expect("apply decoy as cvo");
+}
+
+/// Issue 34, judgement (a): the cluster is at OLD, applied from a registry by digest, so
+/// ClusterVersion's history names it; `cvo apply --release NEW` (by digest, no
+/// `--updating-from`) reads OLD (from the blob cache) and judges from it: Storage is enabled
+/// for `base`, which OLD applies — and Insights is not, although `decoy` is cvo's, since OLD
+/// does not apply it (judgement (b) would have enabled it).
+#[tokio::test]
+async fn an_update_from_a_release_by_digest_judges_from_that_release() {
+    let Some(registry) = common::registry::Registry::start() else {
+        return;
+    };
+    let tc = common::cluster().await;
+    let (_guard, cv_resource) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv_resource).await;
+    let ns = tc.namespace("caps-digest").await;
+    let cms = tc.dynamic(&configmaps(), Some(&ns));
+    set_capabilities(&cvs, "None", &[]).await;
+    applied_decoy(&cms, &ns).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let (old_files, new_files) = moved_into_storage(&ns);
+    let (old, new) = (dir.path().join("old"), dir.path().join("new"));
+    common::write_release(&old, Some("1.0.0"), &old_files);
+    common::write_release(&new, Some("1.0.1"), &new_files);
+    let old_digest = registry.push_release("caps/release", "old", &old).await;
+    let new_digest = registry.push_release("caps/release", "new", &new).await;
+    let cache = dir.path().join("cache");
+    let cache_flag = ["--cache-dir", cache.to_str().unwrap()];
+
+    let old_source = registry.url("caps/release", &format!("@{old_digest}"));
+    let (code, output) = apply(&kubeconfig, &old_source, &cache_flag).await;
+    assert_eq!(code, 0, "{output}");
+    let new_source = registry.url("caps/release", &format!("@{new_digest}"));
+    let (code, output) = apply(&kubeconfig, &new_source, &cache_flag).await;
+    assert_eq!(code, 0, "{output}");
+    assert_eq!(
+        value_of(&cms, "base").await.as_deref(),
+        Some("2"),
+        "still managed"
+    );
+    assert_eq!(value_of(&cms, "storage").await.as_deref(), Some("2"));
+    assert_eq!(value_of(&cms, "decoy").await.as_deref(), Some("0"));
+    let (implicit, enabled) = implicit_status(&cvs).await;
+    assert_eq!(enabled, ["Storage"], "{implicit}");
+    let old_image = registry.pullspec("caps/release", &format!("@{old_digest}"));
+    assert_eq!(
+        implicit["message"],
+        format!(
+            "The following capabilities could not be disabled: Storage; enabled by this update: Storage, judged from the release the cluster is at, 1.0.0 ({old_image}): objects it applies move into them"
+        )
+    );
+    let _ = cvs.delete("version", &Default::default()).await;
+}
+
+/// Issue 34, fail closed: the release the cluster is at is named by digest but its signature
+/// does not verify under the keys given (it is unsigned; NEW is signed): it decides nothing,
+/// the cluster is asked instead (b) — `base` keeps Storage, the cvo-applied `decoy` enables
+/// Insights — and both the condition and a warning say why.
+#[tokio::test]
+async fn a_release_by_digest_that_does_not_verify_falls_back_to_the_cluster() {
+    let Some(registry) = common::registry::Registry::start() else {
+        return;
+    };
+    let tc = common::cluster().await;
+    let (_guard, cv_resource) = common::cluster_version(&tc).await;
+    let cvs = common::create_cluster_version(&tc, &cv_resource).await;
+    let ns = tc.namespace("caps-unverified").await;
+    let cms = tc.dynamic(&configmaps(), Some(&ns));
+    set_capabilities(&cvs, "None", &[]).await;
+    applied_decoy(&cms, &ns).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tc.kubeconfig_file(dir.path()).await;
+    let (old_files, new_files) = moved_into_storage(&ns);
+    let (old, new) = (dir.path().join("old"), dir.path().join("new"));
+    common::write_release(&old, Some("1.0.0"), &old_files);
+    common::write_release(&new, Some("1.0.1"), &new_files);
+    let keys = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oci/keys");
+    let old_digest = registry.push_release("caps/release", "old", &old).await;
+    let pushed = common::cli::cvo()
+        .args(["push", "--release"])
+        .arg(&new)
+        .arg(registry.url("caps/release", ":new"))
+        .arg("--sign-key")
+        .arg(keys.join("p256.pem"))
+        .output()
+        .expect("cvo push");
+    assert!(pushed.status.success(), "{pushed:?}");
+    let new_digest = String::from_utf8_lossy(&pushed.stdout)
+        .lines()
+        .next()
+        .and_then(|l| l.rsplit_once('@').map(|(_, d)| d.to_owned()))
+        .expect("the pushed digest");
+    let cache = dir.path().join("cache");
+    let cache_flag = ["--cache-dir", cache.to_str().unwrap()];
+
+    let old_source = registry.url("caps/release", &format!("@{old_digest}"));
+    let (code, output) = apply(&kubeconfig, &old_source, &cache_flag).await;
+    assert_eq!(code, 0, "{output}");
+    let new_source = registry.url("caps/release", &format!("@{new_digest}"));
+    let key = keys.join("p256.pub");
+    let mut flags = cache_flag.to_vec();
+    flags.extend(["--verify-key", key.to_str().unwrap()]);
+    let (code, output) = apply(&kubeconfig, &new_source, &flags).await;
+    assert_eq!(code, 0, "{output}");
+    let old_image = registry.pullspec("caps/release", &format!("@{old_digest}"));
+    assert!(
+        output.contains(&format!(
+            "the release the cluster is at ({old_image}) could not be read"
+        )) && output.contains("signature"),
+        "{output}"
+    );
+    assert_eq!(
+        value_of(&cms, "base").await.as_deref(),
+        Some("2"),
+        "still managed"
+    );
+    assert_eq!(value_of(&cms, "decoy").await.as_deref(), Some("2"));
+    let (implicit, enabled) = implicit_status(&cvs).await;
+    assert_eq!(enabled, ["Insights", "Storage"], "{implicit}");
+    let message = implicit["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "The following capabilities could not be disabled: Insights, Storage; enabled by this update: Insights, Storage, judged from the cluster (the release it is at could not be read: {old_image}: "
+        )) && message.ends_with(&format!(
+            "): cvo applied objects that move into them (ConfigMap {ns}/base, ConfigMap {ns}/decoy)"
+        )),
+        "{message}"
     );
     let _ = cvs.delete("version", &Default::default()).await;
 }
