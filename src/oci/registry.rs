@@ -1,5 +1,7 @@
-//! The registry client: the OCI distribution protocol through `oci-client` (reqwest, rustls
-//! with the ring provider), with `cvo`'s rules on top.
+//! The registry client: the OCI distribution protocol over reqwest (rustls with the ring
+//! provider), with `cvo`'s rules on top. Reading — manifests, blobs, tokens — is `cvo`'s own
+//! requests, every answer read under a cap ([`super::http`], docs/limits.md); pushing goes
+//! through `oci-client` (chunked and streamed uploads), given the token `cvo` got.
 //!
 //! - Transport: a loopback registry (127.0.0.0/8, `::1`, `localhost`) is reached over plain
 //!   HTTP, as Docker does; any other host only over HTTPS, unless `--insecure-registry
@@ -10,8 +12,9 @@
 //!   a user name and password are used for Basic auth or to get a bearer token from the
 //!   registry's token server (its realm), as the registry's challenge asks; an identity token
 //!   (`identitytoken`, an OAuth2 refresh token) is exchanged at the realm for a bearer token
-//!   per repository and operation (`super::oauth`). Without any, access is anonymous. No
-//!   credential or token is ever printed or logged.
+//!   per repository and operation (`super::oauth`). Without any, access is anonymous (with an
+//!   anonymous token where the registry asks for one). No credential or token is ever
+//!   printed or logged.
 //! - Timeouts and retries: connecting times out after 10 s and a stalled read after 60 s; a
 //!   transport error, a timeout, 429 or 5xx is retried under the project's one request
 //!   backoff ([`Backoff::REQUEST`]: 200 ms doubling to 5 s, 6 attempts); anything else
