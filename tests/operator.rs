@@ -2868,6 +2868,98 @@ async fn a_restarted_operator_leads_with_the_release_it_pulled_never_its_start_r
     env.finish().await;
 }
 
+/// A tag in `spec.desiredUpdate.image` is resolved once per request, also across a restart:
+/// the digest it named is recorded in ClusterVersion (condition `ReleaseImageResolved`), and
+/// an operator restarted after the tag moved leads with that digest's release, not the tag's
+/// new one; a new request (here a version added) resolves the tag again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_operator_uses_the_digest_recorded_for_the_spec_tag() {
+    let Some(registry) = common::registry::Registry::start() else {
+        return;
+    };
+    let env = Env::new("operator-tag-record").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        lease,
+        ..
+    } = &env;
+    let settings = |value: &str| {
+        vec![(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", value),
+        )]
+    };
+    env.write_release("1.0.0", &settings("one"));
+    let push = |version: &str, value: &str| {
+        let release = dir.path().join(format!("release-{version}"));
+        write_release(&release, version, &settings(value));
+        let registry = &registry;
+        async move { registry.push_release("cvo/release", "next", &release).await }
+    };
+    let b = push("1.0.1", "two").await;
+    let tag = registry.pullspec("cvo/release", ":next");
+    let cache = dir.path().join("cache");
+    let flags = [
+        "--resync-interval",
+        "2s",
+        "--lease-name",
+        lease,
+        "--cache-dir",
+        cache.to_str().expect("utf-8 path"),
+        "--release-image",
+        "example.com/cvo:1.0.0",
+    ];
+    let op = env.start(&flags);
+    history(cvs, "1.0.0", "Completed").await;
+    desire(cvs, json!({"image": tag})).await;
+    history(cvs, "1.0.1", "Completed").await;
+    let record = condition_is(cvs, "ReleaseImageResolved", "True", "TagResolved").await;
+    let b_image = registry.pullspec("cvo/release", &format!("@{b}"));
+    assert!(
+        record["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&tag) && m.contains(&format!("resolved to {b_image};"))),
+        "{record}"
+    );
+    op.terminate().await;
+
+    // The tag moves to 1.0.2 while the operator is down; restarted on 1.0.0, it leads with
+    // the recorded digest (1.0.1) again.
+    let c = push("1.0.2", "three").await;
+    let op = env.start(&flags);
+    op.metric_at_least("cvo_sync_passes_total", &[("result", "switched")], 1.0)
+        .await;
+    op.metric_at_least("cvo_sync_passes_total", &[("trigger", "resync")], 2.0)
+        .await;
+    let cv = cvs.get("version").await.expect("ClusterVersion");
+    assert_eq!(cv.data["status"]["history"][0]["version"], "1.0.1");
+    assert_eq!(cv.data["status"]["desired"]["image"], json!(b_image));
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("two"));
+    assert!(
+        op.log().contains("ClusterVersion records it"),
+        "the restarted operator did not use the record"
+    );
+
+    // Another request resolves the tag again: 1.0.2.
+    desire(cvs, json!({"image": tag, "version": "1.0.2"})).await;
+    let cv = history(cvs, "1.0.2", "Completed").await;
+    let c_image = registry.pullspec("cvo/release", &format!("@{c}"));
+    assert_eq!(cv.data["status"]["desired"]["image"], json!(c_image));
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("three"));
+    let record = condition(&cv, "ReleaseImageResolved").expect("the record").clone();
+    assert!(
+        record["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("version=\"1.0.2\"") && m.contains(&c_image)),
+        "{record}"
+    );
+    op.terminate().await;
+    env.finish().await;
+}
+
 /// `spec.desiredUpdate.image` naming a release artifact, with `--verify-key` (issue 18): the
 /// operator started on a signed release A read from the registry; an unsigned release is `ReleaseAccepted=False` reason `ImageVerificationFailed` ("The update
 /// cannot be verified", the CVO's words) and the current release stays; `force: true` uses it
@@ -3204,7 +3296,6 @@ async fn a_desired_release_artifact_is_pulled_and_led_with_in_the_same_process()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pull_secret_gives_the_registry_credentials_and_is_never_printed() {
     use base64::Engine as _;
-    use k8s_openapi::api::core::v1::Secret;
     const PASSWORD: &str = "not-a-secret-1";
     let htpasswd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oci/htpasswd");
     let Some(registry) = common::registry::Registry::start_with_htpasswd(&htpasswd) else {
@@ -3269,6 +3360,25 @@ async fn the_pull_secret_gives_the_registry_credentials_and_is_never_printed() {
             ))),
         "{refused}"
     );
+    create_pull_secret(tc, ns, &config).await;
+    let cv = history(cvs, "1.1.0", "Completed").await;
+    assert_eq!(cv.data["status"]["history"][0]["image"], json!(b_image));
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("two"));
+    let log = op.log();
+    assert!(
+        !log.contains(PASSWORD) && !log.contains(&auth),
+        "the operator's log holds the credential"
+    );
+    op.terminate().await;
+    drop(registry);
+    env.finish().await;
+}
+
+/// The `kubernetes.io/dockerconfigjson` Secret `pull` in `ns` holding the Docker config
+/// `config`.
+async fn create_pull_secret(tc: &TestCluster, ns: &str, config: &str) {
+    use base64::Engine as _;
+    use k8s_openapi::api::core::v1::Secret;
     let secrets: Api<Secret> = Api::namespaced(tc.client.clone(), ns);
     secrets
         .create(
@@ -3277,15 +3387,73 @@ async fn the_pull_secret_gives_the_registry_credentials_and_is_never_printed() {
                 "apiVersion": "v1", "kind": "Secret",
                 "metadata": {"name": "pull", "namespace": ns},
                 "type": "kubernetes.io/dockerconfigjson",
-                "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(&config)},
+                "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(config)},
             }))
             .expect("a Secret"),
         )
         .await
         .expect("create the pull Secret");
-    let cv = history(cvs, "1.1.0", "Completed").await;
-    assert_eq!(cv.data["status"]["history"][0]["image"], json!(b_image));
-    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("two"));
+}
+
+/// `cvo operator --release oci://…@sha256:… --pull-secret NS/NAME` with a registry asking for
+/// HTTP Basic auth (tests/fixtures/oci/htpasswd) and no Docker config credentials: the start
+/// release is pulled with the Secret's credentials and applied; the password is never logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pull_secret_pulls_the_oci_release_the_operator_starts_on() {
+    use base64::Engine as _;
+    const PASSWORD: &str = "not-a-secret-1";
+    let htpasswd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oci/htpasswd");
+    let Some(registry) = common::registry::Registry::start_with_htpasswd(&htpasswd) else {
+        return;
+    };
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("cvo-test:{PASSWORD}"));
+    let config = json!({"auths": {registry.host(): {"auth": auth}}}).to_string();
+    let env = Env::new("operator-start-secret").await;
+    let Env {
+        tc,
+        cvs,
+        ns,
+        dir,
+        lease,
+        ..
+    } = &env;
+    env.write_release(
+        "1.0.0",
+        &[(
+            "0000_10_a_00_settings.yaml",
+            configmap(ns, "settings", "one"),
+        )],
+    );
+    let access = cvo::oci::Access {
+        credentials: cvo::oci::Credentials::from_docker_config(config.as_bytes())
+            .expect("a Docker config"),
+        ..cvo::oci::Access::default()
+    };
+    let a = registry
+        .push_release_as("cvo/private", "a", &env.release, &access)
+        .await;
+    create_pull_secret(tc, ns, &config).await;
+    let source = registry.url("cvo/private", &format!("@{a}"));
+    let cache = dir.path().join("cache");
+    let secret_name = format!("{ns}/pull");
+    let op = Operator::start(
+        &env.kubeconfig,
+        dir.path(),
+        Path::new(&source),
+        ns,
+        &[
+            "--resync-interval",
+            "1h",
+            "--lease-name",
+            lease,
+            "--cache-dir",
+            cache.to_str().expect("utf-8 path"),
+            "--pull-secret",
+            &secret_name,
+        ],
+    );
+    history(cvs, "1.0.0", "Completed").await;
+    assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("one"));
     let log = op.log();
     assert!(
         !log.contains(PASSWORD) && !log.contains(&auth),

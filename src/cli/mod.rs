@@ -202,6 +202,9 @@ pub struct ReleaseArgs {
     /// otherwise the flags' (or none) are.
     #[arg(skip)]
     gates_deferred: std::sync::atomic::AtomicBool,
+    /// Registry credentials held beside the Docker config's ([`ReleaseArgs::hold_credentials`]).
+    #[arg(skip)]
+    credentials: std::sync::OnceLock<crate::oci::Credentials>,
 }
 
 /// Largest FeatureGate file read (`--feature-gates-file`).
@@ -299,7 +302,10 @@ impl ReleaseArgs {
     pub fn fetch_options(&self) -> Result<crate::oci::FetchOptions, CliError> {
         Ok(crate::oci::FetchOptions {
             cache_dir: self.oci.cache_dir.clone(),
-            access: self.oci.access(),
+            access: crate::oci::Access {
+                credentials: self.credentials.get().cloned().unwrap_or_default(),
+                ..self.oci.access()
+            },
             caps: self.caps(),
             verify: self.oci.verify()?,
         })
@@ -345,6 +351,12 @@ impl ReleaseArgs {
         let dir = opened.dir();
         let _ = self.opened.set(opened);
         Ok(dir)
+    }
+
+    /// Reads an OCI `--release` with `credentials` too (before the Docker config's, for the
+    /// registries they name): the operator's pull Secret. Call before the release is read.
+    pub fn hold_credentials(&self, credentials: crate::oci::Credentials) {
+        let _ = self.credentials.set(credentials);
     }
 
     /// Takes a directory `--release` as it is even with `--verify-key` (see the field).

@@ -128,6 +128,7 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> Result<Exit, CliError> {
         }
         metrics.readiness.connected();
         crate::operator::connect::identity(&client).await;
+        args.hold_pull_secret(&client).await;
         // Read while the election runs (the release may be large, or pulled from a registry):
         // /readyz follows the election from the start.
         let release = async {
@@ -149,6 +150,28 @@ pub fn run(global: &GlobalArgs, args: &OperatorArgs) -> Result<Exit, CliError> {
 }
 
 impl OperatorArgs {
+    /// With `--pull-secret` and a registry `--release`, reads the Secret's credentials for the
+    /// start release's pull (the Docker config's still serve other registries). A Secret that
+    /// cannot be read is logged, and the pull goes on without it: a registry that then refuses
+    /// access makes the release unusable, reported as such.
+    async fn hold_pull_secret(&self, client: &kube::Client) {
+        let Some(secret) = &self.pull_secret else {
+            return;
+        };
+        if !matches!(
+            crate::oci::Source::parse(&self.release.release),
+            Ok(Some(crate::oci::Source::Registry(_)))
+        ) {
+            return;
+        }
+        match crate::operator::pull::pull_secret_credentials(client, secret).await {
+            Ok(credentials) => self.release.hold_credentials(credentials),
+            Err(why) => {
+                tracing::error!(release = %self.release.release, "{why}; reading the release without it");
+            }
+        }
+    }
+
     /// Checks the flags that can be checked before connecting; returns the Lease timings (the
     /// namespace is known only once connected).
     fn check(&self) -> Result<LeaseConfig, CliError> {

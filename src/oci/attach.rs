@@ -63,6 +63,19 @@ impl Place<'_> {
 
     /// The blob `descriptor` names, checked against its digest; refused when larger than `cap`.
     pub async fn blob(&self, descriptor: &Descriptor, cap: u64) -> Result<Vec<u8>, OciError> {
+        let mut out = Vec::new();
+        self.copy_blob(descriptor, cap, &mut out).await?;
+        Ok(out)
+    }
+
+    /// Copies the blob `descriptor` names into `out`, checked against its digest as it
+    /// streams; refused when larger than `cap`.
+    pub async fn copy_blob(
+        &self,
+        descriptor: &Descriptor,
+        cap: u64,
+        out: &mut impl std::io::Write,
+    ) -> Result<(), OciError> {
         let digest = descriptor.digest().map_err(OciError::Refused)?;
         if descriptor.size > cap {
             return Err(OciError::Refused(format!(
@@ -71,15 +84,24 @@ impl Place<'_> {
                 descriptor.size,
             )));
         }
-        let mut out = Vec::new();
         match self {
             Place::Registry {
                 registry,
                 repository,
-            } => registry.blob(repository, descriptor, cap, &mut out).await?,
-            Place::Layout(path) => super::layout::read_blob(path, &digest, cap, &mut out)?,
+            } => registry.blob(repository, descriptor, cap, out).await,
+            Place::Layout(path) => super::layout::read_blob(path, &digest, cap, out),
         }
-        Ok(out)
+    }
+
+    /// Stores the file `file` (verified content of `digest`) as a blob, streamed.
+    pub async fn put_blob_file(&self, digest: &Digest, file: &Path) -> Result<(), OciError> {
+        match self {
+            Place::Registry {
+                registry,
+                repository,
+            } => registry.push_blob_file(repository, file, digest).await,
+            Place::Layout(path) => super::layout::put_blob_file(path, digest, file),
+        }
     }
 
     /// Writes `blobs` and the OCI image manifest `manifest` tagged `tag`.

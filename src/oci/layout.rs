@@ -5,7 +5,7 @@
 //! read is verified against its digest and capped.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -39,15 +39,51 @@ struct IndexEntry {
 
 fn read_index(path: &Path) -> Result<Index, OciError> {
     let file = path.join("index.json");
-    let text = std::fs::read(&file).map_err(|e| {
+    let unreadable = |e: std::io::Error| {
         OciError::Unavailable(format!(
             "{}: cannot read it ({e}): is {} an OCI image layout?",
             file.display(),
             path.display()
         ))
-    })?;
+    };
+    let mut text = Vec::new();
+    open_regular(&file)
+        .map_err(unreadable)?
+        .take(MAX_MANIFEST_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(unreadable)?;
+    if text.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(OciError::Refused(format!(
+            "{}: larger than {MAX_MANIFEST_BYTES} bytes, the most an index may hold: refused",
+            file.display()
+        )));
+    }
     serde_json::from_slice(&text)
         .map_err(|e| OciError::Refused(format!("{}: not an OCI image index: {e}", file.display())))
+}
+
+/// `file` opened for reading when it is a regular file (symlinks followed): a FIFO would block
+/// the reader forever and a device (`/dev/zero`) never ends. Checked before opening, and again
+/// on the handle (opened non-blocking, so a file swapped for a FIFO in between does not block).
+fn open_regular(file: &Path) -> std::io::Result<File> {
+    let not_regular = || {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file: a layout only holds regular files",
+        )
+    };
+    if !std::fs::metadata(file)?.is_file() {
+        return Err(not_regular());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let opened = options.open(file)?;
+    if !opened.metadata()?.is_file() {
+        return Err(not_regular());
+    }
+    Ok(opened)
 }
 
 /// The digest of the manifest tagged `tag` in the layout at `path`, `None` when no manifest
@@ -130,7 +166,7 @@ pub fn read_blob(
     out: &mut impl std::io::Write,
 ) -> Result<(), OciError> {
     let blob = blob_path(path, digest);
-    let file = File::open(&blob).map_err(|e| {
+    let file = open_regular(&blob).map_err(|e| {
         OciError::Unavailable(format!(
             "oci-layout:{}: blob {digest}: cannot read {}: {e}",
             path.display(),
@@ -151,6 +187,21 @@ pub fn read_manifest(path: &Path, digest: &Digest) -> Result<Vec<u8>, OciError> 
     let mut out = Vec::new();
     read_blob(path, digest, MAX_MANIFEST_BYTES, &mut out)?;
     Ok(out)
+}
+
+/// Copies the file `file` (verified content of `digest`) into the layout at `path` as a blob
+/// (the layout's directories are created when missing).
+pub fn put_blob_file(path: &Path, digest: &Digest, file: &Path) -> Result<(), OciError> {
+    let blob = blob_path(path, digest);
+    let written = std::fs::create_dir_all(path.join("blobs/sha256"))
+        .and_then(|()| std::fs::copy(file, &blob));
+    written.map(|_| ()).map_err(|e| {
+        OciError::Unavailable(format!(
+            "oci-layout:{}: writing {}: {e}",
+            path.display(),
+            blob.display()
+        ))
+    })
 }
 
 /// Writes the manifest `manifest` and its `blobs` into the layout at `path` (created when
@@ -233,5 +284,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("changed or was corrupted"), "{err}");
+    }
+
+    #[cfg(unix)]
+    /// An `index.json` over the cap, one that is `/dev/zero` (never ends) and one that is a
+    /// FIFO (would block forever) are refused at once, naming the file.
+    #[test]
+    fn an_index_that_is_too_large_or_not_a_regular_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = dir.path().join("index.json");
+        std::fs::write(&index, vec![b' '; MAX_MANIFEST_BYTES as usize + 1]).unwrap();
+        let err = resolve(dir.path(), Some("v1"), None).unwrap_err();
+        assert!(
+            matches!(&err, OciError::Refused(m) if m.contains(&format!("index.json: larger than {MAX_MANIFEST_BYTES} bytes, the most an index may hold"))),
+            "{err}"
+        );
+        std::fs::remove_file(&index).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &index).unwrap();
+        let err = find(dir.path(), "v1").unwrap_err().to_string();
+        assert!(
+            err.contains("index.json") && err.contains("not a regular file"),
+            "{err}"
+        );
+        std::fs::remove_file(&index).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(&index).status();
+        if made.is_ok_and(|s| s.success()) {
+            let err = find(dir.path(), "v1").unwrap_err().to_string();
+            assert!(err.contains("not a regular file"), "{err}");
+        }
     }
 }

@@ -27,6 +27,7 @@ pub mod digest;
 pub mod error;
 pub mod extract;
 pub mod fetch;
+mod http;
 pub mod keys;
 pub mod layer;
 pub mod layout;

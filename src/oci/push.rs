@@ -52,16 +52,7 @@ pub async fn push_artifact(
     blobs: &[&[u8]],
     access: &Access,
 ) -> Result<Pushed, OciError> {
-    if target.digest().is_some() {
-        return Err(OciError::Usage(format!(
-            "{target}: push to a tag, not a digest (the digest is what the push prints)"
-        )));
-    }
-    let Some(tag) = target.tag() else {
-        return Err(OciError::Usage(format!(
-            "{target}: name a tag to push to (REPO:TAG)"
-        )));
-    };
+    let tag = target_tag(target)?;
     match target {
         Source::Registry(r) => {
             let registry = Registry::new(&r.registry, access)?;
@@ -88,6 +79,18 @@ pub async fn push_artifact(
             })
         }
     }
+}
+
+/// The tag `target` names to push to: one that names a digest, or no tag, is a usage error.
+pub(super) fn target_tag(target: &Source) -> Result<&str, OciError> {
+    if target.digest().is_some() {
+        return Err(OciError::Usage(format!(
+            "{target}: push to a tag, not a digest (the digest is what the push prints)"
+        )));
+    }
+    target
+        .tag()
+        .ok_or_else(|| OciError::Usage(format!("{target}: name a tag to push to (REPO:TAG)")))
 }
 
 /// Signs what [`push_artifact`] pushed to `target` with `key` (the signature tag

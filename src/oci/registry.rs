@@ -1,5 +1,7 @@
-//! The registry client: the OCI distribution protocol through `oci-client` (reqwest, rustls
-//! with the ring provider), with `cvo`'s rules on top.
+//! The registry client: the OCI distribution protocol over reqwest (rustls with the ring
+//! provider), with `cvo`'s rules on top. Reading — manifests, blobs, tokens — is `cvo`'s own
+//! requests, every answer read under a cap ([`super::http`], docs/limits.md); pushing goes
+//! through `oci-client` (chunked and streamed uploads), given the token `cvo` got.
 //!
 //! - Transport: a loopback registry (127.0.0.0/8, `::1`, `localhost`) is reached over plain
 //!   HTTP, as Docker does; any other host only over HTTPS, unless `--insecure-registry
@@ -10,24 +12,27 @@
 //!   a user name and password are used for Basic auth or to get a bearer token from the
 //!   registry's token server (its realm), as the registry's challenge asks; an identity token
 //!   (`identitytoken`, an OAuth2 refresh token) is exchanged at the realm for a bearer token
-//!   per repository and operation (`super::oauth`). Without any, access is anonymous. No
-//!   credential or token is ever printed or logged.
+//!   per repository and operation (`super::oauth`). Without any, access is anonymous (with an
+//!   anonymous token where the registry asks for one). No credential or token is ever
+//!   printed or logged.
 //! - Timeouts and retries: connecting times out after 10 s and a stalled read after 60 s; a
 //!   transport error, a timeout, 429 or 5xx is retried under the project's one request
 //!   backoff ([`Backoff::REQUEST`]: 200 ms doubling to 5 s, 6 attempts); anything else
 //!   fails at once. A registry that cannot be reached is a plain message naming it.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::IpAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use oci_client::Reference;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::OciDistributionError;
 use oci_client::secrets::RegistryAuth;
-use oci_client::token_cache::RegistryOperation;
+use oci_client::token_cache::{RegistryOperation, RegistryToken, RegistryTokenType};
 
+use super::http::ReadFailure;
+use super::oauth::{Authorization, Denied, Secret};
 use super::shape::{ACCEPTED_MEDIA_TYPES, Descriptor};
 use super::{Digest, MAX_MANIFEST_BYTES, OciError};
 use crate::retry::Backoff;
@@ -164,26 +169,26 @@ pub fn is_loopback(host: &str) -> bool {
 
 /// A connection to one registry.
 pub struct Registry {
+    /// Pushes (`oci-client`).
     client: oci_client::Client,
+    /// Reads and tokens ([`super::http`]): answers read under a cap.
+    http: reqwest::Client,
     registry: String,
     scheme: &'static str,
-    /// What `oci-client` is given: anonymous, or a user name and password.
+    /// What `oci-client` falls back to when a push outlives the token cvo gave it: anonymous,
+    /// or a user name and password.
     auth: RegistryAuth,
-    /// An identity token to exchange, and when it was last exchanged for each
-    /// `(repository, push)` pair.
-    identity: Option<Identity>,
+    /// What cvo holds for this registry.
+    secret: Secret,
+    tokens: super::oauth::Tokens,
+    /// The authorization last had for each `(repository, push)`, and when.
+    authorized: tokio::sync::Mutex<BTreeMap<(String, bool), (Authorization, Instant)>>,
     access: Access,
 }
 
-struct Identity {
-    refresh_token: String,
-    exchanger: super::oauth::Exchanger,
-    done: tokio::sync::Mutex<std::collections::BTreeMap<(String, bool), std::time::Instant>>,
-}
-
-/// How long an exchanged token is used before it is exchanged again: distribution's shortest
-/// token lifetime (its clients assume at least 60 s).
-const EXCHANGED_TOKEN_USE: Duration = Duration::from_secs(50);
+/// How long an authorization (a bearer token) is used before it is asked for again:
+/// distribution's shortest token lifetime (its clients assume at least 60 s).
+const TOKEN_USE: Duration = Duration::from_secs(50);
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -194,9 +199,87 @@ impl std::fmt::Debug for Registry {
     }
 }
 
+/// Why a read failed.
+enum Failure {
+    /// The registry answered this HTTP status, with these error codes and messages.
+    Answer {
+        code: u16,
+        errors: Vec<(String, String)>,
+    },
+    /// No answer (connecting, timing out, reading).
+    Transport(reqwest::Error),
+    /// Already in plain words (a refused size, the token server's failure).
+    Done(OciError),
+}
+
+impl Failure {
+    /// Whether it may clear on its own: transport errors, timeouts, 429 and 5xx.
+    fn transient(&self) -> bool {
+        match self {
+            Failure::Answer { code, .. } => *code == 429 || *code >= 500,
+            Failure::Transport(e) => {
+                e.is_connect() || e.is_timeout() || e.is_request() || e.is_body()
+            }
+            Failure::Done(_) => false,
+        }
+    }
+
+    fn cause(&self) -> Cause {
+        match self {
+            Failure::Answer { code, errors } => {
+                let has = |codes: &[&str]| errors.iter().any(|(c, _)| codes.contains(&c.as_str()));
+                if matches!(code, 401 | 403) || has(&["UNAUTHORIZED", "DENIED"]) {
+                    Cause::Refused(if *code == 403 { 403 } else { 401 })
+                } else if *code == 404 || has(&["MANIFEST_UNKNOWN", "NAME_UNKNOWN", "BLOB_UNKNOWN"])
+                {
+                    Cause::NotFound
+                } else {
+                    let said: Vec<String> = errors
+                        .iter()
+                        .map(|(c, m)| format!("{c}: {}", excerpt(m)))
+                        .collect();
+                    Cause::Other(if said.is_empty() {
+                        format!("it answered HTTP {code}")
+                    } else {
+                        format!("it answered HTTP {code} ({})", said.join("; "))
+                    })
+                }
+            }
+            Failure::Transport(e) if e.is_connect() || e.is_timeout() || e.is_request() => {
+                Cause::Unreachable(describe_cause(e))
+            }
+            Failure::Transport(e) => Cause::Other(describe_cause(e)),
+            Failure::Done(_) => Cause::Other(String::new()),
+        }
+    }
+}
+
+/// What went wrong with a request, whichever client made it.
+enum Cause {
+    /// Access refused (HTTP 401 or 403).
+    Refused(u16),
+    /// No such manifest, blob or repository.
+    NotFound,
+    /// The registry could not be reached (the cause).
+    Unreachable(String),
+    /// Content that does not match its digest (the cause).
+    Mismatch(String),
+    /// Anything else (the cause).
+    Other(String),
+}
+
+/// At most 200 characters of a registry's message, on one line.
+fn excerpt(text: &str) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(200) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
+    }
+}
+
 impl Registry {
-    /// A client for `registry` (`HOST[:PORT]`) under `access`, with the Docker config's
-    /// credentials for it.
+    /// A client for `registry` (`HOST[:PORT]`) under `access`, with the credentials it holds
+    /// for it, else the Docker config's.
     pub fn new(registry: &str, access: &Access) -> Result<Registry, OciError> {
         // reqwest's rustls needs a process-wide crypto provider: ring, the one kube uses.
         // (Installing it twice is harmless: the first one stays.)
@@ -218,30 +301,32 @@ impl Registry {
                 "cannot set up a client for the registry {registry}: {e}"
             ))
         })?;
+        let http = super::http::client(registry).map_err(OciError::Unavailable)?;
         let scheme = if plain { "http" } else { "https" };
         let held = match access.credentials.get(registry) {
             Some(auth) => auth,
             None => credentials(registry)?,
         };
         // Both sources give a bearer token only for an identity token.
-        let (auth, identity) = match held {
-            RegistryAuth::Bearer(refresh_token) => (
-                RegistryAuth::Anonymous,
-                Some(Identity {
-                    refresh_token,
-                    exchanger: super::oauth::Exchanger::new(registry, scheme)
-                        .map_err(OciError::Unavailable)?,
-                    done: Default::default(),
-                }),
+        let (auth, secret) = match held {
+            RegistryAuth::Basic(user, password) => (
+                RegistryAuth::Basic(user.clone(), password.clone()),
+                Secret::Password(user, password),
             ),
-            other => (other, None),
+            RegistryAuth::Bearer(refresh_token) => {
+                (RegistryAuth::Anonymous, Secret::RefreshToken(refresh_token))
+            }
+            _ => (RegistryAuth::Anonymous, Secret::None),
         };
         Ok(Registry {
             client,
+            tokens: super::oauth::Tokens::new(registry, scheme, http.clone()),
+            http,
             registry: registry.to_owned(),
             scheme,
             auth,
-            identity,
+            secret,
+            authorized: Default::default(),
             access: access.clone(),
         })
     }
@@ -258,9 +343,12 @@ impl Registry {
         repository: &str,
         reference: &str,
     ) -> Result<(Vec<u8>, Digest), OciError> {
-        let (what, got) = self.fetch_manifest(repository, reference).await?;
-        let bytes = got.map_err(|e| self.describe(Operation::Pull, &what, &e))?;
-        Self::checked_manifest(&what, reference, &bytes)
+        let what = self.what(repository, reference);
+        let bytes = self
+            .fetch_manifest(repository, reference, &what)
+            .await
+            .map_err(|f| self.explain(Operation::Pull, &what, f))?;
+        Self::checked_manifest(&what, reference, bytes)
     }
 
     /// [`Registry::manifest`], `None` when the registry has no such manifest (the registry
@@ -270,60 +358,62 @@ impl Registry {
         repository: &str,
         reference: &str,
     ) -> Result<Option<(Vec<u8>, Digest)>, OciError> {
-        let (what, got) = self.fetch_manifest(repository, reference).await?;
-        match got {
-            Ok(bytes) => Self::checked_manifest(&what, reference, &bytes).map(Some),
-            Err(e) if not_found(&e) => Ok(None),
-            Err(e) => Err(self.describe(Operation::Pull, &what, &e)),
+        let what = self.what(repository, reference);
+        match self.fetch_manifest(repository, reference, &what).await {
+            Ok(bytes) => Self::checked_manifest(&what, reference, bytes).map(Some),
+            Err(f) if matches!(f.cause(), Cause::NotFound) => Ok(None),
+            Err(f) => Err(self.explain(Operation::Pull, &what, f)),
         }
     }
 
-    /// The manifest `reference` names in `repository` as the registry answered it (transient
-    /// failures retried), and what messages call it.
+    /// `HOST[:PORT]/REPO:TAG` or `…@sha256:…`, for messages.
+    fn what(&self, repository: &str, reference: &str) -> String {
+        format!(
+            "{}/{repository}{}{reference}",
+            self.registry,
+            sep(reference)
+        )
+    }
+
+    /// The manifest `reference` names in `repository`, read under [`MAX_MANIFEST_BYTES`]
+    /// (transient failures retried).
     async fn fetch_manifest(
         &self,
         repository: &str,
         reference: &str,
-    ) -> Result<(String, Result<bytes::Bytes, OciDistributionError>), OciError> {
-        let image = self.reference(repository, reference);
-        let what = format!(
-            "{}/{repository}{}{reference}",
-            self.registry,
-            sep(reference)
-        );
-        self.store_auth(&image, Operation::Pull).await?;
-        let got = self
-            .retry_raw(&what, || {
-                self.client
-                    .pull_manifest_raw(&image, &self.auth, ACCEPTED_MEDIA_TYPES)
-            })
-            .await
-            .map(|(bytes, _)| bytes);
-        Ok((what, got))
+        what: &str,
+    ) -> Result<Vec<u8>, Failure> {
+        let path = format!("manifests/{reference}");
+        let accept = ACCEPTED_MEDIA_TYPES.join(", ");
+        self.get(repository, &path, Some(&accept), what, |answer| async move {
+            super::http::read_capped(answer, MAX_MANIFEST_BYTES)
+                .await
+                .map_err(|e| match e {
+                    ReadFailure::TooLarge => Failure::Done(OciError::Refused(format!(
+                        "{what}: the registry's manifest is larger than {MAX_MANIFEST_BYTES} bytes, the most a manifest may hold (docs/limits.md): refused"
+                    ))),
+                    ReadFailure::Transport(e) => Failure::Transport(e),
+                })
+        })
+        .await
     }
 
-    /// `bytes` as the manifest `reference` names: capped, its digest computed and, when
-    /// `reference` is a digest, checked.
+    /// `bytes` as the manifest `reference` names: its digest computed and, when `reference`
+    /// is a digest, checked.
     fn checked_manifest(
         what: &str,
         reference: &str,
-        bytes: &[u8],
+        bytes: Vec<u8>,
     ) -> Result<(Vec<u8>, Digest), OciError> {
-        if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-            return Err(OciError::Refused(format!(
-                "{what}: the manifest has {} bytes, more than {MAX_MANIFEST_BYTES}: refused",
-                bytes.len()
-            )));
-        }
-        let digest = Digest::of(bytes);
+        let digest = Digest::of(&bytes);
         if let Ok(expected) = Digest::parse(reference)
             && expected != digest
         {
-            return Err(OciError::Refused(format!(
-                "{what}: the registry answered a manifest whose digest is {digest}: refused"
+            return Err(OciError::Mismatch(format!(
+                "{what}: the registry answered a manifest whose digest is {digest}: its content does not match the digest asked for, refused"
             )));
         }
-        Ok((bytes.to_vec(), digest))
+        Ok((bytes, digest))
     }
 
     /// Streams the blob `descriptor` names from `repository` into `out`, hashing as it goes:
@@ -344,37 +434,32 @@ impl Registry {
                 descriptor.size
             )));
         }
-        let image = self.reference(repository, &digest.to_string());
-        self.store_auth(&image, Operation::Pull).await?;
-        let layer = oci_client::manifest::OciDescriptor {
-            media_type: descriptor.media_type.clone(),
-            digest: digest.to_string(),
-            size: descriptor.size as i64,
-            ..Default::default()
+        let path = format!("blobs/{digest}");
+        let mut answer = self
+            .get(repository, &path, None, &what, |a| async { Ok(a) })
+            .await
+            .map_err(|f| self.explain(Operation::Pull, &what, f))?;
+        let more = || {
+            OciError::Mismatch(format!(
+                "{what}: the registry sent more than the {} bytes the manifest gives: refused",
+                descriptor.size
+            ))
         };
-        let mut stream = self
-            .retry(Operation::Pull, &what, || {
-                self.client.pull_blob_stream(&image, &layer)
-            })
-            .await?;
+        if answer.content_length().is_some_and(|n| n > descriptor.size) {
+            return Err(more());
+        }
         let mut hasher = super::digest::Hasher::new();
         let mut total: u64 = 0;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| {
-                if e.to_string().to_lowercase().contains("digest") {
-                    OciError::Mismatch(format!(
-                        "{what}: the registry sent content that does not match its digest ({e}): its blob changed or was corrupted, refused"
-                    ))
-                } else {
-                    OciError::Unavailable(format!("{what}: reading the layer from {}: {e}", self.address()))
-                }
-            })?;
+        while let Some(chunk) = answer.chunk().await.map_err(|e| {
+            OciError::Unavailable(format!(
+                "{what}: reading the layer from {}: {}",
+                self.address(),
+                describe_cause(&e)
+            ))
+        })? {
             total += chunk.len() as u64;
             if total > descriptor.size {
-                return Err(OciError::Mismatch(format!(
-                    "{what}: the registry sent more than the {} bytes the manifest gives: refused",
-                    descriptor.size
-                )));
+                return Err(more());
             }
             hasher.update(&chunk);
             out.write_all(&chunk)
@@ -389,26 +474,119 @@ impl Registry {
         Ok(())
     }
 
+    /// GETs `/v2/REPOSITORY/PATH` authorized for reading (`accept`: the `Accept` header) and
+    /// gives a successful answer to `read`; transient failures (of either) are retried under
+    /// the request backoff.
+    async fn get<T, F, Fut>(
+        &self,
+        repository: &str,
+        path: &str,
+        accept: Option<&str>,
+        what: &str,
+        read: F,
+    ) -> Result<T, Failure>
+    where
+        F: Fn(reqwest::Response) -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let url = format!("{}/v2/{repository}/{path}", self.address());
+        let mut delays = Backoff::REQUEST.delays();
+        loop {
+            let authorization = self
+                .authorization(repository, Operation::Pull)
+                .await
+                .map_err(Failure::Done)?;
+            let mut request = self.http.get(&url);
+            if let Some(accept) = accept {
+                request = request
+                    .header(reqwest::header::ACCEPT, accept)
+                    .timeout(super::http::SMALL_ANSWER_TIMEOUT);
+            }
+            request = match authorization {
+                Authorization::None => request,
+                Authorization::Basic(user, password) => request.basic_auth(user, Some(password)),
+                Authorization::Bearer(token) => request.bearer_auth(token),
+            };
+            let failure = match request.send().await {
+                Ok(answer) if answer.status().is_success() => match read(answer).await {
+                    Ok(v) => return Ok(v),
+                    Err(f) => f,
+                },
+                Ok(answer) => {
+                    let code = answer.status().as_u16();
+                    let body = super::http::error_body(answer).await;
+                    Failure::Answer {
+                        code,
+                        errors: super::http::error_codes(&body),
+                    }
+                }
+                Err(e) => Failure::Transport(e),
+            };
+            match delays.next() {
+                Some(wait) if failure.transient() => {
+                    tracing::debug!(registry = %self.registry, "{what}: {}; retrying in {wait:?}", self.explain(Operation::Pull, what, failure));
+                    tokio::time::sleep(wait).await;
+                }
+                _ => return Err(failure),
+            }
+        }
+    }
+
     /// Pushes `bytes` as a blob of `repository` (skipped when the registry has it).
     pub async fn push_blob(&self, repository: &str, bytes: &[u8]) -> Result<Digest, OciError> {
         let digest = Digest::of(bytes);
         let image = self.reference(repository, &digest.to_string());
-        self.store_auth(&image, Operation::Push).await?;
-        let what = format!("{}/{repository}@{digest}", self.registry);
         let digest_text = digest.to_string();
+        let data = bytes::Bytes::copy_from_slice(bytes);
+        self.push_blob_with(&image, || {
+            self.client.push_blob(&image, data.clone(), &digest_text)
+        })
+        .await?;
+        Ok(digest)
+    }
+
+    /// Pushes the file `path` (its content has `digest`) as a blob of `repository`, streamed
+    /// (skipped when the registry has it).
+    pub async fn push_blob_file(
+        &self,
+        repository: &str,
+        path: &std::path::Path,
+        digest: &Digest,
+    ) -> Result<(), OciError> {
+        let size = std::fs::metadata(path)
+            .map_err(|e| OciError::Unavailable(format!("{}: {e}", path.display())))?
+            .len();
+        let image = self.reference(repository, &digest.to_string());
+        let digest_text = digest.to_string();
+        self.push_blob_with(&image, || async {
+            let file = std::fs::File::open(path).map_err(|e| {
+                OciDistributionError::GenericError(Some(format!("{}: {e}", path.display())))
+            })?;
+            self.client
+                .push_blob_stream(&image, file_chunks(file), &digest_text, Some(size))
+                .await
+        })
+        .await
+    }
+
+    /// Pushes the blob `image` names (by digest) with `push`, unless the registry has it.
+    async fn push_blob_with<F, Fut>(&self, image: &Reference, push: F) -> Result<(), OciError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<String, OciDistributionError>>,
+    {
+        self.store_auth(image, Operation::Push).await?;
+        let digest = image.digest().unwrap_or_default();
+        let what = format!("{}/{}@{digest}", self.registry, image.repository());
         let exists = self
             .retry(Operation::Push, &what, || {
-                self.client.blob_exists(&image, &digest_text)
+                self.client.blob_exists(image, digest)
             })
             .await?;
         if !exists {
-            let data = bytes::Bytes::copy_from_slice(bytes);
-            self.retry(Operation::Push, &what, || {
-                self.client.push_blob(&image, data.clone(), &digest_text)
-            })
-            .await?;
+            self.retry(Operation::Push, &what, push).await?;
         }
-        Ok(digest)
+        Ok(())
     }
 
     /// Pushes the manifest `bytes` (media type `media_type`) to `repository` under `tag`.
@@ -433,54 +611,58 @@ impl Registry {
         Ok(())
     }
 
-    /// Gives the client this registry's credentials before a request on `image` for
-    /// `operation`: oci-client uses them (Basic, or to get a bearer token for the operation)
-    /// only once stored. With an identity token, first exchanges it for a bearer token for
-    /// the repository and operation (again when the last one is older than
-    /// [`EXCHANGED_TOKEN_USE`]), which the client then uses.
-    async fn store_auth(&self, image: &Reference, operation: Operation) -> Result<(), OciError> {
-        if let Some(identity) = &self.identity {
-            let push = operation == Operation::Push;
-            let key = (image.repository().to_owned(), push);
-            let mut done = identity.done.lock().await;
-            if done
-                .get(&key)
-                .is_none_or(|at| at.elapsed() >= EXCHANGED_TOKEN_USE)
-            {
-                let scope = format!(
-                    "repository:{}:{}",
-                    image.repository(),
-                    if push { "pull,push" } else { "pull" }
-                );
-                let token = identity
-                    .exchanger
-                    .exchange(&identity.refresh_token, &scope, |host| {
-                        self.access.plain_http(host)
-                    })
-                    .await
-                    .map_err(|why| {
-                        OciError::Unavailable(format!(
-                            "{}/{}: {why}",
-                            self.registry,
-                            image.repository()
-                        ))
-                    })?;
-                if let Some(token) = token {
-                    // A push also reads (whether a blob is there): the token for pull and
-                    // push serves both.
-                    let ops: &[RegistryOperation] = if push {
-                        &[RegistryOperation::Pull, RegistryOperation::Push]
-                    } else {
-                        &[RegistryOperation::Pull]
-                    };
-                    for op in ops {
-                        self.client
-                            .auth(image, &RegistryAuth::Bearer(token.clone()), *op)
-                            .await
-                            .map_err(|e| self.describe(operation, &self.registry, &e))?;
+    /// How requests on `repository` for `operation` are authorized: asked for (a bearer token
+    /// from the token server, [`super::oauth`]) when the last one is older than
+    /// [`TOKEN_USE`].
+    async fn authorization(
+        &self,
+        repository: &str,
+        operation: Operation,
+    ) -> Result<Authorization, OciError> {
+        let push = operation == Operation::Push;
+        let mut held = self.authorized.lock().await;
+        let key = (repository.to_owned(), push);
+        if let Some((authorization, at)) = held.get(&key)
+            && at.elapsed() < TOKEN_USE
+        {
+            return Ok(authorization.clone());
+        }
+        let scope = format!(
+            "repository:{repository}:{}",
+            if push { "pull,push" } else { "pull" }
+        );
+        let authorization = self
+            .tokens
+            .authorize(&self.secret, &scope, |host| self.access.plain_http(host))
+            .await
+            .map_err(|denied| {
+                let what = format!("{}/{repository}", self.registry);
+                match denied {
+                    Denied::Refused(status) => {
+                        OciError::Unavailable(self.refused(operation, &what, status))
                     }
+                    Denied::TooLarge(why) => OciError::Refused(format!("{what}: {why}")),
+                    Denied::Failed(why) => OciError::Unavailable(format!("{what}: {why}")),
                 }
-                done.insert(key, std::time::Instant::now());
+            })?;
+        held.insert(key, (authorization.clone(), Instant::now()));
+        Ok(authorization)
+    }
+
+    /// Gives `oci-client` the authorization for a push on `image` (a bearer token for pull
+    /// and push: a push also reads whether a blob is there), so that it asks no token server
+    /// itself while the token lasts.
+    async fn store_auth(&self, image: &Reference, operation: Operation) -> Result<(), OciError> {
+        let token = match self.authorization(image.repository(), operation).await? {
+            Authorization::None => None,
+            Authorization::Basic(user, password) => Some(RegistryTokenType::Basic(user, password)),
+            Authorization::Bearer(token) => {
+                Some(RegistryTokenType::Bearer(RegistryToken::Token { token }))
+            }
+        };
+        if let Some(token) = token {
+            for op in [RegistryOperation::Pull, RegistryOperation::Push] {
+                self.client.tokens.insert(image, op, token.clone()).await;
             }
         }
         self.client
@@ -512,18 +694,12 @@ impl Registry {
 
     /// Runs `op` under the request backoff, retrying transient failures; the last failure
     /// in plain words, naming `what` and the registry.
-    async fn retry<T, F, Fut>(&self, operation: Operation, what: &str, op: F) -> Result<T, OciError>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, OciDistributionError>>,
-    {
-        self.retry_raw(what, op)
-            .await
-            .map_err(|e| self.describe(operation, what, &e))
-    }
-
-    /// [`Registry::retry`], the last error as the client gave it.
-    async fn retry_raw<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, OciDistributionError>
+    async fn retry<T, F, Fut>(
+        &self,
+        operation: Operation,
+        what: &str,
+        mut op: F,
+    ) -> Result<T, OciError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, OciDistributionError>>,
@@ -537,22 +713,32 @@ impl Registry {
                         tracing::debug!(registry = %self.registry, "{what}: {}; retrying in {wait:?}", describe_cause(&e));
                         tokio::time::sleep(wait).await;
                     }
-                    None => return Err(e),
+                    None => return Err(self.describe(operation, what, &e)),
                 },
-                Err(e) => return Err(e),
+                Err(e) => return Err(self.describe(operation, what, &e)),
             }
         }
     }
 
-    /// `e` in plain words; `operation` is what was being done.
+    /// `oci-client`'s error `e` in plain words; `operation` is what was being done.
     fn describe(&self, operation: Operation, what: &str, e: &OciDistributionError) -> OciError {
-        use OciDistributionError as E;
-        let registry = &self.registry;
-        if let Some(status) = refusal(e) {
-            return OciError::Unavailable(self.refused(operation, what, status));
+        self.words(operation, what, cause_of(e))
+    }
+
+    /// A failed read in plain words.
+    fn explain(&self, operation: Operation, what: &str, failure: Failure) -> OciError {
+        match failure {
+            Failure::Done(e) => e,
+            other => self.words(operation, what, other.cause()),
         }
-        match e {
-            E::RequestError(re) if re.is_connect() || re.is_timeout() || re.is_request() => {
+    }
+
+    /// `cause` in plain words; `operation` is what was being done on `what`.
+    fn words(&self, operation: Operation, what: &str, cause: Cause) -> OciError {
+        let registry = &self.registry;
+        match cause {
+            Cause::Refused(status) => OciError::Unavailable(self.refused(operation, what, status)),
+            Cause::Unreachable(cause) => {
                 let hint = if self.scheme == "https"
                     && !is_loopback(super::reference::host_of(registry))
                 {
@@ -561,39 +747,19 @@ impl Registry {
                     String::new()
                 };
                 OciError::Unavailable(format!(
-                    "{what}: cannot reach the registry {registry} at {}: {}; check that it runs and the address is right{hint}",
+                    "{what}: cannot reach the registry {registry} at {}: {cause}; check that it runs and the address is right{hint}",
                     self.address(),
-                    describe_cause(e)
                 ))
             }
-            E::ImageManifestNotFoundError(_) => OciError::Unavailable(format!(
+            Cause::NotFound => OciError::Unavailable(format!(
                 "{what}: not found in the registry {registry}: check the repository, tag or digest"
             )),
-            E::ServerError { code: 404, .. } => OciError::Unavailable(format!(
-                "{what}: not found in the registry {registry}: check the repository, tag or digest"
+            Cause::Mismatch(cause) => OciError::Mismatch(format!(
+                "{what}: {cause}: the registry's content does not match its digest, refused"
             )),
-            E::RegistryError { envelope, .. }
-                if envelope.errors.iter().any(|x| {
-                    matches!(
-                        x.code,
-                        oci_client::errors::OciErrorCode::ManifestUnknown
-                            | oci_client::errors::OciErrorCode::NameUnknown
-                            | oci_client::errors::OciErrorCode::BlobUnknown
-                    )
-                }) =>
-            {
-                OciError::Unavailable(format!(
-                    "{what}: not found in the registry {registry}: check the repository, tag or digest"
-                ))
+            Cause::Other(cause) => {
+                OciError::Unavailable(format!("{what}: the registry {registry}: {cause}"))
             }
-            E::DigestError(_) => OciError::Mismatch(format!(
-                "{what}: {}: the registry's content does not match its digest, refused",
-                describe_cause(e)
-            )),
-            _ => OciError::Unavailable(format!(
-                "{what}: the registry {registry}: {}",
-                describe_cause(e)
-            )),
         }
     }
 }
@@ -614,7 +780,7 @@ impl Registry {
             Operation::Pull => ("read", "pull"),
             Operation::Push => ("push", "push"),
         };
-        if matches!(self.auth, RegistryAuth::Anonymous) && self.identity.is_none() {
+        if matches!(self.secret, Secret::None) {
             format!(
                 "{what}: the registry {registry} refused access without credentials (HTTP {status}): log in with `docker login {registry}` (cvo uses the Docker config's credentials) as a user who may {permission} the repository"
             )
@@ -626,49 +792,62 @@ impl Registry {
     }
 }
 
-/// The HTTP status when the registry (or its token server) refused access: 401 or 403.
-fn refusal(e: &OciDistributionError) -> Option<u16> {
+/// What `oci-client`'s error `e` says went wrong.
+fn cause_of(e: &OciDistributionError) -> Cause {
     use OciDistributionError as E;
+    use oci_client::errors::OciErrorCode as C;
+    let has = |envelope: &oci_client::errors::OciEnvelope, codes: &[C]| {
+        envelope.errors.iter().any(|x| codes.contains(&x.code))
+    };
     match e {
-        E::RequestError(re) => re
-            .status()
-            .map(|s| s.as_u16())
-            .filter(|s| *s == 401 || *s == 403),
-        E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => Some(401),
+        E::RequestError(re) if re.status().is_some_and(|s| s == 401 || s == 403) => {
+            Cause::Refused(re.status().map_or(401, |s| s.as_u16()))
+        }
+        E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => Cause::Refused(401),
         E::ServerError {
             code: code @ (401 | 403),
             ..
-        } => Some(*code),
-        E::RegistryError { envelope, .. }
-            if envelope.errors.iter().any(|x| {
-                matches!(
-                    x.code,
-                    oci_client::errors::OciErrorCode::Unauthorized
-                        | oci_client::errors::OciErrorCode::Denied
-                )
-            }) =>
-        {
-            Some(401)
+        } => Cause::Refused(*code),
+        E::RegistryError { envelope, .. } if has(envelope, &[C::Unauthorized, C::Denied]) => {
+            Cause::Refused(401)
         }
-        _ => None,
+        E::RequestError(re) if re.is_connect() || re.is_timeout() || re.is_request() => {
+            Cause::Unreachable(describe_cause(e))
+        }
+        E::ImageManifestNotFoundError(_) | E::ServerError { code: 404, .. } => Cause::NotFound,
+        E::RegistryError { envelope, .. }
+            if has(
+                envelope,
+                &[C::ManifestUnknown, C::NameUnknown, C::BlobUnknown],
+            ) =>
+        {
+            Cause::NotFound
+        }
+        E::DigestError(_) => Cause::Mismatch(describe_cause(e)),
+        _ => Cause::Other(describe_cause(e)),
     }
 }
 
-/// Whether the registry answered that the manifest, blob or repository does not exist.
-fn not_found(e: &OciDistributionError) -> bool {
-    use OciDistributionError as E;
-    match e {
-        E::ImageManifestNotFoundError(_) | E::ServerError { code: 404, .. } => true,
-        E::RegistryError { envelope, .. } => envelope.errors.iter().any(|x| {
-            matches!(
-                x.code,
-                oci_client::errors::OciErrorCode::ManifestUnknown
-                    | oci_client::errors::OciErrorCode::NameUnknown
-                    | oci_client::errors::OciErrorCode::BlobUnknown
-            )
-        }),
-        _ => false,
-    }
+/// The content of `file` in chunks of 1 MiB, for a streamed push.
+fn file_chunks(
+    file: std::fs::File,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, OciDistributionError>> + Send + 'static {
+    futures::stream::unfold(Some(file), |file| async move {
+        use std::io::Read as _;
+        let mut file = file?;
+        let mut buf = vec![0u8; 1 << 20];
+        match file.read(&mut buf) {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(bytes::Bytes::from(buf)), Some(file)))
+            }
+            Err(e) => Some((
+                Err(OciDistributionError::GenericError(Some(e.to_string()))),
+                None,
+            )),
+        }
+    })
 }
 
 /// `:` before a tag, `@` before a digest.
@@ -734,7 +913,98 @@ fn credentials(registry: &str) -> Result<RegistryAuth, OciError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::http::stand_in::{endless, full, respond, serve};
     use super::*;
+
+    /// Hostile answers from a stand-in registry (a real registry never sends them): a
+    /// manifest that never ends or says it is too large, an error answer that never ends, a
+    /// token server that never ends. Each is refused at its cap, at once, naming the limit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn answers_without_end_are_refused_at_their_caps() {
+        let (host, _) = serve(|req, _| match req.uri().path() {
+            "/v2/" => respond(200, &[], full("{}")),
+            "/v2/cvo/endless/manifests/1" => respond(200, &[], endless()),
+            "/v2/cvo/declared/manifests/1" => {
+                respond(200, &[("content-length", "5000000")], endless())
+            }
+            "/v2/cvo/error/manifests/1" => respond(400, &[], endless()),
+            "/v2/cvo/error/blobs/sha256:0000000000000000000000000000000000000000000000000000000000000000" => {
+                respond(404, &[], endless())
+            }
+            "/v2/cvo/small/manifests/1" => respond(
+                200,
+                &[("content-type", super::super::shape::MANIFEST_MEDIA_TYPE)],
+                full("{}"),
+            ),
+            _ => respond(404, &[], full("")),
+        })
+        .await;
+        let registry = Registry::new(&host, &Access::default()).unwrap();
+        let started = std::time::Instant::now();
+        for repository in ["cvo/endless", "cvo/declared"] {
+            let err = registry.manifest(repository, "1").await.unwrap_err();
+            assert!(
+                matches!(&err, OciError::Refused(m) if m.contains(&format!("{host}/{repository}:1: the registry's manifest is larger than {MAX_MANIFEST_BYTES} bytes, the most a manifest may hold"))),
+                "{err}"
+            );
+        }
+        let err = registry.manifest("cvo/error", "1").await.unwrap_err();
+        assert!(err.to_string().contains("it answered HTTP 400"), "{err}");
+        let blob = Descriptor {
+            media_type: "application/octet-stream".to_owned(),
+            digest: format!("sha256:{}", "0".repeat(64)),
+            size: 10,
+        };
+        let err = registry
+            .blob("cvo/error", &blob, 100, &mut Vec::new())
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("not found in the registry"),
+            "{err}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        // A good one still reads.
+        assert_eq!(registry.manifest("cvo/small", "1").await.unwrap().0, b"{}");
+    }
+
+    /// A registry asking for bearer tokens whose token server answers without end: the read
+    /// is refused naming the token answer's cap, at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_token_server_without_end_refuses_the_read() {
+        let (host, seen) = serve(|req, host| match req.uri().path() {
+            "/token" => respond(200, &[], endless()),
+            _ => respond(
+                401,
+                &[(
+                    "www-authenticate",
+                    &format!(r#"Bearer realm="http://{host}/token",service="s""#),
+                )],
+                full(""),
+            ),
+        })
+        .await;
+        let registry = Registry::new(&host, &Access::default()).unwrap();
+        let started = std::time::Instant::now();
+        let err = registry.manifest("cvo/x", "1").await.unwrap_err();
+        assert!(
+            matches!(&err, OciError::Refused(m) if m.contains(&format!("{host}/cvo/x: the token server http://{host}/token of the registry {host} answered more than {} bytes, the most a token answer may hold", super::super::http::MAX_TOKEN_ANSWER_BYTES))),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // Not one request for the manifest: nothing was sent without a token.
+        assert!(
+            seen.lock()
+                .unwrap()
+                .iter()
+                .all(|(_, path, _)| !path.contains("manifests")),
+            "{seen:?}"
+        );
+    }
 
     #[test]
     fn loopback_is_plain_http_others_need_the_flag() {

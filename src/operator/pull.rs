@@ -9,9 +9,10 @@
 //!   `localhost` (Docker's rule); anything else is not looked up (an image, as before).
 //! - A tag is resolved to a digest **once per request** (`spec.desiredUpdate`'s image,
 //!   version and force): a tag moved later changes nothing until the request changes, and
-//!   other spec edits (a channel, overrides) do not resolve it again. What is remembered lives as long as the process;
-//!   after a restart the operator starts with its `--release` again, and the next full pass
-//!   resolves the spec's tag again (the "rebuilt from the cluster" rule).
+//!   other spec edits (a channel, overrides) do not resolve it again. The digest a tag named
+//!   is recorded in ClusterVersion's status (condition [`RELEASE_IMAGE_RESOLVED`], naming the
+//!   request), so that an operator restarted on its `--release` uses that digest for the same
+//!   request instead of resolving the tag again (the "rebuilt from the cluster" rule).
 //! - An image in the repository of the container image the operator's Pod runs (its
 //!   `operator` container: `ghcr.io/cvo-project/cvo:1.5.0` for an operator running
 //!   `ghcr.io/cvo-project/cvo:1.4.0`) is an operator image, and the Deployment moves there
@@ -21,7 +22,8 @@
 //!   (`POD_NAME`/`POD_NAMESPACE` unset) every pullspec is looked up.
 //! - Registry access: loopback registries over plain HTTP, `--insecure-registry`, the Docker
 //!   config's credentials, and `--pull-secret NAMESPACE/NAME` (a `kubernetes.io/dockerconfigjson`
-//!   Secret, read at every pull, never printed); blobs cached by digest under `--cache-dir`.
+//!   Secret, read at every pull — and by `cvo operator` for an OCI `--release` at start,
+//!   [`pull_secret_credentials`] — never printed); blobs cached by digest under `--cache-dir`.
 //!   Every [`FetchOptions`] the operator uses is built by [`Config::fetch_options`].
 //! - Signatures: with `--verify-key`, the resolved digest's cosign signature is checked
 //!   before the release is read; one that does not verify is reason
@@ -60,6 +62,13 @@ pub const PAYLOAD_INTEGRITY: &str = "UpdatePayloadIntegrity";
 /// `ReleaseAccepted` reason when the release image's signature does not verify with the
 /// operator's `--verify-key` keys (the CVO's), and the update is not forced.
 pub const IMAGE_VERIFICATION_FAILED: &str = "ImageVerificationFailed";
+/// The ClusterVersion condition recording the digest a tag in `spec.desiredUpdate.image` was
+/// resolved to, for the request (image, version, force) it was resolved for: a restarted
+/// operator uses that digest instead of resolving the tag again (status `True`, reason
+/// [`TAG_RESOLVED`]).
+pub const RELEASE_IMAGE_RESOLVED: &str = "ReleaseImageResolved";
+/// The reason of [`RELEASE_IMAGE_RESOLVED`].
+pub const TAG_RESOLVED: &str = "TagResolved";
 /// The longest cause a failure's message quotes (a registry's answer may be long).
 const MAX_CAUSE: usize = 1024;
 /// The key of a `kubernetes.io/dockerconfigjson` Secret.
@@ -303,6 +312,64 @@ struct Key {
     force: bool,
 }
 
+impl Key {
+    /// The record of this request resolved to `digest` in `reference`'s repository: the
+    /// [`RELEASE_IMAGE_RESOLVED`] condition.
+    fn record(&self, reference: &RegistryRef, digest: &Digest) -> Condition {
+        Condition::new(
+            RELEASE_IMAGE_RESOLVED,
+            ConditionStatus::True,
+            TAG_RESOLVED,
+            format!(
+                "{}{digest}; that digest is used until spec.desiredUpdate changes",
+                self.record_prefix(reference)
+            ),
+        )
+    }
+
+    /// What the record of this request says before the digest.
+    fn record_prefix(&self, reference: &RegistryRef) -> String {
+        format!(
+            "spec.desiredUpdate image={:?} version={:?} force={} resolved to {}@",
+            self.image,
+            self.version,
+            self.force,
+            reference.name()
+        )
+    }
+}
+
+/// The digest `conditions` record for the request `key` ([`Key::record`]), if any.
+fn recorded(conditions: &[Condition], key: &Key, reference: &RegistryRef) -> Option<Digest> {
+    let record = conditions
+        .iter()
+        .find(|c| c.type_ == RELEASE_IMAGE_RESOLVED)?;
+    let rest = record.message.strip_prefix(&key.record_prefix(reference))?;
+    Digest::parse(rest.split(';').next()?).ok()
+}
+
+/// Records in ClusterVersion that `key`'s tag was resolved to `digest` ([`Key::record`]); a
+/// failure is logged (the process remembers it still; a restart would resolve the tag again).
+async fn write_record(
+    cluster: &crate::cluster::Cluster,
+    key: &Key,
+    reference: &RegistryRef,
+    digest: &Digest,
+) {
+    let written = crate::status::clusterversion::write_update(
+        cluster,
+        &crate::apply::RetryPolicy::default(),
+        crate::status::clusterversion::Update::Conditions {
+            conditions: &[key.record(reference, digest)],
+            observed: None,
+        },
+    )
+    .await;
+    if let Err(e) = written {
+        tracing::warn!(image = %key.image, %digest, error = %e, "could not record the digest the tag resolved to in ClusterVersion: a restart resolves the tag again");
+    }
+}
+
 /// A failure, and when the next attempt may be made.
 #[derive(Debug)]
 struct Failure {
@@ -412,26 +479,81 @@ impl Puller {
         });
     }
 
-    /// The resolution of `key` remembered for its request, else a new one.
+    /// The resolution of `key` remembered for its request, else the digest recorded for it
+    /// in ClusterVersion (a tag resolved before a restart: [`RELEASE_IMAGE_RESOLVED`]), else a
+    /// new one — recorded there when a tag names a release artifact. Why not, in plain words.
     async fn resolve(
         &self,
+        client: &kube::Client,
         key: &Key,
         reference: &RegistryRef,
         options: &FetchOptions,
-    ) -> Result<Resolved, crate::oci::OciError> {
+    ) -> Result<Resolved, String> {
         if let Some((k, r)) = &self.lock().resolved
             && k == key
         {
             return Ok(r.clone());
         }
-        let resolved = crate::oci::resolve(reference, options).await?;
-        if let Some(tag) = &reference.tag
-            && reference.digest.is_none()
-        {
-            tracing::info!(image = %key.image, %tag, digest = %resolved.digest, "resolved the tag spec.desiredUpdate.image names: kept until the spec changes");
+        let tag = reference.tag.as_deref().filter(|_| reference.digest.is_none());
+        let cluster = crate::cluster::Cluster::new(client.clone());
+        let recorded = match tag {
+            Some(_) => self.recorded(&cluster, key, reference).await?,
+            None => None,
+        };
+        let pinned = RegistryRef {
+            digest: recorded.clone(),
+            ..reference.clone()
+        };
+        let resolved = crate::oci::resolve(&pinned, options)
+            .await
+            .map_err(|e| self.access_hint(e.to_string()))?;
+        match (tag, recorded) {
+            (Some(tag), Some(_)) => {
+                tracing::info!(image = %key.image, %tag, digest = %resolved.digest, "the tag spec.desiredUpdate.image names was resolved before (ClusterVersion records it): using that digest until the spec changes");
+            }
+            (Some(tag), None) => {
+                tracing::info!(image = %key.image, %tag, digest = %resolved.digest, "resolved the tag spec.desiredUpdate.image names: kept until the spec changes");
+                if matches!(resolved.kind, Kind::Release(_)) {
+                    write_record(&cluster, key, reference, &resolved.digest).await;
+                }
+            }
+            (None, _) => {}
         }
         self.lock().resolved = Some((key.clone(), resolved.clone()));
         Ok(resolved)
+    }
+
+    /// The digest ClusterVersion records for the request `key` (its tag resolved by an
+    /// earlier process), if any. ClusterVersion that cannot be read is an error: resolving
+    /// the tag again could move the cluster to another release (fail closed).
+    async fn recorded(
+        &self,
+        cluster: &crate::cluster::Cluster,
+        key: &Key,
+        reference: &RegistryRef,
+    ) -> Result<Option<Digest>, String> {
+        let retry = crate::apply::RetryPolicy::default();
+        let cv = crate::status::clusterversion::read(cluster, &retry)
+            .await
+            .map_err(|e| format!("looking up the digest recorded for this tag: {e}"))?;
+        Ok(cv.and_then(|cv| {
+            recorded(
+                &crate::status::clusterversion::conditions(&cv),
+                key,
+                reference,
+            )
+        }))
+    }
+
+    /// The options of a pull: the pull Secret's credentials, and `--verify-key` enforced
+    /// unless `force`.
+    async fn options(&self, client: &kube::Client, force: bool) -> Result<FetchOptions, String> {
+        let credentials = self.credentials(client).await?;
+        let mut options = self.config.fetch_options(credentials);
+        if let Some(verify) = &mut options.verify {
+            verify.enforce = !force;
+        }
+        Ok(options)
     }
 
     async fn pull(
@@ -449,18 +571,14 @@ impl Puller {
             reason,
             cause: crate::updates::truncate(&cause, MAX_CAUSE),
         };
-        let credentials = self
-            .credentials(client)
+        let options = self
+            .options(client, force)
             .await
             .map_err(|cause| fail(None, RETRIEVE_PAYLOAD, cause))?;
-        let mut options = self.config.fetch_options(credentials);
-        if let Some(verify) = &mut options.verify {
-            verify.enforce = !force;
-        }
         let resolved = self
-            .resolve(key, reference, &options)
+            .resolve(client, key, reference, &options)
             .await
-            .map_err(|e| fail(None, RETRIEVE_PAYLOAD, self.access_hint(e.to_string())))?;
+            .map_err(|cause| fail(None, RETRIEVE_PAYLOAD, cause))?;
         let digest = resolved.digest.clone();
         let at = format!("{}@{digest}", reference.name());
         // Reading the signature or the release of `digest` failed: a signature that does not
@@ -503,31 +621,35 @@ impl Puller {
         let opened = crate::oci::open(&pinned, &options)
             .await
             .map_err(retrieval)?;
+        let release = self
+            .load(&opened, &at)
+            .await
+            .map_err(|cause| fail(Some(&digest), PAYLOAD_INTEGRITY, cause))?;
+        tracing::info!(image = %at, asked = %key.image, version = %crate::status::conditions::version_text(&release), manifests = release.manifests.len(), seconds = started.elapsed().as_secs_f64(), "pulled the release spec.desiredUpdate.image names: leading with it from now on");
+        Ok(Outcome::Switch(Box::new(Pulled {
+            release,
+            asked: key.image.clone(),
+            _opened: opened,
+        })))
+    }
+
+    /// The release `opened` (image `at`) loaded as `--release` is, with what its signature
+    /// check found; why it cannot be used, in plain words.
+    async fn load(&self, opened: &Opened, at: &str) -> Result<Release, String> {
         let dir = opened.dir();
         let load = LoadOptions {
-            release_image: Some(at.clone()),
+            release_image: Some(at.to_owned()),
             ..self.config.load.clone()
         };
-        let loaded =
+        let (mut release, _) =
             tokio::task::spawn_blocking(move || crate::release::load_selected(&dir, &load))
                 .await
                 .map_err(|e| format!("loading was interrupted: {e}"))
                 .and_then(|r| r)
-                .map_err(|cause| {
-                    fail(
-                        Some(&digest),
-                        PAYLOAD_INTEGRITY,
-                        format!("the release cannot be loaded: {cause}"),
-                    )
-                })?;
-        let (mut release, _) = loaded;
+                .map_err(|cause| format!("the release cannot be loaded: {cause}"))?;
         release.name_files_relative_to_root();
         if release.has_errors() {
-            return Err(fail(
-                Some(&digest),
-                PAYLOAD_INTEGRITY,
-                format!("the release has {}", release.errors_line()),
-            ));
+            return Err(format!("the release has {}", release.errors_line()));
         }
         release.verification = match &opened.signature {
             SignatureCheck::NotAsked => Verification::NotChecked,
@@ -544,12 +666,7 @@ impl Puller {
         for d in &release.diagnostics {
             tracing::warn!(image = %at, "{d}");
         }
-        tracing::info!(image = %at, asked = %key.image, version = %crate::status::conditions::version_text(&release), manifests = release.manifests.len(), seconds = started.elapsed().as_secs_f64(), "pulled the release spec.desiredUpdate.image names: leading with it from now on");
-        Ok(Outcome::Switch(Box::new(Pulled {
-            release,
-            asked: key.image.clone(),
-            _opened: opened,
-        })))
+        Ok(release)
     }
 
     /// `cause`, with where the operator's credentials come from when the registry refused
@@ -571,17 +688,26 @@ impl Puller {
     /// The pull Secret's credentials (none without `--pull-secret`). Read at every pull; its
     /// data is never printed.
     pub(super) async fn credentials(&self, client: &kube::Client) -> Result<Credentials, String> {
-        let Some(secret) = &self.config.pull_secret else {
-            return Ok(Credentials::default());
-        };
-        let api: Api<Secret> = Api::namespaced(client.clone(), &secret.namespace);
-        let found = api
-            .get_opt(&secret.name)
-            .await
-            .map_err(|e| format!("reading the pull Secret {secret} (--pull-secret): {}", api_error(&e)))?
-            .ok_or_else(|| format!("the pull Secret {secret} (--pull-secret) does not exist: create it (kubectl create secret docker-registry) or fix the flag"))?;
-        credentials_of(secret, &found)
+        match &self.config.pull_secret {
+            Some(secret) => pull_secret_credentials(client, secret).await,
+            None => Ok(Credentials::default()),
+        }
     }
+}
+
+/// The credentials of the pull Secret `secret` (`--pull-secret`), read now; why not, in plain
+/// words (never quoting its data).
+pub async fn pull_secret_credentials(
+    client: &kube::Client,
+    secret: &NamespacedName,
+) -> Result<Credentials, String> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), &secret.namespace);
+    let found = api
+        .get_opt(&secret.name)
+        .await
+        .map_err(|e| format!("reading the pull Secret {secret} (--pull-secret): {}", api_error(&e)))?
+        .ok_or_else(|| format!("the pull Secret {secret} (--pull-secret) does not exist: create it (kubectl create secret docker-registry) or fix the flag"))?;
+    credentials_of(secret, &found)
 }
 
 /// A failed read of the pull Secret in plain words.
@@ -793,6 +919,44 @@ mod tests {
             .await,
             Outcome::Failed(_)
         ));
+    }
+
+    /// The record a tag's resolution leaves in ClusterVersion names the request it was made
+    /// for: the same request reads the digest back; another one (version, force, image, or
+    /// another repository) finds none.
+    #[test]
+    fn the_recorded_digest_is_read_back_for_the_same_request_only() {
+        let reference = pullspec("127.0.0.1:5000/cvo/release:next").unwrap();
+        let key = |image: &str, version: &str, force| Key {
+            image: image.to_owned(),
+            version: version.to_owned(),
+            force,
+        };
+        let asked = key("127.0.0.1:5000/cvo/release:next", "", false);
+        let digest = Digest::of(b"manifest");
+        let record = asked.record(&reference, &digest);
+        assert_eq!(
+            (record.type_.as_str(), record.status, record.reason.as_str()),
+            (RELEASE_IMAGE_RESOLVED, ConditionStatus::True, TAG_RESOLVED)
+        );
+        assert_eq!(
+            record.message,
+            format!(
+                "spec.desiredUpdate image=\"127.0.0.1:5000/cvo/release:next\" version=\"\" force=false resolved to 127.0.0.1:5000/cvo/release@{digest}; that digest is used until spec.desiredUpdate changes"
+            )
+        );
+        let others = [Condition::new("Available", ConditionStatus::True, "x", "y"), record];
+        assert_eq!(recorded(&others, &asked, &reference), Some(digest));
+        for other in [
+            key("127.0.0.1:5000/cvo/release:next", "1.2.0", false),
+            key("127.0.0.1:5000/cvo/release:next", "", true),
+            key("127.0.0.1:5000/cvo/release:other", "", false),
+        ] {
+            assert_eq!(recorded(&others, &other, &reference), None, "{other:?}");
+        }
+        let elsewhere = pullspec("127.0.0.1:5000/cvo/mirror:next").unwrap();
+        assert_eq!(recorded(&others, &asked, &elsewhere), None);
+        assert_eq!(recorded(&others[..1], &asked, &reference), None);
     }
 
     #[test]
