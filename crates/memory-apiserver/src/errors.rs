@@ -209,20 +209,14 @@ impl ApiError {
     }
 
     /// 415 `UnsupportedMediaType` for a create or update body in a format this server does not
-    /// decode, with kube-apiserver's message. Protobuf, which kube-apiserver decodes for built-in
-    /// kinds, gets a second sentence saying what to do: kubectl 1.32 and later send it from their
-    /// `kubectl create <kind>` commands and do not fall back to JSON on a 415 (client-go falls
-    /// back from CBOR only).
-    pub fn unsupported_body(content_type: &str) -> Self {
-        let mut message = String::from(
+    /// decode, with kube-apiserver's message. (Protobuf bodies of built-in kinds are decoded,
+    /// or refused, by `protobuf::to_json`; custom resources take no protobuf, as in kube.)
+    pub fn unsupported_body() -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
-        );
-        if is_protobuf(content_type) {
-            message.push_str(
-                "; this in-memory API server does not decode protobuf (application/vnd.kubernetes.protobuf), which `kubectl create namespace|configmap|secret|…` sends: write the object with `kubectl create … --dry-run=client -o yaml | kubectl create -f -` (or `kubectl apply -f -`)",
-            );
-        }
-        Self::new(415, "UnsupportedMediaType", message)
+        )
     }
 
     /// 410 `Expired`: a watch or continue token from a compacted resourceVersion.
@@ -306,7 +300,7 @@ impl Cause {
 
 /// True for Kubernetes' protobuf media type (`application/vnd.kubernetes.protobuf`, with or
 /// without parameters).
-fn is_protobuf(content_type: &str) -> bool {
+pub fn is_protobuf(content_type: &str) -> bool {
     media_type(content_type) == "application/vnd.kubernetes.protobuf"
 }
 

@@ -16,7 +16,8 @@ use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
 use serde_json::Value;
 
 use super::Shared;
-use super::errors::{ApiError, media_type};
+use super::errors::{ApiError, is_protobuf, media_type};
+use super::protobuf;
 use super::faults::RequestInfo;
 use super::handler::{DeleteOpts, ListOpts, Policy, Target, WriteOpts};
 use super::patch::PatchKind;
@@ -305,6 +306,10 @@ async fn handle_inner(
     let patch_kind = PatchKind::from_content_type(ct);
     let verb = verb(&parts.method, &t, &q, patch_kind)?;
     check_media(verb, &t, ct, patch_kind)?;
+    let body = match verb {
+        "create" | "update" if is_protobuf(ct) => Bytes::from(protobuf::to_json(&body)?),
+        _ => body,
+    };
     inject_faults(&shared, verb, &t).await?;
     let default_manager = default_manager(&parts.headers);
     let wo = || -> Result<WriteOpts, ApiError> {
@@ -428,8 +433,8 @@ fn verb(
 }
 
 /// The body must be in a media type the server decodes for the verb, else 415 as kube-apiserver
-/// answers: JSON or YAML for create and update (no `Content-Type` means JSON), and no strategic
-/// merge patch for custom resources. Unknown patch types are refused where the patch is applied.
+/// answers: JSON, YAML or protobuf (some kinds, see `protobuf`) for create and update (no
+/// `Content-Type` means JSON), and no strategic merge patch for custom resources. Unknown patch types are refused where the patch is applied.
 fn check_media(
     verb: &str,
     t: &Target,
@@ -439,7 +444,8 @@ fn check_media(
     match verb {
         "create" | "update" => match media_type(content_type).as_str() {
             "" | "application/json" | "application/yaml" => Ok(()),
-            _ => Err(ApiError::unsupported_body(content_type)),
+            "application/vnd.kubernetes.protobuf" if !t.info.custom => Ok(()),
+            _ => Err(ApiError::unsupported_body()),
         },
         "patch" if t.info.custom && patch_kind == Some(PatchKind::Strategic) => {
             Err(ApiError::unsupported_patch(true))
