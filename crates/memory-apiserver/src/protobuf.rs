@@ -109,7 +109,13 @@ fn unknown(buf: &[u8]) -> Result<(String, String, &[u8]), ApiError> {
         match (number, value) {
             (1, Wire::Bytes(b)) => {
                 let type_meta = message(b, TYPE_META, "TypeMeta")?;
-                let get = |k: &str| type_meta.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                let get = |k: &str| {
+                    type_meta
+                        .get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string()
+                };
                 (api_version, kind) = (get("apiVersion"), get("kind"));
             }
             (2, Wire::Bytes(b)) => raw = b,
@@ -138,7 +144,9 @@ fn message(buf: &[u8], fields: &[Field], name: &str) -> Result<Map<String, Value
             (Ty::Int, Wire::Varint(v)) => Value::from(v as i64),
             (Ty::StrMap | Ty::BytesMap, Wire::Bytes(b)) => {
                 let (k, v) = map_entry(b, matches!(ty, Ty::BytesMap))?;
-                let map = object.entry(key).or_insert_with(|| Value::Object(Map::new()));
+                let map = object
+                    .entry(key)
+                    .or_insert_with(|| Value::Object(Map::new()));
                 map.as_object_mut().expect("a map").insert(k, v);
                 continue;
             }
@@ -154,7 +162,11 @@ fn message(buf: &[u8], fields: &[Field], name: &str) -> Result<Map<String, Value
                 m if m.is_empty() => continue,
                 m => Value::Object(m),
             },
-            _ => return Err(malformed(&format!("field {key} of {name} has the wrong wire type"))),
+            _ => {
+                return Err(malformed(&format!(
+                    "field {key} of {name} has the wrong wire type"
+                )));
+            }
         };
         object.insert(key.into(), value);
     }
@@ -163,7 +175,9 @@ fn message(buf: &[u8], fields: &[Field], name: &str) -> Result<Map<String, Value
 
 /// Appends to the JSON array `key` of `object`.
 fn push(object: &mut Map<String, Value>, key: &str, item: Value) {
-    let list = object.entry(key).or_insert_with(|| Value::Array(Vec::new()));
+    let list = object
+        .entry(key)
+        .or_insert_with(|| Value::Array(Vec::new()));
     list.as_array_mut().expect("a list").push(item);
 }
 
@@ -194,7 +208,8 @@ fn wire_fields(mut buf: &[u8]) -> Result<Vec<(u32, Wire<'_>)>, ApiError> {
     let mut fields = Vec::new();
     while !buf.is_empty() {
         let tag = varint(&mut buf)?;
-        let number = u32::try_from(tag >> 3).map_err(|_| malformed("a field number is too large"))?;
+        let number =
+            u32::try_from(tag >> 3).map_err(|_| malformed("a field number is too large"))?;
         let wire = match tag & 7 {
             0 => Wire::Varint(varint(&mut buf)?),
             2 => {
@@ -251,4 +266,92 @@ fn unsupported(why: &str) -> ApiError {
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml; this in-memory API server decodes only part of protobuf (application/vnd.kubernetes.protobuf): {why}; send the object as JSON or YAML, e.g. `kubectl create … --dry-run=client -o yaml | kubectl create -f -`"
         ),
     )
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// kubectl 1.32's body for `kubectl create ns bar`.
+    pub(crate) const KUBECTL_CREATE_NS_BAR: &[u8] = b"k8s\x00\x0a\x0f\x0a\x02v1\x12\x09Namespace\x12\x1b\x0a\x13\x0a\x03bar\x12\x00\x1a\x00\x22\x00\x2a\x00\x32\x00\x38\x00\x42\x00\x12\x00\x1a\x02\x0a\x00\x1a\x00\x22\x00";
+    /// kubectl 1.32's body for
+    /// `kubectl create secret generic t --from-literal=p=q --type=kubernetes.io/basic-auth -n foo`.
+    const KUBECTL_CREATE_SECRET: &[u8] = b"k8s\x00\x0a\x0c\x0a\x02v1\x12\x06Secret\x12\x38\x0a\x14\x0a\x01t\x12\x00\x1a\x03foo\x22\x00\x2a\x00\x32\x00\x38\x00\x42\x00\x12\x06\x0a\x01p\x12\x01q\x1a\x18kubernetes.io/basic-auth\x1a\x00\x22\x00";
+
+    fn decoded(body: &[u8]) -> Value {
+        serde_json::from_slice(&to_json(body).expect("decodes")).unwrap()
+    }
+
+    /// Length-delimited field `number` holding `value`.
+    fn field(number: u8, value: &[u8]) -> Vec<u8> {
+        let mut out = vec![number << 3 | 2, u8::try_from(value.len()).unwrap()];
+        out.extend_from_slice(value);
+        out
+    }
+
+    /// An envelope around `raw` for `v1` `kind`.
+    fn envelope(kind: &str, raw: &[u8]) -> Vec<u8> {
+        let type_meta = [field(1, b"v1"), field(2, kind.as_bytes())].concat();
+        [b"k8s\0".to_vec(), field(1, &type_meta), field(2, raw)].concat()
+    }
+
+    #[test]
+    fn kubectl_bodies_become_the_json_kubectl_would_send() {
+        assert_eq!(
+            decoded(KUBECTL_CREATE_NS_BAR),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bar"}})
+        );
+        assert_eq!(
+            decoded(KUBECTL_CREATE_SECRET),
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/basic-auth",
+                   "metadata": {"name": "t", "namespace": "foo"}, "data": {"p": "cQ=="}})
+        );
+    }
+
+    #[test]
+    fn config_map_labels_lists_and_flags_are_decoded() {
+        let label = |k: &[u8], v: &[u8]| field(11, &[field(1, k), field(2, v)].concat());
+        let meta = [
+            field(1, b"x"),
+            label(b"a", b"1"),
+            label(b"b", b""),
+            field(14, b"f"),
+        ]
+        .concat();
+        let raw = [
+            field(1, &meta),
+            field(2, &[field(1, b"k"), field(2, b"v")].concat()),
+            field(3, &[field(1, b"bin"), field(2, &[0xff, 0])].concat()),
+            vec![4 << 3, 1], // immutable: true
+        ]
+        .concat();
+        assert_eq!(
+            decoded(&envelope("ConfigMap", &raw)),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "immutable": true,
+                   "metadata": {"name": "x", "labels": {"a": "1", "b": ""}, "finalizers": ["f"]},
+                   "data": {"k": "v"}, "binaryData": {"bin": "/wA="}})
+        );
+    }
+
+    /// Never a field dropped silently: an unknown one (here ownerReferences, 13) is a 415; a
+    /// truncated or foreign body is a 400.
+    #[test]
+    fn unknown_fields_and_malformed_bodies_are_refused() {
+        let raw = field(1, &[field(1, b"x"), field(13, b"")].concat());
+        let err = to_json(&envelope("ConfigMap", &raw)).unwrap_err();
+        assert_eq!(err.code, 415, "{err:?}");
+        assert!(err.message.contains("field 13 of metadata"), "{err:?}");
+        for bad in [
+            &b"{}"[..],
+            b"k8s\0\x0a\x05\x0a",
+            b"k8s\0\x0d\0\0\0\0",
+            b"k8s\0\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff",
+        ] {
+            let err = to_json(bad).unwrap_err();
+            assert_eq!(err.code, 400, "{bad:?}: {err:?}");
+        }
+        let not_utf8 = envelope("ConfigMap", &field(1, &field(1, &[0xff])));
+        assert_eq!(to_json(&not_utf8).unwrap_err().code, 400);
+    }
 }

@@ -17,10 +17,10 @@ use serde_json::Value;
 
 use super::Shared;
 use super::errors::{ApiError, is_protobuf, media_type};
-use super::protobuf;
 use super::faults::RequestInfo;
 use super::handler::{DeleteOpts, ListOpts, Policy, Target, WriteOpts};
 use super::patch::PatchKind;
+use super::protobuf;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::{discovery, watch};
 
@@ -597,36 +597,47 @@ mod tests {
         (code, serde_json::from_slice(&bytes).unwrap())
     }
 
-    /// kubectl 1.32+ creates built-in kinds with a protobuf body (`kubectl create ns foo`).
-    /// This server does not decode protobuf: it answers 415 with a `Status` that says what to do
-    /// (it used to answer 400 "could not be decoded as JSON or YAML"), and stores nothing.
+    /// kubectl 1.32+ creates built-in kinds with a protobuf body (`kubectl create ns bar`, the
+    /// bytes below are kubectl 1.32's) and client-go does not fall back to JSON after a 415: the
+    /// server decodes it (it used to answer 400 "could not be decoded as JSON or YAML"). A kind
+    /// it does not decode is a 415 that says what to do, and nothing is written.
     #[tokio::test]
-    async fn a_protobuf_body_is_unsupported_media_type() {
+    async fn kubectl_protobuf_creates_are_decoded() {
         let server = crate::MemoryServer::start(crate::Config::default());
-        let rv = server.resource_version();
-        // The start of kubectl's `create ns foo` body: magic, then a runtime.Unknown.
-        let protobuf = b"k8s\x00\n\x0f\n\x02v1\x12\tNamespace\x12\x07\n\x05\n\x03foo";
-        let (code, status) = send(
+        let (code, ns) = send(
             &server,
             Method::POST,
             "/api/v1/namespaces?fieldManager=kubectl-create",
             Some("application/vnd.kubernetes.protobuf"),
-            protobuf,
+            crate::protobuf::tests::KUBECTL_CREATE_NS_BAR,
+        )
+        .await;
+        assert_eq!(code, 201, "{ns}");
+        assert_eq!(ns["metadata"]["name"], "bar", "{ns}");
+        assert_eq!(ns["status"]["phase"], "Active", "{ns}");
+
+        let rv = server.resource_version();
+        let deployment = b"k8s\x00\n\x15\n\x07apps/v1\x12\nDeployment\x12\x05\n\x03\n\x01d";
+        let (code, status) = send(
+            &server,
+            Method::POST,
+            "/apis/apps/v1/namespaces/default/deployments",
+            Some("application/vnd.kubernetes.protobuf"),
+            deployment,
         )
         .await;
         assert_eq!(code, 415, "{status}");
         assert_eq!(status["kind"], "Status", "{status}");
-        assert_eq!(status["status"], "Failure", "{status}");
         assert_eq!(status["reason"], "UnsupportedMediaType", "{status}");
-        assert_eq!(status["code"], 415, "{status}");
         let message = status["message"].as_str().unwrap();
         assert!(
             message.starts_with("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"),
             "{message}"
         );
+        assert!(message.contains("not apps/v1 Deployment"), "{message}");
         assert!(message.contains("kubectl create -f -"), "{message}");
         assert_eq!(server.resource_version(), rv, "nothing is written");
-        // An update (PUT) with another unknown type gets kube's message alone.
+        // An update (PUT) in another unknown type gets kube's message alone.
         let (code, status) = send(
             &server,
             Method::PUT,
@@ -645,7 +656,10 @@ mod tests {
     async fn json_and_yaml_bodies_are_decoded() {
         let server = crate::MemoryServer::start(crate::Config::default());
         for (ct, body) in [
-            (Some("application/json; charset=utf-8"), &br#"{"metadata":{"name":"a"}}"#[..]),
+            (
+                Some("application/json; charset=utf-8"),
+                &br#"{"metadata":{"name":"a"}}"#[..],
+            ),
             (Some("Application/JSON"), br#"{"metadata":{"name":"b"}}"#),
             (Some("application/yaml"), b"metadata:\n  name: c\n"),
             (None, br#"{"metadata":{"name":"d"}}"#),

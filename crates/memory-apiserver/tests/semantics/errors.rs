@@ -178,13 +178,15 @@ async fn undecodable_bodies_are_unsupported_media_type() {
             .body(body.clone())
             .unwrap()
     };
-    let unknown_format =
-        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml";
+    let unknown_format = "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml";
 
     let (code, ct, status) = raw(&tc, send(http::Method::POST, base.clone(), "text/plain")).await;
     assert_status_body(code, &ct, &status, 415, "UnsupportedMediaType");
     assert!(
-        status["message"].as_str().unwrap().starts_with(unknown_format),
+        status["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(unknown_format),
         "{status}"
     );
     assert!(
@@ -200,16 +202,26 @@ async fn undecodable_bodies_are_unsupported_media_type() {
     let (code, ct, status) = raw(&tc, send(http::Method::PUT, item.clone(), "text/plain")).await;
     assert_status_body(code, &ct, &status, 415, "UnsupportedMediaType");
     assert!(
-        status["message"].as_str().unwrap().starts_with(unknown_format),
+        status["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(unknown_format),
         "{status}"
     );
-    let (code, ct, status) = raw(&tc, send(http::Method::PATCH, item, "application/x-unknown")).await;
+    let (code, ct, status) = raw(
+        &tc,
+        send(http::Method::PATCH, item, "application/x-unknown"),
+    )
+    .await;
     assert_status_body(code, &ct, &status, 415, "UnsupportedMediaType");
 
     let crd = TestCrd::new("Lever", true, false);
     let levers = tc.dynamic(&crd.install(&tc).await, Some(&ns));
     levers
-        .create(&pp(), &crd.object("l", Some(&ns), json!({"spec": {"a": 1}})))
+        .create(
+            &pp(),
+            &crd.object("l", Some(&ns), json!({"spec": {"a": 1}})),
+        )
         .await
         .expect("create custom resource");
     let smp = http::Request::patch(format!(
