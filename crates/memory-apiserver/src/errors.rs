@@ -191,14 +191,31 @@ impl ApiError {
         Self::new(405, "MethodNotAllowed", message)
     }
 
-    /// 415 `UnsupportedMediaType`.
-    pub fn unsupported_media(ct: &str) -> Self {
+    /// 415 `UnsupportedMediaType` for a PATCH whose `Content-Type` is no patch type the resource
+    /// takes, worded as kube-apiserver words it: bare for built-in kinds, with the accepted patch
+    /// types for custom resources (which take no strategic merge patch).
+    pub fn unsupported_patch(custom: bool) -> Self {
+        if custom {
+            return Self::new(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            );
+        }
+        ApiError {
+            details: Some(Box::default()),
+            ..Self::new(415, "UnsupportedMediaType", "415: Unsupported Media Type")
+        }
+    }
+
+    /// 415 `UnsupportedMediaType` for a create or update body in a format this server does not
+    /// decode, with kube-apiserver's message. (Protobuf bodies of built-in kinds are decoded,
+    /// or refused, by `protobuf::to_json`; custom resources take no protobuf, as in kube.)
+    pub fn unsupported_body() -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {ct:?})"
-            ),
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
         )
     }
 
@@ -279,6 +296,22 @@ impl Cause {
     fn render(&self) -> String {
         format!("{}: {}", self.field, self.message)
     }
+}
+
+/// True for Kubernetes' protobuf media type (`application/vnd.kubernetes.protobuf`, with or
+/// without parameters).
+pub fn is_protobuf(content_type: &str) -> bool {
+    media_type(content_type) == "application/vnd.kubernetes.protobuf"
+}
+
+/// The media type of a `Content-Type` value, lowercased and without parameters.
+pub fn media_type(content_type: &str) -> String {
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
 }
 
 /// A `Status` object for successful deletes.

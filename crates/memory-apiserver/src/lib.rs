@@ -65,6 +65,7 @@ mod errors;
 mod faults;
 mod handler;
 mod patch;
+mod protobuf;
 mod resources;
 mod rng;
 mod roundtrip;

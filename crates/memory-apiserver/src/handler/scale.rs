@@ -80,7 +80,7 @@ impl State {
         o: &WriteOpts,
     ) -> Result<Reply, ApiError> {
         if kind == PatchKind::Apply {
-            return Err(ApiError::unsupported_media("application/apply-patch+yaml"));
+            return Err(ApiError::unsupported_patch(false));
         }
         let mut s = self.scale_get(t)?;
         patch::apply_patch(kind, &mut s, body)?;

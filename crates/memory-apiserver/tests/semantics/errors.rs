@@ -161,6 +161,89 @@ async fn errors_are_status_objects_with_code_reason_and_details() {
     );
 }
 
+/// Item 12: a body the server cannot decode is a 415 `UnsupportedMediaType` Status (not a 400):
+/// a create or update in an unknown media type, a PATCH in an unknown patch type, and a strategic
+/// merge patch of a custom resource (kube takes none; kubectl relies on this 415 to say so).
+#[tokio::test]
+async fn undecodable_bodies_are_unsupported_media_type() {
+    let tc = cluster().await;
+    let ns = tc.namespace("media").await;
+    let base = format!("/api/v1/namespaces/{ns}/configmaps");
+    let body = serde_json::to_vec(&json!({"metadata": {"name": "plain"}})).unwrap();
+    let send = |method: http::Method, path: String, content_type: &str| {
+        http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(http::header::CONTENT_TYPE, content_type)
+            .body(body.clone())
+            .unwrap()
+    };
+    let unknown_format = "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml";
+
+    let (code, ct, status) = raw(&tc, send(http::Method::POST, base.clone(), "text/plain")).await;
+    assert_status_body(code, &ct, &status, 415, "UnsupportedMediaType");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(unknown_format),
+        "{status}"
+    );
+    assert!(
+        is_not_found(&cms(&tc, &ns).get("plain").await),
+        "nothing is created"
+    );
+
+    cms(&tc, &ns)
+        .create(&pp(), &configmap("plain", json!({"data": {"a": "b"}})))
+        .await
+        .expect("create");
+    let item = format!("{base}/plain");
+    let (code, ct, status) = raw(&tc, send(http::Method::PUT, item.clone(), "text/plain")).await;
+    assert_status_body(code, &ct, &status, 415, "UnsupportedMediaType");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(unknown_format),
+        "{status}"
+    );
+    let (code, ct, status) = raw(
+        &tc,
+        send(http::Method::PATCH, item, "application/x-unknown"),
+    )
+    .await;
+    assert_status_body(code, &ct, &status, 415, "UnsupportedMediaType");
+
+    let crd = TestCrd::new("Lever", true, false);
+    let levers = tc.dynamic(&crd.install(&tc).await, Some(&ns));
+    levers
+        .create(
+            &pp(),
+            &crd.object("l", Some(&ns), json!({"spec": {"a": 1}})),
+        )
+        .await
+        .expect("create custom resource");
+    let smp = http::Request::patch(format!(
+        "/apis/{}/v1/namespaces/{ns}/{}/l",
+        crd.group, crd.plural
+    ))
+    .header(
+        http::header::CONTENT_TYPE,
+        "application/strategic-merge-patch+json",
+    )
+    .body(br#"{"spec":{"a":2}}"#.to_vec())
+    .unwrap();
+    let (code, ct, status) = raw(&tc, smp).await;
+    assert_status_body(code, &ct, &status, 415, "UnsupportedMediaType");
+    assert_eq!(
+        status["message"],
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    );
+    let kept = levers.get("l").await.expect("get");
+    assert_eq!(kept.data["spec"]["a"], 1, "the patch was not applied");
+}
+
 /// Item 12: what overload and transient failures look like on the wire. A real apiserver
 /// cannot be made to throttle on demand, so this runs only in memory, where fault injection
 /// produces them; the expected shapes are kube-apiserver's (`Retry-After` header and
