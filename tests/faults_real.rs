@@ -5,9 +5,10 @@
 //! an outage under a running leader leads again and runs a full pass within seconds.
 //!
 //! These act on processes, so they need the real control plane of `CVO_TEST_KUBECONFIG` with
-//! `REALK8S_RUN_DIR` set (as `.ci/run` does); against the in-memory server they print why they
-//! do not apply and return (its fault injection covers the same client paths in
-//! `apply_faults.rs` and `apply_sync.rs`). One fault at a time: they take turns.
+//! `REALK8S_RUN_DIR` set (as `.ci/run` does): they are ignored by default, and run with
+//! `--include-ignored` anywhere else they fail saying so (the in-memory server's fault
+//! injection covers the same client paths in `apply_faults.rs` and `apply_sync.rs`). One
+//! fault at a time: they take turns.
 
 mod common;
 
@@ -23,16 +24,16 @@ use cvo::sync::{Mode, SyncOptions, SyncOutcome, sync};
 
 static ONE_FAULT_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The cluster, when faults can be injected into it.
-async fn faultable() -> Option<TestCluster> {
+/// The cluster, which must be one faults can be injected into (the test fails otherwise).
+async fn faultable() -> TestCluster {
     let tc = common::cluster().await;
     if tc.is_memory() || std::env::var_os("REALK8S_RUN_DIR").is_none() {
-        common::skip(
-            "fault.sh kills and stalls processes of a real control plane; run with CVO_TEST_KUBECONFIG and REALK8S_RUN_DIR from ../shared/realk8s/start.sh",
+        common::needs::missing(
+            "a real control plane whose processes fault.sh kills and stalls",
+            "run with CVO_TEST_KUBECONFIG=$KUBECONFIG and REALK8S_RUN_DIR after eval \"$(../shared/realk8s/start.sh)\"",
         );
-        return None;
     }
-    Some(tc)
+    tc
 }
 
 /// The directory of `fault.sh`: `CVO_TEST_REALK8S_DIR`, or `../shared/realk8s` beside the
@@ -180,8 +181,9 @@ async fn after(done: &AtomicUsize, n: usize) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real control plane with fault.sh (CVO_TEST_KUBECONFIG and REALK8S_RUN_DIR from ../shared/realk8s/start.sh): run with --include-ignored (.ci/run does)"]
 async fn apiserver_restarted_mid_apply() {
-    let Some(tc) = faultable().await else { return };
+    let tc = faultable().await;
     let _turn = ONE_FAULT_AT_A_TIME.lock().await;
     let ns = common::unique("fault-restart");
     tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &ns);
@@ -195,8 +197,9 @@ async fn apiserver_restarted_mid_apply() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real control plane with fault.sh (CVO_TEST_KUBECONFIG and REALK8S_RUN_DIR from ../shared/realk8s/start.sh): run with --include-ignored (.ci/run does)"]
 async fn etcd_stalled_mid_apply() {
-    let Some(tc) = faultable().await else { return };
+    let tc = faultable().await;
     let _turn = ONE_FAULT_AT_A_TIME.lock().await;
     let ns = common::unique("fault-etcd");
     tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &ns);
@@ -212,8 +215,9 @@ async fn etcd_stalled_mid_apply() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real control plane with fault.sh (CVO_TEST_KUBECONFIG and REALK8S_RUN_DIR from ../shared/realk8s/start.sh): run with --include-ignored (.ci/run does)"]
 async fn apiserver_down_when_the_run_starts() {
-    let Some(tc) = faultable().await else { return };
+    let tc = faultable().await;
     let _turn = ONE_FAULT_AT_A_TIME.lock().await;
     let ns = common::unique("fault-down");
     tc.track_cluster_object(&common::builtin("", "v1", "Namespace", "namespaces"), &ns);
@@ -232,8 +236,9 @@ async fn apiserver_down_when_the_run_starts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real control plane with fault.sh (CVO_TEST_KUBECONFIG and REALK8S_RUN_DIR from ../shared/realk8s/start.sh): run with --include-ignored (.ci/run does)"]
 async fn cvo_killed_mid_update_leaves_the_update_visible() {
-    let Some(tc) = faultable().await else { return };
+    let tc = faultable().await;
     let _turn = ONE_FAULT_AT_A_TIME.lock().await;
     let (_cv_turn, cv_resource) = common::cluster_version(&tc).await;
     let cvs = common::create_cluster_version(&tc, &cv_resource).await;
@@ -307,8 +312,9 @@ async fn readyz_becomes(port: u16, code: u16, within: Duration) -> Duration {
 /// during the outage, 200 after it, and the same process leads again and runs a new full
 /// pass within seconds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real control plane with fault.sh (CVO_TEST_KUBECONFIG and REALK8S_RUN_DIR from ../shared/realk8s/start.sh): run with --include-ignored (.ci/run does)"]
 async fn the_operator_waits_for_a_killed_apiserver_and_resumes_after_an_outage() {
-    let Some(_tc) = faultable().await else { return };
+    let _tc = faultable().await;
     let _turn = ONE_FAULT_AT_A_TIME.lock().await;
     let env = common::operator::Env::new("fault-operator").await;
     let ns = env.ns.clone();

@@ -641,10 +641,9 @@ async fn a_pass_stuck_on_health_does_not_hold_up_shutdown() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn an_invalid_release_is_reported_and_a_desired_image_moves_the_operator_away() {
-    let Some((_registry, images_at)) = operator_images(&["1.0.1"]).await else {
-        return;
-    };
+    let (_registry, images_at) = operator_images(&["1.0.1"]).await;
     let to = format!("{images_at}1.0.1");
     let env = Env::new("operator-invalid").await;
     let Env {
@@ -853,15 +852,15 @@ fn start_self_updating(tc_kubeconfig: &Path, dir: &Path, ns: &str, lease: &str) 
 /// A registry holding the operator's own container images `cvo:TAG` for `tags`, and the
 /// pullspec prefix `127.0.0.1:PORT/cvo:` of their names. An image `spec.desiredUpdate.image`
 /// moves the operator to is looked up first (a release artifact would be pulled instead, and
-/// a registry that cannot be reached moves nothing), so it must be in a registry. `None`
-/// (a visible skip) without the registry binary.
-async fn operator_images(tags: &[&str]) -> Option<(common::registry::Registry, String)> {
-    let registry = common::registry::Registry::start()?;
+/// a registry that cannot be reached moves nothing), so it must be in a registry. The test
+/// fails without the registry binary (it is ignored by default).
+async fn operator_images(tags: &[&str]) -> (common::registry::Registry, String) {
+    let registry = common::registry::Registry::start();
     for tag in tags {
         registry.push_image("cvo", tag).await;
     }
     let prefix = registry.pullspec("cvo", ":");
-    Some((registry, prefix))
+    (registry, prefix)
 }
 
 /// The operator as its Deployment's pod running `image` (release `version`) would be: the
@@ -905,10 +904,9 @@ fn start_image(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn a_desired_image_moves_the_operators_own_deployment_and_it_hands_over() {
-    let Some((_registry, images_at)) = operator_images(&["1.1.0"]).await else {
-        return;
-    };
+    let (_registry, images_at) = operator_images(&["1.1.0"]).await;
     let to = format!("{images_at}1.1.0");
     let env = Env::new("operator-move").await;
     let Env {
@@ -1601,17 +1599,17 @@ async fn the_gate_is_closed_while_a_pass_waits_on_a_synchronous_deletion() {
 /// accepted: the history ends Completed three times, each entry with its release image, and
 /// desired, versionHash and observedGeneration are those of the last release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the shared OpenShift corpus (../shared/corpus, or CVO_TEST_CORPUS): run with --include-ignored (.ci/run does)"]
 async fn an_update_with_openshifts_crds_writes_only_status_the_server_accepts() {
+    // Before anything is set up: the test fails here without the corpus.
+    common::needs::corpus("openshift-api");
     let env = Env::new("operator-openshift-api").await;
     let Env { tc, cvs, lease, .. } = &env;
     common::example::prepare(tc).await;
     let image = |v: &str| format!("quay.io/cvo-project/release:{v}");
     let mut logs = String::new();
     for (version, previous) in [("1.4.0", "1.3.0"), ("1.5.0", "1.4.0"), ("1.5.1", "1.5.0")] {
-        let Some(()) = common::example::with_openshift_crds(&env.release, version, previous) else {
-            env.finish().await;
-            return;
-        };
+        common::example::with_openshift_crds(&env.release, version, previous);
         let op = env.start(&[
             "--resync-interval",
             "1h",
@@ -1815,10 +1813,9 @@ async fn a_version_alone_that_is_not_an_available_update_is_invalid_and_nothing_
 /// `{version}` alone naming an earlier release in `history` with an image (`oc adm upgrade
 /// rollback`): the operator moves its Deployment back to that image.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn a_rollback_to_a_version_in_history_moves_the_operator_to_its_image() {
-    let Some((_registry, images_at)) = operator_images(&["0.9.0"]).await else {
-        return;
-    };
+    let (_registry, images_at) = operator_images(&["0.9.0"]).await;
     let env = Env::new("desired-rollback").await;
     let Env {
         tc,
@@ -2355,11 +2352,10 @@ async fn without_a_channel_retrieved_updates_is_false_no_channel() {
 /// image, and the instance started as the new pod would be updates the cluster to 1.5.0 —
 /// `desired` and the history entry name the payload.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn a_version_alone_from_a_served_graph_selects_its_payload_and_updates() {
     use common::graph::{CLUSTER_ID, GraphServer, Reply};
-    let Some((_registry, images_at)) = operator_images(&["1.5.0"]).await else {
-        return;
-    };
+    let (_registry, images_at) = operator_images(&["1.5.0"]).await;
     let payload = |v: &str| format!("{images_at}{v}");
     let graph = json!({
         "nodes": [
@@ -2778,10 +2774,9 @@ async fn readiness_comes_from_the_election_not_from_a_pass() {
 /// (the registry is down), nothing is applied (`RetrievePayload`, "nothing is applied"): A's
 /// objects never come back over B's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn a_restarted_operator_leads_with_the_release_it_pulled_never_its_start_release() {
-    let Some(registry) = common::registry::Registry::start() else {
-        return;
-    };
+    let registry = common::registry::Registry::start();
     let env = Env::new("operator-restart").await;
     let Env {
         tc,
@@ -2967,10 +2962,9 @@ async fn a_restarted_operator_uses_the_digest_recorded_for_the_spec_tag() {
 /// unsigned container image is refused too; a release signed with the key is led with, its
 /// history entry `verified: true`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn a_desired_release_artifact_is_verified_unless_the_update_is_forced() {
-    let Some(registry) = common::registry::Registry::start() else {
-        return;
-    };
+    let registry = common::registry::Registry::start();
     let env = Env::new("operator-verify").await;
     let Env {
         tc,
@@ -3117,10 +3111,9 @@ async fn a_desired_release_artifact_is_verified_unless_the_update_is_forced() {
 /// not in the registry is `ReleaseAccepted=False` reason `RetrievePayload` naming it, while
 /// the current release stays enforced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn a_desired_release_artifact_is_pulled_and_led_with_in_the_same_process() {
-    let Some(registry) = common::registry::Registry::start() else {
-        return;
-    };
+    let registry = common::registry::Registry::start();
     let env = Env::new("operator-pull").await;
     let Env {
         tc,
@@ -3294,13 +3287,12 @@ async fn a_desired_release_artifact_is_pulled_and_led_with_in_the_same_process()
 /// `kubernetes.io/dockerconfigjson` Secret exists, the next retry (the backoff's, with passes
 /// every ~2 s) pulls it with its credentials and leads with it; the password is never logged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn the_pull_secret_gives_the_registry_credentials_and_is_never_printed() {
     use base64::Engine as _;
     const PASSWORD: &str = "not-a-secret-1";
     let htpasswd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oci/htpasswd");
-    let Some(registry) = common::registry::Registry::start_with_htpasswd(&htpasswd) else {
-        return;
-    };
+    let registry = common::registry::Registry::start_with_htpasswd(&htpasswd);
     let auth = base64::engine::general_purpose::STANDARD.encode(format!("cvo-test:{PASSWORD}"));
     let config = json!({"auths": {registry.host(): {"auth": auth}}}).to_string();
     let env = Env::new("operator-pull-secret").await;
@@ -3468,10 +3460,9 @@ async fn the_pull_secret_pulls_the_oci_release_the_operator_starts_on() {
 /// `spec.desiredUpdate.image` naming a release artifact is pulled and led with in the same
 /// process (the way out without a new pod), and a pull that fails is said in the report.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn an_operator_on_an_invalid_release_pulls_a_desired_release_artifact() {
-    let Some(registry) = common::registry::Registry::start() else {
-        return;
-    };
+    let registry = common::registry::Registry::start();
     let env = Env::new("operator-invalid-pull").await;
     let Env {
         tc,

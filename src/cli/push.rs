@@ -100,11 +100,13 @@ pub fn run(args: &PushArgs, console: Console) -> Result<Exit, CliError> {
     }
     let dir = std::path::Path::new(&args.release.release);
     let access = args.release.oci.access();
+    // cvo's own config file, checked in beside the manifests, is no part of the release.
     let mut pushed = block_on(crate::oci::push_release(
         dir,
         &target,
         &access,
         args.release.caps(),
+        &crate::release::is_config_file,
     ))?
     .map_err(oci_error)?;
     if let Some(key) = &key {

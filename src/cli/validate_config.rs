@@ -27,8 +27,8 @@ use serde_saphyr::Spanned;
 use super::CliError;
 use crate::validate::levels::{Level, RuleLevels, known_rule};
 
-/// The file name looked for.
-pub const FILE_NAME: &str = ".cvo.yaml";
+/// The file name looked for (never read as a manifest of the release beside it).
+pub const FILE_NAME: &str = crate::release::CONFIG_FILE;
 /// Largest config file read.
 const MAX_BYTES: u64 = 1024 * 1024;
 

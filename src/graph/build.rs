@@ -242,6 +242,31 @@ mod tests {
         );
     }
 
+    /// Issue 34 item 8: run levels that share a node (one component each) are all named, in
+    /// order; a long chain names its ends and how many are between, never a bare `+1`.
+    #[test]
+    fn a_title_names_each_run_level_of_its_node_in_order() {
+        let names: Vec<String> = "abcdefghi"
+            .chars()
+            .enumerate()
+            .map(|(i, c)| format!("0000_{i:02}_{c}_0"))
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let four = build(tasks(&names[..4]));
+        assert_eq!(four.len(), 1);
+        assert_eq!(four.node_title(NodeId(0)), "00 a → 01 b → 02 c → 03 d");
+        let six = build(tasks(&names[..6]));
+        assert_eq!(
+            six.node_title(NodeId(0)),
+            "00 a → 01 b → 02 c → 03 d → 04 e → 05 f"
+        );
+        let nine = build(tasks(&names));
+        assert_eq!(
+            nine.node_title(NodeId(0)),
+            "00 a → 01 b → 02 c → (4 more) → 07 h → 08 i"
+        );
+    }
+
     #[test]
     fn unkeyed_tasks_are_serial_between_neighbours() {
         // CVO's ByNumberAndComponent case: unkeyed "a" and the single-component tail merge.
@@ -262,7 +287,7 @@ mod tests {
             ]
         );
         assert_eq!(edges(&g), vec![(0, 2), (1, 2)]);
-        assert_eq!(g.node_title(NodeId(2)), "unordered, 01 x-y-z");
+        assert_eq!(g.node_title(NodeId(2)), "unordered → 01 x-y-z");
 
         // Only unkeyed tasks: one serial node, in order.
         let g = build(tasks(&["c", "a", "b"]));

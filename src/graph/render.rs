@@ -138,6 +138,18 @@ fn summary(graph: &TaskGraph) -> String {
     s
 }
 
+/// Why some node's title names several run levels (`00 a → 05 b`), when one does: the CVO
+/// puts consecutive run levels that hold one component each into one node, whose tasks run
+/// one after another.
+fn chain_legend(graph: &TaskGraph) -> Option<&'static str> {
+    graph
+        .nodes()
+        .any(|(id, node)| !node.is_join() && graph.node_title(id).contains(" → "))
+        .then_some(
+            "A node runs its tasks one after another: consecutive run levels of one component each share one (\"00 a → 05 b\"), as in the CVO.",
+        )
+}
+
 /// Human-readable text: nodes grouped by stage, each with its files.
 pub fn render_text(graph: &TaskGraph) -> String {
     let mut out = String::new();
@@ -153,6 +165,9 @@ pub fn render_text(graph: &TaskGraph) -> String {
         Layout::Flattened => {
             out.push_str("Flattened: every node runs in parallel, no run-level barriers.\n")
         }
+    }
+    if let Some(legend) = chain_legend(graph) {
+        let _ = writeln!(out, "{legend}");
     }
     let stage = stages(graph);
     let mut per_stage = vec![0usize; stage.iter().max().map_or(0, |m| m + 1)];
@@ -259,11 +274,14 @@ pub fn render_dot(graph: &TaskGraph) -> String {
     let _ = writeln!(
         out,
         "  graph [rankdir=TB, labelloc=t, fontname=\"Helvetica\", label={}];",
-        dot_quoted(&format!(
-            "cvo task graph ({}): {}",
-            graph.layout(),
-            summary(graph)
-        ))
+        dot_quoted(&match chain_legend(graph) {
+            Some(legend) => format!(
+                "cvo task graph ({}): {}\n{legend}",
+                graph.layout(),
+                summary(graph)
+            ),
+            None => format!("cvo task graph ({}): {}", graph.layout(), summary(graph)),
+        })
     );
     out.push_str("  node [shape=box, style=rounded, fontname=\"Helvetica\", fontsize=10];\n");
     out.push_str("  edge [color=\"gray40\"];\n");
@@ -518,6 +536,22 @@ Stage 4
                extra.yaml  Secret x/y
 ";
         assert_eq!(text, expected);
+    }
+
+    /// Issue 34 item 8: a node of several run levels names each, and the header says why
+    /// they share it (text and DOT); a graph without such a node says nothing of it.
+    #[test]
+    fn a_node_of_several_run_levels_says_why_they_share_it() {
+        let g = build(vec![
+            TaskInput::new("0000_00_a_0", "x").with_key(0, "a"),
+            TaskInput::new("0000_05_b_0", "y").with_key(5, "b"),
+        ]);
+        let text = render_text(&g);
+        assert!(text.contains("\n  [0] 00 a → 05 b · 2 tasks\n"), "{text}");
+        let legend = "A node runs its tasks one after another: consecutive run levels of one component each share one (\"00 a → 05 b\"), as in the CVO.\n";
+        assert!(text.contains(legend), "{text}");
+        assert!(render_dot(&g).contains("as in the CVO."));
+        assert!(!render_text(&sample()).contains("share one"));
     }
 
     #[test]

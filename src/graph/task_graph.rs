@@ -127,6 +127,10 @@ impl fmt::Display for Layout {
     }
 }
 
+/// At most this many run level/component keys are named in a node's title
+/// ([`TaskGraph::node_title`]); a longer chain names its first and last ones.
+pub const TITLE_KEYS: usize = 6;
+
 /// A release's tasks grouped into nodes and ordered by edges (a DAG).
 #[derive(Clone, Debug)]
 pub struct TaskGraph {
@@ -242,8 +246,11 @@ impl TaskGraph {
         out
     }
 
-    /// A short title for a node, for logs and pictures: `50 monitoring`, `07–08 a`,
-    /// `10 a, unordered`, `join`.
+    /// A short title for a node, for logs and pictures: `50 monitoring`, `07–08 a`, `join`,
+    /// and for a node whose run levels each hold one component (they run one after another,
+    /// so they share a node, as in the CVO) each in order: `00 a → 05 b → 10 c`,
+    /// `unordered → 01 x`. Beyond [`TITLE_KEYS`] keys, the first and last ones and how many
+    /// are between: `00 a → 01 b → 02 c → (5 more) → 08 h → 09 i`.
     pub fn node_title(&self, id: NodeId) -> String {
         if self.node(id).is_join() {
             return "join".to_owned();
@@ -263,16 +270,16 @@ impl TaskGraph {
                 )
             };
         }
-        const SHOWN: usize = 3;
-        let mut parts: Vec<String> = keys
-            .iter()
-            .take(SHOWN)
-            .map(|k| k.map_or_else(|| "unordered".to_owned(), |k| k.to_string()))
-            .collect();
-        if keys.len() > SHOWN {
-            parts.push(format!("… +{}", keys.len() - SHOWN));
+        let name =
+            |k: &Option<&TaskKey>| k.map_or_else(|| "unordered".to_owned(), |k| k.to_string());
+        if keys.len() <= TITLE_KEYS {
+            return keys.iter().map(name).collect::<Vec<_>>().join(" → ");
         }
-        parts.join(", ")
+        let (head, tail) = (3, 2);
+        let mut parts: Vec<String> = keys[..head].iter().map(name).collect();
+        parts.push(format!("({} more)", keys.len() - head - tail));
+        parts.extend(keys[keys.len() - tail..].iter().map(name));
+        parts.join(" → ")
     }
 
     /// The underlying petgraph graph (node index `i` is [`NodeId`] `i`), for algorithms this

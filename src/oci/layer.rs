@@ -14,11 +14,17 @@ use flate2::{Compression, GzBuilder};
 
 use super::{Caps, OciError};
 
-/// The gzipped tar of `dir`; refused when it holds anything but regular files and
-/// directories, or more than the caps allow.
-pub fn build(dir: &Path, caps: Caps) -> Result<Vec<u8>, OciError> {
+/// The gzipped tar of `dir`, without the files `left_out` names (by path relative to `dir`);
+/// refused when it holds anything but regular files and directories, or more than the caps
+/// allow.
+pub fn build(
+    dir: &Path,
+    caps: Caps,
+    left_out: &dyn Fn(&Path) -> bool,
+) -> Result<Vec<u8>, OciError> {
     let mut entries = Vec::new();
     walk(dir, Path::new(""), &mut entries)?;
+    entries.retain(|(rel, is_dir)| *is_dir || !left_out(rel));
     entries.sort_by(|a, b| {
         a.0.as_os_str()
             .as_encoded_bytes()
@@ -120,6 +126,11 @@ fn walk(root: &Path, rel: &Path, out: &mut Vec<(PathBuf, bool)>) -> Result<(), O
 mod tests {
     use super::*;
 
+    /// Leaves nothing out.
+    fn nothing(_: &Path) -> bool {
+        false
+    }
+
     pub(crate) const CAPS: Caps = Caps {
         max_file_bytes: 1 << 20,
         max_release_bytes: 4 << 20,
@@ -145,9 +156,9 @@ mod tests {
             .unwrap();
         f.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(12345))
             .unwrap();
-        let a = build(one.path(), CAPS).unwrap();
-        assert_eq!(a, build(one.path(), CAPS).unwrap());
-        assert_eq!(a, build(two.path(), CAPS).unwrap());
+        let a = build(one.path(), CAPS, &nothing).unwrap();
+        assert_eq!(a, build(one.path(), CAPS, &nothing).unwrap());
+        assert_eq!(a, build(two.path(), CAPS, &nothing).unwrap());
         // The gzip header: no time, OS unknown.
         assert_eq!(&a[4..8], &[0, 0, 0, 0]);
         assert_eq!(a[9], 255);
@@ -184,11 +195,21 @@ mod tests {
     fn symlinks_refuse_the_layer() {
         let dir = tree();
         std::os::unix::fs::symlink("a.yaml", dir.path().join("manifests/link.yaml")).unwrap();
-        let err = build(dir.path(), CAPS).unwrap_err().to_string();
+        let err = build(dir.path(), CAPS, &nothing).unwrap_err().to_string();
         assert!(
             err.contains("link.yaml") && err.contains("not a regular file"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn files_left_out_are_not_in_the_layer() {
+        let dir = tree();
+        std::fs::write(dir.path().join("manifests/.cvo.yaml"), "rules: {}\n").unwrap();
+        let left_out = |rel: &Path| rel.file_name().is_some_and(|n| n == ".cvo.yaml");
+        let with = build(dir.path(), CAPS, &left_out).unwrap();
+        std::fs::remove_file(dir.path().join("manifests/.cvo.yaml")).unwrap();
+        assert_eq!(with, build(dir.path(), CAPS, &nothing).unwrap());
     }
 
     #[test]
@@ -198,7 +219,7 @@ mod tests {
             max_file_bytes: 3,
             max_release_bytes: 100,
         };
-        let err = build(dir.path(), tight).unwrap_err().to_string();
+        let err = build(dir.path(), tight, &nothing).unwrap_err().to_string();
         assert!(err.contains("--max-file-bytes 3"), "{err}");
     }
 }

@@ -32,14 +32,17 @@ impl Serialize for Digest {
 }
 
 /// Pushes the release directory `dir` (already validated by the caller) to `target` as cvo's
-/// artifact. The same directory gives the same digest every time.
+/// artifact, without the files `left_out` names (by path relative to `dir`: cvo's own config
+/// file, which is no part of the release). The same directory gives the same digest every
+/// time.
 pub async fn push_release(
     dir: &Path,
     target: &Source,
     access: &Access,
     caps: Caps,
+    left_out: &dyn Fn(&Path) -> bool,
 ) -> Result<Pushed, OciError> {
-    let layer = super::layer::build(dir, caps)?;
+    let layer = super::layer::build(dir, caps, left_out)?;
     let (manifest, _) = super::shape::cvo_manifest(&layer);
     push_artifact(target, &manifest, &[&layer, EMPTY_CONFIG], access).await
 }

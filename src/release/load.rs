@@ -2,7 +2,8 @@
 //!
 //! A release is either a flat directory of manifests or a CVO payload root holding
 //! `manifests/` (CVO's own, Go-templated) and `release-manifests/`. Only top-level `.yaml`,
-//! `.yml` and `.json` files are read (hidden ones too, with a warning), as the CVO reads them:
+//! `.yml` and `.json` files are read (hidden ones too, with a warning; cvo's own config file
+//! [`CONFIG_FILE`] never), as the CVO reads them:
 //! every file of `manifests/` in byte order of its name, then every file of
 //! `release-manifests/`. What a file holds is read by its content, as the CVO's reader does:
 //! JSON when it starts with `{`, else YAML.
@@ -33,6 +34,17 @@ use crate::diagnostic::{Diagnostic, Location, Severity, excerpt};
 
 /// The profile CVO renders into `{{.ClusterProfile}}` when none is given.
 pub const DEFAULT_CLUSTER_PROFILE: &str = "self-managed-high-availability";
+
+/// cvo's own config file (the settings of `cvo validate`, docs/ci.md), checked in next to a
+/// release. It is never part of one: the loader does not read it as a manifest (in any
+/// folder of the release) and `cvo push` leaves it out of the artifact ([`is_config_file`]).
+pub const CONFIG_FILE: &str = ".cvo.yaml";
+
+/// Whether `path` (a file of a release directory, at any depth) is cvo's own
+/// [`CONFIG_FILE`], which is never part of a release.
+pub fn is_config_file(path: &Path) -> bool {
+    path.file_name().is_some_and(|name| name == CONFIG_FILE)
+}
 
 /// How to load a release.
 #[derive(Clone, Debug, Default)]
@@ -434,6 +446,8 @@ fn find_files(root: &Path, diagnostics: &mut Vec<Diagnostic>) -> Result<Found, L
                 found.image_references = Some(path);
             } else if name == CATALOGUE_FILE && !*templated {
                 found.catalogue = Some(path);
+            } else if name == CONFIG_FILE {
+                // cvo's own settings, checked in beside the manifests: never a manifest.
             } else if [".yaml", ".yml", ".json"].iter().any(|e| name.ends_with(e)) {
                 if name.starts_with('.') {
                     diagnostics.push(
@@ -1437,6 +1451,35 @@ mod tests {
             "{:?}",
             release.diagnostics[0]
         );
+    }
+
+    /// Issue 34 item 1: `.cvo.yaml` beside the manifests is cvo's config, never a manifest
+    /// (no `hidden-file`, no `invalid-object`, no change to the version hash), in a flat
+    /// release and in both folders of a payload; another hidden file is still read.
+    #[test]
+    fn the_cvo_config_file_is_never_part_of_the_release() {
+        let config = "rules:\n  hidden-file: off\n";
+        let flat = tempfile::tempdir().unwrap();
+        write(flat.path(), "0000_10_a_x.yaml", &cm("a", ""));
+        let without = load(flat.path(), &LoadOptions::default()).unwrap();
+        write(flat.path(), CONFIG_FILE, config);
+        let with = load(flat.path(), &LoadOptions::default()).unwrap();
+        assert_eq!(names_of(&with), ["a"]);
+        assert!(with.diagnostics.is_empty(), "{:?}", with.diagnostics);
+        assert_eq!(with.version_hash, without.version_hash);
+
+        let (payload, m, r) = payload_dirs();
+        write(&m, "0000_00_a_x.yaml", &cm("m", ""));
+        write(&r, "0000_10_a_x.yaml", &cm("r", ""));
+        for dir in [payload.path(), m.as_path(), r.as_path()] {
+            write(dir, CONFIG_FILE, config);
+        }
+        write(&r, ".cvo.yml", &cm("hidden", ""));
+        let release = load(payload.path(), &LoadOptions::default()).unwrap();
+        assert_eq!(names_of(&release), ["m", "hidden", "r"]);
+        assert_eq!(rules_of(&release), ["hidden-file"]);
+        assert!(is_config_file(&r.join(CONFIG_FILE)));
+        assert!(!is_config_file(&r.join(".cvo.yml")));
     }
 
     /// Issue 25 item 5: one object twice in one file is an error, even when the filters

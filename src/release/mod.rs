@@ -43,8 +43,8 @@ pub use filter::{
 pub use identity::ObjectId;
 pub use left_out::LeftOut;
 pub use load::{
-    DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, ProfileChoice, ReadRelease, load,
-    load_selected, read, version_hash,
+    CONFIG_FILE, DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, ProfileChoice, ReadRelease,
+    is_config_file, load, load_selected, read, version_hash,
 };
 pub use locate::field_line;
 pub use metadata::{MetadataError, ReleaseMetadata};

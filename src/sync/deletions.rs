@@ -83,12 +83,34 @@ impl Absent {
             return None;
         }
         let names: Vec<String> = self.never_deleted.iter().map(ToString::to_string).collect();
-        Some(format!(
-            "{} delete manifests whose objects are absent and were never deleted by cvo on this cluster (per the deletion record; not stale): {}",
-            names.len(),
-            name_list(&names)
-        ))
+        let not_stale = if names.len() == 1 {
+            "It does not refuse the update"
+        } else {
+            "They do not refuse the update"
+        };
+        Some(format!("{}. {not_stale}", absent_targets(&names, true)))
     }
+}
+
+/// `1 delete manifest names an object that is already absent` (`2 delete manifests name
+/// objects that are …`), `and that cvo never deleted on this cluster, according to its deletion
+/// record` when the record says so, and `: NAMES`.
+fn absent_targets(names: &[String], never_deleted: bool) -> String {
+    let subject = if names.len() == 1 {
+        "delete manifest names an object that is"
+    } else {
+        "delete manifests name objects that are"
+    };
+    let record = if never_deleted {
+        " and that cvo never deleted on this cluster, according to its deletion record"
+    } else {
+        ""
+    };
+    format!(
+        "{} {subject} already absent{record}: {}",
+        names.len(),
+        name_list(names)
+    )
 }
 
 /// The delete manifests of an install, a reconciliation or a patch update whose objects were
@@ -124,16 +146,15 @@ pub(super) fn already_absent_warning(
     if already_absent.is_empty() {
         return None;
     }
-    let why = if record_read.is_some() {
-        "absent and never deleted by cvo on this cluster (per the deletion record)"
-    } else {
-        "already absent"
-    };
     // One line, however many: each is logged with -v.
+    let check = if already_absent.len() == 1 {
+        "check that it names the object you meant (-v logs its file)"
+    } else {
+        "check that they name the objects you meant (-v logs their files)"
+    };
     Some(format!(
-        "{} delete manifests whose objects are {why} (each is logged with -v): {}",
-        already_absent.len(),
-        name_list(&already_absent)
+        "{}. Nothing to delete; {check}",
+        absent_targets(&already_absent, record_read.is_some())
     ))
 }
 
@@ -363,4 +384,43 @@ async fn observe_all(applier: &Applier<'_>, indices: &[usize]) -> Vec<(usize, Ob
         .buffered(16)
         .collect()
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(names: &[&str]) -> Vec<ObjectId> {
+        names
+            .iter()
+            .map(|n| ObjectId::new("apps", "Deployment", Some("ns"), *n))
+            .collect()
+    }
+
+    /// Issue 34 item 8: one manifest is one manifest, one parenthetical at most, and the
+    /// warning says what to make of it.
+    #[test]
+    fn absent_delete_targets_are_counted_in_words_that_agree() {
+        let one = Absent {
+            never_deleted: ids(&["a"]),
+            ..Absent::default()
+        };
+        assert_eq!(
+            one.never_deleted_warning().unwrap(),
+            "1 delete manifest names an object that is already absent and that cvo never deleted on this cluster, according to its deletion record: Deployment ns/a. It does not refuse the update"
+        );
+        let two = Absent {
+            never_deleted: ids(&["a", "b"]),
+            ..Absent::default()
+        };
+        assert_eq!(
+            two.never_deleted_warning().unwrap(),
+            "2 delete manifests name objects that are already absent and that cvo never deleted on this cluster, according to its deletion record: Deployment ns/a, Deployment ns/b. They do not refuse the update"
+        );
+        assert_eq!(
+            absent_targets(&["Deployment ns/a".to_owned()], false),
+            "1 delete manifest names an object that is already absent: Deployment ns/a"
+        );
+        assert!(Absent::default().never_deleted_warning().is_none());
+    }
 }

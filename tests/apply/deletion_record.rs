@@ -95,7 +95,7 @@ async fn only_deletions_completed_under_an_earlier_minor_make_a_delete_manifest_
     assert!(
         out.warnings
             .iter()
-            .any(|w| w.contains("never deleted by cvo on this cluster") && w.contains("never")),
+            .any(|w| w.contains("cvo never deleted on this cluster") && w.contains("never")),
         "{:?}",
         out.warnings
     );

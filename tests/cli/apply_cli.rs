@@ -244,6 +244,36 @@ fn in_memory_quickstart_shows_the_stuck_deletion() {
     );
 }
 
+/// Issue 34 item 8: the quickstart's report as a newcomer reads it. Its one delete manifest
+/// whose object is already absent is one manifest, in words that say what to make of it; the
+/// table's `excluded` row (a capability or feature gate this cluster does not enable) and the
+/// manifest the release's feature set leaves out (not in the table) are told apart.
+#[test]
+fn in_memory_quickstart_report_reads_plainly() {
+    let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests-example");
+    let out = common::cli::cvo()
+        .args(["apply", "--in-memory", "--release"])
+        .arg(&manifests)
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("\nwarning: 1 delete manifest names an object that is already absent and that cvo never deleted on this cluster, according to its deletion record: Deployment widget-operator/widget-controller. Nothing to delete; check that it names the object you meant (-v logs its file)\n"),
+        "{text}"
+    );
+    let row = |label: &str, n: usize| format!("\n{label:<22} {n:>6}\n");
+    assert!(text.contains(&row("excluded", 0)), "{text}");
+    assert!(
+        text.contains(&format!(
+            "{}1 of the release's 33 manifests is not in the table: left out by the feature set (1)\n",
+            row("total", 32)
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("excluded:"), "{text}");
+}
+
 /// The warnings of `cvo apply --in-memory -o json` over `release`, after asserting its exit code.
 fn in_memory_warnings(release: &Path, exit: i32) -> Vec<String> {
     let out = common::cli::cvo()

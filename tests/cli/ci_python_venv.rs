@@ -4,10 +4,10 @@
 //! message saying what to install.
 //!
 //! A fresh Debian is not at hand (and the tests do not change the system's packages), so
-//! `apt-get` and the missing venv support are played by two scripts first on PATH: `apt-get`
-//! records its arguments (and, for an install of python3-venv, makes the venv support
-//! appear), `python3` reports `import ensurepip` missing until then and runs the real python3
-//! otherwise. What is tested is the script's own logic, with the real bash.
+//! `apt-get` and python3 are played by two scripts first on PATH: `apt-get` records its
+//! arguments (and, for an install of python3-venv, makes the venv support appear), `python3`
+//! reports `import ensurepip` missing until then and present after. What is tested is the
+//! script's own logic, with the real bash, whatever the machine's own python3 can do.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,16 +20,6 @@ fn root() -> PathBuf {
 /// says whether `apt-get install` succeeds.
 fn fake_machine(apt_ok: bool) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let real_python = String::from_utf8(
-        Command::new("bash")
-            .args(["-c", "command -v python3"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let real_python = real_python.trim();
-    assert!(!real_python.is_empty(), "python3 on PATH");
     let d = dir.path().display();
     let write = |name: &str, body: String| {
         let path = dir.path().join(name);
@@ -51,7 +41,7 @@ fn fake_machine(apt_ok: bool) -> tempfile::TempDir {
     write(
         "python3",
         format!(
-            "#!/bin/sh\nif [ ! -e {d}/venv-installed ] && [ \"$1\" = -c ] && echo \"$2\" | grep -q ensurepip; then\n  echo \"ModuleNotFoundError: No module named 'ensurepip'\" >&2; exit 1\nfi\nexec {real_python} \"$@\"\n"
+            "#!/bin/sh\nif [ \"$1\" = -c ] && echo \"$2\" | grep -q ensurepip; then\n  [ -e {d}/venv-installed ] && exit 0\n  echo \"ModuleNotFoundError: No module named 'ensurepip'\" >&2; exit 1\nfi\necho \"the fake python3 was run as: $*\" >&2; exit 2\n"
         ),
     );
     dir
@@ -105,14 +95,6 @@ fn ci_installs_python3_venv_when_python_cannot_create_virtualenvs() {
 
 #[test]
 fn ci_installs_nothing_when_python_can_create_virtualenvs() {
-    let ok = Command::new("python3")
-        .args(["-c", "import ensurepip, venv"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        crate::common::skip::skip("this machine's python3 cannot create virtualenvs");
-        return;
-    }
     let machine = fake_machine(true);
     std::fs::write(machine.path().join("venv-installed"), "").unwrap();
     let out = run_script(Some(machine.path()));

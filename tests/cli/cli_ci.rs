@@ -5,8 +5,8 @@
 //! fields GitLab requires with unique, stable fingerprints.
 //!
 //! The Python tools come from `CVO_TEST_VENV` (a virtualenv `.ci/run` creates) or, without it,
-//! the `python3` on PATH. A missing tool fails the test in CI (`CI` set) and skips visibly
-//! elsewhere.
+//! the `python3` on PATH. The tests that need them are ignored by default (`common::needs`);
+//! run with `--include-ignored`, a missing tool fails them.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -167,8 +167,8 @@ fn from_gitlab(out: &str) -> Vec<Key> {
     }))
 }
 
-/// The Python with the CI tools, or `None` after a visible skip; panics in CI.
-pub fn python_with(module: &str) -> Option<PathBuf> {
+/// The Python with the CI tools; the test fails when it cannot import `module`.
+pub fn python_with(module: &str) -> PathBuf {
     let python = match std::env::var_os("CVO_TEST_VENV").filter(|v| !v.is_empty()) {
         Some(venv) => Path::new(&venv).join("bin/python"),
         None => PathBuf::from("python3"),
@@ -177,22 +177,13 @@ pub fn python_with(module: &str) -> Option<PathBuf> {
         .args(["-c", &format!("import {module}")])
         .output()
         .is_ok_and(|o| o.status.success());
-    if found {
-        return Some(python);
+    if !found {
+        common::needs::missing(
+            &format!("Python's {module} ({} cannot import it)", python.display()),
+            "set CVO_TEST_VENV to a virtualenv holding junitparser, xmlschema and pre-commit (.ci/run makes one)",
+        );
     }
-    missing_tool(&format!(
-        "{} cannot import {module} (.ci/run installs it into the virtualenv CVO_TEST_VENV names)",
-        python.display()
-    ))
-}
-
-/// A tool the test needs is missing: a failure in CI (`CI` set), else a visible skip.
-fn missing_tool<T>(reason: &str) -> Option<T> {
-    if std::env::var_os("CI").is_some() {
-        panic!("{reason}");
-    }
-    common::skip::skip(reason);
-    None
+    python
 }
 
 /// Reads a JUnit report with `junitparser`; the findings (from each case's failure or
@@ -326,13 +317,10 @@ fn six_formats_agree(args: &[&str], python: &Path) -> Vec<Key> {
 }
 
 #[test]
+#[ignore = "needs the CI virtualenv with junitparser and xmlschema (CVO_TEST_VENV, made by .ci/run): run with --include-ignored (.ci/run does)"]
 fn six_formats_report_the_same_findings() {
-    let Some(python) = python_with("junitparser") else {
-        return;
-    };
-    if python_with("xmlschema").is_none() {
-        return;
-    }
+    let python = python_with("junitparser");
+    python_with("xmlschema");
     // The example release is clean in every format.
     assert!(six_formats_agree(&["--release", "manifests-example"], &python).is_empty());
     // A fixture pair with errors, warnings and notes.
@@ -352,10 +340,16 @@ fn six_formats_report_the_same_findings() {
             "the fixture has no {severity}: {keys:?}"
         );
     }
-    if let Some(corpus) = common::skip::corpus("openshift-release") {
-        let keys = six_formats_agree(&["--release", corpus.to_str().unwrap()], &python);
-        assert!(!keys.is_empty());
-    }
+}
+
+#[test]
+#[ignore = "needs the CI virtualenv (CVO_TEST_VENV, made by .ci/run) and the shared OpenShift corpus: run with --include-ignored (.ci/run does)"]
+fn six_formats_report_the_same_findings_on_the_corpus() {
+    let python = python_with("junitparser");
+    python_with("xmlschema");
+    let corpus = common::needs::corpus("openshift-release");
+    let keys = six_formats_agree(&["--release", corpus.to_str().unwrap()], &python);
+    assert!(!keys.is_empty());
 }
 
 #[test]
@@ -596,9 +590,8 @@ fn a_suppression_changes_the_exit_code_and_a_stale_one_warns() {
     assert!(text.contains("error[invalid-delete-value]"), "{text}");
 }
 
-/// The `pre-commit` executable (`CVO_TEST_VENV`'s, else PATH's), or `None` after a visible
-/// skip; panics in CI.
-fn pre_commit() -> Option<PathBuf> {
+/// The `pre-commit` executable (`CVO_TEST_VENV`'s, else PATH's); the test fails without it.
+fn pre_commit() -> PathBuf {
     let exe = match std::env::var_os("CVO_TEST_VENV").filter(|v| !v.is_empty()) {
         Some(venv) => Path::new(&venv).join("bin/pre-commit"),
         None => PathBuf::from("pre-commit"),
@@ -608,12 +601,12 @@ fn pre_commit() -> Option<PathBuf> {
         .output()
         .is_ok_and(|o| o.status.success())
     {
-        return Some(exe);
+        return exe;
     }
-    missing_tool(&format!(
-        "{} does not run (.ci/run installs pre-commit into the virtualenv CVO_TEST_VENV names)",
-        exe.display()
-    ))
+    common::needs::missing(
+        &format!("pre-commit ({} does not run)", exe.display()),
+        "set CVO_TEST_VENV to a virtualenv holding pre-commit (.ci/run makes one)",
+    )
 }
 
 fn git(dir: &Path, args: &[&str]) {
@@ -693,10 +686,9 @@ fn pre_commit_run(exe: &Path, release: &Path) -> (i32, String) {
 }
 
 #[test]
+#[ignore = "needs the CI virtualenv with pre-commit (CVO_TEST_VENV, made by .ci/run): run with --include-ignored (.ci/run does)"]
 fn the_pre_commit_hook_passes_a_good_release_and_fails_a_bad_one() {
-    let Some(exe) = pre_commit() else {
-        return;
-    };
+    let exe = pre_commit();
     let (code, out) = pre_commit_run(&exe, &root().join("manifests-example"));
     assert_eq!(code, 0, "{out}");
     assert!(

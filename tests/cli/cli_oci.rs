@@ -1,5 +1,6 @@
 //! Releases as OCI artifacts against a real registry (`common::registry`: Debian's
-//! docker-registry on loopback; skipped visibly without it): `cvo push` is reproducible,
+//! docker-registry on loopback; ignored by default, see `common::needs`): `cvo push` is
+//! reproducible,
 //! `validate`/`graph` read `oci://…:TAG`, `oci://…@sha256:…` and `oci-layout:` exactly as the
 //! directory, a tag moved after resolution changes nothing under a digest pin, a tampered
 //! blob and hostile tars are refused by name, and `cvo apply --release oci://…@sha256:…`
@@ -113,10 +114,9 @@ fn files_of_an_oci_release_are_named_inside_the_artifact() {
 }
 
 #[test]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 fn push_is_reproducible_and_every_source_reads_like_the_directory() {
-    let Some(registry) = common::registry::Registry::start() else {
-        return;
-    };
+    let registry = common::registry::Registry::start();
     let env = Env::new();
     let target = registry.url("cvo/example", ":1.4.0");
     let first = push(&env, &example(), &target);
@@ -169,10 +169,9 @@ fn push_is_reproducible_and_every_source_reads_like_the_directory() {
 }
 
 #[test]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 fn a_tag_moved_after_resolution_changes_nothing_under_the_digest() {
-    let Some(registry) = common::registry::Registry::start() else {
-        return;
-    };
+    let registry = common::registry::Registry::start();
     let env = Env::new();
     let target = registry.url("cvo/moving", ":stable");
     let first = push(&env, &example(), &target);
@@ -202,10 +201,9 @@ fn a_tag_moved_after_resolution_changes_nothing_under_the_digest() {
 }
 
 #[test]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 fn a_tampered_blob_is_refused_and_a_corrupted_cache_is_fetched_again() {
-    let Some(registry) = common::registry::Registry::start() else {
-        return;
-    };
+    let registry = common::registry::Registry::start();
     let env = Env::new();
     let target = registry.url("cvo/tamper", ":1");
     let digest = push(&env, &example(), &target);
@@ -242,11 +240,10 @@ fn a_tampered_blob_is_refused_and_a_corrupted_cache_is_fetched_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn hostile_tars_and_foreign_artifacts_are_refused_by_name() {
     use tar::EntryType as T;
-    let Some(registry) = common::registry::Registry::start() else {
-        return;
-    };
+    let registry = common::registry::Registry::start();
     let env = Env::new();
     let access = cvo::oci::Access::default();
     let cm = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: default\n";
@@ -326,10 +323,9 @@ fn a_registry_that_is_down_is_named() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn apply_from_a_digest_gives_the_objects_of_the_directory_run() {
-    let Some(registry) = common::registry::Registry::start() else {
-        return;
-    };
+    let registry = common::registry::Registry::start();
     let env = Env::new();
     let tc = common::cluster().await;
     let (_cv_turn, cv_resource) = common::cluster_version(&tc).await;
@@ -416,12 +412,11 @@ async fn apply_from_a_digest_gives_the_objects_of_the_directory_run() {
 /// what to do; with the Docker config's credentials for `HOST:PORT` both work; the password
 /// appears in no output.
 #[test]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 fn basic_auth_credentials_come_from_the_docker_config_and_are_never_printed() {
     const PASSWORD: &str = "not-a-secret-1";
     let htpasswd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oci/htpasswd");
-    let Some(registry) = common::registry::Registry::start_with_htpasswd(&htpasswd) else {
-        return;
-    };
+    let registry = common::registry::Registry::start_with_htpasswd(&htpasswd);
     let env = Env::new();
     let target = registry.url("cvo/private", ":1");
     let (code, stdout, stderr) = cvo(&env, &["push", "--release", &example(), &target]);
@@ -479,12 +474,11 @@ const READER: common::token::User = common::token::User {
     actions: &["pull"],
 };
 
-/// A registry with distribution's token auth and its token server (`common::token`); `None`
-/// after a visible skip.
-fn token_registry() -> Option<(common::token::TokenServer, common::registry::Registry)> {
-    let tokens = common::token::TokenServer::start(&[WRITER, READER])?;
-    let registry = common::registry::Registry::start_with_token(&tokens)?;
-    Some((tokens, registry))
+/// A registry with distribution's token auth and its token server (`common::token`).
+fn token_registry() -> (common::token::TokenServer, common::registry::Registry) {
+    let tokens = common::token::TokenServer::start(&[WRITER, READER]);
+    let registry = common::registry::Registry::start_with_token(&tokens);
+    (tokens, registry)
 }
 
 /// `env`'s Docker config holding `user`'s credentials for `registry`, as `docker login` writes
@@ -530,10 +524,9 @@ fn no_secret_in(tokens: &common::token::TokenServer, texts: &[&str]) {
 /// access and wrong credentials are refused in plain words naming the registry and what to
 /// do; no password and no token appears in any output.
 #[test]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 fn bearer_tokens_come_from_the_realm_with_the_docker_configs_credentials() {
-    let Some((tokens, registry)) = token_registry() else {
-        return;
-    };
+    let (tokens, registry) = token_registry();
     let target = registry.url("cvo/example", ":1");
     let mut outputs = Vec::new();
     // Anonymous: the token server grants nothing, the registry refuses.
@@ -646,10 +639,9 @@ fn bearer_tokens_come_from_the_realm_with_the_docker_configs_credentials() {
 /// reads, its push is refused; an unknown identity token is refused by the token server in
 /// plain words; neither token is printed.
 #[test]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 fn an_identity_token_is_exchanged_at_the_realm_for_bearer_tokens() {
-    let Some((tokens, registry)) = token_registry() else {
-        return;
-    };
+    let (tokens, registry) = token_registry();
     let writer = Env::new();
     log_in(&writer, &registry, &WRITER);
     let target = registry.url("cvo/example", ":1");
@@ -713,10 +705,9 @@ fn an_identity_token_is_exchanged_at_the_realm_for_bearer_tokens() {
 /// `cvo apply --release oci://…@sha256:…` as the pull-only user of a registry with token
 /// auth applies the release on the test cluster, and prints no secret.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn apply_reads_a_release_with_a_pull_only_bearer_token() {
-    let Some((tokens, registry)) = token_registry() else {
-        return;
-    };
+    let (tokens, registry) = token_registry();
     let writer = Env::new();
     log_in(&writer, &registry, &WRITER);
     let digest = push(&writer, &example(), &registry.url("cvo/example", ":1.4.0"));

@@ -1,5 +1,6 @@
 //! Release signatures as a user meets them, against a real registry (`common::registry`:
-//! Debian's docker-registry on loopback; skipped visibly without it) and OCI layouts:
+//! Debian's docker-registry on loopback; those tests are ignored by default, see
+//! `common::needs`) and OCI layouts:
 //! `cvo push --sign-key` writes cosign's `sha256-HEX.sig`; `--verify-key` accepts it (any one
 //! key suffices) and refuses with exit code 4 — applying nothing — an unsigned release, a
 //! signature by another key, a signature moved from another release, and a tampered layer.
@@ -100,10 +101,9 @@ fn assert_refused((code, stdout, stderr): (i32, String, String), digest: &str, w
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn signed_releases_are_applied_and_others_refused_with_nothing_applied() {
-    let Some(registry) = common::registry::Registry::start() else {
-        return;
-    };
+    let registry = common::registry::Registry::start();
     let tc = common::cluster().await;
     // `cvo apply` reads and writes ClusterVersion `version`, which other tests of this binary own.
     let _turn = common::sync_turn(&tc).await;
@@ -327,10 +327,9 @@ fn wrong_keys_and_verify_key_on_a_directory_are_usage_errors() {
 }
 
 #[test]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 fn mirroring_into_a_layout_keeps_the_digest_and_the_signature() {
-    let Some(registry) = common::registry::Registry::start() else {
-        return;
-    };
+    let registry = common::registry::Registry::start();
     let a = release("sign-mirror", "a");
     let b = release("sign-mirror", "b");
     let (digest, signature) = push(

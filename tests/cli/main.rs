@@ -11,6 +11,7 @@ mod ci_python_venv;
 mod cli_capabilities;
 mod cli_ci;
 mod cli_completion;
+mod cli_config_file;
 mod cli_dev_apiserver;
 mod cli_feature_gates;
 mod cli_flags;

@@ -6,7 +6,8 @@
 //! sync did), [`graph`] (an update service on loopback), [`olm`] (OLM's CRDs and CSVs),
 //! [`lifecycle`] (the shipped lifecycle component), [`operator`] (`cvo operator` processes
 //! and the operator tests' `Env`), [`registry`] (a real OCI registry on loopback), [`token`]
-//! (a token server for its bearer-token auth), [`skip`] (visible skips).
+//! (a token server for its bearer-token auth), [`needs`] (what a test needs that a plain
+//! `cargo test` may not have: such tests are `#[ignore]`d with the reason).
 //!
 //! [`cluster`] returns a [`TestCluster`] (the embedded server's `memory_apiserver::testing`):
 //! by default a fresh embedded in-memory API server, or, when the environment variable
@@ -22,12 +23,12 @@ pub mod dockerfile;
 pub mod example;
 pub mod graph;
 pub mod lifecycle;
+pub mod needs;
 pub mod olm;
 pub mod operator;
 pub mod registry;
 pub mod release;
 pub mod report;
-pub mod skip;
 pub mod token;
 
 // Shortcuts to what most tests use; each test binary uses some of them.
@@ -35,8 +36,6 @@ pub mod token;
 pub use olm::ensure_olm_crds;
 #[allow(unused_imports)]
 pub use release::{DELETE_ANNOTATION, configmap, release, release_metadata, write_release};
-#[allow(unused_imports)]
-pub use skip::skip;
 
 // The cluster guard, polling, API-error and CRD helpers: the embedded server's test support,
 // shared with its own semantics suite.
@@ -58,6 +57,13 @@ pub const KUBECONFIG_ENV: &str = "CVO_TEST_KUBECONFIG";
 /// A cluster with the default in-memory configuration (or the real one, see the module doc).
 pub async fn cluster() -> TestCluster {
     cluster_with(MemoryConfig::default()).await
+}
+
+/// The embedded in-memory server, even when `CVO_TEST_KUBECONFIG` names a real cluster: for a
+/// case a shared real cluster cannot hold (a kind that must not be served, where other tests
+/// and the cluster itself install it). The test runs, on this server, in both passes.
+pub async fn memory_cluster() -> TestCluster {
+    cluster_from_env(&[], MemoryConfig::default()).await
 }
 
 /// Like [`cluster`], with a custom in-memory configuration; `config` is ignored on a real

@@ -1,8 +1,9 @@
 //! A real OCI registry for the tests: Debian's `docker-registry` (docker/distribution 2.8,
 //! `apt-get install docker-registry`, installed by `.ci/run`), bound to 127.0.0.1 on a free
 //! port with a temporary root and config file, stopped (and its root removed) on drop; with
-//! htpasswd Basic auth or distribution's token auth (a `super::token` server). Without
-//! the binary, [`Registry::start`] skips visibly and returns `None`.
+//! htpasswd Basic auth or distribution's token auth (a `super::token` server). The tests that
+//! start one are `#[ignore = "needs docker-registry …"]`; without the binary,
+//! [`Registry::start`] fails the test ([`super::needs::missing`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,15 +21,15 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Starts a registry and waits (up to 30 s) until it answers `GET /v2/`; `None` (after a
-    /// visible skip) when the binary is absent.
-    pub fn start() -> Option<Registry> {
+    /// Starts a registry and waits (up to 30 s) until it answers `GET /v2/`; fails the test
+    /// when the binary is absent.
+    pub fn start() -> Registry {
         Self::start_with(None)
     }
 
     /// Like [`Registry::start`], asking for HTTP Basic auth checked against `htpasswd` (a
     /// bcrypt htpasswd file, such as tests/fixtures/oci/htpasswd).
-    pub fn start_with_htpasswd(htpasswd: &Path) -> Option<Registry> {
+    pub fn start_with_htpasswd(htpasswd: &Path) -> Registry {
         Self::start_with(Some(format!(
             "auth:\n  htpasswd:\n    realm: cvo-test\n    path: {}\n",
             htpasswd.display()
@@ -37,7 +38,7 @@ impl Registry {
 
     /// Like [`Registry::start`], asking for bearer tokens from `tokens` (distribution's token
     /// auth: its realm, service and issuer, tokens checked against its certificate).
-    pub fn start_with_token(tokens: &super::token::TokenServer) -> Option<Registry> {
+    pub fn start_with_token(tokens: &super::token::TokenServer) -> Registry {
         Self::start_with(Some(format!(
             "auth:\n  token:\n    realm: {}\n    service: {}\n    issuer: {}\n    rootcertbundle: {}\n",
             tokens.realm(),
@@ -48,18 +49,18 @@ impl Registry {
     }
 
     /// `auth`: the config's `auth:` section, if any.
-    fn start_with(auth: Option<String>) -> Option<Registry> {
+    fn start_with(auth: Option<String>) -> Registry {
         if !Path::new(BINARY).exists() {
-            super::skip(&format!(
-                "{BINARY} is absent (apt-get install docker-registry; .ci/run installs it)"
-            ));
-            return None;
+            super::needs::missing(
+                &format!("a real OCI registry ({BINARY})"),
+                "apt-get install docker-registry (.ci/run installs it)",
+            );
         }
         // A port taken between probing and binding: try again with another.
         let mut last = String::new();
         for _ in 0..3 {
             match Self::try_start(auth.as_deref()) {
-                Ok(r) => return Some(r),
+                Ok(r) => return r,
                 Err(e) => last = e,
             }
         }
@@ -184,7 +185,7 @@ impl Registry {
             max_file_bytes: 1 << 20,
             max_release_bytes: 16 << 20,
         };
-        cvo::oci::push_release(dir, &target, access, caps)
+        cvo::oci::push_release(dir, &target, access, caps, &cvo::release::is_config_file)
             .await
             .expect("push the release")
             .digest

@@ -12,7 +12,7 @@
 //! (`[{"type":"repository","name":…,"actions":[…]}]`).
 //!
 //! The signing key and its self-signed certificate are made with the `openssl` CLI at start
-//! (a visible skip without it). Each [`User`] is granted the actions it may do out of those
+//! (the test fails without it: nearly every machine has it). Each [`User`] is granted the actions it may do out of those
 //! asked for; wrong credentials get 401; an anonymous request gets a token granting nothing.
 //! A user may also hold an OAuth2 refresh token (what `docker login` stores as
 //! `identitytoken`): `POST` to the realm with `grant_type=refresh_token` exchanges it for an
@@ -86,8 +86,8 @@ struct State {
 
 impl TokenServer {
     /// Makes a signing key and certificate and serves tokens for `users` on a free loopback
-    /// port; `None` (after a visible skip) without the `openssl` CLI.
-    pub fn start(users: &[User]) -> Option<TokenServer> {
+    /// port; fails the test without the `openssl` CLI.
+    pub fn start(users: &[User]) -> TokenServer {
         let dir = tempfile::tempdir().expect("tempdir");
         let made = openssl(
             dir.path(),
@@ -117,8 +117,10 @@ impl TokenServer {
             ],
         );
         if !made {
-            super::skip("the openssl CLI is not available to make the token server's key");
-            return None;
+            super::needs::missing(
+                "the openssl CLI (to make the token server's key)",
+                "install openssl",
+            );
         }
         let der = |file: &str| {
             let text = std::fs::read(dir.path().join(file)).expect("read a PEM file");
@@ -174,13 +176,13 @@ impl TokenServer {
                 }
             });
         });
-        Some(TokenServer {
+        TokenServer {
             dir,
             addr,
             issued,
             stop: Some(stop),
             thread: Some(thread),
-        })
+        }
     }
 
     /// The realm: `http://127.0.0.1:PORT/token`.

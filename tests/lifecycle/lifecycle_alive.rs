@@ -113,14 +113,14 @@ async fn wait_finalizers(tc: &TestCluster, ns: &str, want: &[&str]) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real cluster, which enforces ValidatingAdmissionPolicy (CVO_TEST_KUBECONFIG): run with --include-ignored (.ci/run does)"]
 async fn admission_policy_denies_an_unannotated_delete() {
     let tc = common::cluster().await;
+    common::needs::real_cluster(
+        &tc,
+        "the in-memory API server evaluates no CEL, so it does not enforce ValidatingAdmissionPolicy",
+    );
     install_alive_component(&tc).await;
-    if tc.is_memory() {
-        return common::skip(
-            "the in-memory API server evaluates no CEL, so it does not enforce ValidatingAdmissionPolicy; this case runs on a real server (CVO_TEST_KUBECONFIG)",
-        );
-    }
     let ns = alive_in(&tc, "alive-guard").await;
     let api = alives(&tc, &ns);
     // A new policy takes effect a moment after it is created: ask with server-side dry-run
@@ -331,12 +331,9 @@ async fn signal_times_out_naming_the_stuck_finalizer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signal_fails_plainly_when_the_kind_is_not_served() {
-    let tc = common::cluster().await;
-    if !tc.is_memory() {
-        return common::skip(
-            "on a shared real cluster the Alive kind is installed by other tests; this case runs on the in-memory server",
-        );
-    }
+    // On a shared real cluster other tests install the Alive kind: a server that does not
+    // serve it is the embedded one, in both passes.
+    let tc = common::memory_cluster().await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = tc.kubeconfig_file(dir.path()).await;
     let (code, out, err) = run_cvo(&kubeconfig, &["cluster-deletion", "signal"]).await;

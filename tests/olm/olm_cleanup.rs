@@ -337,28 +337,24 @@ async fn cleanup_true_removes_all_crs() {
     let csv = e.csv(Some(true), "Succeeded").await;
     let _r = e.clean_up(&csv).await;
     assert!(e.names(Some(&a)).await.is_empty());
-    // Events (events.k8s.io/v1): checked where the server serves them.
+    // Events (events.k8s.io/v1, which both servers serve).
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(e.tc.client.clone(), &e.op_ns);
-    match events.list(&ListParams::default()).await {
-        Ok(list) => {
-            let reasons: Vec<String> = list
-                .items
-                .iter()
-                .filter(|ev| ev.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&csv))
-                .filter_map(|ev| ev.reason.clone())
-                .collect();
-            for want in ["CleanupStarted", "CleanupFinished"] {
-                assert!(
-                    reasons.iter().any(|r| r == want),
-                    "{want} missing: {reasons:?}"
-                );
-            }
-        }
-        Err(kube::Error::Api(s)) if s.code == 404 => {
-            common::skip("events.k8s.io/v1 is not served: the cleanup's events were not checked");
-        }
-        Err(err) => panic!("list events: {err}"),
+    let list = events
+        .list(&ListParams::default())
+        .await
+        .expect("list events.k8s.io/v1 Events");
+    let reasons: Vec<String> = list
+        .items
+        .iter()
+        .filter(|ev| ev.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&csv))
+        .filter_map(|ev| ev.reason.clone())
+        .collect();
+    for want in ["CleanupStarted", "CleanupFinished"] {
+        assert!(
+            reasons.iter().any(|r| r == want),
+            "{want} missing: {reasons:?}"
+        );
     }
 }
 
@@ -851,14 +847,10 @@ async fn csv_without_the_finalizer_is_never_touched() {
 
 #[tokio::test]
 async fn run_fails_fast_without_the_csv_type() {
-    let tc = common::cluster().await;
-    if !tc.is_memory() {
-        // The CSV type is cluster-wide: on a shared cluster the other tests (or OLM itself)
-        // install it, and a test must not delete it from under them.
-        return common::skip(
-            "needs a cluster without OLM's ClusterServiceVersion type; this case runs on the in-memory server",
-        );
-    }
+    // The CSV type is cluster-wide: on a shared real cluster the other tests (or OLM itself)
+    // install it, and a test must not delete it from under them. An API server without it is
+    // the embedded one, in both passes.
+    let tc = common::memory_cluster().await;
     let err = cvo::olm::run(tc.client.clone(), None, std::future::pending())
         .await
         .expect_err("no CSV CRD");
