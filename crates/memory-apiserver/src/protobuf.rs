@@ -119,7 +119,7 @@ fn unknown(buf: &[u8]) -> Result<(String, String, &[u8]), ApiError> {
                 (api_version, kind) = (get("apiVersion"), get("kind"));
             }
             (2, Wire::Bytes(b)) => raw = b,
-            (3 | 4, Wire::Bytes(b)) if b.is_empty() => {} // contentEncoding, contentType: none
+            (3 | 4, Wire::Bytes([])) => {} // contentEncoding, contentType: none
             (n, _) => return Err(unknown_field(n, "runtime.Unknown")),
         }
     }
@@ -137,7 +137,7 @@ fn message(buf: &[u8], fields: &[Field], name: &str) -> Result<Map<String, Value
             .ok_or_else(|| unknown_field(number, name))?;
         let value = match (ty, wire) {
             (Ty::Skip, _) => continue,
-            (Ty::Str, Wire::Bytes(b)) if b.is_empty() => continue,
+            (Ty::Str, Wire::Bytes([])) => continue,
             (Ty::Str, Wire::Bytes(b)) => Value::from(text(b)?),
             (Ty::Bool, Wire::Varint(v)) => Value::from(v != 0),
             (Ty::Int, Wire::Varint(0)) => continue,
