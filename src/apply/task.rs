@@ -587,7 +587,7 @@ fn up_to_date(
 }
 
 /// A dry run's update: the field changes between the live object and the server's answer
-/// (a Secret's values masked) into `result`, and whether there were any.
+/// (a Secret's values masked) go into `result`; `Updated` when there are any.
 fn dry_run_changes(
     manifest: &Manifest,
     before: &DynamicObject,

@@ -186,19 +186,17 @@ impl Passes<'_> {
         // Without an image asked for, the image the cluster is at is looked up when this
         // operator leads with the release it started with.
         let lookup = Lookup::of(desired, cluster_image.as_deref().filter(|_| !self.pulled));
-        let (decision, pull_failure) = match self.consider(lookup.as_ref(), image, &version).await {
-            Ok(considered) => considered,
-            Err(switch) => {
-                let switch = Some(switch);
-                return Err(ended(
-                    "switched",
-                    PassEnd {
-                        switch,
-                        ..PassEnd::default()
-                    },
-                ));
-            }
-        };
+        let considered = self.consider(lookup.as_ref(), image, &version).await;
+        let (decision, pull_failure) = considered.map_err(|switch| {
+            let switch = Some(switch);
+            ended(
+                "switched",
+                PassEnd {
+                    switch,
+                    ..PassEnd::default()
+                },
+            )
+        })?;
         let mut decided = Decided {
             sync_options: self.options.sync.clone(),
             generation,

@@ -75,6 +75,8 @@ pub fn diff(old: &Value, new: &Value, path: &str) -> Vec<Change> {
     out
 }
 
+/// Appends the breaking changes from `old` to `new` (both at `path`) to `out`: the
+/// keywords of this schema first, then its fields, subschemas and the keywords no rule judges.
 fn walk(old: &Value, new: &Value, path: &str, out: &mut Vec<Change>) {
     if old == new {
         return;
