@@ -422,6 +422,7 @@ pub fn implicitly_enabled_by_cluster<'a>(
 ) -> (BTreeSet<String>, Vec<&'a ObjectId>) {
     let mut enabled = BTreeSet::new();
     let mut objects: Vec<&ObjectId> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let moved = update.manifests.iter();
     for m in moved.filter(|m| waits(m, caps) && applied.contains(&m.id)) {
         enabled.extend(
@@ -430,7 +431,7 @@ pub fn implicitly_enabled_by_cluster<'a>(
                 .filter(|c| !caps.enabled.contains(*c))
                 .cloned(),
         );
-        if !objects.contains(&&m.id) {
+        if seen.insert(&m.id) {
             objects.push(&m.id);
         }
     }

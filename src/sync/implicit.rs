@@ -77,13 +77,15 @@ pub(super) async fn judge(
     release: &Release,
     options: &SyncOptions,
     cv: Option<&DynamicObject>,
-    (caps, gates, version): (&Capabilities, &EnabledGates, &str),
+    caps: &Capabilities,
+    gates: &EnabledGates,
+    version: &str,
 ) -> Result<Judgement, CapabilityError> {
     if capability::awaiting(release, caps).next().is_none() {
         return Ok(Judgement::default());
     }
     if let Some(from) = &options.updating_from {
-        return Ok(from_release(release, from, caps, gates, Vec::new()));
+        return Ok(from_release(release, from, caps, gates));
     }
     let mut warnings = Vec::new();
     let mut unread = None;
@@ -91,7 +93,7 @@ pub(super) async fn judge(
         cv.and_then(|cv| clusterversion::previous_image(cv, version, release.image.as_deref()));
     if let (Some(reader), Some(image)) = (&options.previous_release, image) {
         match reader.read(&image).await {
-            Some(Ok(from)) => return Ok(from_release(release, &from, caps, gates, warnings)),
+            Some(Ok(from)) => return Ok(from_release(release, &from, caps, gates)),
             Some(Err(why)) => {
                 warnings.push(format!(
                     "the release the cluster is at ({image}) could not be read: {why}; what this update enables implicitly was judged from the cluster instead (objects cvo applied)"
@@ -120,7 +122,6 @@ fn from_release(
     from: &Gates,
     caps: &Capabilities,
     gates: &EnabledGates,
-    warnings: Vec<String>,
 ) -> Judgement {
     let all = capability::implicitly_enabled(release, from, caps, Some(gates));
     let enabled = all.difference(&caps.implicitly_enabled).cloned().collect();
@@ -129,7 +130,7 @@ fn from_release(
             enabled,
             judged: Judged::Release(from.release().to_owned()),
         }),
-        warnings,
+        warnings: Vec::new(),
     }
 }
 

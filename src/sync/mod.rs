@@ -374,8 +374,16 @@ impl Preflight {
             None => cluster_capabilities(&release.capabilities, &spec, cv.as_ref()),
         };
         let version = conditions::version_text(release);
-        let judged = (&capabilities, &feature_gates, version.as_str());
-        let implicit = implicit::judge(cluster, release, options, cv.as_ref(), judged).await?;
+        let implicit = implicit::judge(
+            cluster,
+            release,
+            options,
+            cv.as_ref(),
+            &capabilities,
+            &feature_gates,
+            &version,
+        )
+        .await?;
         if let Some(by) = &implicit.by_update {
             capabilities.enable_implicitly(by.enabled.clone());
         }

@@ -264,10 +264,13 @@ async fn value_of(cms: &Api<DynamicObject>, name: &str) -> Option<String> {
         .map(|cm| cm.data["data"]["v"].as_str().unwrap_or_default().to_owned())
 }
 
+/// A release's files: (name, text).
+type Files = Vec<(&'static str, String)>;
+
 /// The releases of the issue 34 tests, as (OLD, NEW) file lists: OLD applies `base` with no
 /// capability; NEW moves it into Storage (disabled), adds `storage` in Storage, and `decoy`
 /// in Insights (disabled), an object OLD does not apply.
-fn moved_into_storage(ns: &str) -> (Vec<(&'static str, String)>, Vec<(&'static str, String)>) {
+fn moved_into_storage(ns: &str) -> (Files, Files) {
     let old = vec![("0000_10_a_base.yaml", gated(ns, "base", None, "1", false))];
     let new = vec![
         (
