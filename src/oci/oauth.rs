@@ -118,6 +118,39 @@ fn form(refresh_token: &str, service: Option<&str>, scope: &str) -> String {
     form.finish()
 }
 
+/// The token in a token server's successful `answer` (`what` names the server), read under
+/// [`MAX_TOKEN_ANSWER_BYTES`].
+async fn read_token(answer: reqwest::Response, what: &str) -> Result<String, Denied> {
+    let bytes = read_capped(answer, MAX_TOKEN_ANSWER_BYTES)
+        .await
+        .map_err(|e| match e {
+            ReadFailure::TooLarge => Denied::TooLarge(format!(
+                "{what} answered more than {MAX_TOKEN_ANSWER_BYTES} bytes, the most a token answer may hold: refused"
+            )),
+            ReadFailure::Transport(e) => Denied::Failed(format!(
+                "{what}: reading its answer: {}",
+                super::registry::describe_cause(&e)
+            )),
+        })?;
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        #[serde(default)]
+        access_token: Option<String>,
+        #[serde(default)]
+        token: Option<String>,
+    }
+    let answer: Answer = serde_json::from_slice(&bytes).map_err(|_| {
+        Denied::Failed(format!(
+            "{what} answered something that is not a token (not JSON)"
+        ))
+    })?;
+    answer
+        .access_token
+        .or(answer.token)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| Denied::Failed(format!("{what} answered without a token")))
+}
+
 /// How to reach the registry and its token server.
 pub(super) struct Tokens {
     http: reqwest::Client,
@@ -249,47 +282,15 @@ impl Tokens {
         .map_err(Denied::Failed)?;
         let status = answer.status().as_u16();
         match (status, secret) {
-            (200..=299, _) => {}
-            (401 | 403, Secret::RefreshToken(_)) => {
-                return Err(Denied::Failed(format!(
-                    "{what} refused the Docker config's identity token (HTTP {status}): it may have expired or been revoked; log in again with `docker login {registry}`"
-                )));
-            }
-            (401 | 403, _) => return Err(Denied::Refused(status)),
-            _ => {
-                return Err(Denied::Failed(format!(
-                    "{what} answered HTTP {status} instead of a token"
-                )));
-            }
+            (200..=299, _) => read_token(answer, &what).await,
+            (401 | 403, Secret::RefreshToken(_)) => Err(Denied::Failed(format!(
+                "{what} refused the Docker config's identity token (HTTP {status}): it may have expired or been revoked; log in again with `docker login {registry}`"
+            ))),
+            (401 | 403, _) => Err(Denied::Refused(status)),
+            _ => Err(Denied::Failed(format!(
+                "{what} answered HTTP {status} instead of a token"
+            ))),
         }
-        let bytes = read_capped(answer, MAX_TOKEN_ANSWER_BYTES)
-            .await
-            .map_err(|e| match e {
-                ReadFailure::TooLarge => Denied::TooLarge(format!(
-                    "{what} answered more than {MAX_TOKEN_ANSWER_BYTES} bytes, the most a token answer may hold: refused"
-                )),
-                ReadFailure::Transport(e) => Denied::Failed(format!(
-                    "{what}: reading its answer: {}",
-                    super::registry::describe_cause(&e)
-                )),
-            })?;
-        #[derive(serde::Deserialize)]
-        struct Answer {
-            #[serde(default)]
-            access_token: Option<String>,
-            #[serde(default)]
-            token: Option<String>,
-        }
-        let answer: Answer = serde_json::from_slice(&bytes).map_err(|_| {
-            Denied::Failed(format!(
-                "{what} answered something that is not a token (not JSON)"
-            ))
-        })?;
-        answer
-            .access_token
-            .or(answer.token)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| Denied::Failed(format!("{what} answered without a token")))
     }
 
     /// Sends the request `make` builds, retrying transport errors, 429 and 5xx under the

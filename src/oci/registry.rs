@@ -468,7 +468,7 @@ impl Registry {
         let got = hasher.finish();
         if got != digest {
             return Err(OciError::Mismatch(format!(
-                "{what}: the registry sent content whose digest is {got}: its blob changed or was corrupted, refused"
+                "{what}: the content the registry sent does not match its digest (it has {got}): its blob changed or was corrupted, refused"
             )));
         }
         Ok(())

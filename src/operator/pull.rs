@@ -501,7 +501,7 @@ impl Puller {
             None => None,
         };
         let pinned = RegistryRef {
-            digest: recorded.clone(),
+            digest: recorded.clone().or_else(|| reference.digest.clone()),
             ..reference.clone()
         };
         let resolved = crate::oci::resolve(&pinned, options)
@@ -877,6 +877,12 @@ mod tests {
             panic!("not a failure")
         };
         assert!(retry_in(&p).unwrap() <= first + Duration::from_secs(1));
+        // A pullspec by digest: the same.
+        let pinned = format!("127.0.0.1:1/cvo/release@{}", Digest::of(b"m"));
+        let Outcome::Failed(e) = p.consider(&client, asked(&pinned, ""), None, None).await else {
+            panic!("not a failure")
+        };
+        assert!(e.cause.contains("cannot reach the registry"), "{}", e.cause);
     }
 
     #[tokio::test]
