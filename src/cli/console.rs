@@ -173,8 +173,11 @@ fn colour_on_stderr() -> bool {
 /// (exit code 101 from the main thread).
 fn json_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
-        let message = info
-            .payload_as_str()
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
             .unwrap_or("(a panic without a message)");
         let location = info.location().map(ToString::to_string);
         let thread = std::thread::current();

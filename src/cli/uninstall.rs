@@ -226,7 +226,8 @@ fn plan_text(plan: &Plan, dry_run: bool) -> String {
 }
 
 /// The progress line of what was done to one object: [`performed_line`], or in JSON an event
-/// with `step`, `result`, `kind`, `namespace`, `name` and `reason` as fields.
+/// saying `RESULT KIND NS/NAME[: REASON]` with `step`, `result`, `kind`, `namespace`, `name`
+/// and `reason` as fields.
 fn performed(console: super::Console, p: &Performed) {
     if !console.is_json() {
         stderr_line!("{}", performed_line(p));
@@ -235,10 +236,11 @@ fn performed(console: super::Console, p: &Performed) {
     let (step, result, kind, name) = (p.step.as_str(), &p.result, &p.kind, &p.name);
     let namespace = p.namespace.as_deref();
     let reason = (!p.reason.is_empty()).then_some(p.reason.as_str());
+    let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
     say!(
         console,
         line { step, %result, %kind, namespace, %name, reason },
-        "{result} {}",
+        "{result} {}{why}",
         p.describe()
     );
 }

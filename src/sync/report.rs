@@ -12,7 +12,7 @@ use crate::status::conditions::{ErrorTally, version_text};
 
 /// The failed manifests the text report lists one by one; the others are counted by error
 /// ([`failures_by_error`]). `-o json` lists every result.
-pub const FAILURES_LISTED: usize = 20;
+const FAILURES_LISTED: usize = 20;
 
 /// The errors [`failures_by_error`] names, the most frequent first.
 const ERRORS_LISTED: usize = 10;
