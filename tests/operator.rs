@@ -2868,10 +2868,9 @@ async fn a_restarted_operator_leads_with_the_release_it_pulled_never_its_start_r
 /// an operator restarted after the tag moved leads with that digest's release, not the tag's
 /// new one; a new request (here a version added) resolves the tag again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn a_restarted_operator_uses_the_digest_recorded_for_the_spec_tag() {
-    let Some(registry) = common::registry::Registry::start() else {
-        return;
-    };
+    let registry = common::registry::Registry::start();
     let env = Env::new("operator-tag-record").await;
     let Env {
         tc,
@@ -3391,13 +3390,12 @@ async fn create_pull_secret(tc: &TestCluster, ns: &str, config: &str) {
 /// HTTP Basic auth (tests/fixtures/oci/htpasswd) and no Docker config credentials: the start
 /// release is pulled with the Secret's credentials and applied; the password is never logged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn the_pull_secret_pulls_the_oci_release_the_operator_starts_on() {
     use base64::Engine as _;
     const PASSWORD: &str = "not-a-secret-1";
     let htpasswd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oci/htpasswd");
-    let Some(registry) = common::registry::Registry::start_with_htpasswd(&htpasswd) else {
-        return;
-    };
+    let registry = common::registry::Registry::start_with_htpasswd(&htpasswd);
     let auth = base64::engine::general_purpose::STANDARD.encode(format!("cvo-test:{PASSWORD}"));
     let config = json!({"auths": {registry.host(): {"auth": auth}}}).to_string();
     let env = Env::new("operator-start-secret").await;

@@ -379,10 +379,9 @@ async fn applied_decoy(cms: &Api<DynamicObject>, ns: &str) {
 /// for `base`, which OLD applies — and Insights is not, although `decoy` is cvo's, since OLD
 /// does not apply it (judgement (b) would have enabled it).
 #[tokio::test]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn an_update_from_a_release_by_digest_judges_from_that_release() {
-    let Some(registry) = common::registry::Registry::start() else {
-        return;
-    };
+    let registry = common::registry::Registry::start();
     let tc = common::cluster().await;
     let (_guard, cv_resource) = common::cluster_version(&tc).await;
     let cvs = common::create_cluster_version(&tc, &cv_resource).await;
@@ -431,10 +430,9 @@ async fn an_update_from_a_release_by_digest_judges_from_that_release() {
 /// the cluster is asked instead (b) — `base` keeps Storage, the cvo-applied `decoy` enables
 /// Insights — and both the condition and a warning say why.
 #[tokio::test]
+#[ignore = "needs docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn a_release_by_digest_that_does_not_verify_falls_back_to_the_cluster() {
-    let Some(registry) = common::registry::Registry::start() else {
-        return;
-    };
+    let registry = common::registry::Registry::start();
     let tc = common::cluster().await;
     let (_guard, cv_resource) = common::cluster_version(&tc).await;
     let cvs = common::create_cluster_version(&tc, &cv_resource).await;
