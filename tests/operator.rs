@@ -2946,7 +2946,9 @@ async fn a_restarted_operator_uses_the_digest_recorded_for_the_spec_tag() {
     let c_image = registry.pullspec("cvo/release", &format!("@{c}"));
     assert_eq!(cv.data["status"]["desired"]["image"], json!(c_image));
     assert_eq!(cm_value(tc, ns, "settings").await.as_deref(), Some("three"));
-    let record = condition(&cv, "ReleaseImageResolved").expect("the record").clone();
+    let record = condition(&cv, "ReleaseImageResolved")
+        .expect("the record")
+        .clone();
     assert!(
         record["message"]
             .as_str()

@@ -494,7 +494,10 @@ impl Puller {
         {
             return Ok(r.clone());
         }
-        let tag = reference.tag.as_deref().filter(|_| reference.digest.is_none());
+        let tag = reference
+            .tag
+            .as_deref()
+            .filter(|_| reference.digest.is_none());
         let cluster = crate::cluster::Cluster::new(client.clone());
         let recorded = match tag {
             Some(_) => self.recorded(&cluster, key, reference).await?,
@@ -951,7 +954,10 @@ mod tests {
                 "spec.desiredUpdate image=\"127.0.0.1:5000/cvo/release:next\" version=\"\" force=false resolved to 127.0.0.1:5000/cvo/release@{digest}; that digest is used until spec.desiredUpdate changes"
             )
         );
-        let others = [Condition::new("Available", ConditionStatus::True, "x", "y"), record];
+        let others = [
+            Condition::new("Available", ConditionStatus::True, "x", "y"),
+            record,
+        ];
         assert_eq!(recorded(&others, &asked, &reference), Some(digest));
         for other in [
             key("127.0.0.1:5000/cvo/release:next", "1.2.0", false),
