@@ -129,7 +129,7 @@ impl fmt::Display for Layout {
 
 /// At most this many run level/component keys are named in a node's title
 /// ([`TaskGraph::node_title`]); a longer chain names its first and last ones.
-pub const TITLE_KEYS: usize = 6;
+const TITLE_KEYS: usize = 6;
 
 /// A release's tasks grouped into nodes and ordered by edges (a DAG).
 #[derive(Clone, Debug)]
@@ -249,8 +249,8 @@ impl TaskGraph {
     /// A short title for a node, for logs and pictures: `50 monitoring`, `07–08 a`, `join`,
     /// and for a node whose run levels each hold one component (they run one after another,
     /// so they share a node, as in the CVO) each in order: `00 a → 05 b → 10 c`,
-    /// `unordered → 01 x`. Beyond [`TITLE_KEYS`] keys, the first and last ones and how many
-    /// are between: `00 a → 01 b → 02 c → (5 more) → 08 h → 09 i`.
+    /// `unordered → 01 x`. Beyond six keys, the first and last ones and how many are
+    /// between: `00 a → 01 b → 02 c → (5 more) → 08 h → 09 i`.
     pub fn node_title(&self, id: NodeId) -> String {
         if self.node(id).is_join() {
             return "join".to_owned();
