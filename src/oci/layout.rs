@@ -286,9 +286,9 @@ mod tests {
         assert!(err.contains("changed or was corrupted"), "{err}");
     }
 
-    #[cfg(unix)]
     /// An `index.json` over the cap, one that is `/dev/zero` (never ends) and one that is a
     /// FIFO (would block forever) are refused at once, naming the file.
+    #[cfg(unix)]
     #[test]
     fn an_index_that_is_too_large_or_not_a_regular_file_is_refused() {
         let dir = tempfile::tempdir().unwrap();
