@@ -9,6 +9,7 @@
 //! default (`common::needs`).
 
 use crate::common;
+use crate::common::example::StatusSchema;
 
 use std::path::Path;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use cvo::cluster::Cluster;
 use cvo::release::LoadOptions;
 use cvo::sync::{SyncOptions, sync};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 /// A digest-pinned release image, as `--release-image` takes it.
@@ -229,6 +230,18 @@ async fn a_status_the_server_refuses_fails_cvo_apply_with_the_servers_message() 
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"] = json!({
         "type": "object", "x-kubernetes-preserve-unknown-fields": true,
         "required": ["neverWritten"], "properties": {"neverWritten": {"type": "string"}}});
+    // Served before cvo runs (its apply of the same CRD changes nothing), so that the status
+    // cvo writes meets this schema and not, a moment late, the stand-in's.
+    let crds = Api::<CustomResourceDefinition>::all(tc.client.clone());
+    let strict: CustomResourceDefinition = serde_json::from_value(crd.clone()).expect("CRD");
+    crds.patch(
+        &stand_in.name,
+        &PatchParams::apply("cvo-test").force(),
+        &Patch::Apply(&strict),
+    )
+    .await
+    .expect("serve the strict ClusterVersion CRD");
+    common::example::wait_status_schema(&tc, &cv_resource, StatusSchema::Refuses).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let release = dir.path().join("release");
     common::write_release(

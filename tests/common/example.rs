@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::json;
 
 use super::{TestCluster, TestCrd};
 
@@ -157,8 +159,75 @@ pub async fn restore_stand_in_crds(tc: &TestCluster) {
         .await;
         if replaced {
             super::wait_established(tc, &stand_in.name).await;
+            wait_status_schema(tc, &stand_in.resource(), StatusSchema::KeepsUnknownFields).await;
         }
     }
+}
+
+/// How the server judges a status write of a kind, as [`wait_status_schema`] probes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusSchema {
+    /// A field the schema does not name is kept (the stand-in CRDs' schema).
+    KeepsUnknownFields,
+    /// A field the schema does not name is dropped (a schema with properties, OpenShift's).
+    PrunesUnknownFields,
+    /// The write is refused (422: a required field is missing).
+    Refuses,
+}
+
+/// Waits until the server judges status writes of the cluster-scoped kind `resource` (with a
+/// status subresource) as `expected`. A real API server serves an updated CRD's schema a
+/// moment after the update is stored (its handler follows the CRD through an informer), so a
+/// status written right after a test swaps a CRD may still meet the old schema; this asks a
+/// probe object with a dry-run status patch until the answer is the new schema's.
+pub async fn wait_status_schema(tc: &TestCluster, resource: &ApiResource, expected: StatusSchema) {
+    const PROBE: &str = "cvo-test-schema-probe";
+    let api = Api::<DynamicObject>::all_with(tc.client.clone(), resource);
+    let mut probe = DynamicObject::new(PROBE, resource);
+    probe.data = json!({"spec": {"clusterID": "probe"}});
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let patch = Patch::Merge(json!({"status": {"cvoTestProbe": "x"}}));
+    super::poll_until(
+        &format!("{} status judged as {expected:?}", resource.kind),
+        tc.deadline(),
+        || async {
+            if api
+                .get_opt(PROBE)
+                .await
+                .map_err(|e| e.to_string())?
+                .is_none()
+            {
+                match api.create(&PostParams::default(), &probe).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) => return Err(format!("create the probe: {e}")),
+                }
+            }
+            let seen = match api.patch_status(PROBE, &dry_run, &patch).await {
+                Ok(o) if o.data["status"]["cvoTestProbe"] == "x" => {
+                    StatusSchema::KeepsUnknownFields
+                }
+                Ok(_) => StatusSchema::PrunesUnknownFields,
+                Err(kube::Error::Api(s)) if s.code == 422 => StatusSchema::Refuses,
+                Err(e) => return Err(e.to_string()),
+            };
+            if seen == expected {
+                Ok(())
+            } else {
+                Err(format!("{seen:?}"))
+            }
+        },
+    )
+    .await;
+    match api.delete(PROBE, &DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => panic!("delete the {} probe: {e}", resource.kind),
+    }
+    super::wait_gone(tc, &api, PROBE, "the schema probe").await;
 }
 
 /// The image of `cvo operator` in the release [`least_privilege_update`] writes.
