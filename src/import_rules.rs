@@ -70,6 +70,13 @@ const RULES: &[(&str, &[&str])] = &[
             "sync", "updates",
         ],
     ),
+    // Fleets on OCM: the hub's objects (through `cluster`'s requests), the update rules of
+    // `status`, the operator's objects (`release`, `rbac`); never the engine (no apply, sync,
+    // operator): each cluster's own operator updates it.
+    (
+        "fleet",
+        &["cluster", "exit", "rbac", "release", "status", "version"],
+    ),
     // What an empty embedded server lacks that a real cluster has (the `in-memory` feature).
     ("dev", &["cluster", "olm", "release"]),
     (
@@ -80,6 +87,7 @@ const RULES: &[(&str, &[&str])] = &[
             "dev",
             "diagnostic",
             "exit",
+            "fleet",
             "graph",
             "health",
             "lifecycle",

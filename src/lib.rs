@@ -8,8 +8,8 @@
 //! [`operator`], which keeps running it in the cluster), [`oci`] reads and pushes releases as
 //! OCI artifacts (registries, OCI layouts), [`rbac`] derives the least-privilege RBAC the
 //! operator needs for a release, [`olm`] cleans up OLM operands, [`lifecycle`] uninstalls
-//! operators and signals cluster deletion, [`version`] reads semantic versions with
-//! plain-worded errors, and [`cli`] is the thin command-line shell on top.
+//! operators and signals cluster deletion, [`fleet`] rolls a release out to many clusters on Open
+//! Cluster Management, [`version`] reads semantic versions with plain-worded errors, and [`cli`] is the thin command-line shell on top.
 
 pub mod apply;
 pub mod cli;
@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod dev;
 pub mod diagnostic;
 pub mod exit;
+pub mod fleet;
 #[cfg(test)]
 mod function_length;
 pub mod graph;

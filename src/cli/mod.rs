@@ -23,6 +23,8 @@ mod completion;
 #[cfg(feature = "in-memory")]
 mod dev_apiserver;
 mod error;
+mod fleet;
+mod fleet_install;
 mod graph;
 mod man;
 mod operand_cleanup;
@@ -119,6 +121,9 @@ pub enum Command {
     Uninstall(uninstall::UninstallArgs),
     /// The cluster-deletion signal: delete the Alive object and wait for its finalizers.
     ClusterDeletion(cluster_deletion::ClusterDeletionArgs),
+    /// Roll a release out to the clusters of an Open Cluster Management Placement, in waves,
+    /// and show where it is (the kubeconfig is the hub's).
+    Fleet(fleet::FleetArgs),
     /// Serve the embedded in-memory API server on loopback (for kubectl and tests).
     #[cfg(feature = "in-memory")]
     DevApiserver(dev_apiserver::DevApiserverArgs),
@@ -709,6 +714,7 @@ fn run(cli: Cli) -> Result<Exit, CliError> {
         Command::OperandCleanup(args) => operand_cleanup::run(&cli.global, &args),
         Command::Uninstall(args) => uninstall::run(&cli.global, &args),
         Command::ClusterDeletion(args) => cluster_deletion::run(&cli.global, &args),
+        Command::Fleet(args) => fleet::run(&cli.global, &args),
         #[cfg(feature = "in-memory")]
         Command::DevApiserver(args) => dev_apiserver::run(&args, cli.global.console),
     }

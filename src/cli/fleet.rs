@@ -1,0 +1,576 @@
+//! `cvo fleet observe|status|rollout|install`: one release rolled out to the clusters of an
+//! Open Cluster Management Placement, in its decision groups (docs/fleet.md). The kubeconfig
+//! is the hub's.
+//!
+//! Exit codes: `status` 0 all at the target, 3 in progress, 1 held by a failure or a deadline
+//! (without a rollout: 0 when every cluster is reachable and none fails); `rollout` 0 written
+//! (or, with `--dry-run`, would be), 4 refused on a cluster whose operator would refuse it (or
+//! a release that does not verify), 1 a request failed, 2 usage.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use super::apply::parse_duration;
+use super::{CliError, GlobalArgs, OciArgs, OutputFormat, print_stdout};
+use crate::cluster::NamespacedName;
+use crate::exit::Exit;
+use crate::fleet::status::{ClusterRollout, FleetStatus, Reachability};
+use crate::fleet::work::{MaxFailures, Purpose, Rollout};
+use crate::fleet::{self, rollout, status};
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    #[command(subcommand)]
+    pub command: FleetCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Have every cluster of the Placement report its ClusterVersion to the hub (a read-only
+    /// ManifestWorkReplicaSet, `cvo-observe-PLACEMENT`); writes nothing to the clusters.
+    Observe(ObserveArgs),
+    /// Show each cluster's wave, reachability, version, Upgradeable and first failure, each
+    /// wave's progress, and what holds a running rollout.
+    Status(StatusArgs),
+    /// Roll a release out: `spec.desiredUpdate` of every cluster's ClusterVersion, one
+    /// decision group after the other, each gated on the previous one's ClusterVersions.
+    Rollout(RolloutArgs),
+    /// Put the cvo operator (and the rollout's executor) on every cluster of the Placement.
+    Install(InstallArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PlacementArgs {
+    /// The Placement (NAMESPACE/NAME on the hub) whose decision groups are the waves.
+    #[arg(long, value_name = "NS/NAME")]
+    pub placement: NamespacedName,
+    /// Output format (stdout).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ObserveArgs {
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+    /// Print again whenever the status changes, until the rollout is done or held (exit code
+    /// as without it).
+    #[arg(long, short = 'w')]
+    pub watch: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+    /// The release: oci://HOST[:PORT]/REPO@sha256:HEX (a tag is resolved once, here, and the
+    /// clusters are given the digest).
+    #[arg(long, value_name = "oci://…")]
+    pub release: String,
+    #[command(flatten)]
+    pub oci: OciArgs,
+    /// The version the release must have (its release-metadata): a check, not an override.
+    #[arg(long, value_name = "V")]
+    pub version: Option<String>,
+    /// Clusters of a wave that may fail (or pass the deadline) before the rollout stops: a
+    /// number (at most the smallest wave's size) or a percentage of each wave. With the default
+    /// of none, a failing first wave holds the rest.
+    #[arg(long, value_name = "N|N%", value_parser = parse_max_failures, default_value = "0")]
+    pub max_failures: MaxFailures,
+    /// A cluster still progressing after this long counts as failed [default: none].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub progress_deadline: Option<Duration>,
+    /// How long a wave must stay done before the next one starts.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s")]
+    pub min_success_time: Duration,
+    /// Write the rollout even where a cluster's operator would refuse the update (recorded on
+    /// the rollout set, annotation fleet.cvo.io/forced).
+    #[arg(long)]
+    pub force: bool,
+    /// Print the waves and clusters and what would be refused; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+    /// The operator's image (built from the release it holds at /release).
+    #[arg(long, value_name = "IMAGE")]
+    pub image: String,
+    /// The release whose operator objects are installed (a directory or an OCI source).
+    #[arg(long, value_name = "SOURCE")]
+    pub release: String,
+    #[command(flatten)]
+    pub oci: OciArgs,
+    /// Print the ManifestWorkReplicaSet; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+fn parse_max_failures(text: &str) -> Result<MaxFailures, String> {
+    let hint = "write a number of clusters (2) or a percentage of the wave (10%)";
+    if let Some(p) = text.strip_suffix('%') {
+        return match p.parse::<u8>() {
+            Ok(p) if p <= 100 => Ok(MaxFailures::Percent(p)),
+            _ => Err(format!(
+                "{text:?} is not a percentage from 0% to 100%; {hint}"
+            )),
+        };
+    }
+    text.parse::<u32>()
+        .map(MaxFailures::Count)
+        .map_err(|_| format!("{text:?} is not a number of clusters; {hint}"))
+}
+
+pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<Exit, CliError> {
+    match &args.command {
+        FleetCommand::Install(a) => super::fleet_install::run(global, a),
+        command => super::runtime()?.block_on(async {
+            let client = super::kube_client(global).await?;
+            match command {
+                FleetCommand::Observe(a) => observe(global, &client, a).await,
+                FleetCommand::Status(a) => show_status(&client, a).await,
+                FleetCommand::Rollout(a) => roll_out(global, &client, a).await,
+                FleetCommand::Install(_) => unreachable!("handled above"),
+            }
+        }),
+    }
+}
+
+async fn observe(
+    global: &GlobalArgs,
+    client: &kube::Client,
+    args: &ObserveArgs,
+) -> Result<Exit, CliError> {
+    let p = &args.placement.placement;
+    // The Placement must exist: a set naming a missing one would wait silently.
+    status::read(client, &p.namespace, &p.name)
+        .await
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    let set = fleet::work::observe(&p.namespace, &p.name);
+    let written = fleet::write(client, &set)
+        .await
+        .map_err(|e| CliError::failed(format_args!("writing the observe set: {e}")))?;
+    let name = format!("{}/{}", p.namespace, Purpose::Observe.name(&p.name));
+    match args.placement.output {
+        OutputFormat::Json => print_stdout(&pretty(&serde_json::json!({
+            "manifestWorkReplicaSet": name, "result": written,
+        })))?,
+        OutputFormat::Text => say!(
+            global.console,
+            note,
+            "ManifestWorkReplicaSet {name} {written}: every cluster of Placement {p} reports its ClusterVersion (`cvo fleet status --placement {p}`)"
+        ),
+    }
+    Ok(Exit::Success)
+}
+
+/// How often `status --watch` reads the hub again.
+const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+
+async fn show_status(client: &kube::Client, args: &StatusArgs) -> Result<Exit, CliError> {
+    let p = &args.placement.placement;
+    let mut last = String::new();
+    loop {
+        let view = status::read(client, &p.namespace, &p.name)
+            .await
+            .map_err(|e| CliError::failed(e.to_string()))?;
+        let st = status::judge(&view, jiff::Timestamp::now());
+        let text = match args.placement.output {
+            OutputFormat::Json => pretty(&serde_json::json!({
+                "status": st, "exitCode": st.exit() as i32,
+            })),
+            OutputFormat::Text => status_text(&st),
+        };
+        if text != last {
+            print_stdout(&text)?;
+            last = text;
+        }
+        if !args.watch || st.exit() != Exit::InProgress {
+            return Ok(st.exit());
+        }
+        tokio::time::sleep(WATCH_INTERVAL).await;
+    }
+}
+
+/// The status as a person reads it: the rollout and what holds it, the waves, the clusters.
+pub fn status_text(st: &FleetStatus) -> String {
+    let mut out = String::new();
+    match &st.target {
+        Some(t) => {
+            let state = match st.exit() {
+                Exit::Success => "done".to_owned(),
+                Exit::Failed => "held by a failure".to_owned(),
+                _ => "in progress".to_owned(),
+            };
+            out.push_str(&format!(
+                "rollout {}: {} ({}) to Placement {}: {state}\n",
+                t.rollout, t.version, t.image, st.placement
+            ));
+            if let Some(forced) = &t.forced {
+                out.push_str(&format!("  forced past: {}\n", forced.replace('\n', "; ")));
+            }
+            for h in &st.held_by {
+                out.push_str(&format!("  held by {}: {}\n", h.cluster, h.reason));
+            }
+            out.push('\n');
+            let rows: Vec<Vec<String>> = st
+                .waves
+                .iter()
+                .map(|w| {
+                    vec![
+                        w.wave.index.to_string(),
+                        w.wave.name.clone(),
+                        w.clusters.len().to_string(),
+                        w.progress.to_string(),
+                    ]
+                })
+                .collect();
+            out.push_str(&table(&["WAVE", "NAME", "CLUSTERS", "PROGRESS"], &rows));
+            out.push('\n');
+        }
+        None => out.push_str(&format!("Placement {}: no rollout\n\n", st.placement)),
+    }
+    let rows: Vec<Vec<String>> = st.clusters.iter().map(cluster_row).collect();
+    out.push_str(&table(
+        &[
+            "CLUSTER",
+            "WAVE",
+            "REACHABLE",
+            "VERSION",
+            "STATE",
+            "DESIRED",
+            "UPGRADEABLE",
+            "ROLLOUT",
+            "MESSAGE",
+        ],
+        &rows,
+    ));
+    out
+}
+
+fn cluster_row(c: &status::ClusterState) -> Vec<String> {
+    let dash = || "-".to_owned();
+    let report = c.report.as_ref();
+    let newest = report.and_then(|r| r.history.first());
+    vec![
+        c.name.clone(),
+        c.wave
+            .as_ref()
+            .map_or_else(|| "(not selected)".to_owned(), ToString::to_string),
+        match &c.reachable {
+            Reachability::Reachable => "yes".to_owned(),
+            Reachability::Unreachable(_) => "no".to_owned(),
+            Reachability::Unknown(_) => "unknown".to_owned(),
+        },
+        report
+            .and_then(|r| r.current_version())
+            .map_or_else(dash, str::to_owned),
+        newest.and_then(|e| e.state.clone()).map_or_else(dash, |s| {
+            format!(
+                "{s} {}",
+                newest.and_then(|e| e.version.as_deref()).unwrap_or("")
+            )
+        }),
+        report
+            .and_then(|r| r.desired_version.clone())
+            .unwrap_or_else(dash),
+        report
+            .and_then(|r| r.condition("Upgradeable"))
+            .map_or_else(dash, |u| {
+                let mut s = u.status.clone().unwrap_or_default();
+                if let Some(reason) = u
+                    .reason
+                    .as_deref()
+                    .filter(|r| !u.is("True") && !r.is_empty())
+                {
+                    s.push_str(&format!(" ({reason})"));
+                }
+                s
+            }),
+        match &c.rollout {
+            ClusterRollout::None => dash(),
+            ClusterRollout::Pending => "pending".to_owned(),
+            ClusterRollout::Progressing(_) => "progressing".to_owned(),
+            ClusterRollout::Done => "done".to_owned(),
+            ClusterRollout::Failed(_) => "failed".to_owned(),
+        },
+        match (&c.reachable, c.message()) {
+            (Reachability::Unreachable(why) | Reachability::Unknown(why), _) => why.clone(),
+            (_, Some(m)) => m,
+            (_, None) if report.is_none() => "no ClusterVersion report yet".to_owned(),
+            _ => String::new(),
+        },
+    ]
+}
+
+/// Left-aligned columns, two spaces apart; the last column is not padded.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let last = cells.len().saturating_sub(1);
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i == last {
+                s.push_str(cell);
+            } else {
+                s.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        s.trim_end().to_owned() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+fn pretty(v: &serde_json::Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// The release resolved and verified at the hub: its version and the digest pull spec the
+/// clusters are given.
+struct Resolved {
+    version: semver::Version,
+    image: String,
+    verified: Option<String>,
+}
+
+async fn resolve_release(args: &RolloutArgs) -> Result<Resolved, CliError> {
+    let source = match crate::oci::Source::parse(&args.release).map_err(CliError::Usage)? {
+        Some(s @ crate::oci::Source::Registry(_)) => s,
+        _ => {
+            return Err(CliError::usage(format_args!(
+                "--release {}: a fleet rollout needs a release in a registry (oci://HOST[:PORT]/REPO@sha256:HEX) that every cluster can pull",
+                args.release
+            )));
+        }
+    };
+    let options = crate::oci::FetchOptions {
+        cache_dir: args.oci.cache_dir.clone(),
+        access: args.oci.access(),
+        caps: crate::oci::Caps {
+            max_file_bytes: crate::release::DEFAULT_MAX_FILE_BYTES,
+            max_release_bytes: crate::release::DEFAULT_MAX_RELEASE_BYTES,
+        },
+        verify: args.oci.verify()?,
+    };
+    let opened = crate::oci::open(&source, &options)
+        .await
+        .map_err(super::oci_error)?;
+    let image = opened
+        .image
+        .clone()
+        .ok_or_else(|| CliError::failed("the release has no registry pull spec"))?;
+    let dir = opened.dir();
+    let release = crate::release::load(&dir, &crate::release::LoadOptions::default())
+        .map_err(|e| CliError::failed(format_args!("--release {}: {e}", args.release)))?;
+    if release.has_errors() {
+        return Err(CliError::failed(format_args!(
+            "--release {} ({}) has errors, so no cluster would accept it: {}",
+            args.release,
+            opened.digest,
+            release.errors_line()
+        )));
+    }
+    let version = release.version().cloned().ok_or_else(|| {
+        CliError::failed(format_args!(
+            "--release {} has no version (release-metadata): the clusters could not tell what they update to",
+            args.release
+        ))
+    })?;
+    let verified = match &opened.signature {
+        crate::oci::SignatureCheck::Verified { key } => Some(key.clone()),
+        _ => None,
+    };
+    Ok(Resolved {
+        version,
+        image,
+        verified,
+    })
+}
+
+async fn roll_out(
+    global: &GlobalArgs,
+    client: &kube::Client,
+    args: &RolloutArgs,
+) -> Result<Exit, CliError> {
+    let console = global.console;
+    let p = &args.placement.placement;
+    let resolved = resolve_release(args).await?;
+    if let Some(v) = &args.version
+        && crate::version::parse(v).ok().as_ref() != Some(&resolved.version)
+    {
+        return Err(CliError::usage(format_args!(
+            "--version {v}: the release {} is version {}",
+            resolved.image, resolved.version
+        )));
+    }
+    match &resolved.verified {
+        Some(key) => say!(
+            console,
+            note,
+            "release {} {} verified by {key}",
+            resolved.image,
+            resolved.version
+        ),
+        None => say!(
+            console,
+            warning,
+            "release {} {} is not verified at the hub (no --verify-key): each cluster's operator verifies it with its own keys, if it has any",
+            resolved.image,
+            resolved.version
+        ),
+    }
+    let view = status::read(client, &p.namespace, &p.name)
+        .await
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    let st = status::judge(&view, jiff::Timestamp::now());
+    if st.waves.is_empty() {
+        return Err(CliError::failed(format_args!(
+            "Placement {p} selects no cluster (no PlacementDecision names one): nothing to roll out to"
+        )));
+    }
+    check_max_failures(&args.max_failures, &st)?;
+    let refusals = rollout::refusals(&st, &resolved.version);
+    let plan = Rollout {
+        namespace: p.namespace.clone(),
+        placement: p.name.clone(),
+        version: resolved.version.to_string(),
+        image: resolved.image.clone(),
+        clusters: st.waves.iter().flat_map(|w| w.clusters.clone()).collect(),
+        max_failures: args.max_failures.clone(),
+        progress_deadline: args.progress_deadline,
+        min_success_time: args.min_success_time,
+        forced: (args.force && !refusals.is_empty()).then(|| rollout::forced_record(&refusals)),
+    };
+    let refused = !refusals.is_empty() && !args.force;
+    let written = if refused || args.dry_run {
+        None
+    } else {
+        Some(
+            fleet::write(client, &plan.manifest())
+                .await
+                .map_err(|e| CliError::failed(format_args!("writing the rollout set: {e}")))?,
+        )
+    };
+    report_rollout(args, &st, &plan, &refusals, written)?;
+    Ok(if refused {
+        Exit::Refused
+    } else {
+        Exit::Success
+    })
+}
+
+/// OCM reads a number of failures larger than a wave as none: refused rather than silently
+/// meaning the opposite.
+fn check_max_failures(max: &MaxFailures, st: &FleetStatus) -> Result<(), CliError> {
+    let MaxFailures::Count(n) = max else {
+        return Ok(());
+    };
+    match st.waves.iter().find(|w| *n as usize > w.clusters.len()) {
+        Some(w) => Err(CliError::usage(format_args!(
+            "--max-failures {n} is more than wave {}'s {} cluster(s), which OCM reads as 0 failures allowed; write a percentage (e.g. 50%)",
+            w.wave,
+            w.clusters.len()
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn report_rollout(
+    args: &RolloutArgs,
+    st: &FleetStatus,
+    plan: &Rollout,
+    refusals: &[rollout::Refusal],
+    written: Option<fleet::Written>,
+) -> Result<(), CliError> {
+    let name = format!(
+        "{}/{}",
+        plan.namespace,
+        Purpose::Rollout.name(&plan.placement)
+    );
+    if args.placement.output == OutputFormat::Json {
+        let waves: Vec<serde_json::Value> = st
+            .waves
+            .iter()
+            .map(|w| serde_json::json!({"index": w.wave.index, "name": w.wave.name, "clusters": w.clusters}))
+            .collect();
+        return print_stdout(&pretty(&serde_json::json!({
+            "manifestWorkReplicaSet": name,
+            "version": plan.version,
+            "image": plan.image,
+            "waves": waves,
+            "refused": refusals,
+            "forced": plan.forced.is_some(),
+            "dryRun": args.dry_run,
+            "result": written,
+        })));
+    }
+    let mut out = format!(
+        "rollout of {} ({}) to Placement {}/{}, {} waves:\n",
+        plan.version,
+        plan.image,
+        plan.namespace,
+        plan.placement,
+        st.waves.len()
+    );
+    for w in &st.waves {
+        out.push_str(&format!("  wave {}: {}\n", w.wave, w.clusters.join(", ")));
+    }
+    if !refusals.is_empty() {
+        let verb = if args.force { "forced past" } else { "refused" };
+        out.push_str(&format!("{verb} on {} cluster(s):\n", refusals.len()));
+        for r in refusals {
+            out.push_str(&format!("  {}: {}\n", r.cluster, r.reason));
+        }
+        if !args.force {
+            out.push_str(
+                "nothing written (--force writes it anyway, and records what it overrode)\n",
+            );
+        }
+    }
+    match written {
+        Some(w) => out.push_str(&format!("ManifestWorkReplicaSet {name} {w}\n")),
+        None if args.dry_run => out.push_str("dry run: nothing written\n"),
+        None => {}
+    }
+    print_stdout(&out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_failures_takes_a_count_or_a_percentage() {
+        assert_eq!(parse_max_failures("2"), Ok(MaxFailures::Count(2)));
+        assert_eq!(parse_max_failures("10%"), Ok(MaxFailures::Percent(10)));
+        assert!(parse_max_failures("101%").is_err());
+        assert!(parse_max_failures("x").unwrap_err().contains("percentage"));
+    }
+
+    #[test]
+    fn table_pads_all_but_the_last_column() {
+        let t = table(&["A", "BB"], &[vec!["xyz".into(), "1".into()]]);
+        assert_eq!(t, "A    BB\nxyz  1\n");
+    }
+}

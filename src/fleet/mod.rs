@@ -1,0 +1,75 @@
+//! Fleets on Open Cluster Management (OCM): one release rolled out to many clusters in
+//! waves, each wave gated on what every cluster's own ClusterVersion says.
+//!
+//! cvo grows no multi-cluster controller, queue or agent. OCM distributes: a Placement's
+//! decision groups are the waves, a ManifestWorkReplicaSet rolls one ManifestWork per cluster
+//! out group by group (judged by CEL rules over the cluster's ClusterVersion status), and the
+//! work agent on each cluster applies it and reports status feedback. Each cluster's own
+//! `cvo operator` does the update (it pulls the release by digest and verifies it, as for a
+//! single cluster). This module writes cvo's sets on the hub and reads the fleet back
+//! (docs/fleet.md):
+//!
+//! - [`ocm`]: the OCM kinds and labels cvo names;
+//! - [`feedback`]: what a cluster's ClusterVersion reports through ManifestWork feedback;
+//! - [`work`]: the sets cvo writes (observe, rollout, install);
+//! - [`status`]: the fleet as the hub sees it — waves, clusters, what holds a rollout;
+//! - [`rollout`]: what a rollout is refused for, before anything is written;
+//! - [`install`]: the operator's objects for every cluster.
+
+pub mod feedback;
+pub mod install;
+pub mod ocm;
+pub mod rollout;
+pub mod status;
+pub mod work;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::Value;
+
+use crate::cluster::retry::{RequestError, RetryPolicy};
+
+/// What writing a set did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Written {
+    Created,
+    Configured,
+    Unchanged,
+}
+
+impl std::fmt::Display for Written {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Written::Created => "created",
+            Written::Configured => "configured",
+            Written::Unchanged => "unchanged",
+        })
+    }
+}
+
+/// Server-side applies the ManifestWorkReplicaSet `set` on the hub (field manager
+/// [`work::FIELD_MANAGER`]): the same set applied again changes nothing.
+pub async fn write(client: &kube::Client, set: &Value) -> Result<Written, RequestError> {
+    let namespace = set["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = set["metadata"]["name"].as_str().unwrap_or_default();
+    let api = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        namespace,
+        &ocm::manifest_work_replica_set(),
+    );
+    let retry = RetryPolicy::default();
+    let before = retry.run(|| api.get_opt(name)).await.map_err(|(e, _)| e)?;
+    let params = PatchParams::apply(work::FIELD_MANAGER).force();
+    let patch = Patch::Apply(set);
+    let after = retry
+        .run(|| api.patch(name, &params, &patch))
+        .await
+        .map_err(|(e, _)| e)?;
+    Ok(match before {
+        None => Written::Created,
+        Some(b) if b.metadata.resource_version == after.metadata.resource_version => {
+            Written::Unchanged
+        }
+        Some(_) => Written::Configured,
+    })
+}

@@ -1,0 +1,164 @@
+//! Before a rollout writes anything: every selected cluster is checked against what its own
+//! operator would refuse, from the status it reports (the observe set's feedback).
+//!
+//! A minor or major update (or one whose current version the report does not tell: fail
+//! closed) is refused where `Upgradeable` is not `True` — False (a deletion the release asked
+//! for is unfinished, an unmanaged override, …), Unknown, or not reported — as the cluster's
+//! operator would refuse it; a patch update goes ahead as it would. A cluster that reports
+//! nothing cannot be judged and is refused too. `--force` writes the rollout anyway and records
+//! what it overrode on the rollout set.
+
+use serde::Serialize;
+
+use super::feedback;
+use super::status::{ClusterState, FleetStatus};
+use crate::status::update::{UpdateType, update_type};
+
+/// A cluster the rollout would be refused on, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    pub cluster: String,
+    pub reason: String,
+}
+
+/// The clusters of `status` that a rollout to `target` is refused on.
+pub fn refusals(status: &FleetStatus, target: &semver::Version) -> Vec<Refusal> {
+    status
+        .clusters
+        .iter()
+        .filter(|c| c.wave.is_some())
+        .filter_map(|c| {
+            refusal(c, target).map(|reason| Refusal {
+                cluster: c.name.clone(),
+                reason,
+            })
+        })
+        .collect()
+}
+
+fn refusal(cluster: &ClusterState, target: &semver::Version) -> Option<String> {
+    let Some(report) = &cluster.report else {
+        return Some(
+            "its ClusterVersion has not been reported to the hub (run `cvo fleet observe` and wait for the feedback)"
+                .to_owned(),
+        );
+    };
+    let current = report
+        .current_version()
+        .and_then(|v| crate::version::parse(v).ok());
+    let kind = match (&current, report.history.is_empty()) {
+        // Completed entries exist but not among the two reported: cannot tell, fail closed.
+        (None, false) => UpdateType::MinorOrMajor,
+        _ => update_type(current.as_ref(), Some(target)),
+    };
+    if kind != UpdateType::MinorOrMajor {
+        return None;
+    }
+    let from = current.map_or_else(|| "an unknown version".to_owned(), |v| v.to_string());
+    match report.condition("Upgradeable") {
+        Some(c) if c.is("True") => None,
+        Some(c) => Some(format!(
+            "{from} → {target} is a minor/major update and {}",
+            feedback::describe("Upgradeable", c)
+        )),
+        None => Some(format!(
+            "{from} → {target} is a minor/major update and its ClusterVersion reports no Upgradeable condition"
+        )),
+    }
+}
+
+/// The `--force` record of `refusals`: one line per cluster.
+pub fn forced_record(refusals: &[Refusal]) -> String {
+    refusals
+        .iter()
+        .map(|r| format!("{}: {}", r.cluster, r.reason))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::feedback::{Condition, Entry, Report};
+    use crate::fleet::status::{ClusterRollout, Reachability, Wave};
+
+    fn cluster(name: &str, at: Option<&str>, upgradeable: Option<&str>) -> ClusterState {
+        let report = at.map(|v| {
+            let mut r = Report {
+                history: vec![Entry {
+                    version: Some(v.to_owned()),
+                    state: Some("Completed".to_owned()),
+                    ..Entry::default()
+                }],
+                ..Report::default()
+            };
+            if let Some(status) = upgradeable {
+                r.conditions.insert(
+                    "Upgradeable".to_owned(),
+                    Condition {
+                        status: Some(status.to_owned()),
+                        reason: Some("ResourceDeletionStuck".to_owned()),
+                        message: Some("ConfigMap a/b is still being deleted".to_owned()),
+                    },
+                );
+            }
+            r
+        });
+        ClusterState {
+            name: name.to_owned(),
+            wave: Some(Wave {
+                index: 0,
+                name: String::new(),
+            }),
+            reachable: Reachability::Reachable,
+            report,
+            rollout: ClusterRollout::None,
+        }
+    }
+
+    fn fleet(clusters: Vec<ClusterState>) -> FleetStatus {
+        FleetStatus {
+            placement: "fleet/waves".into(),
+            target: None,
+            waves: Vec::new(),
+            clusters,
+            held_by: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_stuck_deletion_refuses_a_minor_update_but_not_a_patch() {
+        let st = fleet(vec![
+            cluster("stuck", Some("1.0.0"), Some("False")),
+            cluster("fine", Some("1.0.0"), Some("True")),
+        ]);
+        let minor = refusals(&st, &semver::Version::new(1, 1, 0));
+        assert_eq!(minor.len(), 1);
+        assert_eq!(minor[0].cluster, "stuck");
+        assert!(
+            minor[0].reason.contains("1.0.0 → 1.1.0 is a minor/major update and Upgradeable=False ResourceDeletionStuck: ConfigMap a/b"),
+            "{}",
+            minor[0].reason
+        );
+        assert!(refusals(&st, &semver::Version::new(1, 0, 1)).is_empty());
+    }
+
+    #[test]
+    fn when_in_doubt_a_minor_update_is_refused() {
+        let st = fleet(vec![
+            cluster("silent", None, None),
+            cluster("no-condition", Some("1.0.0"), None),
+            cluster("unknown", Some("1.0.0"), Some("Unknown")),
+        ]);
+        let refused: Vec<String> = refusals(&st, &semver::Version::new(1, 1, 0))
+            .into_iter()
+            .map(|r| r.cluster)
+            .collect();
+        assert_eq!(refused, ["silent", "no-condition", "unknown"]);
+        // A patch still needs a report to be judged.
+        let patch = refusals(&st, &semver::Version::new(1, 0, 1));
+        assert_eq!(patch.len(), 1);
+        assert_eq!(patch[0].cluster, "silent");
+        assert_eq!(forced_record(&patch).lines().count(), 1);
+    }
+}

@@ -1,0 +1,847 @@
+//! The fleet as the hub sees it: which clusters a Placement selects and in which decision
+//! group (wave), whether each reaches the hub, what its ClusterVersion reports, and — for a
+//! rollout — which waves are done, which cluster holds the rollout and why.
+//!
+//! [`read`] sends a constant number of requests whatever the fleet's size (the Placement, the
+//! rollout set, and three LISTs: PlacementDecisions, ManagedClusters, the ManifestWorks of
+//! cvo's two sets; each list paged); [`judge`] is pure, so every rule below is a unit test.
+//!
+//! A cluster of a rollout is **done** when its ClusterVersion's newest history entry is the
+//! target version and image, `Completed`, with `Available=True` and `Failing` not `True`;
+//! **failed** when, having seen the rollout's spec, it reports `Failing=True` or
+//! `ReleaseAccepted=False`, when the work agent could not apply the manifest (e.g. the
+//! executor lacks a permission), or when it made no progress within the rollout's
+//! `progressDeadline`; **pending** while its ManifestWork does not ask for the target yet (a
+//! later wave); **progressing** otherwise. A cluster the hub cannot reach is named as such,
+//! never dropped: also one that left the Placement's decisions while cvo's works remain.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, ListParams};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::feedback::{self, Report};
+use super::ocm;
+use super::work::{self, Purpose};
+use crate::cluster::retry::{RequestError, RetryPolicy};
+use crate::exit::Exit;
+
+/// A decision group of a Placement: the rollout's unit.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Wave {
+    pub index: u32,
+    /// Empty for a group made by `clustersPerDecisionGroup` alone.
+    pub name: String,
+}
+
+impl std::fmt::Display for Wave {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.name.is_empty() {
+            write!(f, "{}", self.index)
+        } else {
+            write!(f, "{} ({})", self.index, self.name)
+        }
+    }
+}
+
+/// What the hub knows of a cluster's connection (ManagedCluster
+/// `ManagedClusterConditionAvailable`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", content = "reason", rename_all = "kebab-case")]
+pub enum Reachability {
+    Reachable,
+    /// The condition is False or Unknown (its agent stopped renewing its lease): why.
+    Unreachable(String),
+    /// No ManagedCluster, or no condition yet.
+    Unknown(String),
+}
+
+/// Where one cluster is in a rollout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", content = "reason", rename_all = "kebab-case")]
+pub enum ClusterRollout {
+    /// No rollout set on the hub.
+    None,
+    /// Its ManifestWork does not ask for the target yet.
+    Pending,
+    /// Asked; not done yet: what its ClusterVersion says.
+    Progressing(String),
+    Done,
+    Failed(String),
+}
+
+/// One cluster, as the hub sees it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClusterState {
+    pub name: String,
+    /// `None`: not in the Placement's decisions (any more), though cvo's works remain.
+    pub wave: Option<Wave>,
+    pub reachable: Reachability,
+    /// ClusterVersion `version` as the rollout's or the observe set's feedback reports it.
+    pub report: Option<Report>,
+    pub rollout: ClusterRollout,
+}
+
+impl ClusterState {
+    /// The first problem to show for this cluster: its failure, else the first condition
+    /// that is not as expected.
+    pub fn message(&self) -> Option<String> {
+        if let ClusterRollout::Failed(why) = &self.rollout {
+            return Some(why.clone());
+        }
+        let report = self.report.as_ref()?;
+        report.failure().or_else(|| {
+            [("Available", "True"), ("Upgradeable", "True")]
+                .iter()
+                .find_map(|(type_, good)| {
+                    let c = report.condition(type_).filter(|c| !c.is(good))?;
+                    Some(feedback::describe(type_, c))
+                })
+        })
+    }
+}
+
+/// Where a wave is in the rollout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaveProgress {
+    Done,
+    InProgress,
+    Failed,
+    Pending,
+}
+
+impl std::fmt::Display for WaveProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WaveProgress::Done => "done",
+            WaveProgress::InProgress => "in progress",
+            WaveProgress::Failed => "failed",
+            WaveProgress::Pending => "pending",
+        })
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WaveState {
+    #[serde(flatten)]
+    pub wave: Wave,
+    pub clusters: Vec<String>,
+    pub progress: WaveProgress,
+}
+
+/// The release a rollout set asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Target {
+    /// `NAMESPACE/NAME` of the rollout set.
+    pub rollout: String,
+    pub version: String,
+    pub image: String,
+    /// Its `progressDeadline`, if any.
+    #[serde(skip)]
+    pub deadline: Option<Duration>,
+    /// What `--force` overrode when it was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forced: Option<String>,
+    /// The clusters selected when it was written.
+    #[serde(skip)]
+    pub clusters: Vec<String>,
+}
+
+/// A cluster that holds a rollout, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Hold {
+    pub cluster: String,
+    pub reason: String,
+}
+
+/// The fleet of one Placement.
+#[derive(Clone, Debug, Serialize)]
+pub struct FleetStatus {
+    /// `NAMESPACE/NAME` of the Placement.
+    pub placement: String,
+    pub target: Option<Target>,
+    pub waves: Vec<WaveState>,
+    pub clusters: Vec<ClusterState>,
+    /// The clusters of the first wave that is not done, with what holds each.
+    pub held_by: Vec<Hold>,
+}
+
+impl FleetStatus {
+    /// `0` all at the target (without a rollout: all reachable and none failing), `3` in
+    /// progress, `1` held by a failure or a deadline.
+    pub fn exit(&self) -> Exit {
+        let Some(_) = &self.target else {
+            let bad = self.clusters.iter().any(|c| {
+                c.reachable != Reachability::Reachable
+                    || c.report.as_ref().is_none_or(|r| r.failure().is_some())
+            });
+            return if bad { Exit::Failed } else { Exit::Success };
+        };
+        let dropped = self
+            .clusters
+            .iter()
+            .any(|c| c.wave.is_none() && matches!(c.rollout, ClusterRollout::Failed(_)));
+        if dropped
+            || self
+                .waves
+                .iter()
+                .any(|w| w.progress == WaveProgress::Failed)
+        {
+            Exit::Failed
+        } else if !self.waves.is_empty()
+            && self.waves.iter().all(|w| w.progress == WaveProgress::Done)
+        {
+            Exit::Success
+        } else {
+            Exit::InProgress
+        }
+    }
+
+    /// The cluster named `name`.
+    pub fn cluster(&self, name: &str) -> Option<&ClusterState> {
+        self.clusters.iter().find(|c| c.name == name)
+    }
+}
+
+/// The hub objects a status is judged from.
+#[derive(Clone, Debug, Default)]
+pub struct HubView {
+    pub namespace: String,
+    pub placement: String,
+    pub decisions: Vec<Value>,
+    pub managed_clusters: Vec<Value>,
+    /// The ManifestWorks of cvo's observe and rollout sets for this Placement.
+    pub works: Vec<Value>,
+    pub rollout: Option<Value>,
+}
+
+/// Why the hub could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("Placement {0} not found on the hub")]
+    NoPlacement(String),
+    #[error(
+        "the hub does not serve {0}: is this the kubeconfig of an Open Cluster Management hub (with the ManifestWorkReplicaSet feature)?"
+    )]
+    NotAHub(String),
+    #[error("reading {what} from the hub: {error}")]
+    Request { what: String, error: RequestError },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Reads what [`judge`] needs from the hub: the Placement (which must exist), the rollout
+/// set, and three LISTs.
+pub async fn read(
+    client: &kube::Client,
+    namespace: &str,
+    placement: &str,
+) -> Result<HubView, ReadError> {
+    let retry = RetryPolicy::default();
+    let observe_label = ocm::replica_set_label_value(namespace, &Purpose::Observe.name(placement))
+        .map_err(ReadError::Invalid)?;
+    let rollout_label = ocm::replica_set_label_value(namespace, &Purpose::Rollout.name(placement))
+        .map_err(ReadError::Invalid)?;
+    let placements =
+        Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &ocm::placement());
+    let name = format!("{namespace}/{placement}");
+    get(&placements, placement, "Placement", &retry)
+        .await?
+        .ok_or_else(|| ReadError::NoPlacement(name.clone()))?;
+    let sets = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        namespace,
+        &ocm::manifest_work_replica_set(),
+    );
+    let rollout = get(
+        &sets,
+        &Purpose::Rollout.name(placement),
+        "ManifestWorkReplicaSet",
+        &retry,
+    )
+    .await?;
+    let decisions = list(
+        &Api::namespaced_with(client.clone(), namespace, &ocm::placement_decision()),
+        &ListParams::default().labels(&format!("{}={placement}", ocm::PLACEMENT_LABEL)),
+        "PlacementDecisions",
+        &retry,
+    )
+    .await?;
+    let managed_clusters = list(
+        &Api::all_with(client.clone(), &ocm::managed_cluster()),
+        &ListParams::default(),
+        "ManagedClusters",
+        &retry,
+    )
+    .await?;
+    let works = list(
+        &Api::all_with(client.clone(), &ocm::manifest_work()),
+        &ListParams::default().labels(&format!(
+            "{} in ({observe_label},{rollout_label})",
+            ocm::REPLICA_SET_LABEL
+        )),
+        "ManifestWorks",
+        &retry,
+    )
+    .await?;
+    Ok(HubView {
+        namespace: namespace.to_owned(),
+        placement: placement.to_owned(),
+        decisions,
+        managed_clusters,
+        works,
+        rollout: rollout.map(|o| serde_json::to_value(o).unwrap_or_default()),
+    })
+}
+
+async fn get(
+    api: &Api<DynamicObject>,
+    name: &str,
+    kind: &str,
+    retry: &RetryPolicy,
+) -> Result<Option<DynamicObject>, ReadError> {
+    retry
+        .run(|| api.get_opt(name))
+        .await
+        .map_err(|(error, _)| request_error(kind, error))
+}
+
+async fn list(
+    api: &Api<DynamicObject>,
+    lp: &ListParams,
+    what: &str,
+    retry: &RetryPolicy,
+) -> Result<Vec<Value>, ReadError> {
+    let items = crate::cluster::list::all(api, lp, retry)
+        .await
+        .map_err(|error| request_error(what, error))?;
+    Ok(items
+        .into_iter()
+        .map(|o| serde_json::to_value(o).unwrap_or_default())
+        .collect())
+}
+
+fn request_error(what: &str, error: RequestError) -> ReadError {
+    if let RequestError::Kube(kube::Error::Api(s)) = &error
+        && s.code == 404
+    {
+        return ReadError::NotAHub(what.to_owned());
+    }
+    ReadError::Request {
+        what: what.to_owned(),
+        error,
+    }
+}
+
+/// The rollout set's target, from its annotations and rollout strategy.
+fn target(set: &Value, namespace: &str) -> Option<Target> {
+    let annotations = &set["metadata"]["annotations"];
+    let strategy = &set["spec"]["placementRefs"][0]["rolloutStrategy"]["progressivePerGroup"];
+    Some(Target {
+        rollout: format!("{namespace}/{}", set["metadata"]["name"].as_str()?),
+        version: annotations[work::VERSION_ANNOTATION].as_str()?.to_owned(),
+        image: annotations[work::RELEASE_ANNOTATION].as_str()?.to_owned(),
+        deadline: strategy["progressDeadline"]
+            .as_str()
+            .filter(|d| *d != "None")
+            .and_then(|d| humantime::parse_duration(d).ok()),
+        forced: annotations[work::FORCED_ANNOTATION]
+            .as_str()
+            .map(str::to_owned),
+        clusters: annotations[work::CLUSTERS_ANNOTATION]
+            .as_str()
+            .unwrap_or("")
+            .split(',')
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    })
+}
+
+/// Judges the fleet from the hub's objects at time `now`.
+pub fn judge(view: &HubView, now: jiff::Timestamp) -> FleetStatus {
+    let target = view
+        .rollout
+        .as_ref()
+        .and_then(|s| target(s, &view.namespace));
+    let waves_of = waves_of(&view.decisions);
+    let reachability: BTreeMap<&str, Reachability> = view
+        .managed_clusters
+        .iter()
+        .filter_map(|c| Some((c["metadata"]["name"].as_str()?, reachability(c))))
+        .collect();
+    let observe_set = format!(
+        "{}.{}",
+        view.namespace,
+        Purpose::Observe.name(&view.placement)
+    );
+    let mut works: BTreeMap<&str, (Option<&Value>, Option<&Value>)> = BTreeMap::new();
+    for w in &view.works {
+        let Some(cluster) = w["metadata"]["namespace"].as_str() else {
+            continue;
+        };
+        let entry = works.entry(cluster).or_default();
+        if w["metadata"]["labels"][ocm::REPLICA_SET_LABEL] == observe_set.as_str() {
+            entry.0 = Some(w);
+        } else {
+            entry.1 = Some(w);
+        }
+    }
+    // Selected now, else with a work of cvo's, else selected when the rollout was written:
+    // a cluster OCM dropped (unreachable: its work deleted too) is still named.
+    let mut names: Vec<&str> = waves_of.keys().copied().collect();
+    names.extend(works.keys().filter(|c| !waves_of.contains_key(*c)));
+    let recorded = target
+        .iter()
+        .flat_map(|t| t.clusters.iter().map(String::as_str));
+    for c in recorded {
+        if !names.contains(&c) {
+            names.push(c);
+        }
+    }
+    let clusters: Vec<ClusterState> = names
+        .into_iter()
+        .map(|name| {
+            let (observe, rollout) = works.get(name).copied().unwrap_or_default();
+            let report = rollout
+                .and_then(report_of)
+                .or_else(|| observe.and_then(report_of));
+            ClusterState {
+                name: name.to_owned(),
+                wave: waves_of.get(name).cloned(),
+                reachable: reachability.get(name).cloned().unwrap_or_else(|| {
+                    Reachability::Unknown("no ManagedCluster of this name".to_owned())
+                }),
+                rollout: match &target {
+                    None => ClusterRollout::None,
+                    Some(_) if !waves_of.contains_key(name) => ClusterRollout::Failed(
+                        "no longer selected by the Placement (OCM drops a cluster it cannot reach unless the Placement tolerates the taint): the rollout goes on without it".to_owned(),
+                    ),
+                    Some(t) => cluster_rollout(t, rollout, report.as_ref(), now),
+                },
+                report,
+            }
+        })
+        .collect();
+    let waves = wave_states(&clusters);
+    let held_by = holds(&waves, &clusters, target.is_some());
+    FleetStatus {
+        placement: format!("{}/{}", view.namespace, view.placement),
+        target,
+        waves,
+        clusters,
+        held_by,
+    }
+}
+
+/// Each selected cluster's wave, from the PlacementDecisions' labels.
+fn waves_of(decisions: &[Value]) -> BTreeMap<&str, Wave> {
+    let mut out = BTreeMap::new();
+    for d in decisions {
+        let labels = &d["metadata"]["labels"];
+        let wave = Wave {
+            index: labels[ocm::DECISION_GROUP_INDEX_LABEL]
+                .as_str()
+                .and_then(|i| i.parse().ok())
+                .unwrap_or(0),
+            name: labels[ocm::DECISION_GROUP_NAME_LABEL]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+        };
+        for decision in d["status"]["decisions"].as_array().into_iter().flatten() {
+            if let Some(cluster) = decision["clusterName"].as_str() {
+                out.insert(cluster, wave.clone());
+            }
+        }
+    }
+    out
+}
+
+fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+fn reachability(cluster: &Value) -> Reachability {
+    let Some(c) = condition(cluster, "ManagedClusterConditionAvailable") else {
+        return Reachability::Unknown("its agent has not reported yet".to_owned());
+    };
+    if c["status"] == "True" {
+        return Reachability::Reachable;
+    }
+    Reachability::Unreachable(format!(
+        "ManagedClusterConditionAvailable={} {}: {}",
+        c["status"].as_str().unwrap_or("?"),
+        c["reason"].as_str().unwrap_or(""),
+        c["message"].as_str().unwrap_or("")
+    ))
+}
+
+/// The ClusterVersion manifest's status of a ManifestWork.
+fn manifest_status(work: &Value) -> Option<&Value> {
+    work["status"]["resourceStatus"]["manifests"]
+        .as_array()?
+        .iter()
+        .find(|m| {
+            m["resourceMeta"]["resource"] == "clusterversions"
+                && m["resourceMeta"]["name"] == "version"
+        })
+}
+
+fn report_of(work: &Value) -> Option<Report> {
+    let values = manifest_status(work)?["statusFeedback"]["values"].as_array()?;
+    Some(Report::from_values(values))
+}
+
+/// What the rollout's ManifestWork `work` of one cluster asks for (`spec.desiredUpdate`).
+fn requested(work: &Value) -> (Option<&str>, Option<&str>) {
+    let update = &work["spec"]["workload"]["manifests"][0]["spec"]["desiredUpdate"];
+    (update["version"].as_str(), update["image"].as_str())
+}
+
+fn cluster_rollout(
+    target: &Target,
+    work: Option<&Value>,
+    report: Option<&Report>,
+    now: jiff::Timestamp,
+) -> ClusterRollout {
+    let Some(work) = work else {
+        return ClusterRollout::Pending;
+    };
+    if requested(work) != (Some(target.version.as_str()), Some(target.image.as_str())) {
+        return ClusterRollout::Pending;
+    }
+    if report.is_some_and(|r| r.is_done(&target.version, &target.image)) {
+        return ClusterRollout::Done;
+    }
+    // The work agent could not apply the manifest (an executor without the permission, a
+    // ClusterVersion kind the cluster does not serve).
+    if let Some(applied) = manifest_status(work)
+        .and_then(|m| m["conditions"].as_array())
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Applied"))
+        .filter(|c| c["status"] == "False")
+    {
+        return ClusterRollout::Failed(format!(
+            "the work agent did not apply spec.desiredUpdate: {} {}",
+            applied["reason"].as_str().unwrap_or(""),
+            applied["message"].as_str().unwrap_or("")
+        ));
+    }
+    if let Some(r) = report
+        && r.observed_generation.is_some()
+        && r.observed_generation == r.generation
+        && let Some(failure) = r.failure()
+    {
+        return ClusterRollout::Failed(failure);
+    }
+    if let (Some(deadline), Some(since)) = (target.deadline, progressing_since(work))
+        && let Ok(deadline) = jiff::SignedDuration::try_from(deadline)
+        && now.duration_since(since) > deadline
+    {
+        return ClusterRollout::Failed(format!(
+            "no progress within the rollout's progressDeadline ({}), progressing since {since}",
+            humantime::format_duration(deadline.unsigned_abs())
+        ));
+    }
+    ClusterRollout::Progressing(progress_of(target, report))
+}
+
+/// When the ManifestWork's `Progressing` condition turned True.
+fn progressing_since(work: &Value) -> Option<jiff::Timestamp> {
+    let c = condition(work, "Progressing").filter(|c| c["status"] == "True")?;
+    c["lastTransitionTime"].as_str()?.parse().ok()
+}
+
+fn progress_of(target: &Target, report: Option<&Report>) -> String {
+    let Some(r) = report else {
+        return "no ClusterVersion report yet".to_owned();
+    };
+    let Some(newest) = r.history.first() else {
+        return format!("asked for {}; no history yet", target.version);
+    };
+    let (version, state) = (
+        newest.version.as_deref().unwrap_or("?"),
+        newest.state.as_deref().unwrap_or("?"),
+    );
+    if version == target.version {
+        if let Some(p) = r.condition("Progressing").and_then(|c| c.message.clone()) {
+            return format!("{version} {state}: {p}");
+        }
+        return format!("{version} {state}");
+    }
+    format!("asked for {}; at {version} {state}", target.version)
+}
+
+fn wave_states(clusters: &[ClusterState]) -> Vec<WaveState> {
+    let mut by_wave: BTreeMap<&Wave, Vec<&ClusterState>> = BTreeMap::new();
+    for c in clusters {
+        if let Some(w) = &c.wave {
+            by_wave.entry(w).or_default().push(c);
+        }
+    }
+    by_wave
+        .into_iter()
+        .map(|(wave, members)| {
+            let all = |f: fn(&ClusterRollout) -> bool| members.iter().all(|c| f(&c.rollout));
+            let any = |f: fn(&ClusterRollout) -> bool| members.iter().any(|c| f(&c.rollout));
+            let progress = if any(|r| matches!(r, ClusterRollout::Failed(_))) {
+                WaveProgress::Failed
+            } else if all(|r| matches!(r, ClusterRollout::Done)) {
+                WaveProgress::Done
+            } else if any(|r| matches!(r, ClusterRollout::Done | ClusterRollout::Progressing(_))) {
+                WaveProgress::InProgress
+            } else {
+                WaveProgress::Pending
+            };
+            WaveState {
+                wave: wave.clone(),
+                clusters: members.iter().map(|c| c.name.clone()).collect(),
+                progress,
+            }
+        })
+        .collect()
+}
+
+fn holds(waves: &[WaveState], clusters: &[ClusterState], rollout: bool) -> Vec<Hold> {
+    if !rollout {
+        return Vec::new();
+    }
+    let first = waves.iter().find(|w| w.progress != WaveProgress::Done);
+    clusters
+        .iter()
+        .filter(|c| match (&c.wave, first) {
+            // Dropped from the Placement since the rollout was written.
+            (None, _) => matches!(c.rollout, ClusterRollout::Failed(_)),
+            (Some(w), Some(first)) => *w == first.wave && c.rollout != ClusterRollout::Done,
+            (Some(_), None) => false,
+        })
+        .map(|c| {
+            let mut reason = match &c.rollout {
+                ClusterRollout::Failed(why) | ClusterRollout::Progressing(why) => why.clone(),
+                _ => "not asked yet: OCM has not written the rollout's ManifestWork for it"
+                    .to_owned(),
+            };
+            if let Reachability::Unreachable(why) | Reachability::Unknown(why) = &c.reachable {
+                reason = format!("unreachable ({why}); {reason}");
+            }
+            Hold {
+                cluster: c.name.clone(),
+                reason,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const IMAGE: &str = "127.0.0.1:5000/release@sha256:ab";
+
+    fn decision(index: u32, name: &str, clusters: &[&str]) -> Value {
+        let decisions: Vec<Value> = clusters
+            .iter()
+            .map(|c| json!({"clusterName": c, "reason": ""}))
+            .collect();
+        json!({
+            "metadata": {"labels": {
+                ocm::PLACEMENT_LABEL: "waves",
+                ocm::DECISION_GROUP_INDEX_LABEL: index.to_string(),
+                ocm::DECISION_GROUP_NAME_LABEL: name,
+            }},
+            "status": {"decisions": decisions},
+        })
+    }
+
+    fn managed(name: &str, available: &str) -> Value {
+        json!({"metadata": {"name": name}, "status": {"conditions": [{
+            "type": "ManagedClusterConditionAvailable", "status": available,
+            "reason": if available == "True" { "ManagedClusterAvailable" } else { "ManagedClusterLeaseUpdateStopped" },
+            "message": "",
+        }]}})
+    }
+
+    fn s(name: &str, v: &str) -> Value {
+        json!({"name": name, "fieldValue": {"type": "String", "string": v}})
+    }
+
+    /// The rollout's ManifestWork of `cluster`, asking for `version`, whose ClusterVersion
+    /// reports `history0` (version, state) and conditions `(type, status)`.
+    fn work(
+        cluster: &str,
+        version: &str,
+        history0: (&str, &str),
+        conditions: &[(&str, &str)],
+    ) -> Value {
+        let mut values = vec![
+            s("history0.version", history0.0),
+            s("history0.state", history0.1),
+            s("history0.image", IMAGE),
+            json!({"name": "generation", "fieldValue": {"type": "Integer", "integer": 2}}),
+            json!({"name": "observedGeneration", "fieldValue": {"type": "Integer", "integer": 2}}),
+        ];
+        for (t, st) in conditions {
+            values.push(s(&format!("{t}.status"), st));
+            values.push(s(&format!("{t}.message"), &format!("{t} says {st}")));
+        }
+        json!({
+            "metadata": {"namespace": cluster, "labels": {ocm::REPLICA_SET_LABEL: "fleet.cvo-rollout-waves"}},
+            "spec": {"workload": {"manifests": [{"spec": {"desiredUpdate": {"version": version, "image": IMAGE}}}]}},
+            "status": {"resourceStatus": {"manifests": [{
+                "resourceMeta": {"resource": "clusterversions", "name": "version"},
+                "conditions": [{"type": "Applied", "status": "True"}],
+                "statusFeedback": {"values": values},
+            }]}},
+        })
+    }
+
+    fn view(works: Vec<Value>, clusters: &[&str]) -> HubView {
+        HubView {
+            namespace: "fleet".into(),
+            placement: "waves".into(),
+            decisions: vec![
+                decision(0, "canary", &["c1"]),
+                decision(1, "rest", &["c2", "c3"]),
+            ],
+            managed_clusters: vec![
+                managed("c1", "True"),
+                managed("c2", "True"),
+                managed("c3", "Unknown"),
+            ],
+            works,
+            rollout: Some(json!({
+                "metadata": {"name": "cvo-rollout-waves", "annotations": {
+                    work::VERSION_ANNOTATION: "1.1.0",
+                    work::RELEASE_ANNOTATION: IMAGE,
+                    work::CLUSTERS_ANNOTATION: clusters.join(","),
+                }},
+                "spec": {"placementRefs": [{"rolloutStrategy": {"progressivePerGroup": {"progressDeadline": "1h"}}}]},
+            })),
+        }
+    }
+
+    const DONE: &[(&str, &str)] = &[("Available", "True"), ("Failing", "False")];
+
+    #[test]
+    fn a_running_canary_holds_the_later_waves_and_is_named() {
+        let works = vec![work(
+            "c1",
+            "1.1.0",
+            ("1.1.0", "Partial"),
+            &[("Available", "True"), ("Progressing", "True")],
+        )];
+        let st = judge(&view(works, &["c1", "c2", "c3"]), jiff::Timestamp::now());
+        assert_eq!(st.exit(), Exit::InProgress);
+        assert_eq!(st.waves[0].progress, WaveProgress::InProgress);
+        assert_eq!(st.waves[1].progress, WaveProgress::Pending);
+        assert_eq!(st.held_by.len(), 1);
+        assert_eq!(st.held_by[0].cluster, "c1");
+        assert!(
+            st.held_by[0].reason.contains("1.1.0 Partial"),
+            "{:?}",
+            st.held_by
+        );
+        assert_eq!(st.cluster("c2").unwrap().rollout, ClusterRollout::Pending);
+    }
+
+    #[test]
+    fn a_failing_canary_fails_the_rollout_with_its_message() {
+        let works = vec![work(
+            "c1",
+            "1.1.0",
+            ("1.1.0", "Partial"),
+            &[("Available", "True"), ("Failing", "True")],
+        )];
+        let st = judge(&view(works, &["c1", "c2", "c3"]), jiff::Timestamp::now());
+        assert_eq!(st.exit(), Exit::Failed);
+        assert_eq!(st.waves[0].progress, WaveProgress::Failed);
+        assert!(
+            st.held_by[0].reason.starts_with("Failing=True"),
+            "{:?}",
+            st.held_by
+        );
+    }
+
+    #[test]
+    fn an_unreachable_cluster_of_the_running_wave_is_named_as_such() {
+        let works = vec![
+            work("c1", "1.1.0", ("1.1.0", "Completed"), DONE),
+            work("c2", "1.1.0", ("1.1.0", "Completed"), DONE),
+            work("c3", "1.1.0", ("1.0.0", "Completed"), DONE),
+        ];
+        let st = judge(&view(works, &["c1", "c2", "c3"]), jiff::Timestamp::now());
+        assert_eq!(st.waves[0].progress, WaveProgress::Done);
+        assert_eq!(st.exit(), Exit::InProgress);
+        assert_eq!(st.held_by[0].cluster, "c3");
+        assert!(
+            st.held_by[0]
+                .reason
+                .starts_with("unreachable (ManagedClusterConditionAvailable=Unknown"),
+            "{:?}",
+            st.held_by
+        );
+    }
+
+    #[test]
+    fn a_cluster_dropped_from_the_placement_is_named_and_the_rollout_is_not_done() {
+        let works = vec![
+            work("c1", "1.1.0", ("1.1.0", "Completed"), DONE),
+            work("c2", "1.1.0", ("1.1.0", "Completed"), DONE),
+            work("c3", "1.1.0", ("1.1.0", "Completed"), DONE),
+        ];
+        let st = judge(
+            &view(works, &["c1", "c2", "c3", "c4"]),
+            jiff::Timestamp::now(),
+        );
+        assert!(st.waves.iter().all(|w| w.progress == WaveProgress::Done));
+        assert_eq!(st.exit(), Exit::Failed);
+        assert_eq!(st.held_by[0].cluster, "c4");
+        assert!(st.held_by[0].reason.contains("no longer selected"));
+    }
+
+    #[test]
+    fn every_cluster_done_is_success_and_a_stale_work_is_pending() {
+        let mut v = view(
+            vec![
+                work("c1", "1.1.0", ("1.1.0", "Completed"), DONE),
+                work("c2", "1.1.0", ("1.1.0", "Completed"), DONE),
+                work("c3", "1.1.0", ("1.1.0", "Completed"), DONE),
+            ],
+            &["c1", "c2", "c3"],
+        );
+        assert_eq!(judge(&v, jiff::Timestamp::now()).exit(), Exit::Success);
+        // c3's work still asks for the previous release: not yet rolled to.
+        v.works[2] = work("c3", "1.0.0", ("1.0.0", "Completed"), DONE);
+        let st = judge(&v, jiff::Timestamp::now());
+        assert_eq!(st.cluster("c3").unwrap().rollout, ClusterRollout::Pending);
+        assert_eq!(st.exit(), Exit::InProgress);
+    }
+
+    #[test]
+    fn progressing_past_the_deadline_fails() {
+        let mut w = work(
+            "c1",
+            "1.1.0",
+            ("1.1.0", "Partial"),
+            &[("Available", "True")],
+        );
+        w["status"]["conditions"] = json!([{"type": "Progressing", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+        let st = judge(
+            &view(vec![w], &["c1", "c2", "c3"]),
+            "2026-01-01T02:00:00Z".parse().unwrap(),
+        );
+        assert_eq!(st.exit(), Exit::Failed);
+        assert!(
+            st.held_by[0].reason.contains("progressDeadline (1h)"),
+            "{:?}",
+            st.held_by
+        );
+    }
+}
