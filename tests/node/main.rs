@@ -21,7 +21,8 @@
 //! Without a real cluster (`CVO_TEST_KUBECONFIG`) or a node (`CONTAINERD_ADDRESS` and
 //! `REALNODE_BIN` from start-node.sh), every step is reported as ignored, and why is printed
 //! once; run with `--include-ignored` there, every step fails saying why (never a pass). A
-//! missing or stale `target/release/cvo` is a failure, not a skip.
+//! missing or stale `target/release/cvo` is a failure, not a skip. `CVO_NODE_BINARY=PATH` puts
+//! another build of the same source in the image (`.ci/run`: the test build's, unoptimised).
 //!
 //! The widget operator's image is a stand-in: this very binary, which with `CVO_NODE_STANDIN`
 //! set runs until SIGTERM and exits 0 (or exits after `--exit-after=SECONDS`).
@@ -77,7 +78,9 @@ pub struct Tier {
     pub containerd: String,
     /// `../shared/realk8s` (start.sh, fault.sh, image.py).
     pub realk8s: PathBuf,
-    /// The release binary the image holds (`target/release/cvo`).
+    /// The binary the image holds: `target/release/cvo`, as the Dockerfile's build stage
+    /// builds it, or the one `CVO_NODE_BINARY` names (`.ci/run` gives the test build's
+    /// `target/debug/cvo`: see there why).
     pub cvo_release: PathBuf,
     /// Release directories and image tarballs of this run.
     pub work: tempfile::TempDir,
@@ -129,7 +132,9 @@ impl Tier {
             ctr: PathBuf::from(bin).join("ctr"),
             containerd,
             realk8s,
-            cvo_release: target_dir().join("release/cvo"),
+            cvo_release: std::env::var_os(NODE_BINARY_ENV)
+                .filter(|v| !v.is_empty())
+                .map_or_else(|| target_dir().join("release/cvo"), PathBuf::from),
             work: tempfile::tempdir().map_err(|e| e.to_string())?,
             passed: Mutex::new(Vec::new()),
         })
@@ -151,6 +156,9 @@ impl Tier {
         common::run_cvo(&self.kubeconfig, args).await
     }
 }
+
+/// Names the binary the operator's image holds instead of `target/release/cvo`.
+const NODE_BINARY_ENV: &str = "CVO_NODE_BINARY";
 
 /// Cargo's target directory: this binary is `<target>/<profile>/deps/node-…`.
 fn target_dir() -> PathBuf {

@@ -40,24 +40,33 @@ const NOT_THE_POD: &[(&str, &str)] = &[
 /// as `name`, and imports it into the node.
 pub fn build_operator_image(tier: &Tier, name: &str, release: &Path) {
     fresh_release_binary(&tier.cvo_release);
-    let args = common::dockerfile::final_stage_args(&tier.cvo_release, release)
+    let binary = stripped(tier, &tier.cvo_release, "cvo");
+    let args = common::dockerfile::final_stage_args(&binary, release)
         .unwrap_or_else(|e| panic!("the Dockerfile's final stage: {e}"));
     image_py(tier, name, &args);
 }
 
-/// Builds the stand-in image `name` (this test binary, stripped, run as [`crate::standin`]).
-pub fn build_standin_image(tier: &Tier, name: &str) {
-    let stripped = tier.work.path().join("standin");
-    if !stripped.exists() {
-        let exe = std::env::current_exe().expect("current exe");
+/// `binary` without its symbols and debug information, as `name` in the tier's work directory
+/// (made once per run: the images share it): a test build's binary is mostly debug
+/// information, which an image need not carry.
+fn stripped(tier: &Tier, binary: &Path, name: &str) -> PathBuf {
+    let out = tier.work.path().join(name);
+    if !out.exists() {
         let status = std::process::Command::new("strip")
             .arg("-o")
-            .arg(&stripped)
-            .arg(&exe)
+            .arg(&out)
+            .arg(binary)
             .status()
             .expect("run strip");
-        assert!(status.success(), "strip {}", exe.display());
+        assert!(status.success(), "strip {}", binary.display());
     }
+    out
+}
+
+/// Builds the stand-in image `name` (this test binary, stripped, run as [`crate::standin`]).
+pub fn build_standin_image(tier: &Tier, name: &str) {
+    let exe = std::env::current_exe().expect("current exe");
+    let stripped = stripped(tier, &exe, "standin");
     let args = [
         format!("--binary={}:/usr/local/bin/standin", stripped.display()),
         "--entrypoint=standin".to_owned(),
