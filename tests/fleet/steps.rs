@@ -1,0 +1,669 @@
+//! The fleet tier's steps, in the order they run (see `main.rs`). Each one is a named test;
+//! `needs` names the steps whose outcome it builds on.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use serde_json::{Value, json};
+
+use crate::common;
+use crate::{Fleet, Managed};
+
+type Boxed<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+/// One step: its test name, the steps it needs, and what it does (a panic fails it).
+pub struct Step {
+    pub name: &'static str,
+    pub needs: &'static [&'static str],
+    pub run: for<'a> fn(&'a Fleet) -> Boxed<'a>,
+}
+
+macro_rules! steps {
+    ($($name:ident needs [$($need:ident),*];)*) => {
+        pub static STEPS: &[Step] = &[$(Step {
+            name: stringify!($name),
+            needs: &[$(stringify!($need)),*],
+            run: |fleet| Box::pin($name(fleet)),
+        }),*];
+    };
+}
+
+steps! {
+    install_puts_the_operator_and_the_executor_on_every_cluster needs [];
+    observe_reports_each_clusters_cluster_version needs [install_puts_the_operator_and_the_executor_on_every_cluster];
+    a_release_that_does_not_verify_is_written_to_no_cluster needs [observe_reports_each_clusters_cluster_version];
+    a_failing_canary_holds_the_next_wave_until_it_completes needs [observe_reports_each_clusters_cluster_version];
+    a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch needs [a_failing_canary_holds_the_next_wave_until_it_completes];
+    an_unreachable_cluster_is_named needs [a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch];
+}
+
+const PLACEMENT: &str = "fleet/waves";
+const OPERATOR_IMAGE: &str = "ghcr.io/cvo-project/cvo:1.4.0";
+/// Long enough for an operator's pass, the agent's feedback and OCM's next wave.
+const DEADLINE: Duration = Duration::from_secs(240);
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A test-only key of tests/fixtures/oci/keys.
+fn key(name: &str) -> String {
+    repo()
+        .join("tests/fixtures/oci/keys")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn cluster_version() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("config.openshift.io", "v1", "ClusterVersion"),
+        "clusterversions",
+    )
+}
+
+/// `cvo --kubeconfig KUBECONFIG ARGS…` with its own cache and an empty Docker config.
+async fn cvo(fleet: &Fleet, kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
+    let cache = fleet.work.path().join("cache");
+    let mut all: Vec<&str> = args.to_vec();
+    let cache_arg = cache.display().to_string();
+    if matches!(args.first(), Some(&"fleet")) && matches!(args.get(1), Some(&"rollout")) {
+        all.extend(["--cache-dir", &cache_arg]);
+    }
+    common::run_cvo(kubeconfig, &all).await
+}
+
+/// The annotation that keeps a manifest in the default cluster profile: manifests-example's
+/// files carry it, so the release uses profiles and a manifest without it is left out.
+const PROFILE: &str =
+    "  annotations:\n    include.release.openshift.io/self-managed-high-availability: \"true\"\n";
+
+/// A release of version `version`: manifests-example's ClusterVersion CRD and object, a
+/// ConfigMap `fleet-demo/settings` holding the version, and `extra` files (in the default
+/// profile: [`PROFILE`]).
+fn release(fleet: &Fleet, name: &str, version: &str, extra: &[(&str, String)]) -> PathBuf {
+    let dir = fleet.work.path().join(name);
+    let example = repo().join("manifests-example");
+    let file = |f: &str| std::fs::read_to_string(example.join(f)).expect("manifests-example");
+    let mut files = vec![
+        (
+            "0000_00_cluster-version-operator_01_clusterversions.crd.yaml",
+            file("0000_00_cluster-version-operator_01_clusterversions.crd.yaml"),
+        ),
+        (
+            "0000_00_cluster-version-operator_02_clusterversion.yaml",
+            file("0000_00_cluster-version-operator_02_clusterversion.yaml"),
+        ),
+        (
+            "0000_50_demo_00_namespace.yaml",
+            format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: fleet-demo\n{PROFILE}"),
+        ),
+        (
+            "0000_50_demo_01_settings.yaml",
+            common::configmap("fleet-demo", "settings", PROFILE, &[("version", version)]),
+        ),
+    ];
+    files.extend(extra.iter().map(|(n, t)| (*n, t.clone())));
+    common::write_release(&dir, Some(version), &files);
+    dir
+}
+
+/// A ConfigMap in namespace `fleet-gate`, which no release creates: a cluster without that
+/// namespace fails the release (Failing=True) until someone makes it.
+fn gated() -> (&'static str, String) {
+    (
+        "0000_60_gate_00_settings.yaml",
+        common::configmap("fleet-gate", "settings", PROFILE, &[("gate", "open")]),
+    )
+}
+
+/// Pushes `dir` to the registry's `fleet/release:TAG`, signed with the test key; the
+/// `oci://…@sha256:…` reference.
+async fn push(fleet: &Fleet, dir: &Path, tag: &str) -> String {
+    let target = format!("oci://{}/fleet/release:{tag}", fleet.registry.host());
+    let (code, stdout, stderr) = cvo(
+        fleet,
+        &fleet.hub,
+        &[
+            "push",
+            "--release",
+            dir.to_str().expect("utf-8"),
+            &target,
+            "--sign-key",
+            &key("p256.pem"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let digest = stdout
+        .lines()
+        .next()
+        .and_then(|l| l.rsplit_once('@'))
+        .expect("REPO:TAG@sha256:…")
+        .1;
+    format!("oci://{}/fleet/release@{digest}", fleet.registry.host())
+}
+
+/// `cvo fleet status -o json`: the status and its exit code (checked against `exitCode`).
+async fn status(fleet: &Fleet) -> (Value, i32) {
+    let (code, stdout, stderr) = cvo(
+        fleet,
+        &fleet.hub,
+        &["fleet", "status", "--placement", PLACEMENT, "-o", "json"],
+    )
+    .await;
+    let v: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("status -o json: {e}\n{stdout}\n{stderr}"));
+    assert_eq!(v["exitCode"], code, "{stdout}");
+    (v["status"].clone(), code)
+}
+
+/// Polls `cvo fleet status` until `done` holds; the status then.
+async fn status_until(fleet: &Fleet, what: &str, done: impl Fn(&Value, i32) -> bool) -> Value {
+    common::poll_until(what, DEADLINE, || async {
+        let (st, code) = status(fleet).await;
+        if done(&st, code) {
+            Ok(st)
+        } else {
+            Err(format!("exit code {code}: {st:#}"))
+        }
+    })
+    .await
+}
+
+fn cluster<'a>(st: &'a Value, name: &str) -> &'a Value {
+    st["clusters"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("no cluster {name} in {st:#}"))
+}
+
+/// ClusterVersion `version` of `cluster`, if any.
+async fn cv(cluster: &Managed) -> Option<Value> {
+    Api::<DynamicObject>::all_with(cluster.client.clone(), &cluster_version())
+        .get_opt("version")
+        .await
+        .expect("get ClusterVersion")
+        .map(|o| serde_json::to_value(o).expect("json"))
+}
+
+async fn create_namespace(cluster: &Managed, name: &str) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
+    match Api::<Namespace>::all(cluster.client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("create namespace {name} on {}: {e}", cluster.name),
+    }
+}
+
+/// The rollout set on the hub, if written.
+async fn rollout_set(fleet: &Fleet) -> Option<Value> {
+    let sets = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            "work.open-cluster-management.io",
+            "v1alpha1",
+            "ManifestWorkReplicaSet",
+        ),
+        "manifestworkreplicasets",
+    );
+    Api::<DynamicObject>::namespaced_with(fleet.hub_client.clone(), "fleet", &sets)
+        .get_opt("cvo-rollout-waves")
+        .await
+        .expect("get the rollout set")
+        .map(|o| serde_json::to_value(o).expect("json"))
+}
+
+async fn install_puts_the_operator_and_the_executor_on_every_cluster(fleet: &Fleet) {
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&fleet.hub)
+        .args(["apply", "-f"])
+        .arg(fleet.ocm("examples/placement-waves.yaml"))
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let example = repo().join("manifests-example");
+    let args = [
+        "fleet",
+        "install",
+        "--placement",
+        PLACEMENT,
+        "--image",
+        OPERATOR_IMAGE,
+        "--release",
+        example.to_str().expect("utf-8"),
+    ];
+    // The Placement decides a moment after it is created: install names it either way.
+    let (code, stdout, stderr) = cvo(fleet, &fleet.hub, &args).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stderr.contains("cvo-install-waves created"), "{stderr}");
+    for c in &fleet.clusters {
+        let client = c.client.clone();
+        common::poll_until(
+            &format!("the operator and the executor on {}", c.name),
+            DEADLINE,
+            || {
+                let client = client.clone();
+                async move {
+                    let sa = Api::<ServiceAccount>::namespaced(client.clone(), "cvo-fleet")
+                        .get_opt("cvo-fleet-updater")
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let deployment =
+                        Api::<Deployment>::namespaced(client.clone(), "cluster-version")
+                            .get_opt("cvo-operator")
+                            .await
+                            .map_err(|e| e.to_string())?;
+                    let binding = Api::<ClusterRoleBinding>::all(client.clone())
+                        .get_opt("cvo-operator-least-privilege")
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    match (sa, deployment, binding) {
+                        (Some(_), Some(d), Some(_)) => Ok(d),
+                        state => Err(format!(
+                            "{:?}",
+                            (state.0.is_some(), state.1.is_some(), state.2.is_some())
+                        )),
+                    }
+                }
+            },
+        )
+        .await;
+        let d = Api::<Deployment>::namespaced(c.client.clone(), "cluster-version")
+            .get("cvo-operator")
+            .await
+            .expect("deployment");
+        let image = d
+            .spec
+            .and_then(|s| s.template.spec)
+            .map(|s| s.containers[0].image.clone());
+        assert_eq!(image.flatten().as_deref(), Some(OPERATOR_IMAGE));
+        // The least-privilege RBAC in place of the release's cluster-admin binding, and no
+        // ClusterVersion written by the install (the operator creates its own).
+        let admin = Api::<ClusterRoleBinding>::all(c.client.clone())
+            .get_opt("cvo-operator")
+            .await
+            .expect("get binding");
+        assert!(
+            admin.is_none(),
+            "the release's cluster-admin binding was installed on {}",
+            c.name
+        );
+        assert!(
+            cv(c).await.is_none(),
+            "install wrote a ClusterVersion on {}",
+            c.name
+        );
+    }
+    let (code, _, stderr) = cvo(fleet, &fleet.hub, &args).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("cvo-install-waves unchanged"), "{stderr}");
+}
+
+async fn observe_reports_each_clusters_cluster_version(fleet: &Fleet) {
+    let r100 = release(fleet, "r100", "1.0.0", &[]);
+    for c in &fleet.clusters {
+        let (code, stdout, stderr) = cvo(
+            fleet,
+            &c.kubeconfig,
+            &["apply", "--release", r100.to_str().expect("utf-8")],
+        )
+        .await;
+        assert_eq!(code, 0, "cvo apply on {}: {stdout}\n{stderr}", c.name);
+    }
+    let observe = ["fleet", "observe", "--placement", PLACEMENT];
+    let (code, _, stderr) = cvo(fleet, &fleet.hub, &observe).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("cvo-observe-waves created"), "{stderr}");
+    let (_, _, stderr) = cvo(fleet, &fleet.hub, &observe).await;
+    assert!(stderr.contains("cvo-observe-waves unchanged"), "{stderr}");
+    let st = status_until(fleet, "both clusters reporting 1.0.0 Completed", |st, _| {
+        ["c1", "c2"].iter().all(|c| {
+            st["clusters"].as_array().into_iter().flatten().any(|x| {
+                x["name"] == *c
+                    && x["report"]["history"][0]["version"] == "1.0.0"
+                    && x["report"]["history"][0]["state"] == "Completed"
+            })
+        })
+    })
+    .await;
+    assert_eq!(
+        st["waves"],
+        json!([
+            {"index": 0, "name": "canary", "clusters": ["c1"], "progress": "pending"},
+            {"index": 1, "name": "rest", "clusters": ["c2"], "progress": "pending"},
+        ]),
+        "{st:#}"
+    );
+    for name in ["c1", "c2"] {
+        let c = cluster(&st, name);
+        assert_eq!(c["reachable"]["state"], "reachable", "{c:#}");
+        assert_eq!(
+            c["report"]["conditions"]["Upgradeable"]["status"], "True",
+            "{c:#}"
+        );
+        assert_eq!(
+            c["report"]["conditions"]["Available"]["status"], "True",
+            "{c:#}"
+        );
+    }
+    assert!(st["target"].is_null());
+    let (code, text, _) = cvo(
+        fleet,
+        &fleet.hub,
+        &["fleet", "status", "--placement", PLACEMENT],
+    )
+    .await;
+    assert_eq!(
+        code, 0,
+        "no rollout, every cluster reachable and none failing: {text}"
+    );
+    assert!(
+        text.contains("c1       0 (canary)  yes        1.0.0"),
+        "{text}"
+    );
+}
+
+async fn a_release_that_does_not_verify_is_written_to_no_cluster(fleet: &Fleet) {
+    let r110 = release(fleet, "r110", "1.1.0", &[gated()]);
+    let reference = push(fleet, &r110, "1.1.0").await;
+    let (code, stdout, stderr) = cvo(
+        fleet,
+        &fleet.hub,
+        &[
+            "fleet",
+            "rollout",
+            "--placement",
+            PLACEMENT,
+            "--release",
+            &reference,
+            "--verify-key",
+            &key("other.pub"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 4, "{stdout}\n{stderr}");
+    assert!(stderr.contains("failed signature verification"), "{stderr}");
+    assert!(
+        rollout_set(fleet).await.is_none(),
+        "a rollout set was written"
+    );
+    for c in &fleet.clusters {
+        let v = cv(c).await.expect("ClusterVersion");
+        assert!(
+            v["spec"]["desiredUpdate"].is_null(),
+            "{}: {:#}",
+            c.name,
+            v["spec"]
+        );
+    }
+}
+
+async fn a_failing_canary_holds_the_next_wave_until_it_completes(fleet: &Fleet) {
+    let r100 = fleet.work.path().join("r100");
+    let r110 = release(fleet, "r110", "1.1.0", &[gated()]);
+    let reference = push(fleet, &r110, "1.1.0").await;
+    // c2 has the namespace the release's gated ConfigMap goes to; c1, the canary, has not.
+    create_namespace(fleet.cluster("c2"), "fleet-gate").await;
+    // Each cluster's own operator, on the release it is at, verifying what it pulls.
+    let mut operators = Vec::new();
+    for c in &fleet.clusters {
+        create_namespace(c, "cvo-ops").await;
+        let dir = fleet.work.path().join(format!("operator-{}", c.name));
+        std::fs::create_dir_all(&dir).expect("operator dir");
+        operators.push(common::operator::Operator::start(
+            &c.kubeconfig,
+            &dir,
+            &r100,
+            "cvo-ops",
+            &["--verify-key", &key("p256.pub"), "--resync-interval", "5s"],
+        ));
+    }
+    let (code, stdout, stderr) = cvo(
+        fleet,
+        &fleet.hub,
+        &[
+            "fleet",
+            "rollout",
+            "--placement",
+            PLACEMENT,
+            "--release",
+            &reference,
+            "--verify-key",
+            &key("p256.pub"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("ManifestWorkReplicaSet fleet/cvo-rollout-waves created"),
+        "{stdout}"
+    );
+    // The canary fails: the rollout is held there, and the next wave is never asked.
+    let st = status_until(fleet, "the canary failing", |st, _| {
+        cluster(st, "c1")["rollout"]["state"] == "failed"
+    })
+    .await;
+    let (_, code) = status(fleet).await;
+    assert_eq!(code, 1, "held by a failure: {st:#}");
+    assert_eq!(st["held_by"][0]["cluster"], "c1", "{st:#}");
+    let reason = st["held_by"][0]["reason"].as_str().expect("reason");
+    assert!(
+        reason.starts_with("Failing=True") && reason.contains("fleet-gate"),
+        "{reason}"
+    );
+    assert_eq!(cluster(&st, "c2")["rollout"]["state"], "pending", "{st:#}");
+    let c2 = cv(fleet.cluster("c2")).await.expect("ClusterVersion");
+    assert!(
+        c2["spec"]["desiredUpdate"].is_null(),
+        "the next wave was asked: {:#}",
+        c2["spec"]
+    );
+    // Fixed on the canary: it completes, then the next wave is asked and completes.
+    create_namespace(fleet.cluster("c1"), "fleet-gate").await;
+    status_until(fleet, "every cluster at 1.1.0", |_, code| code == 0).await;
+    let (c1, c2) = (
+        cv(fleet.cluster("c1")).await.expect("cv"),
+        cv(fleet.cluster("c2")).await.expect("cv"),
+    );
+    let time =
+        |v: &Value| -> jiff::Timestamp { v.as_str().expect("a time").parse().expect("RFC 3339") };
+    for v in [&c1, &c2] {
+        assert_eq!(v["status"]["history"][0]["version"], "1.1.0");
+        assert_eq!(v["status"]["history"][0]["state"], "Completed");
+        assert_eq!(v["status"]["history"][0]["verified"], true);
+    }
+    assert!(
+        time(&c2["status"]["history"][0]["startedTime"])
+            >= time(&c1["status"]["history"][0]["completionTime"]),
+        "c2 started before c1 completed: {:#} {:#}",
+        c1["status"]["history"][0],
+        c2["status"]["history"][0]
+    );
+    let settings = Api::<ConfigMap>::namespaced(fleet.cluster("c2").client.clone(), "fleet-demo")
+        .get("settings")
+        .await
+        .expect("settings");
+    assert_eq!(settings.data.expect("data")["version"], "1.1.0");
+    let (code, text, _) = cvo(
+        fleet,
+        &fleet.hub,
+        &["fleet", "status", "--placement", PLACEMENT, "--watch"],
+    )
+    .await;
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains(": done"), "{text}");
+    for o in operators {
+        o.terminate().await;
+    }
+}
+
+async fn a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch(fleet: &Fleet) {
+    let c2 = fleet.cluster("c2");
+    // On c2 a deletion the release asks for cannot finish (a finalizer holds the object):
+    // its ClusterVersion says Upgradeable=False.
+    create_namespace(c2, "fleet-held").await;
+    let held: ConfigMap = serde_json::from_value(json!({"metadata": {
+        "name": "held", "namespace": "fleet-held", "finalizers": [common::TEST_FINALIZER],
+    }}))
+    .expect("cm");
+    let cms = Api::<ConfigMap>::namespaced(c2.client.clone(), "fleet-held");
+    cms.create(&PostParams::default(), &held)
+        .await
+        .expect("create held");
+    let delete = (
+        "0000_70_held_00_cm.delete.yaml",
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: fleet-held\n{PROFILE}    release.openshift.io/delete: \"true\"\n"
+        ),
+    );
+    let r110_held = release(fleet, "r110-held", "1.1.0", &[gated(), delete]);
+    let (code, stdout, stderr) = cvo(
+        fleet,
+        &c2.kubeconfig,
+        &["apply", "--release", r110_held.to_str().expect("utf-8")],
+    )
+    .await;
+    assert_eq!(code, 3, "deletion in progress: {stdout}\n{stderr}");
+    status_until(fleet, "c2 reporting Upgradeable=False", |st, _| {
+        cluster(st, "c2")["report"]["conditions"]["Upgradeable"]["status"] == "False"
+    })
+    .await;
+    let minor = push(fleet, &release(fleet, "r120", "1.2.0", &[gated()]), "1.2.0").await;
+    let patch = push(fleet, &release(fleet, "r111", "1.1.1", &[gated()]), "1.1.1").await;
+    let rollout = |reference: &str, extra: &[&str]| {
+        let mut args = vec![
+            "fleet".to_owned(),
+            "rollout".into(),
+            "--placement".into(),
+            PLACEMENT.into(),
+            "--release".into(),
+            reference.to_owned(),
+            "--verify-key".into(),
+            key("p256.pub"),
+        ];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args
+    };
+    let run = |args: Vec<String>| async move {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        cvo(fleet, &fleet.hub, &refs).await
+    };
+    let written_version = || async {
+        rollout_set(fleet).await.expect("the rollout set")["metadata"]["annotations"]["fleet.cvo.io/version"].clone()
+    };
+    for extra in [&[][..], &["--dry-run"][..]] {
+        let (code, stdout, stderr) = run(rollout(&minor, extra)).await;
+        assert_eq!(code, 4, "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains("c2: 1.1.0 → 1.2.0 is a minor/major update and Upgradeable=False"),
+            "{stdout}"
+        );
+        assert!(
+            !stdout.contains("c1:"),
+            "c1 has no stuck deletion: {stdout}"
+        );
+        assert_eq!(written_version().await, "1.1.0", "nothing written");
+    }
+    let (code, stdout, stderr) = run(rollout(&patch, &["--dry-run"])).await;
+    assert_eq!(code, 0, "a patch update goes ahead: {stdout}\n{stderr}");
+    assert!(
+        stdout.contains("dry run: nothing written") && !stdout.contains("refused"),
+        "{stdout}"
+    );
+    assert_eq!(written_version().await, "1.1.0", "nothing written");
+    let (code, stdout, stderr) = run(rollout(&minor, &["--force"])).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("forced past on 1 cluster(s)"), "{stdout}");
+    let set = rollout_set(fleet).await.expect("the rollout set");
+    assert_eq!(
+        set["metadata"]["annotations"]["fleet.cvo.io/version"],
+        "1.2.0"
+    );
+    let forced = set["metadata"]["annotations"]["fleet.cvo.io/forced"]
+        .as_str()
+        .expect("forced");
+    assert!(
+        forced.starts_with("c2: 1.1.0 → 1.2.0") && forced.contains("Upgradeable=False"),
+        "{forced}"
+    );
+    let (st, _) = status(fleet).await;
+    assert_eq!(st["target"]["forced"], forced, "{st:#}");
+    // Let the held object go.
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release the finalizer");
+}
+
+async fn an_unreachable_cluster_is_named(fleet: &Fleet) {
+    // The hub judges a cluster gone after 5 lease durations without a renewal: 4 s each.
+    let clusters = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cluster.open-cluster-management.io", "v1", "ManagedCluster"),
+        "managedclusters",
+    );
+    Api::<DynamicObject>::all_with(fleet.hub_client.clone(), &clusters)
+        .patch(
+            "c2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"leaseDurationSeconds": 4}})),
+        )
+        .await
+        .expect("shorten c2's lease");
+    let fault = fleet.ocm("fault.sh");
+    let ocm_state = fleet.ocm_state();
+    let run_fault = |verb: &str| {
+        let out = std::process::Command::new(&fault)
+            .args([verb, "agent", "c2"])
+            .env("OCM_STATE_FILE", &ocm_state)
+            .output()
+            .expect("run fault.sh");
+        assert!(
+            out.status.success(),
+            "fault.sh {verb}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run_fault("kill");
+    let st = status_until(fleet, "c2 named as unreachable", |st, code| {
+        let c2 = cluster(st, "c2");
+        code != 0
+            && (c2["reachable"]["state"] == "unreachable"
+                || c2["rollout"]["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("no longer selected")))
+    })
+    .await;
+    let (_, text, _) = cvo(
+        fleet,
+        &fleet.hub,
+        &["fleet", "status", "--placement", PLACEMENT],
+    )
+    .await;
+    assert!(
+        text.lines().any(|l| l.starts_with("c2 ")),
+        "c2 dropped from the table: {text}\n{st:#}"
+    );
+    run_fault("start");
+    status_until(fleet, "c2 reachable again", |st, _| {
+        cluster(st, "c2")["reachable"]["state"] == "reachable"
+    })
+    .await;
+}
