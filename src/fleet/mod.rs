@@ -48,7 +48,8 @@ impl std::fmt::Display for Written {
 }
 
 /// Server-side applies the ManifestWorkReplicaSet `set` on the hub (field manager
-/// [`work::FIELD_MANAGER`]): the same set applied again changes nothing.
+/// [`work::FIELD_MANAGER`]): the same set applied again changes nothing (`Unchanged`: the
+/// same generation, labels and annotations as before).
 pub async fn write(client: &kube::Client, set: &Value) -> Result<Written, RequestError> {
     let namespace = set["metadata"]["namespace"].as_str().unwrap_or_default();
     let name = set["metadata"]["name"].as_str().unwrap_or_default();
@@ -65,11 +66,18 @@ pub async fn write(client: &kube::Client, set: &Value) -> Result<Written, Reques
         .run(|| api.patch(name, &params, &patch))
         .await
         .map_err(|(e, _)| e)?;
+    // Not the resourceVersion: OCM's controller writes the set's status and finalizer at any
+    // time. The spec (its generation), labels and annotations are what cvo writes.
+    let written = |o: &DynamicObject| {
+        (
+            o.metadata.generation,
+            o.metadata.labels.clone(),
+            o.metadata.annotations.clone(),
+        )
+    };
     Ok(match before {
         None => Written::Created,
-        Some(b) if b.metadata.resource_version == after.metadata.resource_version => {
-            Written::Unchanged
-        }
+        Some(b) if written(&b) == written(&after) => Written::Unchanged,
         Some(_) => Written::Configured,
     })
 }
