@@ -507,6 +507,27 @@ async fn a_failing_canary_holds_the_next_wave_until_it_completes(fleet: &Fleet) 
     .await;
     assert_eq!(code, 0, "{text}");
     assert!(text.contains(": done"), "{text}");
+    // The same release again changes nothing.
+    let (code, stdout, stderr) = cvo(
+        fleet,
+        &fleet.hub,
+        &[
+            "fleet",
+            "rollout",
+            "--placement",
+            PLACEMENT,
+            "--release",
+            &reference,
+            "--verify-key",
+            &key("p256.pub"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("fleet/cvo-rollout-waves unchanged"),
+        "{stdout}"
+    );
     for o in operators {
         o.terminate().await;
     }
