@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::apply::parse_duration;
-use super::{CliError, GlobalArgs, OutputFormat, print_stdout};
+use super::{CliError, GlobalArgs, OutputFormat, pretty, print_stdout};
 use crate::cluster::retry::RetryPolicy;
 use crate::exit::Exit;
 use crate::lifecycle::alive::{self, DEFAULT_NAMESPACE, Signalled, Status};
@@ -109,12 +109,6 @@ pub fn run(global: &GlobalArgs, args: &ClusterDeletionArgs) -> Result<Exit, CliE
             }
         }
     })
-}
-
-fn pretty(v: &serde_json::Value) -> String {
-    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
-    s.push('\n');
-    s
 }
 
 fn preserved_text(st: &Status) -> String {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use super::apply::parse_duration;
-use super::{CliError, GlobalArgs, OciArgs, OutputFormat, print_stdout};
+use super::{CliError, GlobalArgs, OciArgs, OutputFormat, pretty, print_stdout};
 use crate::cluster::NamespacedName;
 use crate::exit::Exit;
 use crate::fleet::status::{ClusterRollout, FleetStatus, Reachability};
@@ -58,8 +58,13 @@ pub struct ObserveArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    #[command(flatten)]
-    pub placement: PlacementArgs,
+    /// The Placement (NAMESPACE/NAME on the hub) [default: the one cvo's sets on the hub name,
+    /// when there is exactly one].
+    #[arg(long, value_name = "NS/NAME")]
+    pub placement: Option<NamespacedName>,
+    /// Output format (stdout).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
     /// Print again whenever the status changes, until the rollout is done or held (exit code
     /// as without it).
     #[arg(long, short = 'w')]
@@ -178,14 +183,18 @@ async fn observe(
 const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 
 async fn show_status(client: &kube::Client, args: &StatusArgs) -> Result<Exit, CliError> {
-    let p = &args.placement.placement;
+    let p = match &args.placement {
+        Some(p) => p.clone(),
+        None => the_placement(client).await?,
+    };
+    let p = &p;
     let mut last = String::new();
     loop {
         let view = status::read(client, &p.namespace, &p.name)
             .await
             .map_err(|e| CliError::failed(e.to_string()))?;
         let st = status::judge(&view, jiff::Timestamp::now());
-        let text = match args.placement.output {
+        let text = match args.output {
             OutputFormat::Json => pretty(&serde_json::json!({
                 "status": st, "exitCode": st.exit() as i32,
             })),
@@ -199,6 +208,28 @@ async fn show_status(client: &kube::Client, args: &StatusArgs) -> Result<Exit, C
             return Ok(st.exit());
         }
         tokio::time::sleep(WATCH_INTERVAL).await;
+    }
+}
+
+/// The one Placement cvo's sets on the hub name; a usage error when there is none or several.
+async fn the_placement(client: &kube::Client) -> Result<NamespacedName, CliError> {
+    let placements = fleet::placements(client).await.map_err(|e| {
+        CliError::failed(format_args!("listing cvo's ManifestWorkReplicaSets: {e}"))
+    })?;
+    match placements.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(CliError::usage(
+            "no ManifestWorkReplicaSet of cvo's on this hub: name the Placement with --placement NS/NAME",
+        )),
+        several => Err(CliError::usage(format_args!(
+            "cvo's sets on this hub name {} Placements ({}): choose one with --placement",
+            several.len(),
+            several
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
     }
 }
 
@@ -340,18 +371,29 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-fn pretty(v: &serde_json::Value) -> String {
-    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
-    s.push('\n');
-    s
-}
-
 /// The release resolved and verified at the hub: its version and the digest pull spec the
 /// clusters are given.
 struct Resolved {
     version: semver::Version,
     image: String,
     verified: Option<String>,
+}
+
+/// The release in `dir` (named `what` in errors), refused when it has errors: no cluster
+/// would accept it.
+pub(super) fn load_release(
+    dir: &std::path::Path,
+    what: &str,
+) -> Result<crate::release::Release, CliError> {
+    let release = crate::release::load(dir, &crate::release::LoadOptions::default())
+        .map_err(|e| CliError::failed(format_args!("--release {what}: {e}")))?;
+    if release.has_errors() {
+        return Err(CliError::failed(format_args!(
+            "--release {what} has errors, so no cluster would accept it: {}",
+            release.errors_line()
+        )));
+    }
+    Ok(release)
 }
 
 async fn resolve_release(args: &RolloutArgs) -> Result<Resolved, CliError> {
@@ -364,15 +406,7 @@ async fn resolve_release(args: &RolloutArgs) -> Result<Resolved, CliError> {
             )));
         }
     };
-    let options = crate::oci::FetchOptions {
-        cache_dir: args.oci.cache_dir.clone(),
-        access: args.oci.access(),
-        caps: crate::oci::Caps {
-            max_file_bytes: crate::release::DEFAULT_MAX_FILE_BYTES,
-            max_release_bytes: crate::release::DEFAULT_MAX_RELEASE_BYTES,
-        },
-        verify: args.oci.verify()?,
-    };
+    let options = args.oci.fetch_options()?;
     let opened = crate::oci::open(&source, &options)
         .await
         .map_err(super::oci_error)?;
@@ -381,16 +415,7 @@ async fn resolve_release(args: &RolloutArgs) -> Result<Resolved, CliError> {
         .clone()
         .ok_or_else(|| CliError::failed("the release has no registry pull spec"))?;
     let dir = opened.dir();
-    let release = crate::release::load(&dir, &crate::release::LoadOptions::default())
-        .map_err(|e| CliError::failed(format_args!("--release {}: {e}", args.release)))?;
-    if release.has_errors() {
-        return Err(CliError::failed(format_args!(
-            "--release {} ({}) has errors, so no cluster would accept it: {}",
-            args.release,
-            opened.digest,
-            release.errors_line()
-        )));
-    }
+    let release = load_release(&dir, &format!("{} ({})", args.release, opened.digest))?;
     let version = release.version().cloned().ok_or_else(|| {
         CliError::failed(format_args!(
             "--release {} has no version (release-metadata): the clusters could not tell what they update to",

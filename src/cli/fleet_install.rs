@@ -2,7 +2,7 @@
 //! ManifestWorkReplicaSet (`cvo-install-PLACEMENT`, [`crate::fleet::install`]).
 
 use super::fleet::InstallArgs;
-use super::{CliError, GlobalArgs, OutputFormat, print_stdout};
+use super::{CliError, GlobalArgs, OutputFormat, pretty, print_stdout};
 use crate::exit::Exit;
 use crate::fleet::{self, install};
 
@@ -13,37 +13,21 @@ pub fn run(global: &GlobalArgs, args: &InstallArgs) -> Result<Exit, CliError> {
     let (dir, _opened) = match crate::oci::Source::parse(&args.release).map_err(CliError::Usage)? {
         None => (std::path::PathBuf::from(&args.release), None),
         Some(source) => {
-            let options = crate::oci::FetchOptions {
-                cache_dir: args.oci.cache_dir.clone(),
-                access: args.oci.access(),
-                caps: crate::oci::Caps {
-                    max_file_bytes: crate::release::DEFAULT_MAX_FILE_BYTES,
-                    max_release_bytes: crate::release::DEFAULT_MAX_RELEASE_BYTES,
-                },
-                verify: args.oci.verify()?,
-            };
+            let options = args.oci.fetch_options()?;
             let opened = runtime
                 .block_on(crate::oci::open(&source, &options))
                 .map_err(super::oci_error)?;
             (opened.dir(), Some(opened))
         }
     };
-    let release = crate::release::load(&dir, &crate::release::LoadOptions::default())
-        .map_err(|e| CliError::failed(format_args!("--release {}: {e}", args.release)))?;
-    if release.has_errors() {
-        return Err(CliError::failed(format_args!(
-            "--release {} has errors: {}",
-            args.release,
-            release.errors_line()
-        )));
-    }
+    let release = super::fleet::load_release(&dir, &args.release)?;
     let objects = install::objects(&release, &args.image)
         .map_err(|e| CliError::failed(format_args!("--release {}: {e}", args.release)))?;
     let count = objects.len();
     let set = install::manifest(&p.namespace, &p.name, objects);
     if args.dry_run {
         // JSON either way: kubectl reads it as it reads YAML.
-        print_stdout(&(serde_json::to_string_pretty(&set).unwrap_or_default() + "\n"))?;
+        print_stdout(&pretty(&set))?;
         return Ok(Exit::Success);
     }
     let written = runtime.block_on(async {
@@ -61,13 +45,9 @@ pub fn run(global: &GlobalArgs, args: &InstallArgs) -> Result<Exit, CliError> {
         fleet::work::Purpose::Install.name(&p.name)
     );
     match args.placement.output {
-        OutputFormat::Json => print_stdout(
-            &(serde_json::to_string_pretty(&serde_json::json!({
-                "manifestWorkReplicaSet": name, "objects": count, "result": written,
-            }))
-            .unwrap_or_default()
-                + "\n"),
-        )?,
+        OutputFormat::Json => print_stdout(&pretty(&serde_json::json!({
+            "manifestWorkReplicaSet": name, "objects": count, "result": written,
+        })))?,
         OutputFormat::Text => say!(
             console,
             note,

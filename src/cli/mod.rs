@@ -242,6 +242,20 @@ impl OciArgs {
         }
     }
 
+    /// How an OCI source is read with these flags and the default size caps (commands that
+    /// take no `--max-*-bytes`: `cvo fleet`).
+    pub fn fetch_options(&self) -> Result<crate::oci::FetchOptions, CliError> {
+        Ok(crate::oci::FetchOptions {
+            cache_dir: self.cache_dir.clone(),
+            access: self.access(),
+            caps: crate::oci::Caps {
+                max_file_bytes: crate::release::DEFAULT_MAX_FILE_BYTES,
+                max_release_bytes: crate::release::DEFAULT_MAX_RELEASE_BYTES,
+            },
+            verify: self.verify()?,
+        })
+    }
+
     /// The enforced signature check of `--verify-key`, `None` without the flag; a usage error
     /// when a key file cannot be read or is not a P-256 public key.
     pub fn verify(&self) -> Result<Option<crate::oci::Verify>, CliError> {
@@ -592,6 +606,13 @@ fn feature_set_note(
     if let Some(note) = used.feature_set_note(filters, release.manifests.len()) {
         say!(console, note { feature_set = %filters.feature_set }, "{note}");
     }
+}
+
+/// `v` as indented JSON and a newline: what every `-o json` prints.
+fn pretty(v: &impl serde::Serialize) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
 }
 
 /// Writes `text` to stdout. A reader that went away (`| head`) is no error: the command

@@ -67,6 +67,7 @@ pub fn rules() -> Value {
 
 /// One ClusterVersion condition as reported.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Condition {
     pub status: Option<String>,
     pub reason: Option<String>,
@@ -82,6 +83,7 @@ impl Condition {
 
 /// One history entry as reported.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Entry {
     pub version: Option<String>,
     pub state: Option<String>,
@@ -91,6 +93,7 @@ pub struct Entry {
 
 /// ClusterVersion `version` of one cluster, as its ManifestWork's feedback says.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Report {
     pub generation: Option<i64>,
     pub observed_generation: Option<i64>,

@@ -26,6 +26,7 @@ pub mod work;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
+use crate::cluster::NamespacedName;
 use crate::cluster::retry::{RequestError, RetryPolicy};
 
 /// What writing a set did.
@@ -45,6 +46,32 @@ impl std::fmt::Display for Written {
             Written::Unchanged => "unchanged",
         })
     }
+}
+
+/// The Placements cvo's sets on the hub name (one LIST of the sets labelled
+/// [`work::MANAGED_BY`]), sorted.
+pub async fn placements(client: &kube::Client) -> Result<Vec<NamespacedName>, RequestError> {
+    let api = Api::<DynamicObject>::all_with(client.clone(), &ocm::manifest_work_replica_set());
+    let lp = kube::api::ListParams::default().labels(&format!(
+        "{}={}",
+        work::MANAGED_BY.0,
+        work::MANAGED_BY.1
+    ));
+    let sets = crate::cluster::list::all(&api, &lp, &RetryPolicy::default()).await?;
+    let mut out: Vec<NamespacedName> = sets
+        .iter()
+        .filter_map(|s| {
+            Some(NamespacedName {
+                namespace: s.metadata.namespace.clone()?,
+                name: s.data["spec"]["placementRefs"][0]["name"]
+                    .as_str()?
+                    .to_owned(),
+            })
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 /// Server-side applies the ManifestWorkReplicaSet `set` on the hub (field manager

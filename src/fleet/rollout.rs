@@ -16,6 +16,7 @@ use crate::status::update::{UpdateType, update_type};
 
 /// A cluster the rollout would be refused on, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Refusal {
     pub cluster: String,
     pub reason: String,

@@ -74,6 +74,7 @@ pub enum ClusterRollout {
 
 /// One cluster, as the hub sees it.
 #[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ClusterState {
     pub name: String,
     /// `None`: not in the Placement's decisions (any more), though cvo's works remain.
@@ -125,6 +126,7 @@ impl std::fmt::Display for WaveProgress {
 }
 
 #[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct WaveState {
     #[serde(flatten)]
     pub wave: Wave,
@@ -134,6 +136,7 @@ pub struct WaveState {
 
 /// The release a rollout set asks for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Target {
     /// `NAMESPACE/NAME` of the rollout set.
     pub rollout: String,
@@ -152,6 +155,7 @@ pub struct Target {
 
 /// A cluster that holds a rollout, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Hold {
     pub cluster: String,
     pub reason: String,
@@ -159,6 +163,7 @@ pub struct Hold {
 
 /// The fleet of one Placement.
 #[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct FleetStatus {
     /// `NAMESPACE/NAME` of the Placement.
     pub placement: String,

@@ -80,15 +80,18 @@ pub struct Fleet {
     shared: PathBuf,
     passed: Mutex<Vec<&'static str>>,
     /// Stops OCM and the control planes: dropped last.
-    _teardown: Teardown,
+    teardown: Teardown,
 }
 
 /// What the harness started, stopped when dropped (also when the start fails half-way).
 struct Teardown {
     shared: PathBuf,
-    /// realk8s state files (hub, c1, c2) and the OCM state file.
+    /// realk8s state files (hub, c1, c2) and the OCM state file, in `dir`.
     states: Vec<PathBuf>,
     ocm_state: PathBuf,
+    /// Removed only after the stop scripts read the state files in it (fields drop after
+    /// `drop`).
+    _dir: tempfile::TempDir,
 }
 
 impl Drop for Teardown {
@@ -175,13 +178,15 @@ impl Fleet {
             return Err("needs docker-registry (apt-get install docker-registry)".to_owned());
         }
         let work = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let teardown = Teardown {
             shared: shared.clone(),
             states: ["hub", "c1", "c2"]
                 .iter()
-                .map(|n| work.path().join(format!("{n}.realk8s")))
+                .map(|n| dir.path().join(format!("{n}.realk8s")))
                 .collect(),
-            ocm_state: work.path().join("ocm.state"),
+            ocm_state: dir.path().join("ocm.state"),
+            _dir: dir,
         };
         let started: Vec<Result<String, String>> = std::thread::scope(|s| {
             let handles: Vec<_> = teardown
@@ -238,7 +243,7 @@ impl Fleet {
             work,
             shared,
             passed: Mutex::new(Vec::new()),
-            _teardown: teardown,
+            teardown,
         })
     }
 
@@ -263,7 +268,7 @@ impl Fleet {
 
     /// The OCM state file (for `fault.sh`).
     pub fn ocm_state(&self) -> PathBuf {
-        self._teardown.ocm_state.clone()
+        self.teardown.ocm_state.clone()
     }
 
     /// `../shared/ocm/…`.

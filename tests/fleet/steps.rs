@@ -362,15 +362,15 @@ async fn observe_reports_each_clusters_cluster_version(fleet: &Fleet) {
         );
     }
     assert!(st["target"].is_null());
-    let (code, text, _) = cvo(
-        fleet,
-        &fleet.hub,
-        &["fleet", "status", "--placement", PLACEMENT],
-    )
-    .await;
+    // Without --placement: the one Placement cvo's sets name.
+    let (code, text, _) = cvo(fleet, &fleet.hub, &["fleet", "status"]).await;
     assert_eq!(
         code, 0,
         "no rollout, every cluster reachable and none failing: {text}"
+    );
+    assert!(
+        text.starts_with("Placement fleet/waves: no rollout"),
+        "{text}"
     );
     assert!(
         text.contains("c1       0 (canary)  yes        1.0.0"),
@@ -460,8 +460,8 @@ async fn a_failing_canary_holds_the_next_wave_until_it_completes(fleet: &Fleet) 
     .await;
     let (_, code) = status(fleet).await;
     assert_eq!(code, 1, "held by a failure: {st:#}");
-    assert_eq!(st["held_by"][0]["cluster"], "c1", "{st:#}");
-    let reason = st["held_by"][0]["reason"].as_str().expect("reason");
+    assert_eq!(st["heldBy"][0]["cluster"], "c1", "{st:#}");
+    let reason = st["heldBy"][0]["reason"].as_str().expect("reason");
     assert!(
         reason.starts_with("Failing=True") && reason.contains("fleet-gate"),
         "{reason}"
