@@ -85,15 +85,17 @@ pub struct Scan {
 }
 
 /// Every served group. A group removed while discovery reads the groups one by one (a CRD
-/// deleted meanwhile) fails the whole discovery with 404: it is asked again (a few times),
-/// without that group.
+/// deleted meanwhile) fails the whole discovery with 404: it is asked again, waiting as the
+/// retry policy says between attempts (a busy server lists a deleted CRD's group for a while
+/// after the group stops answering), until the policy's attempts are spent.
 async fn discover(client: &Client, retry: &RetryPolicy) -> Result<Discovery, RequestError> {
     let mut attempt = 1;
     loop {
         match retry.run(|| Discovery::new(client.clone()).run()).await {
             Ok(d) => return Ok(d),
-            Err((e, _)) if e.code() == Some(404) && attempt < 5 => {
+            Err((e, _)) if e.code() == Some(404) && attempt < retry.attempts => {
                 tracing::debug!(error = %e, "a group vanished during discovery; asking again");
+                tokio::time::sleep(retry.delay(attempt)).await;
                 attempt += 1;
             }
             Err((e, _)) => return Err(e),
