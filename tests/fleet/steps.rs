@@ -607,7 +607,9 @@ async fn a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch(fleet: &Fleet)
         "{stdout}"
     );
     assert_eq!(written_version().await, "1.1.0", "nothing written");
-    let (code, stdout, stderr) = run(rollout(&minor, &["--force"])).await;
+    // Forced, with a deadline: no operator runs now, so the canary never progresses.
+    let (code, stdout, stderr) =
+        run(rollout(&minor, &["--force", "--progress-deadline", "10s"])).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("forced past on 1 cluster(s)"), "{stdout}");
     let set = rollout_set(fleet).await.expect("the rollout set");
@@ -624,6 +626,18 @@ async fn a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch(fleet: &Fleet)
     );
     let (st, _) = status(fleet).await;
     assert_eq!(st["target"]["forced"], forced, "{st:#}");
+    // Past the deadline the rollout is held by it (exit code 1), the canary named.
+    let st = status_until(
+        fleet,
+        "the canary past the progress deadline",
+        |st, code| code == 1 && cluster(st, "c1")["rollout"]["state"] == "failed",
+    )
+    .await;
+    let reason = st["heldBy"][0]["reason"].as_str().expect("reason");
+    assert!(
+        st["heldBy"][0]["cluster"] == "c1" && reason.contains("progressDeadline (10s)"),
+        "{st:#}"
+    );
     // Let the held object go.
     cms.patch(
         "held",
