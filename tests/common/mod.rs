@@ -29,6 +29,7 @@ pub mod operator;
 pub mod registry;
 pub mod release;
 pub mod report;
+pub mod steps;
 pub mod token;
 
 // Shortcuts to what most tests use; each test binary uses some of them.

@@ -25,7 +25,6 @@ mod steps;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -78,7 +77,7 @@ pub struct Fleet {
     /// Releases, keys and logs of this run.
     pub work: tempfile::TempDir,
     shared: PathBuf,
-    passed: Mutex<Vec<&'static str>>,
+    passed: common::steps::Passed,
     /// Stops OCM and the control planes: dropped last.
     teardown: Teardown,
 }
@@ -242,20 +241,14 @@ impl Fleet {
             registry: common::registry::Registry::start(),
             work,
             shared,
-            passed: Mutex::new(Vec::new()),
+            passed: common::steps::Passed::default(),
             teardown,
         })
     }
 
     /// Runs `step` (a panic is its failure), unless a step it needs did not pass.
     fn run(&self, step: &'static steps::Step) -> Result<(), Failed> {
-        let passed = self.passed.lock().expect("passed").clone();
-        if let Some(missing) = step.needs.iter().find(|n| !passed.contains(n)) {
-            return Err(format!("not run: it needs step {missing}, which did not pass").into());
-        }
-        self.rt.block_on((step.run)(self));
-        self.passed.lock().expect("passed").push(step.name);
-        Ok(())
+        self.passed.run(&self.rt, self, step)
     }
 
     /// The managed cluster `name`.

@@ -1,9 +1,7 @@
 //! The fleet tier's steps, in the order they run (see `main.rs`). Each one is a named test;
 //! `needs` names the steps whose outcome it builds on.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -16,26 +14,10 @@ use serde_json::{Value, json};
 use crate::common;
 use crate::{Fleet, Managed};
 
-type Boxed<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+pub type Step = common::steps::Step<Fleet>;
 
-/// One step: its test name, the steps it needs, and what it does (a panic fails it).
-pub struct Step {
-    pub name: &'static str,
-    pub needs: &'static [&'static str],
-    pub run: for<'a> fn(&'a Fleet) -> Boxed<'a>,
-}
-
-macro_rules! steps {
-    ($($name:ident needs [$($need:ident),*];)*) => {
-        pub static STEPS: &[Step] = &[$(Step {
-            name: stringify!($name),
-            needs: &[$(stringify!($need)),*],
-            run: |fleet| Box::pin($name(fleet)),
-        }),*];
-    };
-}
-
-steps! {
+crate::steps! {
+    Fleet;
     install_puts_the_operator_and_the_executor_on_every_cluster needs [];
     observe_reports_each_clusters_cluster_version needs [install_puts_the_operator_and_the_executor_on_every_cluster];
     a_release_that_does_not_verify_is_written_to_no_cluster needs [observe_reports_each_clusters_cluster_version];
@@ -67,17 +49,6 @@ fn cluster_version() -> ApiResource {
         &GroupVersionKind::gvk("config.openshift.io", "v1", "ClusterVersion"),
         "clusterversions",
     )
-}
-
-/// `cvo --kubeconfig KUBECONFIG ARGS…` with its own cache and an empty Docker config.
-async fn cvo(fleet: &Fleet, kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
-    let cache = fleet.work.path().join("cache");
-    let mut all: Vec<&str> = args.to_vec();
-    let cache_arg = cache.display().to_string();
-    if matches!(args.first(), Some(&"fleet")) && matches!(args.get(1), Some(&"rollout")) {
-        all.extend(["--cache-dir", &cache_arg]);
-    }
-    common::run_cvo(kubeconfig, &all).await
 }
 
 /// The annotation that keeps a manifest in the default cluster profile: manifests-example's
@@ -128,8 +99,7 @@ fn gated() -> (&'static str, String) {
 /// `oci://…@sha256:…` reference.
 async fn push(fleet: &Fleet, dir: &Path, tag: &str) -> String {
     let target = format!("oci://{}/fleet/release:{tag}", fleet.registry.host());
-    let (code, stdout, stderr) = cvo(
-        fleet,
+    let (code, stdout, stderr) = common::run_cvo(
         &fleet.hub,
         &[
             "push",
@@ -151,10 +121,36 @@ async fn push(fleet: &Fleet, dir: &Path, tag: &str) -> String {
     format!("oci://{}/fleet/release@{digest}", fleet.registry.host())
 }
 
+/// `cvo fleet rollout --placement fleet/waves --release REFERENCE --verify-key KEY EXTRA…`,
+/// verifying with `key` (a file of tests/fixtures/oci/keys).
+async fn rollout(
+    fleet: &Fleet,
+    reference: &str,
+    key_file: &str,
+    extra: &[&str],
+) -> (i32, String, String) {
+    let key = key(key_file);
+    let cache = fleet.work.path().join("cache");
+    let cache = cache.to_str().expect("utf-8");
+    let mut args = vec![
+        "fleet",
+        "rollout",
+        "--placement",
+        PLACEMENT,
+        "--release",
+        reference,
+        "--verify-key",
+        &key,
+        "--cache-dir",
+        cache,
+    ];
+    args.extend(extra);
+    common::run_cvo(&fleet.hub, &args).await
+}
+
 /// `cvo fleet status -o json`: the status and its exit code (checked against `exitCode`).
 async fn status(fleet: &Fleet) -> (Value, i32) {
-    let (code, stdout, stderr) = cvo(
-        fleet,
+    let (code, stdout, stderr) = common::run_cvo(
         &fleet.hub,
         &["fleet", "status", "--placement", PLACEMENT, "-o", "json"],
     )
@@ -248,7 +244,7 @@ async fn install_puts_the_operator_and_the_executor_on_every_cluster(fleet: &Fle
         example.to_str().expect("utf-8"),
     ];
     // The Placement decides a moment after it is created: install names it either way.
-    let (code, stdout, stderr) = cvo(fleet, &fleet.hub, &args).await;
+    let (code, stdout, stderr) = common::run_cvo(&fleet.hub, &args).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stderr.contains("cvo-install-waves created"), "{stderr}");
     for c in &fleet.clusters {
@@ -309,7 +305,7 @@ async fn install_puts_the_operator_and_the_executor_on_every_cluster(fleet: &Fle
             c.name
         );
     }
-    let (code, _, stderr) = cvo(fleet, &fleet.hub, &args).await;
+    let (code, _, stderr) = common::run_cvo(&fleet.hub, &args).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("cvo-install-waves unchanged"), "{stderr}");
 }
@@ -317,8 +313,7 @@ async fn install_puts_the_operator_and_the_executor_on_every_cluster(fleet: &Fle
 async fn observe_reports_each_clusters_cluster_version(fleet: &Fleet) {
     let r100 = release(fleet, "r100", "1.0.0", &[]);
     for c in &fleet.clusters {
-        let (code, stdout, stderr) = cvo(
-            fleet,
+        let (code, stdout, stderr) = common::run_cvo(
             &c.kubeconfig,
             &["apply", "--release", r100.to_str().expect("utf-8")],
         )
@@ -326,10 +321,10 @@ async fn observe_reports_each_clusters_cluster_version(fleet: &Fleet) {
         assert_eq!(code, 0, "cvo apply on {}: {stdout}\n{stderr}", c.name);
     }
     let observe = ["fleet", "observe", "--placement", PLACEMENT];
-    let (code, _, stderr) = cvo(fleet, &fleet.hub, &observe).await;
+    let (code, _, stderr) = common::run_cvo(&fleet.hub, &observe).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("cvo-observe-waves created"), "{stderr}");
-    let (_, _, stderr) = cvo(fleet, &fleet.hub, &observe).await;
+    let (_, _, stderr) = common::run_cvo(&fleet.hub, &observe).await;
     assert!(stderr.contains("cvo-observe-waves unchanged"), "{stderr}");
     let st = status_until(fleet, "both clusters reporting 1.0.0 Completed", |st, _| {
         ["c1", "c2"].iter().all(|c| {
@@ -363,7 +358,7 @@ async fn observe_reports_each_clusters_cluster_version(fleet: &Fleet) {
     }
     assert!(st["target"].is_null());
     // Without --placement: the one Placement cvo's sets name.
-    let (code, text, _) = cvo(fleet, &fleet.hub, &["fleet", "status"]).await;
+    let (code, text, _) = common::run_cvo(&fleet.hub, &["fleet", "status"]).await;
     assert_eq!(
         code, 0,
         "no rollout, every cluster reachable and none failing: {text}"
@@ -381,21 +376,7 @@ async fn observe_reports_each_clusters_cluster_version(fleet: &Fleet) {
 async fn a_release_that_does_not_verify_is_written_to_no_cluster(fleet: &Fleet) {
     let r110 = release(fleet, "r110", "1.1.0", &[gated()]);
     let reference = push(fleet, &r110, "1.1.0").await;
-    let (code, stdout, stderr) = cvo(
-        fleet,
-        &fleet.hub,
-        &[
-            "fleet",
-            "rollout",
-            "--placement",
-            PLACEMENT,
-            "--release",
-            &reference,
-            "--verify-key",
-            &key("other.pub"),
-        ],
-    )
-    .await;
+    let (code, stdout, stderr) = rollout(fleet, &reference, "other.pub", &[]).await;
     assert_eq!(code, 4, "{stdout}\n{stderr}");
     assert!(stderr.contains("failed signature verification"), "{stderr}");
     assert!(
@@ -433,21 +414,7 @@ async fn a_failing_canary_holds_the_next_wave_until_it_completes(fleet: &Fleet) 
             &["--verify-key", &key("p256.pub"), "--resync-interval", "5s"],
         ));
     }
-    let (code, stdout, stderr) = cvo(
-        fleet,
-        &fleet.hub,
-        &[
-            "fleet",
-            "rollout",
-            "--placement",
-            PLACEMENT,
-            "--release",
-            &reference,
-            "--verify-key",
-            &key("p256.pub"),
-        ],
-    )
-    .await;
+    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(
         stdout.contains("ManifestWorkReplicaSet fleet/cvo-rollout-waves created"),
@@ -499,8 +466,7 @@ async fn a_failing_canary_holds_the_next_wave_until_it_completes(fleet: &Fleet) 
         .await
         .expect("settings");
     assert_eq!(settings.data.expect("data")["version"], "1.1.0");
-    let (code, text, _) = cvo(
-        fleet,
+    let (code, text, _) = common::run_cvo(
         &fleet.hub,
         &["fleet", "status", "--placement", PLACEMENT, "--watch"],
     )
@@ -508,21 +474,7 @@ async fn a_failing_canary_holds_the_next_wave_until_it_completes(fleet: &Fleet) 
     assert_eq!(code, 0, "{text}");
     assert!(text.contains(": done"), "{text}");
     // The same release again changes nothing.
-    let (code, stdout, stderr) = cvo(
-        fleet,
-        &fleet.hub,
-        &[
-            "fleet",
-            "rollout",
-            "--placement",
-            PLACEMENT,
-            "--release",
-            &reference,
-            "--verify-key",
-            &key("p256.pub"),
-        ],
-    )
-    .await;
+    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(
         stdout.contains("fleet/cvo-rollout-waves unchanged"),
@@ -553,8 +505,7 @@ async fn a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch(fleet: &Fleet)
         ),
     );
     let r110_held = release(fleet, "r110-held", "1.1.0", &[gated(), delete]);
-    let (code, stdout, stderr) = cvo(
-        fleet,
+    let (code, stdout, stderr) = common::run_cvo(
         &c2.kubeconfig,
         &["apply", "--release", r110_held.to_str().expect("utf-8")],
     )
@@ -566,29 +517,11 @@ async fn a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch(fleet: &Fleet)
     .await;
     let minor = push(fleet, &release(fleet, "r120", "1.2.0", &[gated()]), "1.2.0").await;
     let patch = push(fleet, &release(fleet, "r111", "1.1.1", &[gated()]), "1.1.1").await;
-    let rollout = |reference: &str, extra: &[&str]| {
-        let mut args = vec![
-            "fleet".to_owned(),
-            "rollout".into(),
-            "--placement".into(),
-            PLACEMENT.into(),
-            "--release".into(),
-            reference.to_owned(),
-            "--verify-key".into(),
-            key("p256.pub"),
-        ];
-        args.extend(extra.iter().map(|s| (*s).to_owned()));
-        args
-    };
-    let run = |args: Vec<String>| async move {
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        cvo(fleet, &fleet.hub, &refs).await
-    };
     let written_version = || async {
         rollout_set(fleet).await.expect("the rollout set")["metadata"]["annotations"]["fleet.cvo.io/version"].clone()
     };
     for extra in [&[][..], &["--dry-run"][..]] {
-        let (code, stdout, stderr) = run(rollout(&minor, extra)).await;
+        let (code, stdout, stderr) = rollout(fleet, &minor, "p256.pub", extra).await;
         assert_eq!(code, 4, "{stdout}\n{stderr}");
         assert!(
             stdout.contains("c2: 1.1.0 → 1.2.0 is a minor/major update and Upgradeable=False"),
@@ -600,7 +533,7 @@ async fn a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch(fleet: &Fleet)
         );
         assert_eq!(written_version().await, "1.1.0", "nothing written");
     }
-    let (code, stdout, stderr) = run(rollout(&patch, &["--dry-run"])).await;
+    let (code, stdout, stderr) = rollout(fleet, &patch, "p256.pub", &["--dry-run"]).await;
     assert_eq!(code, 0, "a patch update goes ahead: {stdout}\n{stderr}");
     assert!(
         stdout.contains("dry run: nothing written") && !stdout.contains("refused"),
@@ -608,8 +541,13 @@ async fn a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch(fleet: &Fleet)
     );
     assert_eq!(written_version().await, "1.1.0", "nothing written");
     // Forced, with a deadline: no operator runs now, so the canary never progresses.
-    let (code, stdout, stderr) =
-        run(rollout(&minor, &["--force", "--progress-deadline", "10s"])).await;
+    let (code, stdout, stderr) = rollout(
+        fleet,
+        &minor,
+        "p256.pub",
+        &["--force", "--progress-deadline", "10s"],
+    )
+    .await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("forced past on 1 cluster(s)"), "{stdout}");
     let set = rollout_set(fleet).await.expect("the rollout set");
@@ -686,12 +624,8 @@ async fn an_unreachable_cluster_is_named(fleet: &Fleet) {
                     .is_some_and(|r| r.contains("no longer selected")))
     })
     .await;
-    let (_, text, _) = cvo(
-        fleet,
-        &fleet.hub,
-        &["fleet", "status", "--placement", PLACEMENT],
-    )
-    .await;
+    let (_, text, _) =
+        common::run_cvo(&fleet.hub, &["fleet", "status", "--placement", PLACEMENT]).await;
     assert!(
         text.lines().any(|l| l.starts_with("c2 ")),
         "c2 dropped from the table: {text}\n{st:#}"

@@ -34,7 +34,6 @@ mod standin;
 mod steps;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -85,7 +84,7 @@ pub struct Tier {
     /// Release directories and image tarballs of this run.
     pub work: tempfile::TempDir,
     /// The steps that passed so far.
-    passed: Mutex<Vec<&'static str>>,
+    passed: common::steps::Passed,
 }
 
 impl Tier {
@@ -136,19 +135,13 @@ impl Tier {
                 .filter(|v| !v.is_empty())
                 .map_or_else(|| target_dir().join("release/cvo"), PathBuf::from),
             work: tempfile::tempdir().map_err(|e| e.to_string())?,
-            passed: Mutex::new(Vec::new()),
+            passed: common::steps::Passed::default(),
         })
     }
 
     /// Runs `step` (a panic is its failure), unless a step it needs did not pass.
     fn run(&self, step: &'static steps::Step) -> Result<(), Failed> {
-        let passed = self.passed.lock().expect("passed").clone();
-        if let Some(missing) = step.needs.iter().find(|n| !passed.contains(n)) {
-            return Err(format!("not run: it needs step {missing}, which did not pass").into());
-        }
-        self.rt.block_on((step.run)(self));
-        self.passed.lock().expect("passed").push(step.name);
-        Ok(())
+        self.passed.run(&self.rt, self, step)
     }
 
     /// Runs `cvo ARGS…` (the test build) against the cluster: exit code, stdout, stderr.

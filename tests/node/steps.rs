@@ -1,9 +1,7 @@
 //! The node tier's steps, in the order they run (see `main.rs`). Each one is a named test;
 //! `needs` names the steps whose outcome it builds on.
 
-use std::future::Future;
 use std::path::Path;
-use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt as _;
@@ -18,26 +16,10 @@ use crate::Tier;
 use crate::common;
 use crate::pods::{self, NAMESPACE, PORT, SELECTOR};
 
-type Boxed<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+pub type Step = common::steps::Step<Tier>;
 
-/// One step: its test name, the steps it needs, and what it does (a panic fails it).
-pub struct Step {
-    pub name: &'static str,
-    pub needs: &'static [&'static str],
-    pub run: for<'a> fn(&'a Tier) -> Boxed<'a>,
-}
-
-macro_rules! steps {
-    ($($name:ident needs [$($need:ident),*];)*) => {
-        pub static STEPS: &[Step] = &[$(Step {
-            name: stringify!($name),
-            needs: &[$(stringify!($need)),*],
-            run: |tier| Box::pin($name(tier)),
-        }),*];
-    };
-}
-
-steps! {
+crate::steps! {
+    Tier;
     image_is_built_from_the_dockerfile needs [];
     install_as_the_docs_say needs [image_is_built_from_the_dockerfile];
     pod_ready_without_restarts_or_warning_events needs [install_as_the_docs_say];
