@@ -1043,7 +1043,7 @@ async fn a_release_adopts_least_privilege_and_its_operator_keeps_running_it() {
         )
         .await;
         assert!(
-            !stdout.contains("422") && !stderr.contains("422"),
+            !common::mentions_status(&stdout, "422") && !common::mentions_status(&stderr, "422"),
             "{stdout}\n{stderr}"
         );
         let report: Value =

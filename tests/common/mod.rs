@@ -434,3 +434,17 @@ pub async fn http_get_addr(
 pub fn object(v: serde_json::Value) -> DynamicObject {
     serde_json::from_value(v).expect("object")
 }
+
+/// Whether `text` holds the HTTP status `code` (e.g. `"422"`) as a number of its own (an API
+/// server's refusal), not as digits of another number (`"next_pass_in":"169.204224804s"` once
+/// failed a plain `contains("422")`).
+pub fn mentions_status(text: &str, code: &str) -> bool {
+    let part_of_number = |c: char| c.is_ascii_digit() || c == '.';
+    text.match_indices(code).any(|(i, _)| {
+        !text[..i].chars().next_back().is_some_and(part_of_number)
+            && !text[i + code.len()..]
+                .chars()
+                .next()
+                .is_some_and(part_of_number)
+    })
+}
