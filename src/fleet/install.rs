@@ -143,20 +143,15 @@ pub fn executor_objects() -> Vec<Value> {
 /// The install set for Placement `namespace/placement`: `objects` on every selected cluster
 /// at once, left in place when the set is deleted.
 pub fn manifest(namespace: &str, placement: &str, objects: Vec<Value>) -> Value {
-    json!({
-        "apiVersion": super::ocm::manifest_work_replica_set().api_version,
-        "kind": "ManifestWorkReplicaSet",
-        "metadata": {
-            "name": Purpose::Install.name(placement),
-            "namespace": namespace,
-            "labels": {work::MANAGED_BY.0: work::MANAGED_BY.1},
-        },
-        "spec": {
-            "placementRefs": [{"name": placement, "rolloutStrategy": {"type": "All"}}],
-            "manifestWorkTemplate": {
-                "deleteOption": {"propagationPolicy": "Orphan"},
-                "workload": {"manifests": objects},
-            },
-        },
-    })
+    let template = json!({
+        "deleteOption": {"propagationPolicy": "Orphan"},
+        "workload": {"manifests": objects},
+    });
+    work::replica_set(
+        Purpose::Install,
+        namespace,
+        placement,
+        json!({"type": "All"}),
+        template,
+    )
 }

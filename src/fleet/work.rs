@@ -66,7 +66,8 @@ fn cluster_version_identifier() -> Value {
     json!({"group": "config.openshift.io", "resource": "clusterversions", "name": "version"})
 }
 
-fn replica_set(
+/// A set of cvo's for `purpose` on Placement `namespace/placement` (labelled [`MANAGED_BY`]).
+pub(super) fn replica_set(
     purpose: Purpose,
     namespace: &str,
     placement: &str,
