@@ -69,6 +69,7 @@ pub async fn play(cluster: Cluster, release: Release) {
     };
     let api: Api<DynamicObject> = cluster.api(&resolved, None);
     let mut events = watcher::watcher(api.clone(), watcher::Config::default())
+        .default_backoff()
         .applied_objects()
         .boxed();
     while let Some(event) = events.next().await {
@@ -80,16 +81,30 @@ pub async fn play(cluster: Cluster, release: Release) {
             continue;
         };
         let current = obj.data.get("status").cloned().unwrap_or(Value::Null);
-        if subset(report, &current) {
-            continue;
+        if !subset(report, &current) {
+            report_status(&api, name, report).await;
         }
-        let patch = json!({"status": report});
-        if let Err(e) = api
+    }
+}
+
+/// Writes `report` as the status of ClusterOperator `name`. A write that fails is tried again
+/// (a busy server answers late or not at all): the watch brings no new event for an object
+/// nothing changed, so a write given up on would leave the operator unplayed until the
+/// health timeout.
+async fn report_status(api: &Api<DynamicObject>, name: &str, report: &Value) {
+    let patch = json!({"status": report});
+    let mut delays = crate::retry::Backoff::WATCH_RESTART.delays();
+    for attempt in 1..=10 {
+        match api
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            tracing::debug!(operator = name, error = %e, "in-memory operators: status not written");
+            Ok(_) => return,
+            Err(e) => {
+                tracing::debug!(operator = name, attempt, error = %e, "in-memory operators: status not written yet");
+            }
         }
+        tokio::time::sleep(delays.next_wait()).await;
     }
 }
 

@@ -346,8 +346,10 @@ fn in_memory_operators_report_the_release() {
         .args([
             "apply",
             "--in-memory",
+            // Shorter than the test's own timeout: a wait that does not end is reported by
+            // cvo, naming what it waited on, instead of the process being killed silently.
             "--health-timeout",
-            "60s",
+            "20s",
             "-o",
             "json",
             "--release",
