@@ -51,6 +51,9 @@ const RULES: &[(&str, &[&str])] = &[
         ],
     ),
     ("olm", &["cluster", "retry"]),
+    // Where a sync's time went: read from the passes' timelines after the sync, never from
+    // the cluster.
+    ("timings", &["apply", "graph", "release"]),
     // The update-graph client: it speaks HTTP to an update service, never to the cluster;
     // it names status's condition type only.
     ("updates", &["status", "version"]),
@@ -67,7 +70,7 @@ const RULES: &[(&str, &[&str])] = &[
         "operator",
         &[
             "apply", "cluster", "exit", "health", "oci", "olm", "release", "retry", "status",
-            "sync", "updates",
+            "sync", "timings", "updates",
         ],
     ),
     // Fleets on OCM: the hub's objects (through `cluster`'s requests), the update rules of
@@ -99,6 +102,7 @@ const RULES: &[(&str, &[&str])] = &[
             "retry",
             "status",
             "sync",
+            "timings",
             "updates",
             "validate",
             "version",

@@ -33,6 +33,7 @@ pub mod release;
 pub mod retry;
 pub mod status;
 pub mod sync;
+pub mod timings;
 pub mod updates;
 pub mod validate;
 pub mod version;

@@ -34,7 +34,10 @@ use serde::Serialize;
 
 use crate::release::ObjectId;
 pub use error::ManifestError;
-pub use pass::{PassReport, Summary, flattened_graph, run_level_graph, run_pass, task_inputs};
+pub use pass::{
+    PassReport, PassTimeline, Summary, TaskRun, flattened_graph, run_level_graph, run_pass,
+    task_inputs,
+};
 pub use retry::RetryPolicy;
 pub use task::Applier;
 
@@ -232,6 +235,39 @@ pub struct ManifestResult {
     /// up to date): what the operator compares watch events with, to tell its own writes from
     /// someone else's. `None` for deletions, failures and dry runs.
     pub resource_version: Option<String>,
+    /// Where the task's time went (`--timings`); zero for a task that did not run.
+    pub time: TaskTime,
+}
+
+/// Where one task's time went, by what it waited on (`--timings`, docs/performance.md). The
+/// rest of its wall time is cvo's own work (building bodies, comparing) and scheduling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskTime {
+    /// Waiting on the API server's answers: discovery, reads, writes, deletes (retries and
+    /// their backoff included), a CRD of the release becoming established.
+    pub server: std::time::Duration,
+    /// Waiting for the object to be healthy ([`crate::health`]).
+    pub health: std::time::Duration,
+    /// Waiting for a deletion to finish (synchronous finalization).
+    pub deletion: std::time::Duration,
+}
+
+impl TaskTime {
+    /// Adds the time `work` takes to `into`.
+    pub(crate) async fn add<T>(
+        into: &mut std::time::Duration,
+        work: impl std::future::Future<Output = T>,
+    ) -> T {
+        let started = tokio::time::Instant::now();
+        let out = work.await;
+        *into += started.elapsed();
+        out
+    }
+
+    /// Time spent waiting on something outside cvo: the server, health, deletions.
+    pub fn waited(&self) -> std::time::Duration {
+        self.server + self.health + self.deletion
+    }
 }
 
 impl ManifestResult {
@@ -252,6 +288,7 @@ impl ManifestResult {
             changes: Vec::new(),
             health: None,
             resource_version: None,
+            time: TaskTime::default(),
         }
     }
 }

@@ -4,6 +4,8 @@
 
 use std::sync::Mutex;
 
+use tokio::time::Instant;
+
 use serde::Serialize;
 
 use super::{Action, Applier, ManifestResult, PendingDeletion};
@@ -70,6 +72,31 @@ impl Summary {
 pub struct PassReport {
     /// One result per manifest, in release order.
     pub results: Vec<ManifestResult>,
+    /// When the pass, its nodes and its tasks ran (`--timings`).
+    pub timeline: PassTimeline,
+}
+
+/// When one pass ran: the graph it walked, when each node's work and each task ran.
+#[derive(Clone, Debug)]
+pub struct PassTimeline {
+    pub graph: TaskGraph,
+    pub started: Instant,
+    pub finished: Instant,
+    /// By node id: when the node's work started and ended; `None` for joins and nodes that
+    /// never started.
+    pub nodes: Vec<Option<(Instant, Instant)>>,
+    /// By manifest index: the task as it ran in this pass; `None` when it did not run (never
+    /// reached, or its answer was kept from an earlier install round).
+    pub tasks: Vec<Option<TaskRun>>,
+}
+
+/// One task as it ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskRun {
+    pub action: Action,
+    pub started: Instant,
+    pub finished: Instant,
+    pub time: super::TaskTime,
 }
 
 impl PassReport {
@@ -138,28 +165,51 @@ where
     let previous = rounds.flatten();
     let done = |i: usize| previous.map(|p| &p.results[i]).filter(|r| r.is_final());
     let slots: Mutex<Vec<Option<ManifestResult>>> = Mutex::new(vec![None; n]);
-    let slots_ref = &slots;
+    let runs: Mutex<Vec<Option<TaskRun>>> = Mutex::new(vec![None; n]);
+    let nodes: Mutex<Vec<Option<(Instant, Instant)>>> = Mutex::new(vec![None; graph.len()]);
+    let (slots_ref, runs_ref, nodes_ref) = (&slots, &runs, &nodes);
     let on_result = &on_result;
     let done = &done;
-    let report = graph::run(graph, parallelism, |_node, tasks| async move {
+    let started = Instant::now();
+    let report = graph::run(graph, parallelism, |node, tasks| async move {
+        let node_started = Instant::now();
         // One health deadline per node: its manifests share it.
-        let deadline = tokio::time::Instant::now() + applier.options().health.timeout;
-        for &task in tasks {
-            if let Some(earlier) = done(task) {
-                slots_ref.lock().unwrap_or_else(|p| p.into_inner())[task] = Some(earlier.clone());
-                continue;
+        let deadline = node_started + applier.options().health.timeout;
+        let outcome = async {
+            for &task in tasks {
+                if let Some(earlier) = done(task) {
+                    lock(slots_ref)[task] = Some(earlier.clone());
+                    continue;
+                }
+                let task_started = Instant::now();
+                let result = applier.run_within(task, deadline).await;
+                lock(runs_ref)[task] = Some(TaskRun {
+                    action: result.action,
+                    started: task_started,
+                    finished: Instant::now(),
+                    time: result.time,
+                });
+                on_result(&result);
+                let failed = result.action == Action::Failed;
+                lock(slots_ref)[task] = Some(result);
+                if failed && !keep_going {
+                    return Err(task);
+                }
             }
-            let result = applier.run_within(task, deadline).await;
-            on_result(&result);
-            let failed = result.action == Action::Failed;
-            slots_ref.lock().unwrap_or_else(|p| p.into_inner())[task] = Some(result);
-            if failed && !keep_going {
-                return Err(task);
-            }
+            Ok(())
         }
-        Ok(())
+        .await;
+        lock(nodes_ref)[node.0] = Some((node_started, Instant::now()));
+        outcome
     })
     .await;
+    let timeline = PassTimeline {
+        graph: graph.clone(),
+        started,
+        finished: Instant::now(),
+        nodes: nodes.into_inner().unwrap_or_else(|p| p.into_inner()),
+        tasks: runs.into_inner().unwrap_or_else(|p| p.into_inner()),
+    };
     let blockers: Vec<(graph::NodeId, usize)> =
         report.failed.iter().map(|f| (f.node, f.error)).collect();
     let mut slots = slots.into_inner().unwrap_or_else(|p| p.into_inner());
@@ -197,7 +247,11 @@ where
         });
         results.push(result);
     }
-    PassReport { results }
+    PassReport { results, timeline }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

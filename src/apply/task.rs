@@ -14,6 +14,7 @@ use super::secrets;
 use super::snapshot::{Lookup, Snapshot};
 use super::{
     Action, FieldChange, ManifestResult, Options, PendingDeletion, STRATEGY_ANNOTATION, Strategy,
+    TaskTime,
 };
 use crate::cluster::discovery::DiscoveryError;
 use crate::cluster::{Cluster, DeleteOutcome, Resolved, crd, wait};
@@ -260,15 +261,18 @@ impl<'r> Applier<'r> {
             return Ok(action);
         }
         let index = result.index;
-        let verdict = health::settle(
-            &self.cluster,
-            &resolved,
-            manifest,
-            &live,
-            &self.options.health,
-            &self.options.retry,
-            deadline,
-            |finding| self.set_waiting(index, finding),
+        let verdict = TaskTime::add(
+            &mut result.time.health,
+            health::settle(
+                &self.cluster,
+                &resolved,
+                manifest,
+                &live,
+                &self.options.health,
+                &self.options.retry,
+                deadline,
+                |finding| self.set_waiting(index, finding),
+            ),
         )
         .await;
         match verdict {
@@ -338,8 +342,9 @@ impl<'r> Applier<'r> {
         if self.kind_not_served_yet(manifest, result).await {
             return Ok((Action::Created, None));
         }
-        let resolved = self.resolve(manifest).await?;
-        let before = self.current(&resolved, manifest).await?;
+        let server = &mut result.time.server;
+        let resolved = TaskTime::add(server, self.resolve(manifest)).await?;
+        let before = TaskTime::add(server, self.current(&resolved, manifest)).await?;
         if let Some(live) = before
             .as_ref()
             .filter(|live| live.metadata.deletion_timestamp.is_some())
@@ -361,13 +366,11 @@ impl<'r> Applier<'r> {
         }
         let ns = manifest.id.namespace.as_deref();
         let dry_run = self.options.dry_run;
-        let after = self
-            .options
-            .retry
-            .run(|| {
-                self.cluster
-                    .apply(&resolved, ns, &manifest.id.name, &body, dry_run)
-            })
+        let request = self.options.retry.run(|| {
+            self.cluster
+                .apply(&resolved, ns, &manifest.id.name, &body, dry_run)
+        });
+        let after = TaskTime::add(&mut result.time.server, request)
             .await
             .map_err(|(e, n)| self.apply_error(manifest, &resolved, e, n));
         let after = match after {
@@ -467,17 +470,19 @@ impl<'r> Applier<'r> {
         result: &mut ManifestResult,
     ) -> Result<Action, ManifestError> {
         let strategy = self.strategy(manifest)?;
-        let resolved = match self
-            .cluster
-            .discovery()
-            .resolve(&manifest.api_version, &manifest.id.kind)
-            .await
+        let server = &mut result.time.server;
+        let discovery = self.cluster.discovery();
+        let resolved = match TaskTime::add(
+            server,
+            discovery.resolve(&manifest.api_version, &manifest.id.kind),
+        )
+        .await
         {
             // A kind nobody serves has no objects.
             Err(DiscoveryError::UnknownKind { .. }) => return Ok(Action::AlreadyAbsent),
             other => other?,
         };
-        let Some(current) = self.current(&resolved, manifest).await? else {
+        let Some(current) = TaskTime::add(server, self.current(&resolved, manifest)).await? else {
             return Ok(Action::AlreadyAbsent);
         };
         let ns = manifest.id.namespace.as_deref();
@@ -489,14 +494,11 @@ impl<'r> Applier<'r> {
             )
         } else {
             let dry_run = self.options.dry_run;
-            let sent = self
-                .options
-                .retry
-                .run(|| {
-                    self.cluster
-                        .delete(&resolved, ns, &manifest.id.name, uid.as_deref(), dry_run)
-                })
-                .await;
+            let request = self.options.retry.run(|| {
+                self.cluster
+                    .delete(&resolved, ns, &manifest.id.name, uid.as_deref(), dry_run)
+            });
+            let sent = TaskTime::add(server, request).await;
             match sent {
                 Ok(DeleteOutcome::Deleted) => return Ok(Action::Deleted),
                 Ok(DeleteOutcome::Pending { finalizers, since }) => (since, finalizers),
@@ -517,7 +519,8 @@ impl<'r> Applier<'r> {
             (hook.0)(pending.clone()).await;
         }
         if strategy == Strategy::Synchronous && !self.options.dry_run {
-            return self.wait_gone(&resolved, manifest, uid).await;
+            let wait = self.wait_gone(&resolved, manifest, uid);
+            return TaskTime::add(&mut result.time.deletion, wait).await;
         }
         result.pending = Some(pending);
         Ok(Action::DeletionInProgress)

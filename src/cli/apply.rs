@@ -13,6 +13,7 @@ use crate::release::Release;
 use crate::release::capability::Gates;
 use crate::sync::report::{json_report, text_report};
 use crate::sync::{SyncOptions, sync};
+use crate::timings::Timings;
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
@@ -27,6 +28,19 @@ pub struct ApplyArgs {
     pub force: bool,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    #[command(flatten)]
+    pub timings: TimingsArgs,
+}
+
+/// `--timings[=FILE]` of `apply` and `plan`.
+#[derive(Debug, Args)]
+pub struct TimingsArgs {
+    /// Write where the time went as one self-contained HTML page (FILE, default
+    /// cvo-timings.html): every task on a time line by run level and component, the critical
+    /// path, the ordered limit, the slowest tasks (docs/performance.md). With -o json, the same
+    /// figures are the report's `timings`.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "cvo-timings.html")]
+    pub timings: Option<std::path::PathBuf>,
 }
 
 /// Where to apply: a kubeconfig cluster (global flags) or a fresh in-memory server.
@@ -144,7 +158,17 @@ pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<Exit, CliError> {
         heartbeat: (!progress_bar(args.output, global.console)).then_some(Duration::from_secs(10)),
         ..args.pass.sync_options()
     };
-    execute(global, &args.release, &args.target, options, args.output)
+    let report = Report {
+        output: args.output,
+        timings: args.timings.timings.as_deref(),
+    };
+    execute(global, &args.release, &args.target, options, report)
+}
+
+/// What `apply` and `plan` print, and where the `--timings` page goes.
+pub(super) struct Report<'a> {
+    pub output: OutputFormat,
+    pub timings: Option<&'a std::path::Path>,
 }
 
 /// Shared by `apply` and `plan`: load, connect, sync, print, exit code.
@@ -153,8 +177,9 @@ pub(super) fn execute(
     release_args: &ReleaseArgs,
     target: &TargetArgs,
     mut options: SyncOptions,
-    output: OutputFormat,
+    Report { output, timings }: Report<'_>,
 ) -> Result<Exit, CliError> {
+    let (started, cpu) = (std::time::Instant::now(), crate::timings::process_cpu());
     // The feature gates are the cluster's (read by the sync) unless a flag gives them.
     release_args.defer_feature_gates();
     options.feature_gates = release_args.gate_source()?;
@@ -230,12 +255,26 @@ pub(super) fn execute(
         if let Some(operators) = operators {
             operators.abort();
         }
+        let timed = timings.map(|file| {
+            let mut t = Timings::of(&release, &outcome.passes, options.parallelism);
+            t.seconds = started.elapsed().as_secs_f64();
+            t.cpu_seconds = crate::timings::process_cpu()
+                .zip(cpu)
+                .map(|(now, before)| now.saturating_sub(before).as_secs_f64());
+            (file, t)
+        });
+        if let Some((file, t)) = &timed {
+            write_page(file, t, console)?;
+        }
         let report = match output {
             OutputFormat::Json => {
                 let mut v = json_report(&release, &outcome);
                 let (source, digest) = release_args.origin_json();
                 v["release"]["source"] = serde_json::json!(source);
                 v["release"]["digest"] = serde_json::json!(digest);
+                if let Some((_, t)) = &timed {
+                    v["timings"] = serde_json::to_value(t).unwrap_or_default();
+                }
                 format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
             }
             OutputFormat::Text => text_report(&release, &outcome, options.apply.dry_run),
@@ -246,6 +285,23 @@ pub(super) fn execute(
         }
         Ok(outcome.exit())
     })
+}
+
+/// Writes the `--timings` page to `file` and says where.
+fn write_page(file: &std::path::Path, timings: &Timings, console: Console) -> Result<(), CliError> {
+    std::fs::write(file, crate::timings::page(timings)).map_err(|e| {
+        CliError::failed(format_args!(
+            "--timings: cannot write {}: {e}",
+            crate::diagnostic::escaped_path(file)
+        ))
+    })?;
+    say!(
+        console,
+        note,
+        "timings written to {}",
+        crate::diagnostic::escaped_path(file)
+    );
+    Ok(())
 }
 
 /// Where the sync wrote ClusterVersion status: asks the update service it names once (bounded

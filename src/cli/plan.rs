@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use super::apply::{TargetArgs, execute};
+use super::apply::{Report, TargetArgs, TimingsArgs, execute};
 use super::{CliError, GlobalArgs, OutputFormat, ReleaseArgs};
 use crate::apply::Options;
 use crate::exit::Exit;
@@ -23,6 +23,8 @@ pub struct PlanArgs {
     pub force: bool,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    #[command(flatten)]
+    pub timings: TimingsArgs,
 }
 
 pub fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Exit, CliError> {
@@ -35,5 +37,9 @@ pub fn run(global: &GlobalArgs, args: &PlanArgs) -> Result<Exit, CliError> {
         force: args.force,
         ..SyncOptions::default()
     };
-    execute(global, &args.release, &args.target, options, args.output)
+    let report = Report {
+        output: args.output,
+        timings: args.timings.timings.as_deref(),
+    };
+    execute(global, &args.release, &args.target, options, report)
 }

@@ -144,6 +144,8 @@ pub struct SyncOutcome {
     pub mode: Mode,
     /// Passes over the graph: 1 for updates, the rounds an install took.
     pub rounds: u32,
+    /// When each pass (install round) ran, its nodes and tasks (`--timings`).
+    pub passes: Vec<crate::apply::PassTimeline>,
     pub conditions: Vec<Condition>,
     pub warnings: Vec<String>,
     /// What happened to ClusterVersion status (`None` for dry runs, and for a refused sync
@@ -266,7 +268,7 @@ where
         return Ok(refuse(cluster, options, pre, checked).await);
     }
     let announced = Announced::run(cluster, &applier, options, &pre, &mut checked).await;
-    let (report, rounds) = pass::run(
+    let (report, passes) = pass::run(
         &applier,
         options,
         pre.mode,
@@ -296,7 +298,8 @@ where
         refused: checked.refused,
         report: Some(report),
         mode: pre.mode,
-        rounds,
+        rounds: u32::try_from(passes.len()).unwrap_or(u32::MAX),
+        passes,
         conditions: concluded.conditions,
         warnings,
         cluster_version: concluded.cluster_version,
@@ -597,6 +600,7 @@ async fn refuse(
         report: None,
         mode: pre.mode,
         rounds: 0,
+        passes: Vec::new(),
         conditions: conds,
         warnings: checked.warnings,
         cluster_version,

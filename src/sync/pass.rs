@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use crate::apply::{
-    Applier, ManifestResult, PassReport, flattened_graph, run_level_graph, run_pass,
+    Applier, ManifestResult, PassReport, PassTimeline, flattened_graph, run_level_graph, run_pass,
 };
 use crate::release::Release;
 use crate::status::conditions::{self, ErrorTally};
@@ -19,8 +19,8 @@ use crate::status::update::name_list;
 use super::gate::Gate;
 use super::{Mode, SyncOptions};
 
-/// Runs the pass `mode` asks for and returns its report and the rounds it took (1, or an
-/// install's rounds); `on_result` sees each manifest's final result, and
+/// Runs the pass `mode` asks for and returns its report and the timeline of each pass (1, or
+/// an install's rounds); `on_result` sees each manifest's final result, and
 /// [`Progress::done`] counts them.
 ///
 /// While it runs: with [`SyncOptions::heartbeat`], a warning says every interval what the
@@ -33,7 +33,7 @@ pub(super) async fn run<F>(
     mode: Mode,
     progress: Progress<'_>,
     on_result: F,
-) -> (PassReport, u32)
+) -> (PassReport, Vec<PassTimeline>)
 where
     F: Fn(&ManifestResult),
 {
@@ -137,7 +137,7 @@ async fn walk<F>(
     mode: Mode,
     errors: &RoundErrors,
     on_result: &F,
-) -> (PassReport, u32)
+) -> (PassReport, Vec<PassTimeline>)
 where
     F: Fn(&ManifestResult),
 {
@@ -150,25 +150,25 @@ where
         Mode::Initializing => install(applier, options, errors, on_result).await,
         Mode::Updating => {
             let graph = run_level_graph(release);
-            (
-                run_pass(applier, &graph, options.parallelism, None, on_result).await,
-                1,
-            )
+            one(run_pass(applier, &graph, options.parallelism, None, on_result).await)
         }
         // One round of the install's walk: a failure stops nothing after it, not even in
         // its node (adjacent run levels share one there).
         Mode::Reconciling => {
             let graph = flattened_graph(release);
-            (
-                run_pass(applier, &graph, options.parallelism, Some(None), on_result).await,
-                1,
-            )
+            one(run_pass(applier, &graph, options.parallelism, Some(None), on_result).await)
         }
     }
 }
 
 /// What the pass waits for, for the heartbeat: the health checks' findings, else the
 /// manifests in flight, else the next install round.
+/// A sync of one pass: its report and its timeline.
+fn one(report: PassReport) -> (PassReport, Vec<PassTimeline>) {
+    let timeline = report.timeline.clone();
+    (report, vec![timeline])
+}
+
 fn waiting_on(applier: &Applier<'_>, waiting: &[crate::health::Finding]) -> String {
     if !waiting.is_empty() {
         return waiting
@@ -225,7 +225,7 @@ async fn install<F>(
     options: &SyncOptions,
     errors: &RoundErrors,
     on_result: &F,
-) -> (PassReport, u32)
+) -> (PassReport, Vec<PassTimeline>)
 where
     F: Fn(&crate::apply::ManifestResult),
 {
@@ -248,7 +248,7 @@ where
         &report_final,
     )
     .await;
-    let mut rounds = 1;
+    let mut timelines = vec![report.timeline.clone()];
     // 1 s between rounds, doubling up to 30 s.
     let mut delays = crate::retry::Backoff::INSTALL_ROUND.delays();
     let mut delay = delays.next_wait();
@@ -262,6 +262,7 @@ where
             .most_frequent()
             .map(|g| format!("; {g}"))
             .unwrap_or_default();
+        let rounds = timelines.len();
         tracing::info!(
             round = rounds,
             left,
@@ -279,12 +280,12 @@ where
             &report_final,
         )
         .await;
-        rounds += 1;
+        timelines.push(report.timeline.clone());
     }
     for r in report.results.iter().filter(|r| !r.is_final()) {
         on_result(r);
     }
-    (report, rounds)
+    (report, timelines)
 }
 
 #[cfg(test)]

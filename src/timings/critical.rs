@@ -1,0 +1,191 @@
+//! The two figures a pass's time line is judged by, over its task graph: the **critical
+//! path** (the chain of nodes that decided when the pass ended, read from when each node
+//! actually ran) and the **ordered limit** (how long the graph takes when each node costs only
+//! what it waited on outside cvo, with unbounded parallelism: the fastest any applier that
+//! keeps the CVO's order could be).
+//!
+//! Both work on [`Node`]s indexed as the task graph's nodes; they know nothing of manifests.
+
+/// One node of the graph as it ran.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Node {
+    /// The nodes that must finish before this one starts.
+    pub preds: Vec<usize>,
+    /// A barrier without work: finished as soon as its predecessors are.
+    pub join: bool,
+    /// When the node's work ran, in seconds from the pass's start; `None` for joins and for
+    /// nodes that never started.
+    pub span: Option<(f64, f64)>,
+    /// What the node costs in the ordered limit (its tasks' waits on the server, on health and
+    /// on deletions, one after another).
+    pub cost: f64,
+}
+
+/// The nodes in an order where every node comes after its predecessors (Kahn's algorithm);
+/// nodes on a cycle (never in a task graph) are left out.
+fn topological(nodes: &[Node]) -> Vec<usize> {
+    let mut waiting: Vec<usize> = nodes.iter().map(|n| n.preds.len()).collect();
+    let mut succs: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        for &p in &n.preds {
+            if let Some(s) = succs.get_mut(p) {
+                s.push(i);
+            }
+        }
+    }
+    let mut ready: Vec<usize> = (0..nodes.len()).filter(|&i| waiting[i] == 0).collect();
+    ready.reverse();
+    let mut order = Vec::with_capacity(nodes.len());
+    while let Some(i) = ready.pop() {
+        order.push(i);
+        for &s in &succs[i] {
+            waiting[s] -= 1;
+            if waiting[s] == 0 {
+                ready.push(s);
+            }
+        }
+    }
+    order
+}
+
+/// When each node finished, joins included (as their last predecessor); `None` for a node
+/// that never ran.
+fn ends(nodes: &[Node]) -> Vec<Option<f64>> {
+    let mut end: Vec<Option<f64>> = vec![None; nodes.len()];
+    for i in topological(nodes) {
+        let n = &nodes[i];
+        end[i] = match n.span {
+            Some((_, finished)) => Some(finished),
+            None if n.join && n.preds.iter().all(|&p| end[p].is_some()) => {
+                Some(n.preds.iter().filter_map(|&p| end[p]).fold(0.0, f64::max))
+            }
+            None => None,
+        };
+    }
+    end
+}
+
+/// The critical path of a pass: from the node that finished last back to the first, each
+/// step to the predecessor that finished last (the one the node waited for), joins passed
+/// through and left out. In run order; empty when no node ran.
+pub fn critical_path(nodes: &[Node]) -> Vec<usize> {
+    let end = ends(nodes);
+    let last = (0..nodes.len())
+        .filter(|&i| nodes[i].span.is_some())
+        .max_by(|&a, &b| end[a].unwrap_or(0.0).total_cmp(&end[b].unwrap_or(0.0)));
+    let mut path = Vec::new();
+    let mut at = last;
+    while let Some(i) = at {
+        if !nodes[i].join {
+            path.push(i);
+        }
+        at = nodes[i]
+            .preds
+            .iter()
+            .copied()
+            .filter(|&p| end[p].is_some())
+            .max_by(|&a, &b| end[a].unwrap_or(0.0).total_cmp(&end[b].unwrap_or(0.0)));
+    }
+    path.reverse();
+    path
+}
+
+/// The ordered limit: the longest path through the graph when each node costs
+/// [`Node::cost`] and any number of nodes run at once.
+pub fn ordered_limit(nodes: &[Node]) -> f64 {
+    let mut finish = vec![0.0_f64; nodes.len()];
+    let mut limit = 0.0_f64;
+    for i in topological(nodes) {
+        let start = nodes[i]
+            .preds
+            .iter()
+            .map(|&p| finish[p])
+            .fold(0.0, f64::max);
+        finish[i] = start + nodes[i].cost;
+        limit = limit.max(finish[i]);
+    }
+    limit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(preds: &[usize], span: (f64, f64), cost: f64) -> Node {
+        Node {
+            preds: preds.to_vec(),
+            join: false,
+            span: Some(span),
+            cost,
+        }
+    }
+
+    fn join(preds: &[usize]) -> Node {
+        Node {
+            preds: preds.to_vec(),
+            join: true,
+            ..Node::default()
+        }
+    }
+
+    #[test]
+    fn a_chain_is_its_own_critical_path_and_its_limit_is_the_sum_of_its_waits() {
+        let nodes = [
+            node(&[], (0.0, 1.0), 0.5),
+            node(&[0], (1.0, 3.0), 1.5),
+            node(&[1], (3.0, 4.0), 0.25),
+        ];
+        assert_eq!(critical_path(&nodes), [0, 1, 2]);
+        assert_eq!(ordered_limit(&nodes), 2.25);
+    }
+
+    #[test]
+    fn a_fork_follows_the_branch_that_finished_last_through_the_join() {
+        // 0 → {1, 2} → join 3 → 4: branch 2 ends last, so the path goes through it.
+        let nodes = [
+            node(&[], (0.0, 1.0), 1.0),
+            node(&[0], (1.0, 2.0), 1.0),
+            node(&[0], (1.0, 5.0), 3.0),
+            join(&[1, 2]),
+            node(&[3], (5.0, 6.0), 1.0),
+        ];
+        assert_eq!(critical_path(&nodes), [0, 2, 4]);
+        // The limit takes the longer branch too: 1 + 3 + 1.
+        assert_eq!(ordered_limit(&nodes), 5.0);
+    }
+
+    #[test]
+    fn a_slow_node_on_a_side_branch_is_the_path_when_it_ends_last() {
+        // Two independent chains (a flattened graph): 0 → 1 fast, 2 alone but slow.
+        let nodes = [
+            node(&[], (0.0, 1.0), 1.0),
+            node(&[0], (1.0, 2.0), 1.0),
+            node(&[], (0.0, 9.0), 8.0),
+        ];
+        assert_eq!(critical_path(&nodes), [2]);
+        assert_eq!(ordered_limit(&nodes), 8.0);
+    }
+
+    #[test]
+    fn the_limit_ignores_the_time_a_node_waited_for_a_slot() {
+        // With one slot, 1 started only after 0 although it needs nothing from it.
+        let nodes = [node(&[], (0.0, 2.0), 2.0), node(&[], (2.0, 4.0), 2.0)];
+        assert_eq!(critical_path(&nodes), [1]);
+        assert_eq!(ordered_limit(&nodes), 2.0);
+    }
+
+    #[test]
+    fn nodes_that_never_ran_are_not_on_the_path() {
+        // 1 failed; 2 (after it) never started; the path ends at the failure.
+        let mut blocked = node(&[1], (0.0, 0.0), 0.0);
+        blocked.span = None;
+        let nodes = [
+            node(&[], (0.0, 1.0), 1.0),
+            node(&[0], (1.0, 3.0), 2.0),
+            blocked,
+        ];
+        assert_eq!(critical_path(&nodes), [0, 1]);
+        assert!(critical_path(&[]).is_empty());
+        assert_eq!(ordered_limit(&[]), 0.0);
+    }
+}
