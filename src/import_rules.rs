@@ -81,7 +81,7 @@ const RULES: &[(&str, &[&str])] = &[
         &["cluster", "exit", "rbac", "release", "status", "version"],
     ),
     // What an empty embedded server lacks that a real cluster has (the `in-memory` feature).
-    ("dev", &["cluster", "olm", "release"]),
+    ("dev", &["cluster", "olm", "release", "retry"]),
     (
         "cli",
         &[

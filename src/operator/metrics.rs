@@ -1,6 +1,7 @@
 //! What the operator tells Prometheus and the kubelet: the metrics (prometheus-client, text
 //! exposition), the request counter wrapped around the operator's client, and the HTTP
-//! endpoints `/metrics`, `/healthz` and `/readyz` (hyper).
+//! endpoints `/metrics`, `/healthz`, `/readyz` and `/timings` (the last full pass's
+//! `--timings` page; hyper).
 //!
 //! | metric | type | labels |
 //! |---|---|---|
@@ -83,6 +84,8 @@ pub struct Metrics {
     sent: AtomicU64,
     /// What `/readyz` answers.
     pub readiness: Readiness,
+    /// Where the last full pass's time went, drawn by `/timings`.
+    timings: std::sync::Mutex<Option<Arc<crate::timings::Timings>>>,
 }
 
 /// The last leader-election attempt, as [`Readiness`] sees it.
@@ -185,6 +188,7 @@ impl Metrics {
             writes: AtomicU64::new(0),
             sent: AtomicU64::new(0),
             readiness: Readiness::default(),
+            timings: std::sync::Mutex::default(),
         };
         m.register(&mut registry);
         Metrics { registry, ..m }
@@ -263,6 +267,24 @@ impl Metrics {
             "1 while this process holds the leader Lease",
             self.leader.clone(),
         );
+    }
+
+    /// Keeps where the last full pass's time went, for `/timings`.
+    pub fn set_timings(&self, timings: crate::timings::Timings) {
+        *self
+            .timings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(timings));
+    }
+
+    /// The `/timings` page of the last full pass, `None` before the first one.
+    fn timings_page(&self) -> Option<String> {
+        let last = self
+            .timings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        last.map(|t| crate::timings::page(&t))
     }
 
     /// The text exposition of every metric.
@@ -419,7 +441,7 @@ pub fn instrument(client: kube::Client, metrics: Arc<Metrics>) -> kube::Client {
     kube::Client::new(service, namespace)
 }
 
-/// Serves `/metrics`, `/healthz` and `/livez` (the process answers) and `/readyz`
+/// Serves `/metrics`, `/timings`, `/healthz` and `/livez` (the process answers) and `/readyz`
 /// ([`Readiness`]: connected, placed by the election, the Lease still answered, not
 /// stopping) on `listener` until the process ends.
 pub async fn serve(metrics: Arc<Metrics>, listener: tokio::net::TcpListener) {
@@ -472,6 +494,14 @@ fn respond(metrics: &Metrics, path: &str) -> Response<Full<Bytes>> {
             metrics.render(),
         ),
         "/healthz" | "/livez" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+        "/timings" => match metrics.timings_page() {
+            Some(page) => (StatusCode::OK, "text/html; charset=utf-8", page),
+            None => (
+                StatusCode::NOT_FOUND,
+                "text/plain",
+                "no full pass has run yet\n".to_owned(),
+            ),
+        },
         "/readyz" => match metrics.readiness.check() {
             Ok(()) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
             Err(why) => (
@@ -616,5 +646,24 @@ mod tests {
         m.readiness.stopping();
         m.readiness.lease_attempt(true);
         assert_eq!(m.readiness.check(), Err("stopping"));
+    }
+
+    #[test]
+    fn timings_are_the_last_full_passs_page() {
+        let m = Metrics::new();
+        assert_eq!(respond(&m, "/timings").status(), StatusCode::NOT_FOUND);
+        m.set_timings(crate::timings::Timings {
+            release: Some("1.2.3".into()),
+            seconds: 1.5,
+            cpu_seconds: None,
+            parallelism: 16,
+            passes: Vec::new(),
+        });
+        let page = respond(&m, "/timings");
+        assert_eq!(page.status(), StatusCode::OK);
+        assert_eq!(
+            page.headers()[http::header::CONTENT_TYPE],
+            "text/html; charset=utf-8"
+        );
     }
 }

@@ -24,6 +24,7 @@ use crate::status::clusterversion;
 use crate::status::conditions::{RELEASE_ACCEPTED, release_accepted};
 use crate::status::spec::{DesiredUpdate, Spec, exposed_risks_accepted};
 use crate::sync::{SyncOptions, SyncOutcome, sync};
+use crate::timings::Timings;
 
 /// How a full pass ended.
 #[derive(Debug, Default)]
@@ -430,6 +431,9 @@ impl Passes<'_> {
         let retry = &self.options.sync.apply.retry;
         record_status(self.cluster, retry, metrics, outcome).await;
         metrics.pass(trigger, result, seconds);
+        let mut timings = Timings::of(release, &outcome.passes, self.options.sync.parallelism);
+        timings.seconds = seconds;
+        metrics.set_timings(timings);
         // Warnings repeat every pass: said once at warn level, then at debug.
         for w in &outcome.warnings {
             if trigger == "initial" {

@@ -23,5 +23,6 @@ mod cli_operand_cleanup;
 mod cli_progress;
 mod cli_rbac;
 mod cli_sign;
+mod cli_timings;
 mod cli_validate;
 mod dockerfile;
