@@ -4,8 +4,12 @@
 //! fresh one: `../shared/realk8s`). Reports wall time against the ideal (requests × 2 ms /
 //! parallelism), requests per manifest and writes (in-memory: resourceVersion increments; real:
 //! objects created or updated plus ClusterVersion status writes). The second apply must write
-//! nothing. With `--kubectl`, also times `kubectl apply --server-side` of the same directory
-//! against the in-memory server (served on loopback). `BENCH_FAILURES=1` prints failures.
+//! nothing. Each pass is also set against its ordered limit (`--timings`' figures; with
+//! `BENCH_TIMINGS=DIR` its page is written there). With `--kubectl`, also times `kubectl apply
+//! --server-side` of the same directory against the in-memory server (served on loopback);
+//! with `--plain`, a plain concurrent server-side-apply client (no order, no comparison, no
+//! health) applies the release twice instead of cvo (use another fresh cluster).
+//! `BENCH_FAILURES=1` prints failures.
 //!
 //! `cargo bench --bench apply [-- --kubectl]` (a plain `main`, not criterion: each run is one
 //! measured apply); results go in docs/performance.md. Under `cargo test` it does nothing.
@@ -72,6 +76,8 @@ struct Pass {
     counts: BTreeMap<String, u64>,
     writes: u64,
     failed: usize,
+    /// Where the time went (`--timings`): the ordered limit and critical path of each round.
+    timings: Option<cvo::timings::Timings>,
 }
 
 impl Pass {
@@ -143,6 +149,8 @@ async fn pass(
             );
         }
     }
+    let mut timings = cvo::timings::Timings::of(release, &outcome.passes, parallelism);
+    timings.seconds = wall.as_secs_f64();
     let cv_written = matches!(
         outcome.cluster_version,
         Some(Ok(cvo::status::clusterversion::WriteOutcome::Written))
@@ -156,7 +164,68 @@ async fn pass(
             _ => (summary.created + summary.updated + usize::from(cv_written)) as u64,
         },
         failed: summary.failed + summary.skipped,
+        timings: Some(timings),
     }
+}
+
+/// The pass against its ordered limit, from `--timings`' figures; with `BENCH_TIMINGS=DIR`,
+/// the page too (DIR/NAME.html).
+fn limit_row(name: &str, p: &Pass) {
+    let Some(t) = &p.timings else { return };
+    for (i, pass) in t.passes.iter().enumerate() {
+        let c = &pass.critical_path;
+        println!(
+            "| {name}, round {} | {:.2} s | {:.2} s | {:.2}× | {:.2} s ({} tasks; server {:.2} s, cvo {:.2} s, between {:.2} s) | {} |",
+            i + 1,
+            pass.seconds,
+            pass.ordered_limit_seconds,
+            pass.seconds / pass.ordered_limit_seconds.max(1e-9),
+            c.seconds,
+            c.tasks,
+            c.server_seconds,
+            c.cvo_seconds,
+            c.between_seconds,
+            pass.longest_component
+                .as_ref()
+                .map(|n| format!("{} ({} tasks, {:.2} s)", n.title, n.tasks, n.seconds))
+                .unwrap_or_default(),
+        );
+    }
+    if let Some(dir) = std::env::var_os("BENCH_TIMINGS") {
+        let file = Path::new(&dir).join(format!("{}.html", name.replace([' ', ','], "-")));
+        std::fs::write(&file, cvo::timings::page(t)).expect("write the page");
+        eprintln!("timings page: {}", file.display());
+    }
+}
+
+/// A plain concurrent server-side-apply client, for comparison: every manifest of `release`
+/// that is not a deletion sent as one forced apply PATCH, `parallelism` at once, in no order,
+/// nothing compared, no health judged.
+async fn plain(client: &kube::Client, release: &Release, parallelism: usize) -> (Duration, usize) {
+    use futures::StreamExt;
+    let cluster = Cluster::new(client.clone());
+    let start = Instant::now();
+    let failed = futures::stream::iter(release.manifests.iter().filter(|m| !m.is_delete()))
+        .map(|m| {
+            let cluster = &cluster;
+            async move {
+                let resolved = cluster
+                    .discovery()
+                    .resolve(&m.api_version, &m.id.kind)
+                    .await
+                    .ok()?;
+                let api = cluster.api(&resolved, m.id.namespace.as_deref());
+                let params = kube::api::PatchParams::apply("plain-ssa").force();
+                api.patch(&m.id.name, &params, &kube::api::Patch::Apply(&m.object))
+                    .await
+                    .ok()
+            }
+        })
+        .buffer_unordered(parallelism)
+        .filter(|r| std::future::ready(r.is_none()))
+        .count()
+        .await;
+    (start.elapsed(), failed)
 }
 
 fn row(name: &str, manifests: usize, parallelism: usize, p: &Pass) {
@@ -282,6 +351,17 @@ async fn main() {
                 .faults()
                 .add(FaultRule::new(FaultAction::Delay(LATENCY)));
         }
+        if std::env::args().any(|a| a == "--plain") {
+            for round in ["first", "second"] {
+                let (wall, failed) = plain(&client, &release, parallelism).await;
+                println!(
+                    "| {name}, plain concurrent server-side apply, {round} | {} | {:.2} s | | | | | {failed} | |",
+                    release.manifests.len(),
+                    wall.as_secs_f64()
+                );
+            }
+            continue;
+        }
         let first = pass(server.as_ref(), &client, &release, parallelism).await;
         row(
             &format!("{name}, first apply"),
@@ -296,6 +376,11 @@ async fn main() {
             parallelism,
             &second,
         );
+        println!("\n| pass | wall | ordered limit | wall / limit | critical path | longest component |");
+        println!("|---|---:|---:|---:|---|---|");
+        limit_row(&format!("{name}, first apply"), &first);
+        limit_row(&format!("{name}, second apply"), &second);
+        println!();
         if with_kubectl && let Some(wall) = kubectl(dir).await {
             println!(
                 "| {name}, kubectl apply --server-side | {} | {:.2} s | | | | | | |",

@@ -65,26 +65,42 @@ fn ends(nodes: &[Node]) -> Vec<Option<f64>> {
     end
 }
 
+/// How much later than its last predecessor a node may start and still count as started by
+/// it; a later start waited for a free slot.
+const SLACK: f64 = 0.002;
+
 /// The critical path of a pass: from the node that finished last back to the first, each
-/// step to the predecessor that finished last (the one the node waited for), joins passed
-/// through and left out. In run order; empty when no node ran.
+/// step to what the node waited for: the predecessor that finished last, or, when the node
+/// started later than that (all slots were taken), the node whose end freed its slot. Joins
+/// are passed through and left out. In run order; empty when no node ran.
 pub fn critical_path(nodes: &[Node]) -> Vec<usize> {
     let end = ends(nodes);
-    let last = (0..nodes.len())
-        .filter(|&i| nodes[i].span.is_some())
-        .max_by(|&a, &b| end[a].unwrap_or(0.0).total_cmp(&end[b].unwrap_or(0.0)));
+    let latest = |candidates: &mut dyn Iterator<Item = usize>| {
+        candidates.max_by(|&a, &b| end[a].unwrap_or(0.0).total_cmp(&end[b].unwrap_or(0.0)))
+    };
+    let last = latest(&mut (0..nodes.len()).filter(|&i| nodes[i].span.is_some()));
     let mut path = Vec::new();
+    let mut seen = vec![false; nodes.len()];
     let mut at = last;
-    while let Some(i) = at {
+    // Each node once: tasks shorter than the slack could otherwise lead back to one.
+    while let Some(i) = at.filter(|&i| !std::mem::replace(&mut seen[i], true)) {
         if !nodes[i].join {
             path.push(i);
         }
-        at = nodes[i]
-            .preds
-            .iter()
-            .copied()
-            .filter(|&p| end[p].is_some())
-            .max_by(|&a, &b| end[a].unwrap_or(0.0).total_cmp(&end[b].unwrap_or(0.0)));
+        let pred = latest(&mut nodes[i].preds.iter().copied().filter(|&p| end[p].is_some()));
+        let pred_end = pred.and_then(|p| end[p]).unwrap_or(0.0);
+        at = match nodes[i].span {
+            Some((start, _)) if start - pred_end > SLACK => {
+                // The node that freed the slot: the last to end before this one started.
+                let freed = latest(&mut (0..nodes.len()).filter(|&u| {
+                    u != i
+                        && !seen[u]
+                        && nodes[u].span.is_some_and(|(_, e)| e > pred_end && e <= start + SLACK)
+                }));
+                freed.or(pred)
+            }
+            _ => pred,
+        };
     }
     path.reverse();
     path
@@ -167,11 +183,20 @@ mod tests {
     }
 
     #[test]
-    fn the_limit_ignores_the_time_a_node_waited_for_a_slot() {
-        // With one slot, 1 started only after 0 although it needs nothing from it.
+    fn a_node_that_waited_for_a_slot_follows_the_node_that_freed_it() {
+        // With one slot, 1 started only after 0 although it needs nothing from it: the path
+        // is both, the limit (unbounded parallelism) only one.
         let nodes = [node(&[], (0.0, 2.0), 2.0), node(&[], (2.0, 4.0), 2.0)];
-        assert_eq!(critical_path(&nodes), [1]);
+        assert_eq!(critical_path(&nodes), [0, 1]);
         assert_eq!(ordered_limit(&nodes), 2.0);
+        // A node started by its predecessor's end is not credited to another that ended
+        // just before it.
+        let nodes = [
+            node(&[], (0.0, 1.0), 1.0),
+            node(&[], (0.0, 0.999), 1.0),
+            node(&[0], (1.0, 2.0), 1.0),
+        ];
+        assert_eq!(critical_path(&nodes), [0, 2]);
     }
 
     #[test]
