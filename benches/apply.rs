@@ -376,7 +376,9 @@ async fn main() {
             parallelism,
             &second,
         );
-        println!("\n| pass | wall | ordered limit | wall / limit | critical path | longest component |");
+        println!(
+            "\n| pass | wall | ordered limit | wall / limit | critical path | longest component |"
+        );
         println!("|---|---:|---:|---:|---|---|");
         limit_row(&format!("{name}, first apply"), &first);
         limit_row(&format!("{name}, second apply"), &second);

@@ -171,7 +171,7 @@ where
     let on_result = &on_result;
     let done = &done;
     let started = Instant::now();
-    let report = graph::run(graph, parallelism, |node, tasks| async move {
+    let walk = graph::run(graph, parallelism, |node, tasks| async move {
         let node_started = Instant::now();
         // One health deadline per node: its manifests share it.
         let deadline = node_started + applier.options().health.timeout;
@@ -201,8 +201,9 @@ where
         .await;
         lock(nodes_ref)[node.0] = Some((node_started, Instant::now()));
         outcome
-    })
-    .await;
+    });
+    // The listings the tasks look their objects up in are read meanwhile, ahead of them.
+    let (report, ()) = futures::join!(walk, applier.prefetch(parallelism));
     let timeline = PassTimeline {
         graph: graph.clone(),
         started,

@@ -62,6 +62,35 @@ impl Snapshot {
         if resolved.namespaced && namespace.is_none() {
             return Lookup::Unknown;
         }
+        let listing = self.listing(cluster, resolved, namespace).await;
+        match listing.get() {
+            None | Some(None) => Lookup::Unknown,
+            Some(Some(objects)) => match objects.get(name) {
+                // What was just serialized parses back; if it did not, ask the server.
+                Some(text) => match serde_json::from_str::<DynamicObject>(text) {
+                    Ok(obj) => Lookup::Present(Box::new(obj)),
+                    Err(_) => Lookup::Unknown,
+                },
+                None => Lookup::Absent,
+            },
+        }
+    }
+
+    /// Lists (kind, namespace) now unless it was listed already: a lookup later finds it
+    /// ready (`Applier::prefetch`).
+    pub async fn list(&self, cluster: &Cluster, resolved: &Resolved, namespace: Option<&str>) {
+        if !resolved.namespaced || namespace.is_some() {
+            self.listing(cluster, resolved, namespace).await;
+        }
+    }
+
+    /// The listing of (kind, namespace), listed on first use (set when this returns).
+    async fn listing(
+        &self,
+        cluster: &Cluster,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+    ) -> Arc<OnceCell<Listing>> {
         let r = &resolved.resource;
         let key = (
             r.group.clone(),
@@ -76,8 +105,7 @@ impl Snapshot {
             .entry(key)
             .or_default()
             .clone();
-        let listing = cell
-            .get_or_init(|| async {
+        cell.get_or_init(|| async {
                 let list = cluster.api(resolved, namespace).list(&ListParams::default()).await;
                 match list {
                     // An object that cannot be kept makes the listing unknown (GETs), never
@@ -94,16 +122,6 @@ impl Snapshot {
                 }
             })
             .await;
-        match listing {
-            None => Lookup::Unknown,
-            Some(objects) => match objects.get(name) {
-                // What was just serialized parses back; if it did not, ask the server.
-                Some(text) => match serde_json::from_str::<DynamicObject>(text) {
-                    Ok(obj) => Lookup::Present(Box::new(obj)),
-                    Err(_) => Lookup::Unknown,
-                },
-                None => Lookup::Absent,
-            },
-        }
+        cell
     }
 }

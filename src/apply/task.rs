@@ -75,6 +75,39 @@ impl<'r> Applier<'r> {
         }
     }
 
+    /// Lists, `parallelism` at a time, every (kind, namespace) the release's manifests are in
+    /// whose kind the server serves now, so that the pass's tasks find their objects listed
+    /// instead of each node waiting for its first LIST while it holds a slot
+    /// (docs/performance.md). A kind not served yet is left to its task; a LIST that fails is
+    /// remembered as unknown, as when a task lists (its tasks then GET).
+    pub async fn prefetch(&self, parallelism: usize) {
+        use futures::StreamExt;
+        if !self.options.list_objects {
+            return;
+        }
+        let mut seen = std::collections::HashSet::new();
+        let wanted: Vec<&Manifest> = self
+            .release
+            .manifests
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| {
+                !self.options.excluded.contains_key(i) && !self.options.unmanaged.contains(&m.id)
+            })
+            .map(|(_, m)| m)
+            .filter(|m| seen.insert((&m.api_version, &m.id.kind, &m.id.namespace)))
+            .collect();
+        futures::stream::iter(wanted)
+            .for_each_concurrent(parallelism.max(1), |m| async move {
+                let discovery = self.cluster.discovery();
+                if let Ok(resolved) = discovery.resolve(&m.api_version, &m.id.kind).await {
+                    let ns = m.id.namespace.as_deref();
+                    self.snapshot.list(&self.cluster, &resolved, ns).await;
+                }
+            })
+            .await;
+    }
+
     /// Forgets what the last pass listed, so the next pass reads the cluster afresh.
     pub fn new_pass(&self) {
         self.snapshot.clear();

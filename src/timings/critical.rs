@@ -95,7 +95,9 @@ pub fn critical_path(nodes: &[Node]) -> Vec<usize> {
                 let freed = latest(&mut (0..nodes.len()).filter(|&u| {
                     u != i
                         && !seen[u]
-                        && nodes[u].span.is_some_and(|(_, e)| e > pred_end && e <= start + SLACK)
+                        && nodes[u]
+                            .span
+                            .is_some_and(|(_, e)| e > pred_end && e <= start + SLACK)
                 }));
                 freed.or(pred)
             }
