@@ -276,20 +276,10 @@ pub fn read(root: &Path, options: &LoadOptions) -> Result<ReadRelease, LoadError
     let cache_counts = session.map(Session::finish);
     let read: u64 = per_file.iter().map(|f| f.bytes).sum();
     check_release_size(root, limits, read)?;
-    let catalogue_digest = catalogue_text
-        .as_ref()
-        .map(|t| ring::digest::digest(&ring::digest::SHA256, t.as_bytes()));
-    let version_hash = version_hash(
-        found
-            .files
-            .iter()
-            .zip(&per_file)
-            .map(|(f, r)| (f.name.as_str(), r.digest.as_ref().map(AsRef::as_ref)))
-            .chain(
-                catalogue_digest
-                    .as_ref()
-                    .map(|d| (CATALOGUE_FILE, Some(d.as_ref()))),
-            ),
+    let version_hash = release_hash(
+        &found.files,
+        &per_file,
+        catalogue_text.as_deref(),
         metadata_text.as_deref(),
     );
     Ok(ReadRelease {
@@ -572,6 +562,29 @@ fn read_dir_sorted(dir: &Path) -> std::io::Result<Vec<(PathBuf, String, bool)>> 
     }
     entries.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
     Ok(entries)
+}
+
+/// The [`version_hash`] of a release's files as read, its catalogue and its metadata.
+fn release_hash(
+    files: &[SourceFile],
+    per_file: &[FileRead],
+    catalogue_text: Option<&str>,
+    metadata_text: Option<&str>,
+) -> String {
+    let catalogue_digest =
+        catalogue_text.map(|t| ring::digest::digest(&ring::digest::SHA256, t.as_bytes()));
+    version_hash(
+        files
+            .iter()
+            .zip(per_file)
+            .map(|(f, r)| (f.name.as_str(), r.digest.as_ref().map(AsRef::as_ref)))
+            .chain(
+                catalogue_digest
+                    .as_ref()
+                    .map(|d| (CATALOGUE_FILE, Some(d.as_ref()))),
+            ),
+        metadata_text,
+    )
 }
 
 /// A stable hash of a release's contents, as ClusterVersion `status.versionHash` records it:
