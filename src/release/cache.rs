@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::read::read_capped;
+use super::read::{ReadError, read_capped_with_metadata};
 use super::template::TemplateValues;
 use super::{Manifest, ObjectId};
 use crate::diagnostic::{Diagnostic, Location, Severity, escaped_path};
@@ -199,14 +199,17 @@ impl<'a> Session<'a> {
         rule: impl Fn(&str) -> Option<&'static str>,
     ) -> Option<Hit> {
         let entry_path = self.cache.entry_path(key);
-        let hit = read_entry(&entry_path, key, path, rule);
-        if hit.is_some() {
-            touch(&entry_path);
-            self.hits.fetch_add(1, Ordering::Relaxed);
-        } else {
-            self.misses.fetch_add(1, Ordering::Relaxed);
+        match read_entry(&entry_path, key, path, rule) {
+            Some((hit, modified)) => {
+                touch(&entry_path, modified);
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                Some(hit)
+            }
+            None => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                None
+            }
         }
-        hit
     }
 
     /// A hit that could not be used after all (its objects are not manifests): a miss.
@@ -259,8 +262,8 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// The counts of this load, said at debug level (target `cvo::release::cache`), after
-    /// pruning the cache to its bound when entries were written.
+    /// The counts of this load, said at debug level (target `cvo::release::cache`) when it
+    /// looked anything up, after pruning the cache to its bound when entries were written.
     pub fn finish(self) -> CacheCounts {
         let written = self.written.into_inner();
         let removed = if written > 0 {
@@ -274,6 +277,10 @@ impl<'a> Session<'a> {
             written,
             removed,
         };
+        if counts.hits + counts.misses == 0 {
+            // Nothing was looked up (a selection that parsed no file again): nothing to say.
+            return counts;
+        }
         tracing::debug!(
             hits = counts.hits,
             misses = counts.misses,
@@ -287,7 +294,13 @@ impl<'a> Session<'a> {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+    out
 }
 
 impl StoredDiagnostic {
@@ -321,16 +334,17 @@ impl StoredDiagnostic {
     }
 }
 
-/// The entry at `entry_path` if it holds `key`, with its locations in the file at `path`.
+/// The entry at `entry_path` if it holds `key`, with its locations in the file at `path`, and
+/// when it was last modified.
 fn read_entry(
     entry_path: &Path,
     key: &str,
     path: &Path,
     rule: impl Fn(&str) -> Option<&'static str>,
-) -> Option<Hit> {
-    let bytes = match read_capped(entry_path, MAX_ENTRY_BYTES) {
-        Ok(bytes) => bytes,
-        Err(super::read::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+) -> Option<(Hit, Option<SystemTime>)> {
+    let (bytes, metadata) = match read_capped_with_metadata(entry_path, MAX_ENTRY_BYTES) {
+        Ok(read) => read,
+        Err(ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
             return None;
         }
         Err(e) => {
@@ -364,10 +378,11 @@ fn read_entry(
         .into_iter()
         .map(|d| d.at(path, &rule))
         .collect::<Option<Vec<_>>>()?;
-    Some(Hit {
+    let hit = Hit {
         objects,
         diagnostics,
-    })
+    };
+    Some((hit, metadata.modified().ok()))
 }
 
 /// Writes `entry` to a temporary file in `dir`, then renames it to `entry_path`.
@@ -388,13 +403,11 @@ fn write_entry(dir: &Path, entry_path: &Path, entry: &Entry) -> std::io::Result<
     Ok(())
 }
 
-/// Refreshes the modification time of the entry at `path` when older than [`TOUCH_AFTER`]
-/// (best effort).
-fn touch(path: &Path) {
+/// Refreshes the modification time of the entry at `path`, last `modified` then, when older
+/// than [`TOUCH_AFTER`] (best effort).
+fn touch(path: &Path, modified: Option<SystemTime>) {
     let now = SystemTime::now();
-    let old = std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > TOUCH_AFTER));
+    let old = modified.is_some_and(|t| now.duration_since(t).is_ok_and(|age| age > TOUCH_AFTER));
     if old {
         let _ = std::fs::File::options()
             .append(true)
@@ -588,7 +601,10 @@ mod tests {
         read_with(release.path(), &cache);
         // `a`: the entry with the warning (a diagnostic to corrupt), `b` the other one.
         let [mut a, mut b] = <[PathBuf; 2]>::try_from(entries(&cache)).unwrap();
-        if !std::fs::read_to_string(&a).unwrap().contains("duplicate-key") {
+        if !std::fs::read_to_string(&a)
+            .unwrap()
+            .contains("duplicate-key")
+        {
             std::mem::swap(&mut a, &mut b);
         }
         let good = std::fs::read(&a).unwrap();
