@@ -243,3 +243,33 @@ fn cli_no_cache_reads_nothing_and_writes_nothing() {
     run(&args, empty.path());
     assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn cli_every_release_reader_uses_the_cache_and_takes_no_cache() {
+    for sub in [
+        "apply",
+        "plan",
+        "graph",
+        "validate",
+        "capabilities",
+        "push",
+        "rbac",
+        "operator",
+    ] {
+        let help = cvo().args([sub, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&help.stdout);
+        assert!(help.contains("--no-cache"), "cvo {sub} --help: {help}");
+    }
+    let (release, cache) = (release(2), tempfile::tempdir().unwrap());
+    let dir = release.path().to_str().unwrap();
+    assert_eq!(graph(release.path(), cache.path()).1, counted(0, 3, 3));
+    for args in [
+        vec!["capabilities", "--release", dir],
+        vec!["rbac", "--release", dir],
+        vec!["validate", "--release", dir, "--previous", dir],
+    ] {
+        let (_, counts) = run(&args, cache.path());
+        assert_eq!(counts.misses, 0, "cvo {args:?}: {counts:?}");
+        assert!(counts.hits >= 3, "cvo {args:?}: {counts:?}");
+    }
+}
