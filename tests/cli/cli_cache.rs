@@ -273,3 +273,27 @@ fn cli_every_release_reader_uses_the_cache_and_takes_no_cache() {
         assert!(counts.hits >= 3, "cvo {args:?}: {counts:?}");
     }
 }
+
+#[test]
+fn cli_an_oci_release_extracted_afresh_each_time_hits() {
+    let (release, cache, layout) = (
+        release(3),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let target = format!("oci-layout:{}:v1", layout.path().display());
+    let dir = release.path().to_str().unwrap();
+    let (_, by_push) = run(&["push", "--release", dir, &target], cache.path());
+    assert_eq!(by_push, counted(0, 4, 4), "push validates the directory");
+    let (report, first) = validate(Path::new(&target), cache.path());
+    assert_eq!(
+        first,
+        counted(4, 0, 0),
+        "the same bytes, extracted: {report}"
+    );
+    let (again, second) = validate(Path::new(&target), cache.path());
+    assert_eq!(second, counted(4, 0, 0));
+    assert_eq!(report, again);
+    // Its files are named inside the artifact, not in the temporary extraction directory.
+    assert!(report.contains("\"0000_95_w_x.yaml\""), "{report}");
+}
