@@ -176,11 +176,13 @@ impl<'a> Session<'a> {
         add(name.as_bytes());
         if templated {
             add(b"templated");
-            add(values
-                .release_image
-                .as_deref()
-                .unwrap_or("\0none")
-                .as_bytes());
+            match &values.release_image {
+                Some(image) => {
+                    add(b"release image");
+                    add(image.as_bytes());
+                }
+                None => add(b"no release image"),
+            }
             add(values.cluster_profile.as_bytes());
             for (name, image) in &values.images {
                 add(name.as_bytes());
