@@ -389,6 +389,8 @@ fn read_entry(
 
 /// Writes `entry` to a temporary file in `dir`, then renames it to `entry_path`.
 fn write_entry(dir: &Path, entry_path: &Path, entry: &Entry) -> std::io::Result<()> {
+    // First: a cache directory that cannot be written costs no serializing.
+    std::fs::create_dir_all(dir)?;
     let bytes = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
     if bytes.len() as u64 > MAX_ENTRY_BYTES {
         return Err(std::io::Error::other(format!(
@@ -396,7 +398,6 @@ fn write_entry(dir: &Path, entry_path: &Path, entry: &Entry) -> std::io::Result<
             bytes.len()
         )));
     }
-    std::fs::create_dir_all(dir)?;
     let mut temp = tempfile::Builder::new()
         .prefix(TEMP_PREFIX)
         .tempfile_in(dir)?;
