@@ -195,6 +195,10 @@ pub struct ReleaseArgs {
     /// Refuse a release whose files hold more than this many bytes together (docs/limits.md).
     #[arg(long, value_name = "BYTES", default_value_t = crate::release::DEFAULT_MAX_RELEASE_BYTES)]
     pub max_release_bytes: u64,
+    /// Parse every file of the release: read nothing from the parse cache (--cache-dir's
+    /// parsed/) and write nothing to it.
+    #[arg(long)]
+    pub no_cache: bool,
     /// The OCI source read, once resolved and extracted (kept for the command's lifetime).
     #[arg(skip)]
     opened: std::sync::OnceLock<crate::oci::Opened>,
@@ -218,8 +222,9 @@ const MAX_FEATURE_GATE_BYTES: u64 = 4 * 1024 * 1024;
 /// How OCI sources and targets are reached: shared by `--release` readers and `cvo push`.
 #[derive(Debug, Args)]
 pub struct OciArgs {
-    /// Where OCI artifacts' blobs are cached by digest (verified again before reuse)
-    /// [default: the user cache dir's cvo/, e.g. ~/.cache/cvo].
+    /// Where OCI artifacts' blobs are cached by digest (verified again before reuse), and the
+    /// release's files as parsed, by content (parsed/; see --no-cache) [default: the user
+    /// cache dir's cvo/, e.g. ~/.cache/cvo].
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Reach this registry over plain HTTP (repeatable). Loopback registries (127.0.0.0/8,
@@ -490,7 +495,22 @@ impl ReleaseArgs {
                 max_file_bytes: self.max_file_bytes,
                 max_release_bytes: self.max_release_bytes,
             },
+            cache: self.parse_cache(),
         }
+    }
+
+    /// The parse cache of `--cache-dir` (the blob cache's directory, default included);
+    /// `None` with `--no-cache`, or without a user cache directory (HOME unset).
+    fn parse_cache(&self) -> Option<crate::release::ParseCache> {
+        if self.no_cache {
+            return None;
+        }
+        let root = self
+            .oci
+            .cache_dir
+            .clone()
+            .or_else(crate::oci::cache::Cache::default_root)?;
+        Some(crate::release::ParseCache::new(&root))
     }
 
     /// What `--verify-key` proved of the release read (after [`ReleaseArgs::dir`]): a

@@ -20,6 +20,7 @@ use serde_json::Value;
 use super::annotations::{
     CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION, FEATURE_SET_ANNOTATION,
 };
+use super::cache::{CacheCounts, ParseCache, Session};
 use super::capability::{CATALOGUE_FILE, Catalogue};
 use super::filter::{KNOWN_FEATURE_SETS, unknown_feature_set};
 use super::metadata::parse_image_references;
@@ -54,6 +55,9 @@ pub struct LoadOptions {
     pub release_image: Option<String>,
     /// How much may be read (docs/limits.md).
     pub limits: Limits,
+    /// Where parsed files are kept to be reused (`--cache-dir`'s `parsed/`); `None`: every
+    /// file is parsed, nothing is read from or written to a cache (`--no-cache`).
+    pub cache: Option<ParseCache>,
 }
 
 /// The release could not be read at all (exit code 2). Problems with single files are
@@ -123,13 +127,13 @@ pub fn load_selected(
     root: &Path,
     options: &LoadOptions,
 ) -> Result<(Release, ProfileChoice), String> {
-    let release = load(root, options).map_err(|e| e.to_string())?;
-    let used = super::Selectors::of(release.all_manifests());
+    let read = read(root, options).map_err(|e| e.to_string())?;
+    let used = super::Selectors::of(read.all_manifests());
     if let Some(why) = used.refusal(&options.filters) {
         return Err(why);
     }
     if options.filters.profile.is_some() || used.profiles.is_empty() {
-        return Ok((release, ProfileChoice::AsGiven));
+        return Ok((read.into_release(&options.filters), ProfileChoice::AsGiven));
     }
     if !used.profiles.contains(DEFAULT_CLUSTER_PROFILE) {
         return Err(format!(
@@ -137,12 +141,11 @@ pub fn load_selected(
             used.describe()
         ));
     }
-    drop(release);
-    let mut in_default = options.clone();
-    in_default.filters.profile = Some(DEFAULT_CLUSTER_PROFILE.to_owned());
-    let release = load(root, &in_default).map_err(|e| e.to_string())?;
+    // Read once: the files were rendered in the default profile already.
+    let mut in_default = options.filters.clone();
+    in_default.profile = Some(DEFAULT_CLUSTER_PROFILE.to_owned());
     Ok((
-        release,
+        read.into_release(&in_default),
         ProfileChoice::Default {
             profiles: used.profiles.into_iter().collect(),
         },
@@ -176,6 +179,8 @@ pub struct ReadRelease {
     version_hash: String,
     values: TemplateValues,
     limits: Limits,
+    cache: Option<ParseCache>,
+    cache_counts: Option<CacheCounts>,
 }
 
 /// Reads and parses the release at `root` as [`load`] does, without filtering it.
@@ -262,27 +267,19 @@ pub fn read(root: &Path, options: &LoadOptions) -> Result<ReadRelease, LoadError
         images,
     };
 
+    let session = options.cache.as_ref().map(Session::new);
     let per_file: Vec<FileRead> = found
         .files
         .par_iter()
-        .map(|f| load_file(f, &values, limits))
+        .map(|f| load_file(f, &values, limits, session.as_ref()))
         .collect();
+    let cache_counts = session.map(Session::finish);
     let read: u64 = per_file.iter().map(|f| f.bytes).sum();
     check_release_size(root, limits, read)?;
-    let catalogue_digest = catalogue_text
-        .as_ref()
-        .map(|t| ring::digest::digest(&ring::digest::SHA256, t.as_bytes()));
-    let version_hash = version_hash(
-        found
-            .files
-            .iter()
-            .zip(&per_file)
-            .map(|(f, r)| (f.name.as_str(), r.digest.as_ref().map(AsRef::as_ref)))
-            .chain(
-                catalogue_digest
-                    .as_ref()
-                    .map(|d| (CATALOGUE_FILE, Some(d.as_ref()))),
-            ),
+    let version_hash = release_hash(
+        &found.files,
+        &per_file,
+        catalogue_text.as_deref(),
         metadata_text.as_deref(),
     );
     Ok(ReadRelease {
@@ -295,6 +292,8 @@ pub fn read(root: &Path, options: &LoadOptions) -> Result<ReadRelease, LoadError
         version_hash,
         values,
         limits,
+        cache: options.cache.clone(),
+        cache_counts,
     })
 }
 
@@ -304,18 +303,27 @@ impl ReadRelease {
         self.per_file.iter().flat_map(|f| f.manifests.iter())
     }
 
+    /// How reading used the parse cache (`None`: read without one).
+    pub fn cache_counts(&self) -> Option<CacheCounts> {
+        self.cache_counts
+    }
+
     /// The release as `filters` select it, as [`load`] with these filters would return it.
     pub fn select(&self, filters: &Filters) -> Release {
         let values = self.values_for(filters);
+        let session = self.cache.as_ref().map(Session::new);
         let per_file = self.files.iter().zip(&self.per_file).map(|(file, read)| {
             if file.templated && values.cluster_profile != self.values.cluster_profile {
-                let again = load_file(file, &values, self.limits);
+                let again = load_file(file, &values, self.limits, session.as_ref());
                 (again.manifests, again.diagnostics)
             } else {
                 (read.manifests.clone(), read.diagnostics.clone())
             }
         });
         let per_file: Vec<_> = per_file.collect();
+        if let Some(session) = session {
+            session.finish();
+        }
         assemble(
             &self.root,
             &values,
@@ -556,6 +564,29 @@ fn read_dir_sorted(dir: &Path) -> std::io::Result<Vec<(PathBuf, String, bool)>> 
     Ok(entries)
 }
 
+/// The [`version_hash`] of a release's files as read, its catalogue and its metadata.
+fn release_hash(
+    files: &[SourceFile],
+    per_file: &[FileRead],
+    catalogue_text: Option<&str>,
+    metadata_text: Option<&str>,
+) -> String {
+    let catalogue_digest =
+        catalogue_text.map(|t| ring::digest::digest(&ring::digest::SHA256, t.as_bytes()));
+    version_hash(
+        files
+            .iter()
+            .zip(per_file)
+            .map(|(f, r)| (f.name.as_str(), r.digest.as_ref().map(AsRef::as_ref)))
+            .chain(
+                catalogue_digest
+                    .as_ref()
+                    .map(|d| (CATALOGUE_FILE, Some(d.as_ref()))),
+            ),
+        metadata_text,
+    )
+}
+
 /// A stable hash of a release's contents, as ClusterVersion `status.versionHash` records it:
 /// SHA-256 over, for each manifest file in apply order (folder, then file name), its name, a
 /// NUL byte and the SHA-256 of its bytes as read (before any template is rendered; a file that could not
@@ -602,15 +633,25 @@ struct FileRead {
     digest: Option<ring::digest::Digest>,
 }
 
-/// Reads, renders and parses one file into manifests; also returns the bytes read and their
-/// digest.
-fn load_file(file: &SourceFile, values: &TemplateValues, limits: Limits) -> FileRead {
+/// Reads, renders and parses one file into manifests (or takes them from `cache`); also
+/// returns the bytes read and their digest.
+fn load_file(
+    file: &SourceFile,
+    values: &TemplateValues,
+    limits: Limits,
+    cache: Option<&Session>,
+) -> FileRead {
     let read_bytes = read_capped(&file.path, limits.max_file_bytes);
     let digest = read_bytes
         .as_ref()
         .ok()
         .map(|b| ring::digest::digest(&ring::digest::SHA256, b));
-    let (manifests, diagnostics, bytes) = parse_file(file, read_bytes, values);
+    let (manifests, diagnostics, bytes) = match (cache, &digest, read_bytes) {
+        (Some(cache), Some(digest), Ok(bytes)) => {
+            parse_through(cache, file, bytes, digest.as_ref(), values)
+        }
+        (_, _, read_bytes) => parse_file(file, read_bytes, values),
+    };
     FileRead {
         manifests,
         diagnostics,
@@ -619,7 +660,67 @@ fn load_file(file: &SourceFile, values: &TemplateValues, limits: Limits) -> File
     }
 }
 
-/// Renders and parses one file's bytes into manifests; also returns the bytes read.
+/// [`parse_file`] through the parse cache: the entry of these bytes (name, template values)
+/// when there is a usable one, else parsed and stored.
+fn parse_through(
+    cache: &Session,
+    file: &SourceFile,
+    bytes: Vec<u8>,
+    digest: &[u8],
+    values: &TemplateValues,
+) -> (Vec<Manifest>, Vec<Diagnostic>, u64) {
+    let key = cache.key(digest, &file.name, file.templated, values);
+    let read = bytes.len() as u64;
+    if let Some(hit) = cache.get(&key, &file.path, parse_rule) {
+        let order = parse_file_name(&file.name);
+        let manifests = hit
+            .objects
+            .into_iter()
+            .map(|(location, value)| {
+                let doc = Document {
+                    index: location.document.unwrap_or_default(),
+                    line: location.line.unwrap_or_default(),
+                    value,
+                    duplicate_keys: Vec::new(),
+                };
+                to_manifest(doc, location, order.clone()).ok()
+            })
+            .collect::<Option<Vec<_>>>();
+        if let Some(manifests) = manifests {
+            return (manifests, hit.diagnostics, read);
+        }
+        cache.unusable();
+    }
+    let (manifests, diagnostics, read) = parse_file(file, Ok(bytes), values);
+    cache.put(&key, &file.path, &manifests, &diagnostics, |rule| {
+        parse_rule(rule).is_some()
+    });
+    (manifests, diagnostics, read)
+}
+
+/// Every rule [`parse_file`] reports (a parse cache entry holding another is not used).
+const PARSE_RULES: [&str; 10] = [
+    "parse-error",
+    "unknown-template-action",
+    "template-error",
+    "unrendered-template",
+    "json-extension-yaml-content",
+    "duplicate-key",
+    "repeated-document",
+    "invalid-object",
+    "non-string-annotation",
+    "unknown-feature-set",
+];
+
+/// The rule of [`PARSE_RULES`] named `name`.
+fn parse_rule(name: &str) -> Option<&'static str> {
+    PARSE_RULES.iter().find(|r| **r == name).copied()
+}
+
+/// Renders and parses one file's bytes into manifests; also returns the bytes read. What it
+/// gives depends on the bytes, the file's name and, for a templated file, the template values
+/// only (never on the file's path but in locations): the parse cache relies on it. A rule it
+/// reports is one of [`PARSE_RULES`].
 fn parse_file(
     file: &SourceFile,
     read_bytes: Result<Vec<u8>, ReadError>,
@@ -741,8 +842,9 @@ fn parse_file(
                             Severity::Error,
                             location,
                             format!(
-                                "this file already holds the same object at {}: the CVO refuses a release whose file holds one object twice",
-                                first.location
+                                "this file already holds the same object at line {} (document {}): the CVO refuses a release whose file holds one object twice",
+                                first.location.line.unwrap_or_default(),
+                                first.location.document.unwrap_or_default()
                             ),
                         )
                         .with_help("remove one of the two documents (objects are identified by group, kind, namespace and name)")

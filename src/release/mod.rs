@@ -11,6 +11,7 @@
 //! with every problem found, each as a [`Diagnostic`] naming file, document and line.
 
 mod annotations;
+pub mod cache;
 pub mod capability;
 pub mod feature_gate;
 mod filename;
@@ -36,6 +37,7 @@ pub use annotations::{
     CAPABILITY_ANNOTATION, CREATE_ONLY_ANNOTATION, DELETE_ANNOTATION, DeleteIntent, EXCLUDE_PREFIX,
     FEATURE_SET_ANNOTATION, INCLUDE_PREFIX,
 };
+pub use cache::{CacheCounts, ParseCache};
 pub use filename::{FileOrder, parse_file_name};
 pub use filter::{
     DEFAULT_FEATURE_SET, Filters, KNOWN_FEATURE_SETS, Selectors, unknown_feature_set,

@@ -70,17 +70,26 @@ pub fn regular_file_size(path: &Path) -> Result<u64, ReadError> {
 
 /// Reads a regular file of at most `limit` bytes.
 pub fn read_capped(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    read_capped_with_metadata(path, limit).map(|(bytes, _)| bytes)
+}
+
+/// [`read_capped`], with the metadata of the file read.
+pub fn read_capped_with_metadata(
+    path: &Path,
+    limit: u64,
+) -> Result<(Vec<u8>, std::fs::Metadata), ReadError> {
     regular_file_size(path)?;
     let file = open_nonblocking(path).map_err(ReadError::Io)?;
-    check_type(&file.metadata().map_err(ReadError::Io)?)?;
-    let mut bytes = Vec::new();
+    let metadata = file.metadata().map_err(ReadError::Io)?;
+    check_type(&metadata)?;
+    let mut bytes = Vec::with_capacity(metadata.len().min(limit) as usize);
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(ReadError::Io)?;
     if bytes.len() as u64 > limit {
         return Err(ReadError::TooLarge { limit });
     }
-    Ok(bytes)
+    Ok((bytes, metadata))
 }
 
 fn check_type(meta: &std::fs::Metadata) -> Result<(), ReadError> {

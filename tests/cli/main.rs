@@ -8,6 +8,7 @@ mod common;
 
 mod apply_cli;
 mod ci_python_venv;
+mod cli_cache;
 mod cli_capabilities;
 mod cli_ci;
 mod cli_completion;

@@ -22,6 +22,10 @@ pub const SCRUBBED_ENV: [&str; 7] = [
     "NO_COLOR",
 ];
 
+/// `XDG_CACHE_HOME` of every `cvo` a test runs: the default `--cache-dir` (OCI blobs, parsed
+/// files) is then under the build's temporary directory, never the developer's ~/.cache.
+pub const CACHE_HOME: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/xdg-cache");
+
 /// The path of the `cvo` binary cargo built for these tests.
 pub fn binary() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_BIN_EXE_cvo"))
@@ -34,6 +38,7 @@ pub fn cvo() -> assert_cmd::Command {
     for var in SCRUBBED_ENV {
         cmd.env_remove(var);
     }
+    cmd.env("XDG_CACHE_HOME", CACHE_HOME);
     cmd
 }
 
@@ -43,6 +48,7 @@ pub fn process() -> std::process::Command {
     for var in SCRUBBED_ENV {
         cmd.env_remove(var);
     }
+    cmd.env("XDG_CACHE_HOME", CACHE_HOME);
     cmd
 }
 
