@@ -24,7 +24,8 @@ mod task_graph;
 pub use build::{build, build_flattened};
 pub use executor::{DEFAULT_PARALLELISM, NodeFailure, NotStarted, RunReport, run, run_until};
 pub use render::{
-    Format, UnknownFormat, render, render_dot, render_json, render_mermaid, render_text,
+    Format, UnknownFormat, html_escaped, render, render_dot, render_json, render_mermaid,
+    render_text,
 };
 
 pub use task_graph::{Layout, Node, NodeId, TaskGraph, TaskInput, TaskKey};

@@ -227,8 +227,14 @@ pub fn render_text(graph: &TaskGraph) -> String {
 
 /// Escapes text for a Graphviz HTML-like label.
 fn dot_html(s: &str) -> String {
+    html_escaped(&clean(s))
+}
+
+/// Text made safe for HTML (and XML) content and attribute values: `&`, `<`, `>`, `"` and `'`
+/// as entities (a Graphviz label, the `--timings` page).
+pub fn html_escaped(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for c in clean(s).chars() {
+    for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),

@@ -13,6 +13,7 @@ use std::fmt::Write;
 
 use super::{PassTimings, TaskTiming, Timings};
 use crate::apply::Action;
+use crate::graph::html_escaped as esc;
 
 /// Width of the time axis, in pixels.
 const AXIS: f64 = 1000.0;
@@ -295,22 +296,6 @@ fn clip(s: &str, max: usize) -> String {
     }
     let mut out: String = s.chars().take(max - 1).collect();
     out.push('…');
-    out
-}
-
-/// Text made safe for HTML content and attribute values.
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
     out
 }
 
