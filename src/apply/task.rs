@@ -377,7 +377,12 @@ impl<'r> Applier<'r> {
         }
         let server = &mut result.time.server;
         let resolved = TaskTime::add(server, self.resolve(manifest)).await?;
-        let before = TaskTime::add(server, self.current(&resolved, manifest)).await?;
+        let mut before = TaskTime::add(server, self.current(&resolved, manifest)).await?;
+        if before.is_none() && manifest.create_only && self.options.list_objects {
+            // The pass listed ahead of this task: an object someone created since must never
+            // be written over by a create-only manifest. Asked again, fresh.
+            before = TaskTime::add(server, self.get(&resolved, manifest)).await?;
+        }
         if let Some(live) = before
             .as_ref()
             .filter(|live| live.metadata.deletion_timestamp.is_some())

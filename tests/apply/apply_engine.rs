@@ -517,3 +517,45 @@ async fn a_deletion_behind_a_failure_still_counts_for_upgradeable() {
     assert_deletion_in_progress(&out, &ns, "old");
     strip_finalizers(&tc, &ns, "old").await;
 }
+
+/// A pass lists ahead of its tasks (`Applier::prefetch`): a create-only manifest whose object
+/// someone created after that listing leaves it as it is (asked again, fresh), never writes
+/// over it. On both servers.
+#[tokio::test]
+async fn create_only_never_writes_over_an_object_created_after_the_pass_listed() {
+    use cvo::apply::{Action, Applier, Options};
+    let tc = common::cluster().await;
+    let ns = tc.namespace("create-only-fresh").await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("0000_20_a_cm.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: seeded\n  namespace: {ns}\n  annotations:\n    release.openshift.io/create-only: \"true\"\ndata:\n  from: release\n"
+        ),
+    )
+    .unwrap();
+    let release = cvo::release::load(dir.path(), &Default::default()).expect("load");
+    let applier = Applier::new(
+        cvo::cluster::Cluster::new(tc.client.clone()),
+        &release,
+        Options::default(),
+    );
+    applier.prefetch(4).await;
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(tc.client.clone(), &ns);
+    let theirs = k8s_openapi::api::core::v1::ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("seeded".into()),
+            ..Default::default()
+        },
+        data: Some([("from".to_owned(), "someone else".to_owned())].into()),
+        ..Default::default()
+    };
+    cms.create(&Default::default(), &theirs)
+        .await
+        .expect("create");
+    let result = applier.run(0).await;
+    assert_eq!(result.action, Action::Unchanged, "{result:?}");
+    let now = cms.get("seeded").await.expect("get");
+    assert_eq!(now.data.unwrap()["from"], "someone else");
+}
