@@ -1,11 +1,13 @@
 //! A pass's view of existing objects, one LIST per (resource, namespace) instead of one GET
 //! per manifest.
 //!
-//! The first manifest of a pass that needs a given kind in a given namespace lists that
-//! kind there (concurrent tasks share the one LIST); every later manifest of the same
-//! (kind, namespace) finds its object — or its absence — in the result. Each object of a
-//! release belongs to exactly one manifest, so the entry a task reads was not changed by the
-//! pass itself. A LIST that fails (forbidden, kind not served yet) is remembered as
+//! A pass lists every (kind, namespace) of its release ahead of its tasks
+//! (`Applier::prefetch`), and the first manifest that needs one not listed yet lists it
+//! (concurrent users share the one LIST); every manifest of that (kind, namespace) finds its
+//! object — or its absence — in the result. Each object of a release belongs to exactly one
+//! manifest, so the entry a task reads was not changed by the pass itself; an object someone
+//! else created since reads as absent, and server-side apply then updates it as it would
+//! have (a create-only manifest asks again before it writes). A LIST that fails (forbidden, kind not served yet) is remembered as
 //! "unknown" and the task falls back to a GET. The snapshot lives for one pass only.
 //!
 //! Objects are kept as compact JSON text, not as parsed objects: a pass of a 5,000-manifest
