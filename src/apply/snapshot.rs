@@ -53,18 +53,22 @@ impl Snapshot {
         self.cells.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
-    /// Looks `name` up, listing its (kind, namespace) on first use.
+    /// Looks `name` up, listing its (kind, namespace) on first use; the time spent waiting
+    /// for the listing (the server's answer) is added to `waited`, not the time to read the
+    /// object from it.
     pub async fn lookup(
         &self,
         cluster: &Cluster,
         resolved: &Resolved,
         namespace: Option<&str>,
         name: &str,
+        waited: &mut std::time::Duration,
     ) -> Lookup {
         if resolved.namespaced && namespace.is_none() {
             return Lookup::Unknown;
         }
-        let listing = self.listing(cluster, resolved, namespace).await;
+        let listing =
+            super::TaskTime::add(waited, self.listing(cluster, resolved, namespace)).await;
         match listing.get() {
             None | Some(None) => Lookup::Unknown,
             Some(Some(objects)) => match objects.get(name) {

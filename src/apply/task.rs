@@ -242,24 +242,27 @@ impl<'r> Applier<'r> {
         }
     }
 
-    /// The object as the pass found it: from the snapshot, or a GET when it cannot tell.
+    /// The object as the pass found it: from the snapshot, or a GET when it cannot tell; the
+    /// time spent waiting on the server is added to `server`.
     async fn current(
         &self,
         resolved: &Resolved,
         manifest: &Manifest,
+        server: &mut std::time::Duration,
     ) -> Result<Option<DynamicObject>, ManifestError> {
         if !self.options.list_objects {
-            return self.get(resolved, manifest).await;
+            return TaskTime::add(server, self.get(resolved, manifest)).await;
         }
         let ns = manifest.id.namespace.as_deref();
+        let name = &manifest.id.name;
         match self
             .snapshot
-            .lookup(&self.cluster, resolved, ns, &manifest.id.name)
+            .lookup(&self.cluster, resolved, ns, name, server)
             .await
         {
             Lookup::Absent => Ok(None),
             Lookup::Present(obj) => Ok(Some(*obj)),
-            Lookup::Unknown => self.get(resolved, manifest).await,
+            Lookup::Unknown => TaskTime::add(server, self.get(resolved, manifest)).await,
         }
     }
 
@@ -345,7 +348,9 @@ impl<'r> Applier<'r> {
             else {
                 continue;
             };
-            if !matches!(self.current(&resolved, manifest).await, Ok(None)) {
+            let mut untimed = std::time::Duration::ZERO;
+            let current = self.current(&resolved, manifest, &mut untimed).await;
+            if !matches!(current, Ok(None)) {
                 continue;
             }
             let mut result = ManifestResult::new(index, Action::Failed);
@@ -377,7 +382,7 @@ impl<'r> Applier<'r> {
         }
         let server = &mut result.time.server;
         let resolved = TaskTime::add(server, self.resolve(manifest)).await?;
-        let mut before = TaskTime::add(server, self.current(&resolved, manifest)).await?;
+        let mut before = self.current(&resolved, manifest, server).await?;
         if before.is_none() && manifest.create_only && self.options.list_objects {
             // The pass listed ahead of this task: an object someone created since must never
             // be written over by a create-only manifest. Asked again, fresh.
@@ -520,7 +525,7 @@ impl<'r> Applier<'r> {
             Err(DiscoveryError::UnknownKind { .. }) => return Ok(Action::AlreadyAbsent),
             other => other?,
         };
-        let Some(current) = TaskTime::add(server, self.current(&resolved, manifest)).await? else {
+        let Some(current) = self.current(&resolved, manifest, server).await? else {
             return Ok(Action::AlreadyAbsent);
         };
         let ns = manifest.id.namespace.as_deref();
