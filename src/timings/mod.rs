@@ -173,7 +173,11 @@ impl PassTimings {
             });
         }
         let path = critical::critical_path(&nodes);
-        let on_path = |node: usize| path.contains(&node);
+        let mut critical = vec![false; nodes.len()];
+        for &node in &path {
+            critical[node] = true;
+        }
+        let on_path = |node: usize| critical.get(node).copied().unwrap_or(false);
         let tasks: Vec<TaskTiming> = pass
             .tasks
             .iter()
@@ -232,7 +236,7 @@ impl PassTimings {
 
 impl CriticalPath {
     fn of(path: &[usize], nodes: &[NodeTiming], tasks: &[TaskTiming]) -> Self {
-        let on: Vec<&TaskTiming> = tasks.iter().filter(|t| path.contains(&t.node)).collect();
+        let on: Vec<&TaskTiming> = tasks.iter().filter(|t| t.critical).collect();
         let sum = |f: fn(&TaskTiming) -> f64| on.iter().map(|t| f(t)).sum::<f64>();
         let end = on
             .iter()
