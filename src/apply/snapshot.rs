@@ -7,8 +7,9 @@
 //! object — or its absence — in the result. Each object of a release belongs to exactly one
 //! manifest, so the entry a task reads was not changed by the pass itself; an object someone
 //! else created since reads as absent, and server-side apply then updates it as it would
-//! have (a create-only manifest asks again before it writes). A LIST that fails (forbidden, kind not served yet) is remembered as
-//! "unknown" and the task falls back to a GET. The snapshot lives for one pass only.
+//! have (a create-only manifest asks again before it writes). A LIST that fails (forbidden,
+//! kind not served yet) is remembered as "unknown" and the task falls back to a GET. The
+//! snapshot lives for one pass only.
 //!
 //! Objects are kept as compact JSON text, not as parsed objects: a pass of a 5,000-manifest
 //! release holds every listed object until it ends, and text takes about a quarter of the
