@@ -72,8 +72,6 @@ impl Summary {
 pub struct PassReport {
     /// One result per manifest, in release order.
     pub results: Vec<ManifestResult>,
-    /// When the pass, its nodes and its tasks ran (`--timings`).
-    pub timeline: PassTimeline,
 }
 
 /// When one pass ran: the graph it walked, when each node's work and each task ran.
@@ -149,14 +147,15 @@ pub fn flattened_graph(release: &Release) -> TaskGraph {
 /// Rounds of an install (`rounds`): a failure does not stop the manifests after it in its
 /// node (they may not depend on it: installs run the flattened graph, where adjacent run
 /// levels share a node), and with `previous` set, manifests that reached a final answer there
-/// ([`ManifestResult::is_final`]) keep it and are not run again.
+/// ([`ManifestResult::is_final`]) keep it and are not run again. Returns the pass's report and
+/// its timeline (`--timings`).
 pub async fn run_pass<F>(
     applier: &Applier<'_>,
     graph: &TaskGraph,
     parallelism: usize,
     rounds: Option<Option<&PassReport>>,
     on_result: F,
-) -> PassReport
+) -> (PassReport, PassTimeline)
 where
     F: Fn(&ManifestResult),
 {
@@ -248,7 +247,7 @@ where
         });
         results.push(result);
     }
-    PassReport { results, timeline }
+    (PassReport { results }, timeline)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -47,7 +47,7 @@ pub async fn previous_state(cluster: &Cluster, release: &Release, parallelism: u
     let applier = Applier::new(cluster.clone(), &previous, Options::default());
     let graph = run_level_graph(&previous);
     // A failed seed must not keep the others from being seeded: keep going past failures.
-    let report = run_pass(&applier, &graph, parallelism, Some(None), |_| {}).await;
+    let (report, _) = run_pass(&applier, &graph, parallelism, Some(None), |_| {}).await;
     for r in report.failed() {
         tracing::debug!(manifest = %previous.manifests[r.index].id, error = ?r.error, "seeding failed");
     }

@@ -142,9 +142,8 @@ pub struct SyncOutcome {
     pub refused: Vec<PreconditionFailure>,
     pub report: Option<PassReport>,
     pub mode: Mode,
-    /// Passes over the graph: 1 for updates, the rounds an install took.
-    pub rounds: u32,
-    /// When each pass (install round) ran, its nodes and tasks (`--timings`).
+    /// When each pass over the graph ran (1 for updates, one per round of an install; none
+    /// when refused), its nodes and tasks (`--timings`).
     pub passes: Vec<crate::apply::PassTimeline>,
     pub conditions: Vec<Condition>,
     pub warnings: Vec<String>,
@@ -173,6 +172,11 @@ pub struct SyncOutcome {
 }
 
 impl SyncOutcome {
+    /// Passes over the graph: 1 for updates, the rounds an install took, 0 when refused.
+    pub fn rounds(&self) -> usize {
+        self.passes.len()
+    }
+
     /// How the sync ended (README, "Exit codes"): [`Exit::Refused`] when a precondition
     /// refused it, [`Exit::Failed`] when a manifest failed or was skipped or ClusterVersion
     /// status could not be written (the cluster would not say what was applied),
@@ -298,7 +302,6 @@ where
         refused: checked.refused,
         report: Some(report),
         mode: pre.mode,
-        rounds: u32::try_from(passes.len()).unwrap_or(u32::MAX),
         passes,
         conditions: concluded.conditions,
         warnings,
@@ -599,7 +602,6 @@ async fn refuse(
         refused: checked.refused,
         report: None,
         mode: pre.mode,
-        rounds: 0,
         passes: Vec::new(),
         conditions: conds,
         warnings: checked.warnings,

@@ -161,14 +161,13 @@ where
     }
 }
 
-/// What the pass waits for, for the heartbeat: the health checks' findings, else the
-/// manifests in flight, else the next install round.
 /// A sync of one pass: its report and its timeline.
-fn one(report: PassReport) -> (PassReport, Vec<PassTimeline>) {
-    let timeline = report.timeline.clone();
+fn one((report, timeline): (PassReport, PassTimeline)) -> (PassReport, Vec<PassTimeline>) {
     (report, vec![timeline])
 }
 
+/// What the pass waits for, for the heartbeat: the health checks' findings, else the
+/// manifests in flight, else the next install round.
 fn waiting_on(applier: &Applier<'_>, waiting: &[crate::health::Finding]) -> String {
     if !waiting.is_empty() {
         return waiting
@@ -240,7 +239,7 @@ where
             errors.add(release, r);
         }
     };
-    let mut report = run_pass(
+    let (mut report, first) = run_pass(
         applier,
         &graph,
         options.parallelism,
@@ -248,7 +247,7 @@ where
         &report_final,
     )
     .await;
-    let mut timelines = vec![report.timeline.clone()];
+    let mut timelines = vec![first];
     // 1 s between rounds, doubling up to 30 s.
     let mut delays = crate::retry::Backoff::INSTALL_ROUND.delays();
     let mut delay = delays.next_wait();
@@ -272,7 +271,7 @@ where
         tokio::time::sleep(delay).await;
         delay = delays.next_wait();
         applier.new_pass();
-        report = run_pass(
+        let (next, timeline) = run_pass(
             applier,
             &graph,
             options.parallelism,
@@ -280,7 +279,8 @@ where
             &report_final,
         )
         .await;
-        timelines.push(report.timeline.clone());
+        report = next;
+        timelines.push(timeline);
     }
     for r in report.results.iter().filter(|r| !r.is_final()) {
         on_result(r);

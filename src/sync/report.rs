@@ -68,7 +68,7 @@ pub fn json_report(release: &Release, outcome: &SyncOutcome) -> Value {
     v["updateType"] = json!(outcome.update);
     v["mode"] = json!(outcome.mode);
     v["retries"] = json!(outcome.retries);
-    v["rounds"] = json!(outcome.rounds);
+    v["rounds"] = json!(outcome.rounds());
     if !outcome.refused.is_empty() {
         v["preconditionFailures"] = json!(outcome.refused);
     }
@@ -138,11 +138,11 @@ pub fn text_report(release: &Release, outcome: &SyncOutcome, all_changes: bool) 
         version_text(release),
         outcome.update
     );
-    if outcome.mode == super::Mode::Initializing && outcome.rounds > 1 {
+    if outcome.mode == super::Mode::Initializing && outcome.rounds() > 1 {
         let _ = writeln!(
             out,
             "install: {} rounds (failed manifests are retried until they succeed or --install-timeout passes)",
-            outcome.rounds
+            outcome.rounds()
         );
     }
     for f in &outcome.refused {

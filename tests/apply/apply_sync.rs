@@ -86,7 +86,7 @@ async fn an_install_retries_in_rounds_until_everything_is_applied() {
     assert_eq!(out.mode, Mode::Initializing);
     let summary = out.report.as_ref().expect("pass").summary();
     assert_eq!(summary.failed + summary.skipped, 0, "{:?}", out.report);
-    assert!(out.rounds >= 2, "rounds: {}", out.rounds);
+    assert!(out.rounds() >= 2, "rounds: {}", out.rounds());
     assert_eq!(out.exit_code(), 0);
 }
 
