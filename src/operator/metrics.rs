@@ -27,6 +27,8 @@
 //!
 //! - `/healthz` and `/livez`: 200 while the process serves. Nothing else: an operator waiting
 //!   for its API server is alive, and restarting it would not bring the server back.
+//! - `/startupz` (the startup probe's): 200 once ready, or after holding the request for
+//!   [`STARTUP_HOLD`] without becoming ready (started, but not ready: see [`started`]).
 //! - `/readyz` ([`Readiness`]): 200 when the process has reached the API server **and** the
 //!   last leader-election attempt got an answer (this process leads, or stands by behind
 //!   another leader); 503 before that, while the elector's attempts fail (the server cannot be
@@ -107,12 +109,15 @@ pub struct Readiness {
     /// [`LeaseAttempt`] as 0 (none), 1 (answered), 2 (failed).
     lease: AtomicU8,
     stopping: AtomicBool,
+    /// Woken at every change, for [`Readiness::wait`].
+    changed: tokio::sync::Notify,
 }
 
 impl Readiness {
     /// The API server answered at start-up.
     pub fn connected(&self) {
         self.connected.store(true, Ordering::Relaxed);
+        self.changed.notify_waiters();
     }
 
     /// A leader-election attempt ended: `answered` when the Lease could be read (and taken or
@@ -120,11 +125,32 @@ impl Readiness {
     pub fn lease_attempt(&self, answered: bool) {
         self.lease
             .store(if answered { 1 } else { 2 }, Ordering::Relaxed);
+        self.changed.notify_waiters();
     }
 
     /// The stop signal came: not ready from now on.
     pub fn stopping(&self) {
         self.stopping.store(true, Ordering::Relaxed);
+        self.changed.notify_waiters();
+    }
+
+    /// [`Readiness::check`] once it is `Ok` or the process is stopping, or when `hold` has
+    /// passed, whichever comes first.
+    pub async fn wait(&self, hold: std::time::Duration) -> Result<(), &'static str> {
+        let deadline = tokio::time::Instant::now() + hold;
+        loop {
+            // Registered before the check, so a change between the two is not missed.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let now = self.check();
+            if now.is_ok() || self.stopping.load(Ordering::Relaxed) {
+                return now;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return self.check();
+            }
+        }
     }
 
     /// `Ok` when ready, else why not (the body of a 503).
@@ -456,7 +482,15 @@ pub async fn serve(metrics: Arc<Metrics>, listener: tokio::net::TcpListener) {
             let io = hyper_util::rt::TokioIo::new(stream);
             let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                 let metrics = metrics.clone();
-                async move { Ok::<_, std::convert::Infallible>(respond(&metrics, req.uri().path())) }
+                async move {
+                    let path = req.uri().path();
+                    let response = if path == "/startupz" {
+                        started(&metrics).await
+                    } else {
+                        respond(&metrics, path)
+                    };
+                    Ok::<_, std::convert::Infallible>(response)
+                }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(io, service)
@@ -484,6 +518,31 @@ pub struct ListenError {
     pub addr: SocketAddr,
     #[source]
     pub source: std::io::Error,
+}
+
+/// How long `/startupz` holds a request for the operator to become ready. The shipped
+/// Deployment's startup probe waits longer (`timeoutSeconds: 25`).
+pub const STARTUP_HOLD: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// `/startupz`, the startup probe's: 200 once the operator is ready ([`Readiness`]), or once
+/// [`STARTUP_HOLD`] passed with the request held — it is started either way (an API server
+/// that cannot be reached is no reason to restart it), but readiness, probed only after the
+/// startup probe succeeded, has had its chance: a normal start fails no probe, also on a
+/// busy node where reaching the server and the first Lease attempt take seconds.
+async fn started(metrics: &Metrics) -> Response<Full<Bytes>> {
+    let body = match metrics.readiness.wait(STARTUP_HOLD).await {
+        Ok(()) => "ok\n".to_owned(),
+        Err(why) => format!("started; not ready: {why}\n"),
+    };
+    text(StatusCode::OK, "text/plain", body)
+}
+
+fn text(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(Full::new(Bytes::from(body)))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }
 
 fn respond(metrics: &Metrics, path: &str) -> Response<Full<Bytes>> {
@@ -516,11 +575,7 @@ fn respond(metrics: &Metrics, path: &str) -> Response<Full<Bytes>> {
             "not found\n".to_owned(),
         ),
     };
-    Response::builder()
-        .status(status)
-        .header(http::header::CONTENT_TYPE, content_type)
-        .body(Full::new(Bytes::from(body)))
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+    text(status, content_type, body)
 }
 
 #[cfg(test)]
@@ -621,6 +676,46 @@ mod tests {
         for lease in [None, Answered, Failed] {
             assert_eq!(ready(true, lease, true), Err("stopping"));
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn startupz_answers_when_ready_or_once_the_hold_has_passed() {
+        use std::time::Duration;
+        let m = Arc::new(Metrics::new());
+        // Held until the operator is ready, answered at once then.
+        let probe = tokio::spawn({
+            let m = m.clone();
+            async move { (tokio::time::Instant::now(), started(&m).await) }
+        });
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(!probe.is_finished(), "answered before ready");
+        m.readiness.connected();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!probe.is_finished(), "connected is not ready yet");
+        m.readiness.lease_attempt(true);
+        let (asked, response) = probe.await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(asked.elapsed(), Duration::from_secs(4));
+        // Never ready (no API server): started after the hold, saying why it is not ready.
+        let m = Metrics::new();
+        let asked = tokio::time::Instant::now();
+        let response = started(&m).await;
+        assert_eq!(asked.elapsed(), STARTUP_HOLD);
+        assert_eq!(response.status(), StatusCode::OK);
+        let body = http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(
+            &body[..],
+            b"started; not ready: waiting for the API server to answer\n"
+        );
+        // Stopping ends the hold at once.
+        let m = Metrics::new();
+        m.readiness.stopping();
+        let asked = tokio::time::Instant::now();
+        started(&m).await;
+        assert_eq!(asked.elapsed(), Duration::ZERO);
     }
 
     #[test]
