@@ -467,10 +467,12 @@ fn waves_of(decisions: &[Value]) -> BTreeMap<&str, Wave> {
 }
 
 fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
-    object["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
+    condition_of(&object["status"]["conditions"], type_)
+}
+
+/// The condition of type `type_` in the list `conditions`.
+fn condition_of<'a>(conditions: &'a Value, type_: &str) -> Option<&'a Value> {
+    conditions.as_array()?.iter().find(|c| c["type"] == type_)
 }
 
 fn reachability(cluster: &Value) -> Reachability {
@@ -504,10 +506,63 @@ fn report_of(work: &Value) -> Option<Report> {
     Some(Report::from_values(values))
 }
 
+fn manifests(work: &Value) -> impl Iterator<Item = (usize, &Value)> {
+    work["spec"]["workload"]["manifests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+}
+
+/// Whether a manifest of a ManifestWork is ClusterVersion `version`, the one object cvo's
+/// rollout writes.
+fn is_cluster_version(manifest: &Value) -> bool {
+    manifest["apiVersion"]
+        .as_str()
+        .is_some_and(|v| v.starts_with("config.openshift.io/"))
+        && manifest["kind"] == "ClusterVersion"
+        && manifest["metadata"]["name"] == "version"
+}
+
 /// What the rollout's ManifestWork `work` of one cluster asks for (`spec.desiredUpdate`).
 fn requested(work: &Value) -> (Option<&str>, Option<&str>) {
-    let update = &work["spec"]["workload"]["manifests"][0]["spec"]["desiredUpdate"];
+    let Some((_, cv)) = manifests(work).find(|(_, m)| is_cluster_version(m)) else {
+        return (None, None);
+    };
+    let update = &cv["spec"]["desiredUpdate"];
     (update["version"].as_str(), update["image"].as_str())
+}
+
+/// The manifests of a rollout's ManifestWork other than ClusterVersion `version` — cvo
+/// writes none, so its set was changed on the hub — each with what the work agent did with
+/// it (its `Applied` condition; the executor may not write anything else).
+fn foreign(work: &Value) -> Vec<String> {
+    let statuses = work["status"]["resourceStatus"]["manifests"].as_array();
+    manifests(work)
+        .filter(|(_, m)| !is_cluster_version(m))
+        .map(|(ordinal, m)| {
+            let meta = &m["metadata"];
+            let name = match meta["namespace"].as_str() {
+                Some(ns) => format!("{ns}/{}", meta["name"].as_str().unwrap_or("?")),
+                None => meta["name"].as_str().unwrap_or("?").to_owned(),
+            };
+            let kind = m["kind"].as_str().unwrap_or("an object");
+            let applied = statuses
+                .into_iter()
+                .flatten()
+                .find(|s| s["resourceMeta"]["ordinal"].as_u64().unwrap_or(0) == ordinal as u64)
+                .and_then(|s| condition_of(&s["conditions"], "Applied"));
+            match applied {
+                Some(c) if c["status"] == "True" => format!("{kind} {name} (applied)"),
+                Some(c) => format!(
+                    "{kind} {name} (not applied: {} {})",
+                    c["reason"].as_str().unwrap_or(""),
+                    c["message"].as_str().unwrap_or("")
+                ),
+                None => format!("{kind} {name} (not applied yet)"),
+            }
+        })
+        .collect()
 }
 
 fn cluster_rollout(
@@ -522,14 +577,20 @@ fn cluster_rollout(
     if requested(work) != (Some(target.version.as_str()), Some(target.image.as_str())) {
         return ClusterRollout::Pending;
     }
+    let foreign = foreign(work);
+    if !foreign.is_empty() {
+        return ClusterRollout::Failed(format!(
+            "the rollout's ManifestWork names more than ClusterVersion version, which cvo never writes (the set was changed on the hub; `cvo fleet rollout` writes it again): {}",
+            foreign.join(", ")
+        ));
+    }
     if report.is_some_and(|r| r.is_done(&target.version, &target.image)) {
         return ClusterRollout::Done;
     }
     // The work agent could not apply the manifest (an executor without the permission, a
     // ClusterVersion kind the cluster does not serve).
     if let Some(applied) = manifest_status(work)
-        .and_then(|m| m["conditions"].as_array())
-        .and_then(|cs| cs.iter().find(|c| c["type"] == "Applied"))
+        .and_then(|m| condition_of(&m["conditions"], "Applied"))
         .filter(|c| c["status"] == "False")
     {
         return ClusterRollout::Failed(format!(
@@ -698,7 +759,11 @@ mod tests {
         }
         json!({
             "metadata": {"namespace": cluster, "labels": {ocm::REPLICA_SET_LABEL: "fleet.cvo-rollout-waves"}},
-            "spec": {"workload": {"manifests": [{"spec": {"desiredUpdate": {"version": version, "image": IMAGE}}}]}},
+            "spec": {"workload": {"manifests": [{
+                "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+                "metadata": {"name": "version"},
+                "spec": {"desiredUpdate": {"version": version, "image": IMAGE}},
+            }]}},
             "status": {"resourceStatus": {"manifests": [{
                 "resourceMeta": {"resource": "clusterversions", "name": "version"},
                 "conditions": [{"type": "Applied", "status": "True"}],
@@ -827,6 +892,35 @@ mod tests {
         let st = judge(&v, jiff::Timestamp::now());
         assert_eq!(st.cluster("c3").unwrap().rollout, ClusterRollout::Pending);
         assert_eq!(st.exit(), Exit::InProgress);
+    }
+
+    #[test]
+    fn a_work_naming_another_object_fails_its_cluster_with_what_the_agent_said() {
+        let mut w = work("c1", "1.1.0", ("1.1.0", "Completed"), DONE);
+        // Written on the hub into the set by someone else, before ClusterVersion.
+        let manifests = w["spec"]["workload"]["manifests"].as_array_mut().unwrap();
+        manifests.insert(
+            0,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "intruder", "namespace": "default"}}),
+        );
+        w["status"]["resourceStatus"]["manifests"][0]["resourceMeta"]["ordinal"] = json!(1);
+        let refused = json!({"resourceMeta": {"ordinal": 0, "resource": "configmaps", "name": "intruder", "namespace": "default"},
+            "conditions": [{"type": "Applied", "status": "False", "reason": "AppliedManifestFailed",
+                            "message": "not allowed to apply the resource"}]});
+        w["status"]["resourceStatus"]["manifests"]
+            .as_array_mut()
+            .unwrap()
+            .push(refused);
+        let st = judge(&view(vec![w], &["c1", "c2", "c3"]), jiff::Timestamp::now());
+        let ClusterRollout::Failed(why) = &st.cluster("c1").unwrap().rollout else {
+            panic!("{:?}", st.cluster("c1"));
+        };
+        assert!(
+            why.contains("ConfigMap default/intruder (not applied: AppliedManifestFailed not allowed to apply the resource)"),
+            "{why}"
+        );
+        assert_eq!(st.exit(), Exit::Failed);
+        assert_eq!(st.held_by[0].cluster, "c1");
     }
 
     #[test]
