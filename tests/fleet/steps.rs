@@ -24,6 +24,8 @@ crate::steps! {
     a_failing_canary_holds_the_next_wave_until_it_completes needs [observe_reports_each_clusters_cluster_version];
     a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch needs [a_failing_canary_holds_the_next_wave_until_it_completes];
     an_unreachable_cluster_is_named needs [a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch];
+    a_rollout_resumes_after_its_agent_and_the_hub_work_controller_were_down needs [an_unreachable_cluster_is_named];
+    a_set_naming_another_object_is_not_applied_and_status_says_why needs [a_rollout_resumes_after_its_agent_and_the_hub_work_controller_were_down];
 }
 
 const PLACEMENT: &str = "fleet/waves";
@@ -200,6 +202,56 @@ async fn create_namespace(cluster: &Managed, name: &str) {
         Err(kube::Error::Api(s)) if s.code == 409 => {}
         Err(e) => panic!("create namespace {name} on {}: {e}", cluster.name),
     }
+}
+
+/// `../shared/ocm/fault.sh ARGS…` (kill, start or restart an agent or a hub controller).
+fn fault(fleet: &Fleet, args: &[&str]) {
+    let out = std::process::Command::new(fleet.ocm("fault.sh"))
+        .args(args)
+        .env("OCM_STATE_FILE", fleet.ocm_state())
+        .output()
+        .expect("run fault.sh");
+    assert!(
+        out.status.success(),
+        "fault.sh {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Starts a `cvo operator` on each managed cluster, at release `at`, verifying what it pulls
+/// and resyncing every 5 s.
+fn operators(fleet: &Fleet, at: &Path) -> Vec<common::operator::Operator> {
+    fleet
+        .clusters
+        .iter()
+        .map(|c| {
+            let dir = fleet.work.path().join(format!("operator-{}", c.name));
+            std::fs::create_dir_all(&dir).expect("operator dir");
+            common::operator::Operator::start(
+                &c.kubeconfig,
+                &dir,
+                at,
+                "cvo-ops",
+                &["--verify-key", &key("p256.pub"), "--resync-interval", "5s"],
+            )
+        })
+        .collect()
+}
+
+/// Polls ClusterVersion `version` of `cluster` until `done` holds; it then.
+async fn cv_until(cluster: &Managed, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    common::poll_until(what, DEADLINE, || async {
+        match cv(cluster).await {
+            Some(v) if done(&v) => Ok(v),
+            other => Err(format!("{}: {other:#?}", cluster.name)),
+        }
+    })
+    .await
+}
+
+fn completed(v: &Value, version: &str) -> bool {
+    v["status"]["history"][0]["version"] == version
+        && v["status"]["history"][0]["state"] == "Completed"
 }
 
 /// The rollout set on the hub, if written.
@@ -401,19 +453,10 @@ async fn a_failing_canary_holds_the_next_wave_until_it_completes(fleet: &Fleet) 
     // c2 has the namespace the release's gated ConfigMap goes to; c1, the canary, has not.
     create_namespace(fleet.cluster("c2"), "fleet-gate").await;
     // Each cluster's own operator, on the release it is at, verifying what it pulls.
-    let mut operators = Vec::new();
     for c in &fleet.clusters {
         create_namespace(c, "cvo-ops").await;
-        let dir = fleet.work.path().join(format!("operator-{}", c.name));
-        std::fs::create_dir_all(&dir).expect("operator dir");
-        operators.push(common::operator::Operator::start(
-            &c.kubeconfig,
-            &dir,
-            &r100,
-            "cvo-ops",
-            &["--verify-key", &key("p256.pub"), "--resync-interval", "5s"],
-        ));
     }
+    let operators = operators(fleet, &r100);
     let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(
@@ -600,21 +643,7 @@ async fn an_unreachable_cluster_is_named(fleet: &Fleet) {
         )
         .await
         .expect("shorten c2's lease");
-    let fault = fleet.ocm("fault.sh");
-    let ocm_state = fleet.ocm_state();
-    let run_fault = |verb: &str| {
-        let out = std::process::Command::new(&fault)
-            .args([verb, "agent", "c2"])
-            .env("OCM_STATE_FILE", &ocm_state)
-            .output()
-            .expect("run fault.sh");
-        assert!(
-            out.status.success(),
-            "fault.sh {verb}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run_fault("kill");
+    fault(fleet, &["kill", "agent", "c2"]);
     let st = status_until(fleet, "c2 named as unreachable", |st, code| {
         let c2 = cluster(st, "c2");
         code != 0
@@ -630,9 +659,146 @@ async fn an_unreachable_cluster_is_named(fleet: &Fleet) {
         text.lines().any(|l| l.starts_with("c2 ")),
         "c2 dropped from the table: {text}\n{st:#}"
     );
-    run_fault("start");
+    fault(fleet, &["start", "agent", "c2"]);
     status_until(fleet, "c2 reachable again", |st, _| {
         cluster(st, "c2")["reachable"]["state"] == "reachable"
     })
     .await;
+}
+
+async fn a_rollout_resumes_after_its_agent_and_the_hub_work_controller_were_down(fleet: &Fleet) {
+    let (c1, c2) = (fleet.cluster("c1"), fleet.cluster("c2"));
+    // The operators take both clusters where the forced rollout left them (c1 asked for
+    // 1.2.0), and c2's deletion, no longer held, finishes: both Upgradeable again.
+    let operators = operators(fleet, &fleet.work.path().join("r100"));
+    status_until(fleet, "c1 at 1.2.0, both Upgradeable=True", |st, _| {
+        let c1 = &cluster(st, "c1")["report"];
+        c1["history"][0]["version"] == "1.2.0"
+            && c1["history"][0]["state"] == "Completed"
+            && ["c1", "c2"]
+                .iter()
+                .all(|c| cluster(st, c)["report"]["conditions"]["Upgradeable"]["status"] == "True")
+    })
+    .await;
+    // 1.3.0 needs a namespace no cluster has yet: the canary is held until it is made.
+    let resume = (
+        "0000_60_resume_00_settings.yaml",
+        common::configmap("fleet-resume", "settings", PROFILE, &[("gate", "open")]),
+    );
+    let r130 = release(fleet, "r130", "1.3.0", &[gated(), resume]);
+    let reference = push(fleet, &r130, "1.3.0").await;
+    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    status_until(fleet, "the canary failing on fleet-resume", |st, _| {
+        let c1 = &cluster(st, "c1")["rollout"];
+        c1["state"] == "failed"
+            && c1["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("fleet-resume"))
+    })
+    .await;
+    // c1's agent and the hub's work controller go down; meanwhile the canary completes.
+    fault(fleet, &["kill", "agent", "c1"]);
+    fault(fleet, &["kill", "hub-work"]);
+    create_namespace(c1, "fleet-resume").await;
+    create_namespace(c2, "fleet-resume").await;
+    cv_until(c1, "c1 at 1.3.0, Completed", |v| completed(v, "1.3.0")).await;
+    let (st, code) = status(fleet).await;
+    assert_eq!(code, 1, "the hub has not heard: {st:#}");
+    assert_eq!(cluster(&st, "c1")["rollout"]["state"], "failed", "{st:#}");
+    assert_eq!(cluster(&st, "c2")["rollout"]["state"], "pending", "{st:#}");
+    // The agent back: the hub hears c1 is done, but no controller moves the rollout on.
+    fault(fleet, &["start", "agent", "c1"]);
+    let st = status_until(fleet, "c1 done as the hub sees it", |st, _| {
+        cluster(st, "c1")["rollout"]["state"] == "done"
+    })
+    .await;
+    assert_eq!(cluster(&st, "c2")["rollout"]["state"], "pending", "{st:#}");
+    let asked =
+        cv(c2).await.expect("c2's ClusterVersion")["spec"]["desiredUpdate"]["version"].clone();
+    assert_ne!(
+        asked, "1.3.0",
+        "c2 asked while the hub's work controller was down"
+    );
+    // The controller back: the next wave is asked and completes.
+    fault(fleet, &["start", "hub-work"]);
+    status_until(fleet, "every cluster at 1.3.0", |_, code| code == 0).await;
+    let (c1v, c2v) = (cv(c1).await.expect("cv"), cv(c2).await.expect("cv"));
+    assert!(
+        completed(&c2v, "1.3.0"),
+        "{:#}",
+        c2v["status"]["history"][0]
+    );
+    let time =
+        |v: &Value| -> jiff::Timestamp { v.as_str().expect("a time").parse().expect("RFC 3339") };
+    assert!(
+        time(&c2v["status"]["history"][0]["startedTime"])
+            >= time(&c1v["status"]["history"][0]["completionTime"]),
+        "c2 started before c1 completed"
+    );
+    for o in operators {
+        o.terminate().await;
+    }
+}
+
+async fn a_set_naming_another_object_is_not_applied_and_status_says_why(fleet: &Fleet) {
+    // Someone with write access to the hub adds a ConfigMap to the rollout set.
+    let sets = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            "work.open-cluster-management.io",
+            "v1alpha1",
+            "ManifestWorkReplicaSet",
+        ),
+        "manifestworkreplicasets",
+    );
+    let intruder = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "fleet-intruder", "namespace": "default"}, "data": {"owned": "yes"}});
+    Api::<DynamicObject>::namespaced_with(fleet.hub_client.clone(), "fleet", &sets)
+        .patch(
+            "cvo-rollout-waves",
+            &PatchParams {
+                field_manager: Some("intruder".to_owned()),
+                ..PatchParams::default()
+            },
+            &Patch::<()>::Json(
+                serde_json::from_value(json!([{"op": "add",
+                    "path": "/spec/manifestWorkTemplate/workload/manifests/-", "value": intruder}]))
+                .expect("a JSON patch"),
+            ),
+        )
+        .await
+        .expect("add a manifest to the rollout set");
+    // The canary's agent asks whether the executor may write it, and refuses; status says so.
+    let st = status_until(fleet, "c1 failed on the intruder", |st, code| {
+        code == 1
+            && cluster(st, "c1")["rollout"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("ConfigMap default/fleet-intruder (not applied:"))
+    })
+    .await;
+    assert_eq!(st["heldBy"][0]["cluster"], "c1", "{st:#}");
+    let (_, text, _) =
+        common::run_cvo(&fleet.hub, &["fleet", "status", "--placement", PLACEMENT]).await;
+    assert!(text.contains("fleet-intruder"), "{text}");
+    for c in &fleet.clusters {
+        let got = Api::<ConfigMap>::namespaced(c.client.clone(), "default")
+            .get_opt("fleet-intruder")
+            .await
+            .expect("get");
+        assert!(got.is_none(), "the intruder was applied on {}", c.name);
+    }
+    // The same rollout again writes the set as cvo wrote it: done again.
+    let reference = rollout_set(fleet).await.expect("the rollout set")["metadata"]["annotations"]
+        ["fleet.cvo.io/release"]
+        .as_str()
+        .expect("release")
+        .to_owned();
+    let (code, stdout, stderr) =
+        rollout(fleet, &format!("oci://{reference}"), "p256.pub", &[]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("fleet/cvo-rollout-waves configured"),
+        "{stdout}"
+    );
+    status_until(fleet, "every cluster at 1.3.0 again", |_, code| code == 0).await;
 }
