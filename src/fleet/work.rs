@@ -83,6 +83,9 @@ pub(super) fn replica_set(
             "labels": {MANAGED_BY.0: MANAGED_BY.1},
         },
         "spec": {
+            // OCM's default, written out: the field is required, and a server that does not
+            // apply schema defaults (the embedded one) would refuse the set without it.
+            "cascadeDeletionPolicy": "Background",
             "placementRefs": [{"name": placement, "rolloutStrategy": rollout_strategy}],
             "manifestWorkTemplate": template,
         },
