@@ -25,6 +25,8 @@ use cvo::release::{LoadOptions, Release};
 use cvo::sync::{SyncOptions, sync};
 use memory_apiserver::{Config, FaultAction, FaultRule, MemoryServer, kubeconfig_yaml, serve};
 
+// The cluster of `common` is the steady-state benches'; these start servers of their own.
+#[allow(dead_code)]
 mod common;
 
 use common::generated;

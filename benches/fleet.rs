@@ -25,7 +25,6 @@
 //! `cargo bench --bench fleet` (a plain `main`: each run is one measurement; results go in
 //! docs/performance.md). Under `cargo test` it does nothing.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -35,10 +34,13 @@ use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
-use memory_apiserver::{Config, MemoryServer, kubeconfig_yaml, serve};
 use serde_json::{Value, json};
 
 use cvo::fleet::{ocm, work};
+
+// Only the cluster to measure against is used here.
+#[allow(dead_code)]
+mod common;
 
 /// The Placement's namespace and name.
 const NS: &str = "fleet";
@@ -858,20 +860,11 @@ async fn main() {
     let small = env("BENCH_SMALL", 100).min(n);
     let runs = env("BENCH_RUNS", 5).max(1);
     let tmp = tempfile::tempdir().expect("tempdir");
-    let (_server, kubeconfig, hub) = match std::env::var_os("CVO_BENCH_KUBECONFIG") {
-        Some(path) => (None, PathBuf::from(path), "real"),
-        None => {
-            let server = MemoryServer::start(Config::default());
-            let addr: SocketAddr = {
-                let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-                l.local_addr().expect("addr")
-            };
-            let serving = server.clone();
-            tokio::spawn(async move { serve(serving, addr).await });
-            let path = tmp.path().join("kubeconfig");
-            std::fs::write(&path, kubeconfig_yaml(addr)).expect("kubeconfig");
-            (Some(server), path, "in-memory")
-        }
+    let (server, kubeconfig) = common::cluster(tmp.path());
+    let hub = if server.is_some() {
+        "in-memory"
+    } else {
+        "real"
     };
     let client = cvo::cluster::client(config(&kubeconfig).await).expect("client");
     let t = Instant::now();

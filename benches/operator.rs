@@ -19,14 +19,12 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, Patch, PatchParams};
-use memory_apiserver::{Config, MemoryServer, kubeconfig_yaml, serve};
 use serde_json::json;
 
 /// The namespace of the operator's Lease and deletion record.
@@ -423,21 +421,7 @@ async fn main() {
         }
         // A fresh cluster per release: the embedded server, or the real one given.
         let tmp = tempfile::tempdir().expect("tempdir");
-        let (_server, kubeconfig) = match std::env::var_os("CVO_BENCH_KUBECONFIG") {
-            Some(path) => (None, PathBuf::from(path)),
-            None => {
-                let server = MemoryServer::start(Config::default());
-                let addr: SocketAddr = {
-                    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-                    l.local_addr().expect("addr")
-                };
-                let serving = server.clone();
-                tokio::spawn(async move { serve(serving, addr).await });
-                let path = tmp.path().join("kubeconfig");
-                std::fs::write(&path, kubeconfig_yaml(addr)).expect("kubeconfig");
-                (Some(server), path)
-            }
-        };
+        let (_server, kubeconfig) = common::cluster(tmp.path());
         match dir {
             Some(dir) => measure(name, dir, &kubeconfig, drift).await,
             None => {

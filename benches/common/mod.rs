@@ -1,12 +1,35 @@
-//! What the benchmarks share: a generated release, and an installer's preparation of a bare
-//! cluster for a release (namespaces, the release's CRDs, stand-ins for the kinds it uses but
-//! does not define).
+//! What the benchmarks share: the cluster a benchmark runs against, a generated release, and
+//! an installer's preparation of a bare cluster for a release (namespaces, the release's CRDs,
+//! stand-ins for the kinds it uses but does not define).
 
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use memory_apiserver::{Config, MemoryServer, kubeconfig_yaml, serve};
 
 use cvo::cluster::Cluster;
 use cvo::release::Release;
 use cvo::sync::{SyncOptions, sync};
+
+/// The cluster to measure against and its kubeconfig: with `CVO_BENCH_KUBECONFIG=FILE` that
+/// real cluster, else a fresh embedded API server served on loopback (kept while the returned
+/// server lives; its kubeconfig written into `dir`). Call it within a Tokio runtime.
+pub fn cluster(dir: &Path) -> (Option<MemoryServer>, PathBuf) {
+    if let Some(path) = std::env::var_os("CVO_BENCH_KUBECONFIG") {
+        return (None, PathBuf::from(path));
+    }
+    let server = MemoryServer::start(Config::default());
+    let addr: SocketAddr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+        l.local_addr().expect("addr")
+    };
+    let serving = server.clone();
+    tokio::spawn(async move { serve(serving, addr).await });
+    let path = dir.join("kubeconfig");
+    std::fs::write(&path, kubeconfig_yaml(addr)).expect("kubeconfig");
+    (Some(server), path)
+}
 
 /// A release of `n` ConfigMaps (40 components over 9 run levels, 10 documents per file) and
 /// the 40 Namespaces they live in.

@@ -31,7 +31,7 @@ pub struct OperatorArgs {
     /// operator's namespace].
     #[arg(long, value_name = "NS")]
     pub state_namespace: Option<String>,
-    /// Serve /metrics, /healthz and /readyz here.
+    /// Serve /metrics, /healthz, /startupz, /readyz and /timings here.
     #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:9099")]
     pub metrics_addr: SocketAddr,
     /// Between two full passes (jittered by ±25 %); drift is repaired from watches meanwhile.

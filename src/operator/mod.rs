@@ -6,8 +6,8 @@
 //!   `cvo.io/managed=true`) and on `ClusterVersion version`;
 //! - [`resync`]: the jittered full-pass timer;
 //! - [`connect`]: reaching the API server at start-up, for as long as it takes;
-//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz` (and the readiness
-//!   rule: connected and placed by the election, never waiting for a pass);
+//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/startupz`, `/readyz` (and the
+//!   readiness rule: connected and placed by the election, never waiting for a pass);
 //! - [`events`]: Kubernetes Events (a deleted object that came back).
 //! - [`self_update`]: moving the operator's own Deployment to `spec.desiredUpdate.image`;
 //! - [`pull`]: pulling the release artifact `spec.desiredUpdate.image` names, to lead with it

@@ -249,13 +249,28 @@ async fn cv_until(cluster: &Managed, what: &str, done: impl Fn(&Value) -> bool) 
     .await
 }
 
+/// The newest update of ClusterVersion `later` started once that of `earlier` completed: the
+/// later wave was not asked before the earlier one was done.
+fn assert_started_after_completed(later: &Value, earlier: &Value) {
+    let (l, e) = (
+        &later["status"]["history"][0],
+        &earlier["status"]["history"][0],
+    );
+    let time =
+        |v: &Value| -> jiff::Timestamp { v.as_str().expect("a time").parse().expect("RFC 3339") };
+    assert!(
+        time(&l["startedTime"]) >= time(&e["completionTime"]),
+        "started before the earlier wave completed: {l:#} {e:#}"
+    );
+}
+
 fn completed(v: &Value, version: &str) -> bool {
     v["status"]["history"][0]["version"] == version
         && v["status"]["history"][0]["state"] == "Completed"
 }
 
-/// The rollout set on the hub, if written.
-async fn rollout_set(fleet: &Fleet) -> Option<Value> {
+/// The ManifestWorkReplicaSets of namespace `fleet` on the hub.
+fn sets(fleet: &Fleet) -> Api<DynamicObject> {
     let sets = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk(
             "work.open-cluster-management.io",
@@ -264,7 +279,12 @@ async fn rollout_set(fleet: &Fleet) -> Option<Value> {
         ),
         "manifestworkreplicasets",
     );
-    Api::<DynamicObject>::namespaced_with(fleet.hub_client.clone(), "fleet", &sets)
+    Api::namespaced_with(fleet.hub_client.clone(), "fleet", &sets)
+}
+
+/// The rollout set on the hub, if written.
+async fn rollout_set(fleet: &Fleet) -> Option<Value> {
+    sets(fleet)
         .get_opt("cvo-rollout-waves")
         .await
         .expect("get the rollout set")
@@ -490,20 +510,12 @@ async fn a_failing_canary_holds_the_next_wave_until_it_completes(fleet: &Fleet) 
         cv(fleet.cluster("c1")).await.expect("cv"),
         cv(fleet.cluster("c2")).await.expect("cv"),
     );
-    let time =
-        |v: &Value| -> jiff::Timestamp { v.as_str().expect("a time").parse().expect("RFC 3339") };
     for v in [&c1, &c2] {
         assert_eq!(v["status"]["history"][0]["version"], "1.1.0");
         assert_eq!(v["status"]["history"][0]["state"], "Completed");
         assert_eq!(v["status"]["history"][0]["verified"], true);
     }
-    assert!(
-        time(&c2["status"]["history"][0]["startedTime"])
-            >= time(&c1["status"]["history"][0]["completionTime"]),
-        "c2 started before c1 completed: {:#} {:#}",
-        c1["status"]["history"][0],
-        c2["status"]["history"][0]
-    );
+    assert_started_after_completed(&c2, &c1);
     let settings = Api::<ConfigMap>::namespaced(fleet.cluster("c2").client.clone(), "fleet-demo")
         .get("settings")
         .await
@@ -729,13 +741,7 @@ async fn a_rollout_resumes_after_its_agent_and_the_hub_work_controller_were_down
         "{:#}",
         c2v["status"]["history"][0]
     );
-    let time =
-        |v: &Value| -> jiff::Timestamp { v.as_str().expect("a time").parse().expect("RFC 3339") };
-    assert!(
-        time(&c2v["status"]["history"][0]["startedTime"])
-            >= time(&c1v["status"]["history"][0]["completionTime"]),
-        "c2 started before c1 completed"
-    );
+    assert_started_after_completed(&c2v, &c1v);
     for o in operators {
         o.terminate().await;
     }
@@ -743,17 +749,9 @@ async fn a_rollout_resumes_after_its_agent_and_the_hub_work_controller_were_down
 
 async fn a_set_naming_another_object_is_not_applied_and_status_says_why(fleet: &Fleet) {
     // Someone with write access to the hub adds a ConfigMap to the rollout set.
-    let sets = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(
-            "work.open-cluster-management.io",
-            "v1alpha1",
-            "ManifestWorkReplicaSet",
-        ),
-        "manifestworkreplicasets",
-    );
     let intruder = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "fleet-intruder", "namespace": "default"}, "data": {"owned": "yes"}});
-    Api::<DynamicObject>::namespaced_with(fleet.hub_client.clone(), "fleet", &sets)
+    sets(fleet)
         .patch(
             "cvo-rollout-waves",
             &PatchParams {
