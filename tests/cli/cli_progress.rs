@@ -114,10 +114,14 @@ async fn the_progress_line_names_the_most_frequent_error_with_its_count() {
         .lines()
         .find(|l| l.contains("still working towards 1.0.0: "))
         .unwrap_or_else(|| panic!("no progress line in {stderr}"));
-    let why = format!(
-        "0 of {MANIFESTS} done; waiting on the next install round; last round: {MANIFESTS} failed: "
+    // Between rounds the line waits "on the next install round", during one on the tasks in
+    // flight (a busy machine's ticker can fall in either): the count and the last round's
+    // errors are what it must name.
+    assert!(line.contains(&format!("0 of {MANIFESTS} done; ")), "{line}");
+    assert!(
+        line.contains(&format!("; last round: {MANIFESTS} failed: ")),
+        "{line}"
     );
-    assert!(line.contains(&why), "{line}");
     assert!(line.contains("(403 "), "{line}");
     if tc.memory.is_none() {
         assert!(
