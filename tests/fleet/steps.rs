@@ -206,16 +206,10 @@ async fn create_namespace(cluster: &Managed, name: &str) {
 
 /// `../shared/ocm/fault.sh ARGS…` (kill, start or restart an agent or a hub controller).
 fn fault(fleet: &Fleet, args: &[&str]) {
-    let out = std::process::Command::new(fleet.ocm("fault.sh"))
-        .args(args)
-        .env("OCM_STATE_FILE", fleet.ocm_state())
-        .output()
-        .expect("run fault.sh");
-    assert!(
-        out.status.success(),
-        "fault.sh {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let state = fleet.ocm_state();
+    if let Err(e) = crate::script(&fleet.ocm("fault.sh"), args, &[("OCM_STATE_FILE", &state)]) {
+        panic!("{e}");
+    }
 }
 
 /// Starts a `cvo operator` on each managed cluster, at release `at`, verifying what it pulls
