@@ -17,10 +17,13 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchParams};
 use memory_apiserver::{Config, MemoryServer};
 use serde_json::json;
 
-const NAMESPACES: usize = 20;
-const PER_NS: usize = 1000;
-
 fn bench(c: &mut Criterion) {
+    // `cargo bench` passes --bench; `cargo test --all-targets` runs bench targets without it.
+    let (namespaces, per_ns) = if std::env::args().any(|a| a == "--bench") {
+        (20, 1000)
+    } else {
+        (2, 100)
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -31,11 +34,11 @@ fn bench(c: &mut Criterion) {
     let events = Arc::new(AtomicU64::new(0));
     rt.block_on(async {
         let nss: Api<Namespace> = Api::all(client.clone());
-        for n in 0..NAMESPACES {
+        for n in 0..namespaces {
             let ns = serde_json::from_value(json!({"metadata": {"name": format!("ns-{n}")}})).unwrap();
             nss.create(&PostParams::default(), &ns).await.unwrap();
             let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &format!("ns-{n}"));
-            for i in 0..PER_NS {
+            for i in 0..per_ns {
                 let cm = serde_json::from_value(json!({"metadata": {"name": format!("cm-{i}"), "labels": {"shard": (i % 10).to_string()}}, "data": {"k": "v"}})).unwrap();
                 cms.create(&PostParams::default(), &cm).await.unwrap();
             }
@@ -52,7 +55,7 @@ fn bench(c: &mut Criterion) {
             });
         }
     });
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "ns-7");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "ns-1");
     let mut g = c.benchmark_group("apiserver_20k");
     g.throughput(Throughput::Elements(1))
         .sample_size(20)
@@ -61,7 +64,7 @@ fn bench(c: &mut Criterion) {
     let mut i = 0usize;
     g.bench_function("get", |b| {
         b.iter(|| {
-            i = (i + 7919) % PER_NS;
+            i = (i + 7919) % per_ns;
             black_box(rt.block_on(cms.get(&format!("cm-{i}"))).unwrap())
         })
     });
@@ -70,8 +73,8 @@ fn bench(c: &mut Criterion) {
     g.bench_function("ssa_change", |b| {
         b.iter(|| {
             n += 1;
-            let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{}", n % PER_NS as u64)}, "data": {"k": n.to_string()}});
-            black_box(rt.block_on(cms.patch(&format!("cm-{}", n % PER_NS as u64), &pp, &Patch::Apply(&cm))).unwrap())
+            let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{}", n % per_ns as u64)}, "data": {"k": n.to_string()}});
+            black_box(rt.block_on(cms.patch(&format!("cm-{}", n % per_ns as u64), &pp, &Patch::Apply(&cm))).unwrap())
         })
     });
     let fixed = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm-1"}, "data": {"k": "fixed"}});
@@ -91,7 +94,7 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("list_namespace_1000_raw_json", |b| {
         b.iter(|| {
-            let req = http::Request::get("/api/v1/namespaces/ns-7/configmaps")
+            let req = http::Request::get("/api/v1/namespaces/ns-1/configmaps")
                 .body(Vec::new())
                 .unwrap();
             black_box(rt.block_on(client.request_text(req)).unwrap())
