@@ -6,6 +6,7 @@ use std::fmt::Debug;
 use kube::api::{Api, ListParams, ObjectList};
 use kube::core::PartialObjectMeta;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use super::retry::{RequestError, RetryPolicy};
 
@@ -64,4 +65,24 @@ where
     K: Clone + DeserializeOwned + Debug,
 {
     pages(lp, retry, |p| async move { api.list_metadata(&p).await }).await
+}
+
+/// Every object `api` lists with `lp`, as JSON values: for a reader of a few fields of large
+/// objects, each page decoded once (no typed object, no second copy to JSON).
+pub async fn all_json<K: kube::Resource + Clone>(
+    api: &Api<K>,
+    lp: &ListParams,
+    retry: &RetryPolicy,
+) -> Result<Vec<Value>, RequestError> {
+    let client = api.clone().into_client();
+    let request = kube::core::Request::new(api.resource_url());
+    pages(lp, retry, |p| {
+        let (client, request) = (&client, &request);
+        async move {
+            let mut req = request.list(&p).map_err(kube::Error::BuildRequest)?;
+            req.extensions_mut().insert("list");
+            client.request::<ObjectList<Value>>(req).await
+        }
+    })
+    .await
 }

@@ -261,37 +261,25 @@ pub async fn read(
         namespace,
         &ocm::manifest_work_replica_set(),
     );
-    let rollout = get(
-        &sets,
-        &Purpose::Rollout.name(placement),
-        "ManifestWorkReplicaSet",
-        &retry,
-    )
-    .await?;
-    let decisions = list(
-        &Api::namespaced_with(client.clone(), namespace, &ocm::placement_decision()),
-        &ListParams::default().labels(&format!("{}={placement}", ocm::PLACEMENT_LABEL)),
-        "PlacementDecisions",
-        &retry,
-    )
-    .await?;
-    let managed_clusters = list(
-        &Api::all_with(client.clone(), &ocm::managed_cluster()),
-        &ListParams::default(),
-        "ManagedClusters",
-        &retry,
-    )
-    .await?;
-    let works = list(
-        &Api::all_with(client.clone(), &ocm::manifest_work()),
-        &ListParams::default().labels(&format!(
-            "{} in ({observe_label},{rollout_label})",
-            ocm::REPLICA_SET_LABEL
-        )),
-        "ManifestWorks",
-        &retry,
-    )
-    .await?;
+    // The rollout set and the three LISTs at once: the pages of one list follow each other,
+    // but the server serves one list while cvo decodes another.
+    let decisions = Api::namespaced_with(client.clone(), namespace, &ocm::placement_decision());
+    let managed_clusters = Api::all_with(client.clone(), &ocm::managed_cluster());
+    let works = Api::all_with(client.clone(), &ocm::manifest_work());
+    let decision_params =
+        ListParams::default().labels(&format!("{}={placement}", ocm::PLACEMENT_LABEL));
+    let work_params = ListParams::default().labels(&format!(
+        "{} in ({observe_label},{rollout_label})",
+        ocm::REPLICA_SET_LABEL
+    ));
+    let rollout_name = Purpose::Rollout.name(placement);
+    let every = ListParams::default();
+    let (rollout, decisions, managed_clusters, works) = tokio::try_join!(
+        get(&sets, &rollout_name, "ManifestWorkReplicaSet", &retry),
+        list(&decisions, &decision_params, "PlacementDecisions", &retry),
+        list(&managed_clusters, &every, "ManagedClusters", &retry),
+        list(&works, &work_params, "ManifestWorks", &retry),
+    )?;
     Ok(HubView {
         namespace: namespace.to_owned(),
         placement: placement.to_owned(),
@@ -320,13 +308,9 @@ async fn list(
     what: &str,
     retry: &RetryPolicy,
 ) -> Result<Vec<Value>, ReadError> {
-    let items = crate::cluster::list::all(api, lp, retry)
+    crate::cluster::list::all_json(api, lp, retry)
         .await
-        .map_err(|error| request_error(what, error))?;
-    Ok(items
-        .into_iter()
-        .map(|o| serde_json::to_value(o).unwrap_or_default())
-        .collect())
+        .map_err(|error| request_error(what, error))
 }
 
 fn request_error(what: &str, error: RequestError) -> ReadError {
