@@ -86,3 +86,40 @@ pub async fn all_json<K: kube::Resource + Clone>(
     })
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::PostParams;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn json_pages_follow_the_continue_token_and_keep_the_selector() {
+        let server = memory_apiserver::MemoryServer::start(memory_apiserver::Config::default());
+        let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+        for (name, team) in [("a", "x"), ("b", "y"), ("c", "x"), ("d", "x")] {
+            let cm =
+                json!({"metadata": {"name": name, "labels": {"team": team}}, "data": {"k": name}});
+            api.create(&PostParams::default(), &serde_json::from_value(cm).unwrap())
+                .await
+                .unwrap();
+        }
+        let lp = ListParams::default().labels("team=x").limit(2);
+        let items = all_json(&api, &lp, &RetryPolicy::default()).await.unwrap();
+        let names: Vec<&str> = items
+            .iter()
+            .filter_map(|o| o.pointer("/metadata/name")?.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["a", "c", "d"],
+            "two pages of two, the selector kept"
+        );
+        assert_eq!(
+            items[1].pointer("/data/k"),
+            Some(&json!("c")),
+            "whole objects"
+        );
+    }
+}

@@ -238,8 +238,8 @@ pub enum ReadError {
     Invalid(String),
 }
 
-/// Reads what [`judge`] needs from the hub: the Placement (which must exist), the rollout
-/// set, and three LISTs.
+/// Reads what [`judge`] needs from the hub: the Placement (which must exist), then at once
+/// the rollout set and three LISTs.
 pub async fn read(
     client: &kube::Client,
     namespace: &str,
