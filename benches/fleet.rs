@@ -555,20 +555,10 @@ async fn grow(client: &kube::Client, from: usize, n: usize) {
                 put(client, &namespaces(), &namespace(&cluster_name(i)), None).await;
                 let asked = if state(i) == State::Pending { old } else { new };
                 let mw = ocm::manifest_work();
-                put(
-                    client,
-                    &mw,
-                    &manifest_work(observe, i),
-                    Some(&work_status(i, false, t)),
-                )
-                .await;
-                put(
-                    client,
-                    &mw,
-                    &manifest_work(asked, i),
-                    Some(&work_status(i, true, t)),
-                )
-                .await;
+                for (set, rollout) in [(observe, false), (asked, true)] {
+                    let status = work_status(i, rollout, t);
+                    put(client, &mw, &manifest_work(set, i), Some(&status)).await;
+                }
             }
         })
         .await;

@@ -265,14 +265,7 @@ fn completed(v: &Value, version: &str) -> bool {
 
 /// The ManifestWorkReplicaSets of namespace `fleet` on the hub.
 fn sets(fleet: &Fleet) -> Api<DynamicObject> {
-    let sets = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(
-            "work.open-cluster-management.io",
-            "v1alpha1",
-            "ManifestWorkReplicaSet",
-        ),
-        "manifestworkreplicasets",
-    );
+    let sets = cvo::fleet::ocm::manifest_work_replica_set();
     Api::namespaced_with(fleet.hub_client.clone(), "fleet", &sets)
 }
 
@@ -637,10 +630,7 @@ async fn a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch(fleet: &Fleet)
 
 async fn an_unreachable_cluster_is_named(fleet: &Fleet) {
     // The hub judges a cluster gone after 5 lease durations without a renewal: 4 s each.
-    let clusters = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("cluster.open-cluster-management.io", "v1", "ManagedCluster"),
-        "managedclusters",
-    );
+    let clusters = cvo::fleet::ocm::managed_cluster();
     Api::<DynamicObject>::all_with(fleet.hub_client.clone(), &clusters)
         .patch(
             "c2",
