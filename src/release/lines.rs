@@ -19,7 +19,16 @@ use std::borrow::Cow;
 
 /// The byte that ends a line of `text`: LF when the text has one, else CR.
 fn end_byte(text: &[u8]) -> u8 {
-    if text.contains(&b'\n') { b'\n' } else { b'\r' }
+    match text.iter().position(|&b| b == b'\n') {
+        Some(at) => {
+            super::work::scanned(at + 1);
+            b'\n'
+        }
+        None => {
+            super::work::scanned(text.len());
+            b'\r'
+        }
+    }
 }
 
 /// `text` with every CR made a LF when it has CRs but no LF (a classic Mac file); any other
@@ -56,14 +65,47 @@ pub fn count(text: &str) -> usize {
 /// The one-based line, as an editor numbers it, that byte offset `byte` of `text` is on (the
 /// end of the text is on its last line, or on the line after a final line end). `text` is
 /// the whole file (bytes that need not be UTF-8): which byte ends a line depends on all of it.
+///
+/// It counts from the start: for many offsets of one text, use a [`LineCursor`].
 pub fn line_of(text: &(impl AsRef<[u8]> + ?Sized), byte: usize) -> usize {
-    let text = text.as_ref();
-    let end = end_byte(text);
-    text[..byte.min(text.len())]
-        .iter()
-        .filter(|&&b| b == end)
-        .count()
-        + 1
+    LineCursor::new(text.as_ref()).line_at(byte)
+}
+
+/// [`line_of`] for offsets that only grow, such as each template action of a file in turn:
+/// it counts on from the last offset, so all of them together cost one pass over the text.
+pub struct LineCursor<'a> {
+    text: &'a [u8],
+    end: u8,
+    /// The offset counted up to, and the line it is on.
+    at: usize,
+    line: usize,
+}
+
+impl<'a> LineCursor<'a> {
+    /// A cursor at the start of `text`, the whole file (which byte ends a line depends on all
+    /// of it).
+    pub fn new(text: &'a [u8]) -> Self {
+        Self {
+            end: end_byte(text),
+            text,
+            at: 0,
+            line: 1,
+        }
+    }
+
+    /// The one-based line of byte offset `byte`, as [`line_of`] numbers it. An offset before
+    /// the last one asked for counts again from the start.
+    pub fn line_at(&mut self, byte: usize) -> usize {
+        let byte = byte.min(self.text.len());
+        if byte < self.at {
+            (self.at, self.line) = (0, 1);
+        }
+        let part = &self.text[self.at..byte];
+        super::work::scanned(part.len());
+        self.line += part.iter().filter(|&&b| b == self.end).count();
+        self.at = byte;
+        self.line
+    }
 }
 
 /// The lines of `text` as the YAML parser reads them, with their line ends: LF, CRLF and a
@@ -85,6 +127,7 @@ pub fn split_parser_inclusive(text: &str) -> impl Iterator<Item = &str> {
             Some(i) => from + i + 1,
         };
         start = end;
+        super::work::scanned(end - from);
         Some(&text[from..end])
     })
 }
@@ -108,6 +151,7 @@ impl ParserLines {
     /// The mapping for `text` (the whole file, as parsed).
     pub fn new(text: &str) -> Self {
         let bytes = text.as_bytes();
+        super::work::scanned(bytes.len());
         let has_lone_cr = || {
             bytes
                 .iter()

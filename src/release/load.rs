@@ -826,6 +826,9 @@ fn parse_file(
     diagnostics.extend(errors.into_iter().map(parse_error));
     let order = parse_file_name(&file.name);
     let mut manifests: Vec<Manifest> = Vec::with_capacity(documents.len());
+    // Where each object first appears in this file (its index in `manifests`): one lookup a
+    // document, not a scan of the documents before it.
+    let mut first_at: HashMap<ObjectId, usize> = HashMap::with_capacity(documents.len());
     for doc in documents {
         let location = at(Some(doc.index), Some(doc.line));
         for dup in &doc.duplicate_keys {
@@ -835,7 +838,8 @@ fn parse_file(
             Ok(m) => {
                 // The CVO refuses a file that holds one object twice (even one the filters
                 // drop), and with it the release.
-                if let Some(first) = manifests.iter().find(|f| f.id == m.id) {
+                if let Some(&first) = first_at.get(&m.id) {
+                    let first = &manifests[first];
                     diagnostics.push(
                         Diagnostic::new(
                             "repeated-document",
@@ -850,6 +854,8 @@ fn parse_file(
                         .with_help("remove one of the two documents (objects are identified by group, kind, namespace and name)")
                         .with_object(m.id.clone()),
                     );
+                } else {
+                    first_at.insert(m.id.clone(), manifests.len());
                 }
                 diagnostics.extend(annotation_problems(&m));
                 manifests.push(m)
@@ -1752,5 +1758,116 @@ mod tests {
             load(Path::new("/nonexistent/release"), &LoadOptions::default()),
             Err(LoadError::Unreadable { .. })
         ));
+    }
+}
+
+/// The loader's work per document does not grow with the file ([`super::work`]): the counts
+/// for one file of `4 n` documents are at most about four times those for `n`. On the loader
+/// of issue 41 the identity comparisons and the bytes scanned for template lines grew with the
+/// square of the documents.
+#[cfg(test)]
+mod linear {
+    use super::super::work::{Work, measure};
+    use super::*;
+
+    /// One file of `n` ConfigMaps, every 50th repeating the one before it (a `repeated-document`
+    /// error, as the CVO refuses), each with a template action on its last line: a CVO field
+    /// when the file is `templated`, a Prometheus one otherwise.
+    fn file(n: usize, templated: bool) -> (SourceFile, Vec<u8>) {
+        let action = if templated {
+            "{{.ReleaseImage}}"
+        } else {
+            "{{ $labels.instance }}"
+        };
+        let mut text = String::new();
+        for i in 0..n {
+            let name = if i % 50 == 49 { i - 1 } else { i };
+            text.push_str(&format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{name}\n  namespace: ns\ndata:\n  k: v{i}\n  image: \"{action}\"\n"
+            ));
+        }
+        let name = "0000_10_big_configmaps.yaml".to_owned();
+        let file = SourceFile {
+            path: PathBuf::from("/release").join(&name),
+            name,
+            templated,
+        };
+        (file, text.into_bytes())
+    }
+
+    fn load_one(n: usize, templated: bool) -> (Vec<Manifest>, Vec<Diagnostic>, Work) {
+        let (file, bytes) = file(n, templated);
+        let values = TemplateValues {
+            release_image: Some("quay.io/r@sha256:1".into()),
+            ..TemplateValues::default()
+        };
+        let ((manifests, diagnostics, _), work) = measure(|| parse_file(&file, Ok(bytes), &values));
+        (manifests, diagnostics, work)
+    }
+
+    #[test]
+    fn a_files_work_per_document_does_not_grow_with_the_file() {
+        const N: usize = 500;
+        for templated in [false, true] {
+            let (small_manifests, small_diagnostics, small) = load_one(N, templated);
+            let (manifests, diagnostics, large) = load_one(4 * N, templated);
+            assert_eq!(
+                (small_manifests.len(), manifests.len()),
+                (N, 4 * N),
+                "templated: {templated}"
+            );
+            let repeated =
+                |d: &[Diagnostic]| d.iter().filter(|d| d.rule == "repeated-document").count();
+            assert_eq!(repeated(&small_diagnostics), N / 50);
+            assert_eq!(repeated(&diagnostics), 4 * N / 50, "{diagnostics:?}");
+            if !templated {
+                assert!(
+                    diagnostics.iter().all(|d| d.rule != "unrendered-template"),
+                    "a Prometheus action is data"
+                );
+            }
+            // Linear: four times the documents, at most ~4× the work (a little slack for the
+            // longer names). Quadratic would be ~16×.
+            assert!(
+                large.bytes <= 4 * small.bytes + small.bytes / 4,
+                "templated: {templated}: {small:?} for {N} documents, {large:?} for {}",
+                4 * N
+            );
+            // A hash lookup a document: one comparison for each repeated one, and one for
+            // about every tenth where two hashes share their tag. A scan would be n²/2.
+            assert!(
+                large.comparisons <= (4 * N / 2) as u64,
+                "templated: {templated}: {large:?}"
+            );
+            let size = manifests.len() as u64 * 120;
+            assert!(
+                large.bytes <= 8 * size,
+                "templated: {templated}: {} bytes scanned for about {size} bytes of text",
+                large.bytes
+            );
+        }
+    }
+
+    #[test]
+    fn identities_across_files_are_compared_once_each() {
+        let (manifests, _, _) = load_one(2_000, false);
+        let (diagnostics, work) = measure(|| duplicate_identities(&manifests));
+        assert!(
+            diagnostics.is_empty(),
+            "repeats in one file are reported once, as repeated-document"
+        );
+        assert!(work.comparisons <= 2_000 / 2, "{work:?}");
+    }
+
+    #[test]
+    fn unclosed_template_actions_are_scanned_once() {
+        // A hostile file: every `{{` unclosed. Each was scanned to the end of the file.
+        let text = "{{ a".repeat(20_000);
+        let (found, work) = measure(|| mentions_cvo_fields(&text));
+        assert_eq!(found, None);
+        assert!(work.bytes <= 2 * text.len() as u64, "{work:?}");
+        let (found, work) = measure(|| mentions_cvo_fields(&"{{ a }}\n".repeat(20_000)));
+        assert_eq!(found, None);
+        assert!(work.bytes <= 2 * 8 * 20_000, "{work:?}");
     }
 }

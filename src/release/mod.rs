@@ -26,6 +26,7 @@ mod read;
 mod repair;
 mod template;
 pub mod typed;
+mod work;
 mod yaml;
 
 use std::path::PathBuf;

@@ -6,6 +6,7 @@
 //! (Prometheus rules, dashboards), and [`mentions_cvo_fields`] lets the loader warn about a
 //! file that looks like an unrendered CVO template.
 
+use super::lines::{LineCursor, line_of};
 use crate::diagnostic::excerpt;
 use std::collections::BTreeMap;
 
@@ -30,9 +31,10 @@ pub struct TemplateError {
 /// Renders every `{{ … }}` action of `text`.
 pub fn render(text: &str, values: &TemplateValues) -> Result<String, TemplateError> {
     let mut out = String::with_capacity(text.len());
+    let mut lines = LineCursor::new(text.as_bytes());
     let mut rest = text;
     while let Some(start) = rest.find("{{") {
-        let line = line_of(text, text.len() - rest.len() + start);
+        let line = lines.line_at(text.len() - rest.len() + start);
         let (before, after_open) = (&rest[..start], &rest[start + 2..]);
         let end = find_close(after_open).ok_or_else(|| TemplateError {
             line,
@@ -71,12 +73,18 @@ pub fn render(text: &str, values: &TemplateValues) -> Result<String, TemplateErr
 }
 
 /// Line of the first CVO template field in `text`, for files that are not rendered.
+///
+/// The actions are read as [`render`] (and Go's template lexer) reads them: from the start,
+/// each from its `{{` to its `}}`, the next one after it. A `{{` inside an action is part of
+/// that action, and one that is never closed ends the search (rendered, the file would fail
+/// there). So each byte is scanned once, whatever the file holds.
 pub fn mentions_cvo_fields(text: &str) -> Option<usize> {
     let mut rest = text;
     let mut offset = 0;
     while let Some(start) = rest.find("{{") {
         let after = &rest[start + 2..];
-        let action = &after[..find_close(after).unwrap_or(after.len())];
+        let close = find_close(after)?;
+        let action = &after[..close];
         let words: Vec<&str> = action.trim_matches(['-', ' ']).split_whitespace().collect();
         let literal = action.trim_matches(['-', ' ']);
         let cvo = matches!(words.as_slice(), [".ReleaseImage"] | [".ClusterProfile"])
@@ -86,19 +94,21 @@ pub fn mentions_cvo_fields(text: &str) -> Option<usize> {
         if cvo {
             return Some(line_of(text, offset + start));
         }
-        offset += start + 2;
-        rest = after;
+        offset += start + 2 + close + 2;
+        rest = &after[close + 2..];
     }
     None
-}
-
-fn line_of(text: &str, byte: usize) -> usize {
-    super::lines::line_of(text, byte)
 }
 
 /// Position of the `}}` closing an action, skipping string literals.
 fn find_close(s: &str) -> Option<usize> {
     let bytes = s.as_bytes();
+    let close = find_close_bytes(bytes);
+    super::work::scanned(close.map_or(bytes.len(), |i| i + 2));
+    close
+}
+
+fn find_close_bytes(bytes: &[u8]) -> Option<usize> {
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {

@@ -243,6 +243,7 @@ fn locate_yaml_error(
 }
 
 fn parse_segment(text: &str) -> Result<Option<Spanned>, serde_saphyr::Error> {
+    super::work::scanned(text.len());
     let options = serde_saphyr::options! {
         legacy_octal_numbers: true,
         with_snippet: false,
