@@ -49,7 +49,7 @@ pub use load::{
     CONFIG_FILE, DEFAULT_CLUSTER_PROFILE, LoadError, LoadOptions, ProfileChoice, ReadRelease,
     is_config_file, load, load_selected, read, version_hash,
 };
-pub use locate::field_line;
+pub use locate::FieldLines;
 pub use metadata::{MetadataError, ReleaseMetadata};
 pub use read::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_RELEASE_BYTES, Limits};
 
@@ -275,7 +275,7 @@ impl Release {
     /// root instead of under it: for a release read from an OCI artifact, whose root is a
     /// temporary extraction directory that means nothing once the command ends (the artifact's
     /// digest is what names it). Call it once nothing reads the files again: validation does
-    /// ([`crate::release::field_line`]).
+    /// ([`crate::release::FieldLines`]).
     pub fn name_files_relative_to_root(&mut self) {
         let root = self.root.clone();
         let relative = |file: &mut PathBuf| {

@@ -8,13 +8,14 @@
 
 use crate::diagnostic::Diagnostic;
 use crate::release::typed::round_trip;
-use crate::release::{DeleteIntent, Release, field_line};
+use crate::release::{DeleteIntent, FieldLines, Release};
 
 use super::finding;
 use super::rules::{DROPPED_FIELD, SCHEMA_MISMATCH};
 
 pub fn check(release: &Release) -> Vec<Diagnostic> {
     let mut out = Vec::new();
+    let lines = FieldLines::default();
     // Delete manifests are never sent, and a manifest with an invalid delete annotation is
     // refused whole (`invalid-delete-value`).
     let applied = release
@@ -57,7 +58,7 @@ pub fn check(release: &Release) -> Vec<Diagnostic> {
                 };
                 let mut d = finding(SCHEMA_MISMATCH, m, e.to_string(), help);
                 // Point at the field itself, not at the start of the document.
-                if let Some(line) = e.path.as_deref().and_then(|p| field_line(m, p)) {
+                if let Some(line) = e.path.as_deref().and_then(|p| lines.line(m, p)) {
                     d.location.line = Some(line);
                 }
                 out.push(d);

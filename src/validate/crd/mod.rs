@@ -30,7 +30,7 @@ use super::levels::{Level, RuleLevels};
 use super::rules::*;
 use super::suppression::Usage;
 use crate::diagnostic::{Diagnostic, Severity, excerpt};
-use crate::release::{DeleteIntent, Manifest, Release, field_line};
+use crate::release::{DeleteIntent, FieldLines, Manifest, Release};
 use schema_diff::Change;
 
 /// The cluster's CRDs (`cvo validate --live`), by name: the versions `status.storedVersions`
@@ -106,6 +106,7 @@ pub fn check(
         (None, None) => HashMap::new(),
     };
     let mut out = Vec::new();
+    let lines = FieldLines::default();
     for new in release.manifests.iter().filter_map(Crd::of) {
         let old = before.get(new.name());
         let (stored_list, source): (Vec<String>, String) = match (live, old) {
@@ -147,13 +148,13 @@ pub fn check(
         out.extend(
             changes
                 .into_iter()
-                .map(|c| diagnostic(&new, old.map(|(c, o)| (c, *o)), c)),
+                .map(|c| diagnostic(&lines, &new, old.map(|(c, o)| (c, *o)), c)),
         );
     }
     out
 }
 
-fn diagnostic(new: &Crd, old: Option<(&Crd, Origin)>, c: Change) -> Diagnostic {
+fn diagnostic(lines: &FieldLines, new: &Crd, old: Option<(&Crd, Origin)>, c: Change) -> Diagnostic {
     let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(absent)".into());
     let mut message = format!(
         "{}: {} (before: {}; now: {})",
@@ -165,7 +166,7 @@ fn diagnostic(new: &Crd, old: Option<(&Crd, Origin)>, c: Change) -> Diagnostic {
     match old {
         Some((old, Origin::Previous)) => {
             let mut at = old.manifest.location.clone();
-            at.line = line_of(old.manifest, &c.path).or(at.line);
+            at.line = line_of(lines, old.manifest, &c.path).or(at.line);
             message.push_str(&format!("; previous release: {at}"));
         }
         Some((_, Origin::Cluster)) => message.push_str("; compared with the CRD on the cluster"),
@@ -175,7 +176,7 @@ fn diagnostic(new: &Crd, old: Option<(&Crd, Origin)>, c: Change) -> Diagnostic {
         .map(|r| r.help)
         .unwrap_or_default();
     let mut d = finding(c.rule, new.manifest, message, help);
-    if let Some(line) = line_of(new.manifest, &c.path) {
+    if let Some(line) = line_of(lines, new.manifest, &c.path) {
         d.location.line = Some(line);
     }
     d
@@ -228,6 +229,7 @@ pub fn allow(
 ) -> Vec<Diagnostic> {
     let mut out = diagnostics;
     let mut problems = Vec::new();
+    let lines = FieldLines::default();
     for crd in release.manifests.iter().filter_map(Crd::of) {
         let Some(list) = crd.manifest.annotation(ALLOW_ANNOTATION) else {
             continue;
@@ -235,7 +237,9 @@ pub fn allow(
         // Problems of the annotation point at the annotations, not at the document's start.
         let problem = |rule, message: String, help: String| {
             let mut d = finding(rule, crd.manifest, message, help);
-            d.location.line = field_line(crd.manifest, "metadata.annotations").or(d.location.line);
+            d.location.line = lines
+                .line(crd.manifest, "metadata.annotations")
+                .or(d.location.line);
             d
         };
         let mut allowed: Vec<&'static str> = Vec::new();
@@ -301,9 +305,9 @@ pub fn allow(
 /// The line of `path` (`.spec.versions[NAME].schema…`, `.spec.scope`) in the new CRD's
 /// manifest: a version is found by its name among `spec.versions`; for one the new CRD no
 /// longer has, the line of `spec.versions`.
-fn line_of(manifest: &Manifest, path: &str) -> Option<usize> {
+fn line_of(lines: &FieldLines, manifest: &Manifest, path: &str) -> Option<usize> {
     let Some(rest) = path.strip_prefix(".spec.versions[") else {
-        return field_line(manifest, path);
+        return lines.line(manifest, path);
     };
     let (name, tail) = rest.split_once(']')?;
     let index = manifest
@@ -315,8 +319,8 @@ fn line_of(manifest: &Manifest, path: &str) -> Option<usize> {
                 .position(|v| v.get("name").and_then(Value::as_str) == Some(name))
         });
     match index {
-        Some(i) => field_line(manifest, &format!("spec.versions[{i}]{tail}")),
-        None => field_line(manifest, "spec.versions"),
+        Some(i) => lines.line(manifest, &format!("spec.versions[{i}]{tail}")),
+        None => lines.line(manifest, "spec.versions"),
     }
 }
 
