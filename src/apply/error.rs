@@ -98,14 +98,18 @@ pub const IMMUTABLE_HINT: &str = "; the field is immutable: the object must be d
 
 impl ManifestError {
     /// True when trying the same manifest again cannot help: the release itself is wrong
-    /// (bad annotation values, a body the type rejects) or the server refused the content
-    /// (400, 422). Everything else — a kind or namespace not there yet, 403/404 while
-    /// something is being set up, a deletion still running, transient errors — may clear, so
-    /// an install retries it in its next round.
+    /// (bad annotation values, a body the type rejects), the server refused the content
+    /// (400, 422), or a synchronous deletion already waited its whole timeout (another round
+    /// would wait the same timeout on the same finalizer: the install ends as an update does,
+    /// the manifest failed once and Upgradeable=False). Everything else — a kind or namespace
+    /// not there yet, 403/404 while something is being set up, an object still being deleted
+    /// by someone else, transient errors — may clear, so an install retries it in its next
+    /// round.
     pub fn is_permanent(&self) -> bool {
         match self {
             ManifestError::InvalidDeleteAnnotation(_)
             | ManifestError::InvalidStrategy { .. }
+            | ManifestError::DeletionTimeout { .. }
             | ManifestError::Decode(_) => true,
             ManifestError::Unhealthy(f) => {
                 f.reason == crate::health::Reason::ClusterOperatorNoVersions

@@ -128,17 +128,34 @@ async fn a_timed_out_synchronous_deletion_is_not_upgradeable() {
     let mut opts = options();
     opts.apply.strategy = Strategy::Synchronous;
     opts.apply.deletion_timeout = Duration::from_secs(1);
-    let out = run(tc.client.clone(), &rel, &opts).await;
-    let report = out.report.as_ref().expect("pass");
-    assert_eq!(report.results[0].action, Action::Failed, "{report:?}");
-    let up = upgradeable(&out);
-    assert_eq!(up.status, ConditionStatus::False, "{up:?}");
-    assert!(
-        up.message.contains(&format!("ConfigMap {ns}/held")),
-        "{}",
-        up.message
-    );
-    assert_eq!(out.exit_code(), 1);
+    // On an installed cluster and during an install alike: the manifest fails once (an
+    // install does not wait the same timeout again each round until --install-timeout).
+    let install = SyncOptions {
+        mode: Some(Mode::Initializing),
+        install_timeout: Duration::from_secs(600),
+        ..opts.clone()
+    };
+    for opts in [opts, install] {
+        let out = run(tc.client.clone(), &rel, &opts).await;
+        let report = out.report.as_ref().expect("pass");
+        assert_eq!(report.results[0].action, Action::Failed, "{report:?}");
+        assert!(
+            report.results[0]
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("deletion did not finish within")),
+            "{report:?}"
+        );
+        assert_eq!(out.rounds(), 1, "{:?}", opts.mode);
+        let up = upgradeable(&out);
+        assert_eq!(up.status, ConditionStatus::False, "{up:?}");
+        assert!(
+            up.message.contains(&format!("ConfigMap {ns}/held")),
+            "{}",
+            up.message
+        );
+        assert_eq!(out.exit_code(), 1);
+    }
 }
 
 #[tokio::test]
