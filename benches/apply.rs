@@ -218,7 +218,7 @@ async fn plain(client: &kube::Client, release: &Release, parallelism: usize) -> 
                     .ok()?;
                 let api = cluster.api(&resolved, m.id.namespace.as_deref());
                 let params = kube::api::PatchParams::apply("plain-ssa").force();
-                api.patch(&m.id.name, &params, &kube::api::Patch::Apply(&m.object))
+                api.patch(&m.id.name, &params, &kube::api::Patch::Apply(&*m.object))
                     .await
                     .ok()
             }

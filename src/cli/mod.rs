@@ -563,12 +563,13 @@ impl ReleaseArgs {
         &self,
         console: Console,
     ) -> Result<Vec<(Option<String>, Release)>, CliError> {
-        let profiles = self.read_each_profile(console)?;
-        let read = &profiles.read;
-        profiles
-            .selections
-            .iter()
-            .map(|p| Ok((p.clone(), self.select(read, p.as_deref())?)))
+        let EachProfile { read, selections } = self.read_each_profile(console)?;
+        let filters = selections.iter().map(|p| self.filters_in(p)).collect();
+        let releases = read.into_selections(filters);
+        selections
+            .into_iter()
+            .zip(releases)
+            .map(|(p, release)| Ok((p, self.gated(release)?)))
             .collect()
     }
 
@@ -602,7 +603,18 @@ impl ReleaseArgs {
         read: &crate::release::ReadRelease,
         profile: Option<&str>,
     ) -> Result<Release, CliError> {
-        let mut release = read.select(&self.options_in(profile).filters);
+        self.gated(read.select(&self.options_in(profile).filters))
+    }
+
+    /// The filters of these flags in `profile`, for [`ReadRelease::into_selections`].
+    ///
+    /// [`ReadRelease::into_selections`]: crate::release::ReadRelease::into_selections
+    pub(crate) fn filters_in(&self, profile: &Option<String>) -> crate::release::Filters {
+        self.options_in(profile.as_deref()).filters
+    }
+
+    /// A selected release with how it was verified and the feature gates applied.
+    pub(crate) fn gated(&self, mut release: Release) -> Result<Release, CliError> {
         release.verification = self.verification();
         self.apply_gates(&mut release)?;
         Ok(release)

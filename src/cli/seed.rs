@@ -35,8 +35,7 @@ pub async fn previous_state(cluster: &Cluster, release: &Release, parallelism: u
     for m in &mut previous.manifests {
         if m.is_delete() {
             m.intent = crate::release::DeleteIntent::Apply;
-            if let Some(a) = m
-                .object
+            if let Some(a) = std::sync::Arc::make_mut(&mut m.object)
                 .pointer_mut("/metadata/annotations")
                 .and_then(|a| a.as_object_mut())
             {

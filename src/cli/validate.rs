@@ -228,7 +228,7 @@ fn check(
     console: Console,
 ) -> Result<(Vec<Diagnostic>, Vec<LeftOut>), CliError> {
     // Each release is read and parsed once; every profile is a selection of it.
-    let each = release.read_each_profile(console)?;
+    let super::EachProfile { read, selections } = release.read_each_profile(console)?;
     let previous = match previous {
         Some(dir) => Some(
             crate::release::read(dir, &release.options_in(release.profile.as_deref()))
@@ -236,18 +236,18 @@ fn check(
         ),
         None => None,
     };
-    let mut runs = Vec::with_capacity(each.selections.len());
-    let mut left_out = Vec::with_capacity(each.selections.len());
-    let mut usages = Vec::with_capacity(each.selections.len());
-    for profile in &each.selections {
-        let loaded = release.select(&each.read, profile.as_deref())?;
+    let mut runs = Vec::with_capacity(selections.len());
+    let mut left_out = Vec::with_capacity(selections.len());
+    let mut usages = Vec::with_capacity(selections.len());
+    let filters: Vec<_> = selections.iter().map(|p| release.filters_in(p)).collect();
+    let mut previous = previous.map(|p| p.into_selections(filters.clone()));
+    for (profile, loaded) in selections.iter().zip(read.into_selections(filters)) {
+        let loaded = release.gated(loaded)?;
+        let previous = previous.as_mut().and_then(Iterator::next);
         left_out.push(LeftOut::with_default_capabilities(
             &loaded,
             profile.as_deref(),
         ));
-        let previous = previous
-            .as_ref()
-            .map(|p| p.select(&release.options_in(profile.as_deref()).filters));
         let found = validate::validate_with_live(&loaded, previous.as_ref(), live);
         let (found, usage) =
             validate::report_at_levels(&loaded, found, levels, (previous.as_ref(), live));

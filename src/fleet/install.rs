@@ -51,7 +51,7 @@ pub fn objects(release: &Release, image: &str) -> Result<Vec<Value>, String> {
                 && m.id.kind != "ClusterVersion"
         })
         .map(|m| {
-            let mut object = m.object.clone();
+            let mut object = (*m.object).clone();
             if is_operator_deployment(m) {
                 set_operator_image(&mut object, image);
             }

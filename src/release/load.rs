@@ -133,7 +133,7 @@ pub fn load_selected(
         return Err(why);
     }
     if options.filters.profile.is_some() || used.profiles.is_empty() {
-        return Ok((read.into_release(&options.filters), ProfileChoice::AsGiven));
+        return Ok((read.into_selected(&options.filters), ProfileChoice::AsGiven));
     }
     if !used.profiles.contains(DEFAULT_CLUSTER_PROFILE) {
         return Err(format!(
@@ -145,7 +145,7 @@ pub fn load_selected(
     let mut in_default = options.filters.clone();
     in_default.profile = Some(DEFAULT_CLUSTER_PROFILE.to_owned());
     Ok((
-        read.into_release(&in_default),
+        read.into_selected(&in_default),
         ProfileChoice::Default {
             profiles: used.profiles.into_iter().collect(),
         },
@@ -162,7 +162,7 @@ pub fn load_selected(
 /// [`Release`] instead.
 pub fn load(root: &Path, options: &LoadOptions) -> Result<Release, LoadError> {
     let filters = options.filters.clone();
-    Ok(read(root, options)?.into_release(&filters))
+    Ok(read(root, options)?.into_selected(&filters))
 }
 
 /// A release read and parsed once, not yet filtered: [`ReadRelease::select`] makes the
@@ -311,19 +311,14 @@ impl ReadRelease {
     /// The release as `filters` select it, as [`load`] with these filters would return it.
     pub fn select(&self, filters: &Filters) -> Release {
         let values = self.values_for(filters);
-        let session = self.cache.as_ref().map(Session::new);
-        let per_file = self.files.iter().zip(&self.per_file).map(|(file, read)| {
-            if file.templated && values.cluster_profile != self.values.cluster_profile {
-                let again = load_file(file, &values, self.limits, session.as_ref());
-                (again.manifests, again.diagnostics)
-            } else {
-                (read.manifests.clone(), read.diagnostics.clone())
-            }
-        });
-        let per_file: Vec<_> = per_file.collect();
-        if let Some(session) = session {
-            session.finish();
-        }
+        let per_file = self
+            .rendered_again(&values)
+            .into_iter()
+            .zip(&self.per_file)
+            .map(|(again, read)| {
+                again.unwrap_or_else(|| (read.manifests.clone(), read.diagnostics.clone()))
+            })
+            .collect();
         assemble(
             &self.root,
             &values,
@@ -336,16 +331,19 @@ impl ReadRelease {
         )
     }
 
-    /// [`ReadRelease::select`] for the options the release was read with, without copying.
-    fn into_release(self, filters: &Filters) -> Release {
+    /// [`ReadRelease::select`], consuming the read release: its manifests are moved, not
+    /// copied (for the last or only selection of a release).
+    pub fn into_selected(self, filters: &Filters) -> Release {
+        let values = self.values_for(filters);
         let per_file = self
-            .per_file
+            .rendered_again(&values)
             .into_iter()
-            .map(|f| (f.manifests, f.diagnostics))
+            .zip(self.per_file)
+            .map(|(again, read)| again.unwrap_or((read.manifests, read.diagnostics)))
             .collect();
         assemble(
             &self.root,
-            &self.values,
+            &values,
             self.diagnostics,
             self.metadata,
             self.catalogue,
@@ -353,6 +351,53 @@ impl ReadRelease {
             per_file,
             filters,
         )
+    }
+
+    /// [`ReadRelease::select`] for each of `filters` in turn, the last moving the manifests
+    /// instead of copying them: one copy of the release fewer at the peak, and no copy at all
+    /// for a release selected once.
+    pub fn into_selections(self, filters: Vec<Filters>) -> impl Iterator<Item = Release> {
+        let mut read = Some(self);
+        let last = filters.len().saturating_sub(1);
+        filters
+            .into_iter()
+            .enumerate()
+            .filter_map(move |(i, filters)| match (i == last, read.take()) {
+                (true, Some(r)) => Some(r.into_selected(&filters)),
+                (false, Some(r)) => {
+                    let release = r.select(&filters);
+                    read = Some(r);
+                    Some(release)
+                }
+                (_, None) => None,
+            })
+    }
+
+    /// For each file, its manifests and diagnostics read again when `values` render it
+    /// differently (a payload's templated file, in another profile); `None` for the rest,
+    /// which are as they were read.
+    #[allow(clippy::type_complexity)]
+    fn rendered_again(
+        &self,
+        values: &TemplateValues,
+    ) -> Vec<Option<(Vec<Manifest>, Vec<Diagnostic>)>> {
+        let session = self.cache.as_ref().map(Session::new);
+        let again = self
+            .files
+            .iter()
+            .map(|file| {
+                (file.templated && values.cluster_profile != self.values.cluster_profile).then(
+                    || {
+                        let again = load_file(file, values, self.limits, session.as_ref());
+                        (again.manifests, again.diagnostics)
+                    },
+                )
+            })
+            .collect();
+        if let Some(session) = session {
+            session.finish();
+        }
+        again
     }
 
     /// The template values for `filters`' profile.
@@ -381,7 +426,7 @@ fn assemble(
     filters: &Filters,
 ) -> Release {
     let release_major = metadata.as_ref().map(|m| m.version.major);
-    let mut manifests = Vec::new();
+    let mut manifests = Vec::with_capacity(per_file.iter().map(|(m, _)| m.len()).sum());
     let mut excluded = Vec::new();
     for (file_manifests, file_diagnostics) in per_file {
         diagnostics.extend(file_diagnostics);
@@ -1072,7 +1117,7 @@ fn to_manifest(
             .and_then(Value::as_str)
             .map(super::capability::split_annotation)
             .unwrap_or_default(),
-        object: doc.value,
+        object: doc.value.into(),
     })
 }
 

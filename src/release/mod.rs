@@ -73,7 +73,15 @@ pub struct Manifest {
     /// empty when the annotation is absent or empty).
     pub capabilities: Vec<String>,
     /// The object as it will be sent (CVO templates rendered for `manifests/`).
-    pub object: serde_json::Value,
+    #[serde(serialize_with = "serialize_shared")]
+    pub object: std::sync::Arc<serde_json::Value>,
+}
+
+fn serialize_shared<S: serde::Serializer>(
+    object: &std::sync::Arc<serde_json::Value>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&**object, s)
 }
 
 impl Manifest {
@@ -245,19 +253,35 @@ impl Release {
     /// order of the rest: for a reader that knows the gates once the release is loaded
     /// (`--feature-gates`, `--feature-gates-file` read for the release's version).
     pub fn leave_out_by_feature_gates(&mut self, enabled: &feature_gate::EnabledGates) {
-        let (kept, left): (Vec<_>, Vec<_>) = std::mem::take(&mut self.manifests)
-            .into_iter()
-            .map(|m| (feature_gate::feature_gate_exclusion(enabled, &m), m))
-            .partition(|(why, _)| why.is_none());
-        self.manifests = kept.into_iter().map(|(_, m)| m).collect();
-        self.excluded
-            .extend(left.into_iter().filter_map(|(why, manifest)| {
-                Some(Excluded {
+        let reasons: Vec<Option<String>> = self
+            .manifests
+            .iter()
+            .map(|m| feature_gate::feature_gate_exclusion(enabled, m))
+            .collect();
+        if reasons.iter().all(Option::is_none) {
+            return;
+        }
+        let mut reasons = reasons.into_iter();
+        let mut why_left = Vec::new();
+        let left: Vec<Manifest> = self
+            .manifests
+            .extract_if(.., |_| match reasons.next().flatten() {
+                Some(why) => {
+                    why_left.push(why);
+                    true
+                }
+                None => false,
+            })
+            .collect();
+        self.excluded.extend(
+            left.into_iter()
+                .zip(why_left)
+                .map(|(manifest, reason)| Excluded {
                     manifest,
                     by: ExcludedBy::FeatureGate,
-                    reason: why?,
-                })
-            }));
+                    reason,
+                }),
+        );
     }
 
     pub fn version(&self) -> Option<&semver::Version> {

@@ -289,7 +289,25 @@ fn parse_segment_keeping_last(
 
 /// A mapping key with the line it is written on, when the reader knows it (0 otherwise).
 trait KeyWithLine {
+    /// Whether a key written twice is looked for: not where the parser already refused it.
+    const REPEATS: bool = true;
     fn into_parts(self) -> (String, usize);
+}
+
+/// A key of a mapping the strict parse read: no key is written twice there.
+struct Unique(String);
+
+impl<'de> de::Deserialize<'de> for Unique {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Unique)
+    }
+}
+
+impl KeyWithLine for Unique {
+    const REPEATS: bool = false;
+    fn into_parts(self) -> (String, usize) {
+        (self.0, 0)
+    }
 }
 
 impl KeyWithLine for String {
@@ -305,7 +323,9 @@ impl KeyWithLine for serde_saphyr::Spanned<String> {
     }
 }
 
-/// A value read with the last of a repeated mapping key winning, and the repeated keys.
+/// A value read with the last of a repeated mapping key winning, and the repeated keys. Its
+/// mappings hold exactly their entries: serde_json's own reader grows each as an `IndexMap`
+/// grows, to up to twice the room it needs (a small manifest's value took 1.6 KB, 1.0 KB so).
 struct Kept<K> {
     value: Value,
     duplicates: Vec<RawDuplicate>,
@@ -345,6 +365,18 @@ impl<'de, K: KeyWithLine + de::Deserialize<'de>> Visitor<'de> for KeptVisitor<K>
     fn visit_u64<E>(self, v: u64) -> Result<Kept<K>, E> {
         Ok(Kept::plain(v.into()))
     }
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Kept<K>, E> {
+        <serde_json::Number as de::Deserialize>::deserialize(de::value::I128Deserializer::<E>::new(
+            v,
+        ))
+        .map(|n| Kept::plain(Value::Number(n)))
+    }
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Kept<K>, E> {
+        <serde_json::Number as de::Deserialize>::deserialize(de::value::U128Deserializer::<E>::new(
+            v,
+        ))
+        .map(|n| Kept::plain(Value::Number(n)))
+    }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Kept<K>, E> {
         serde_json::Number::from_f64(v)
             .map(|n| Kept::plain(Value::Number(n)))
@@ -378,21 +410,26 @@ impl<'de, K: KeyWithLine + de::Deserialize<'de>> Visitor<'de> for KeptVisitor<K>
         })
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Kept<K>, A::Error> {
-        let mut object = Map::new();
+        let mut entries = Vec::new();
         let mut lines: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         let mut duplicates = Vec::new();
         while let Some(key) = map.next_key::<K>()? {
             let (key, line) = key.into_parts();
             let value = map.next_value::<Kept<K>>()?;
             duplicates.extend(value.duplicates);
-            match lines.get(&key) {
-                Some(first) => duplicates.push((key.clone(), *first, line)),
-                None => {
-                    lines.insert(key.clone(), line);
+            if K::REPEATS {
+                match lines.get(&key) {
+                    Some(first) => duplicates.push((key.clone(), *first, line)),
+                    None => {
+                        lines.insert(key.clone(), line);
+                    }
                 }
             }
-            object.insert(key, value.value);
+            entries.push((key, value.value));
         }
+        // A key written twice keeps its first place and its last value.
+        let mut object = Map::with_capacity(entries.len());
+        object.extend(entries);
         Ok(Kept {
             duplicates,
             ..Kept::plain(Value::Object(object))
@@ -412,21 +449,26 @@ fn is_underindented_quoted(err: &serde_saphyr::Error) -> bool {
 
 /// The lines of a JSON document's repeated keys (the JSON reader knows none): JSON is YAML, so
 /// the YAML reader's lines, when it reads the text; else the keys without lines.
-fn json_duplicate_lines(text: &str, duplicates: Vec<RawDuplicate>) -> Vec<DuplicateKey> {
+fn json_duplicate_lines(
+    document: &str,
+    line: usize,
+    duplicates: Vec<RawDuplicate>,
+) -> Vec<DuplicateKey> {
     if duplicates.is_empty() {
         return Vec::new();
     }
-    let from_yaml = parse_segment_keeping_last(text)
+    let from_yaml = parse_segment_keeping_last(document)
         .ok()
         .flatten()
         .map(|(_, d)| d)
         .filter(|d| d.len() == duplicates.len());
-    let editor = lines::ParserLines::new(text);
-    let editor_line = |line: usize| {
-        if line == 0 {
+    let editor = lines::ParserLines::new(document);
+    // The document's own lines, counted on from the file's line where it starts.
+    let in_file = |own: usize| {
+        if own == 0 {
             0
         } else {
-            editor.editor_line(line)
+            line + editor.editor_line(own) - 1
         }
     };
     from_yaml
@@ -434,8 +476,8 @@ fn json_duplicate_lines(text: &str, duplicates: Vec<RawDuplicate>) -> Vec<Duplic
         .into_iter()
         .map(|(key, first_line, line)| DuplicateKey {
             key,
-            first_line: editor_line(first_line),
-            line: editor_line(line),
+            first_line: in_file(first_line),
+            line: in_file(line),
         })
         .collect()
 }
@@ -449,6 +491,7 @@ pub fn parse_json(text: &str) -> Parsed {
     // editor's (a lone CR elsewhere is white space inside a line).
     let text = &*lines::normalize(text);
     let mut parsed = Parsed::default();
+    let mut lines = lines::LineCursor::new(text.as_bytes());
     let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Kept<String>>();
     let (mut from, mut index) = (0, 0);
     while let Some(item) = stream.next() {
@@ -462,14 +505,12 @@ pub fn parse_json(text: &str) -> Parsed {
             }) => {
                 let slice = &text[from..to];
                 let start = from + (slice.len() - slice.trim_start().len());
-                let line = text[..start].matches('\n').count() + 1;
-                // The document alone, on its own lines, for the duplicates' lines.
-                let own = format!("{}{}", "\n".repeat(line - 1), &text[start..to]);
+                let line = lines.line_at(start);
                 parsed.documents.push(Document {
                     index,
                     line,
                     value,
-                    duplicate_keys: json_duplicate_lines(&own, duplicates),
+                    duplicate_keys: json_duplicate_lines(&text[start..to], line, duplicates),
                 });
             }
             Err(err) => {
@@ -766,10 +807,10 @@ struct Spanned {
 
 impl<'de> de::Deserialize<'de> for Spanned {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = serde_saphyr::Spanned::<Value>::deserialize(d)?;
+        let s = serde_saphyr::Spanned::<Kept<Unique>>::deserialize(d)?;
         Ok(Spanned {
             line: s.referenced.line() as usize,
-            value: s.value,
+            value: s.value.value,
         })
     }
 }
@@ -787,6 +828,27 @@ mod tests {
             .into_iter()
             .map(|d| (d.index, d.line, d.value))
             .collect()
+    }
+
+    /// The documents' own reader ([`Kept`], mappings of exact size) gives the values
+    /// serde_json's reader gives, on every kind of node and number.
+    #[test]
+    fn values_are_those_of_serde_jsons_reader() {
+        let text = "a: 1\nb: -2\nc: 1.5\nd: 99999999999999999999\ne: -9999999999999999999\nf: 0644\ng: 0x1F\nh: true\ni: ~\nj: \"s\"\nk: [1, [2, {x: y}], {}]\nl: &anchor {p: 1, q: [a]}\nm: *anchor\nn:\n  <<: *anchor\n  r: 2\no: |\n  block\n  text\n'p q': 1e3\n\"7\": 7\n";
+        let options = || {
+            serde_saphyr::options! {
+                legacy_octal_numbers: true,
+                with_snippet: false,
+            }
+        };
+        let ours = parse_segment(text).unwrap().unwrap().value;
+        let theirs: Value = serde_saphyr::from_str_with_options(text, options()).unwrap();
+        assert_eq!(ours, theirs);
+        assert_eq!(
+            ours.as_object().unwrap().keys().collect::<Vec<_>>(),
+            theirs.as_object().unwrap().keys().collect::<Vec<_>>(),
+            "same key order"
+        );
     }
 
     #[test]

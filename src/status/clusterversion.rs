@@ -294,7 +294,7 @@ pub fn shipped(release: &crate::release::Release) -> Option<&crate::release::Man
 
 /// The ClusterVersion `release` ships, as an object (its spec is what an install asks for).
 pub fn shipped_object(release: &crate::release::Release) -> Option<DynamicObject> {
-    shipped(release).and_then(|m| serde_json::from_value(m.object.clone()).ok())
+    shipped(release).and_then(|m| serde_json::from_value((*m.object).clone()).ok())
 }
 
 /// `status.capabilities` as openshift/api defines it: sorted lists. What `old` (the status

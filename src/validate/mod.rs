@@ -229,7 +229,7 @@ pub(crate) mod testing {
             intent,
             create_only: false,
             capabilities,
-            object,
+            object: object.into(),
         }
     }
 

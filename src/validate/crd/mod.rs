@@ -63,7 +63,7 @@ impl LiveCrds {
             intent: DeleteIntent::Apply,
             create_only: false,
             capabilities: Vec::new(),
-            object: served::crd(&object),
+            object: served::crd(&object).into(),
         };
         self.0.insert(name, LiveCrd { stored, manifest });
     }
@@ -133,7 +133,7 @@ pub fn check(
             // that form too (unknown keys and omitted zero values gone).
             Some((old, Origin::Cluster)) => {
                 let served = Manifest {
-                    object: served::crd(&new.manifest.object),
+                    object: served::crd(&new.manifest.object).into(),
                     ..new.manifest.clone()
                 };
                 if let Some(served) = Crd::of(&served) {
@@ -586,7 +586,7 @@ pub(crate) mod tests {
             live.insert(
                 "widgets.example.com".into(),
                 stored.iter().map(|s| s.to_string()).collect(),
-                object.object.clone(),
+                (*object.object).clone(),
             );
             live
         };

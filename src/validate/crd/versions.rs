@@ -326,7 +326,8 @@ mod tests {
         let old_m = crd_manifest("", &[("v1", true, true, S)]);
         let new_m = crd_manifest("", &[("v1", true, true, S)]);
         let mut renamed = new_m.clone();
-        renamed.object["spec"]["names"]["kind"] = serde_json::json!("Gadget");
+        std::sync::Arc::make_mut(&mut renamed.object)["spec"]["names"]["kind"] =
+            serde_json::json!("Gadget");
         let (old, new) = (Crd::of(&old_m).unwrap(), Crd::of(&renamed).unwrap());
         let changes = compare(&old, &new, &[]);
         assert_eq!(rules(&changes), [CRD_IMMUTABLE_FIELD_CHANGED]);
