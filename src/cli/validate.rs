@@ -241,6 +241,7 @@ fn check(
     let mut usages = Vec::with_capacity(selections.len());
     let filters: Vec<_> = selections.iter().map(|p| release.filters_in(p)).collect();
     let mut previous = previous.map(|p| p.into_selections(filters.clone()));
+    let mut checked = validate::Checked::default();
     for (profile, loaded) in selections.iter().zip(read.into_selections(filters)) {
         let loaded = release.gated(loaded)?;
         let previous = previous.as_mut().and_then(Iterator::next);
@@ -248,7 +249,7 @@ fn check(
             &loaded,
             profile.as_deref(),
         ));
-        let found = validate::validate_with_live(&loaded, previous.as_ref(), live);
+        let found = validate::validate_with_live(&loaded, previous.as_ref(), live, &mut checked);
         let (found, usage) =
             validate::report_at_levels(&loaded, found, levels, (previous.as_ref(), live));
         usages.push(usage);

@@ -30,13 +30,14 @@ pub use crd::{ALLOW_ANNOTATION, LiveCrds};
 pub use levels::{Level, RuleLevels};
 pub use report::{Format, Summary};
 pub use rules::{RULES, Rule, rule_by_id};
+pub use schema::Checked;
 
 /// Validates `release`; with `previous`, also checks the update from it.
 ///
 /// Returns the loader's diagnostics and every rule finding, sorted by file, line and rule.
 /// Loader diagnostics without advice get their rule's default `help`.
 pub fn validate(release: &Release, previous: Option<&Release>) -> Vec<Diagnostic> {
-    validate_with_live(release, previous, None)
+    validate_with_live(release, previous, None, &mut Checked::default())
 }
 
 /// [`validate`], with the cluster's CRDs (`cvo validate --live`): their `status.storedVersions`
@@ -44,11 +45,13 @@ pub fn validate(release: &Release, previous: Option<&Release>) -> Vec<Diagnostic
 /// the CRDs themselves to compare the release's with.
 ///
 /// Every rule's findings are returned, those of rules off by default too: [`RuleLevels`]
-/// decides what is reported.
+/// decides what is reported. `checked` carries the schema findings from one selection of a
+/// release (a profile) to the next ([`Checked`]).
 pub fn validate_with_live(
     release: &Release,
     previous: Option<&Release>,
     live: Option<&LiveCrds>,
+    checked: &mut Checked,
 ) -> Vec<Diagnostic> {
     let mut out: Vec<Diagnostic> = release.diagnostics.clone();
     for d in &mut out {
@@ -68,7 +71,7 @@ pub fn validate_with_live(
     out.extend(capability::check(release));
     out.extend(extra_fields::check(release));
     out.extend(file_name::check(release));
-    out.extend(schema::check(release));
+    out.extend(schema::check(release, checked));
     if let Some(previous) = previous {
         out.extend(previous::check(release, previous));
         out.extend(capability::check_update(release, previous));
