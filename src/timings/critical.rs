@@ -4,7 +4,11 @@
 //! what it waited on outside cvo, with unbounded parallelism: the fastest any applier that
 //! keeps the CVO's order could be).
 //!
-//! Both work on [`Node`]s indexed as the task graph's nodes; they know nothing of manifests.
+//! The ordered limit is also given for the slots cvo had (`--parallelism`,
+//! [`ordered_limit_in_slots`]): the graph run as the executor runs it, each node costing only
+//! its waits. A pass far above the unbounded limit but near this one was bound by its slots.
+//!
+//! All work on [`Node`]s indexed as the task graph's nodes; they know nothing of manifests.
 
 /// One node of the graph as it ran.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -125,9 +129,115 @@ pub fn ordered_limit(nodes: &[Node]) -> f64 {
     limit
 }
 
+/// The ordered limit with `slots` nodes at most running at once, started as the executor
+/// starts them ([`crate::graph::executor`]): the ready node with the lowest id first, a join
+/// passed at once without a slot. The fastest cvo could be with the slots it had, against
+/// this pass's answers; [`ordered_limit`] is its value for unbounded slots.
+pub fn ordered_limit_in_slots(nodes: &[Node], slots: usize) -> f64 {
+    use std::cmp::Reverse;
+    use std::collections::{BTreeSet, BinaryHeap};
+    let mut waiting: Vec<usize> = nodes.iter().map(|n| n.preds.len()).collect();
+    let mut succs: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        for &p in n.preds.iter().filter(|&&p| p < nodes.len()) {
+            succs[p].push(i);
+        }
+    }
+    let mut ready: BTreeSet<usize> = (0..nodes.len()).filter(|&i| waiting[i] == 0).collect();
+    // By finish time: the bits of a float that is not negative order as the float does.
+    let mut running: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    let (mut now, mut limit) = (0.0_f64, 0.0_f64);
+    loop {
+        // Start what may start: joins pass at once (their successors may become ready).
+        while let Some(&i) = ready.first() {
+            if !nodes[i].join && running.len() >= slots.max(1) {
+                break;
+            }
+            ready.pop_first();
+            if nodes[i].join {
+                release(&succs[i], &mut waiting, &mut ready);
+            } else {
+                running.push(Reverse(((now + nodes[i].cost.max(0.0)).to_bits(), i)));
+            }
+        }
+        let Some(Reverse((end, i))) = running.pop() else {
+            break;
+        };
+        let end = f64::from_bits(end);
+        (now, limit) = (end, limit.max(end));
+        release(&succs[i], &mut waiting, &mut ready);
+    }
+    limit
+}
+
+/// `done`'s successors with no predecessor left to wait for, made ready.
+fn release(succs: &[usize], waiting: &mut [usize], ready: &mut std::collections::BTreeSet<usize>) {
+    for &s in succs {
+        waiting[s] -= 1;
+        if waiting[s] == 0 {
+            ready.insert(s);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `n` independent nodes costing 1 s each, then one after all of them (through a join).
+    fn wide(n: usize) -> Vec<Node> {
+        let mut nodes: Vec<Node> = (0..n)
+            .map(|_| Node {
+                cost: 1.0,
+                ..Node::default()
+            })
+            .collect();
+        nodes.push(Node {
+            preds: (0..n).collect(),
+            join: true,
+            ..Node::default()
+        });
+        nodes.push(Node {
+            preds: vec![n],
+            cost: 0.5,
+            ..Node::default()
+        });
+        nodes
+    }
+
+    #[test]
+    fn the_limit_in_slots_runs_as_many_waves_as_the_slots_need() {
+        // 40 components in a run level, 16 slots: three waves, then the next run level.
+        assert_eq!(ordered_limit(&wide(40)), 1.5);
+        assert_eq!(ordered_limit_in_slots(&wide(40), 16), 3.5);
+        assert_eq!(ordered_limit_in_slots(&wide(40), 40), 1.5);
+        assert_eq!(ordered_limit_in_slots(&wide(40), 1), 40.5);
+        // A chain needs no more than one slot.
+        let chain: Vec<Node> = (0..3)
+            .map(|i| Node {
+                preds: if i == 0 { vec![] } else { vec![i - 1] },
+                cost: 1.0,
+                ..Node::default()
+            })
+            .collect();
+        assert_eq!(ordered_limit_in_slots(&chain, 1), ordered_limit(&chain));
+        assert_eq!(ordered_limit_in_slots(&[], 16), 0.0);
+    }
+
+    #[test]
+    fn the_limit_in_slots_starts_the_lowest_ready_id_first() {
+        // Slot-bound, the order decides: node 0 (1 s) and node 1 (3 s) take the two slots,
+        // node 2 (3 s) waits for node 0. Unbounded, 3 s.
+        let nodes: Vec<Node> = [1.0, 3.0, 3.0]
+            .into_iter()
+            .map(|cost| Node {
+                cost,
+                ..Node::default()
+            })
+            .collect();
+        assert_eq!(ordered_limit(&nodes), 3.0);
+        assert_eq!(ordered_limit_in_slots(&nodes, 2), 4.0);
+    }
 
     fn node(preds: &[usize], span: (f64, f64), cost: f64) -> Node {
         Node {

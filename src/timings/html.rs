@@ -101,7 +101,7 @@ fn section(out: &mut String, n: usize, pass: &PassTimings) {
 
 fn summary(out: &mut String, pass: &PassTimings) {
     let c = &pass.critical_path;
-    let rows: [(&str, &str, f64); 9] = [
+    let rows: [(&str, &str, f64); 11] = [
         ("wall", "Wall time of the pass", pass.seconds),
         ("critical", "Critical path", c.seconds),
         ("server", "… waiting on the API server", c.server_seconds),
@@ -122,6 +122,16 @@ fn summary(out: &mut String, pass: &PassTimings) {
             "gap",
             "Pass above its ordered limit",
             pass.seconds - pass.ordered_limit_seconds,
+        ),
+        (
+            "limit-in-slots",
+            "Ordered limit with this pass's slots (--parallelism, nodes started in the executor's order)",
+            pass.ordered_limit_in_slots_seconds,
+        ),
+        (
+            "gap-in-slots",
+            "Pass above its ordered limit with its slots",
+            pass.seconds - pass.ordered_limit_in_slots_seconds,
         ),
     ];
     out.push_str("<table class=\"summary\">");

@@ -51,6 +51,9 @@ pub struct PassTimings {
     /// this pass (server answers, health, deletions) and any number of nodes run at once:
     /// the fastest an applier that keeps this order could be.
     pub ordered_limit_seconds: f64,
+    /// The ordered limit with the slots the pass had ([`Timings::parallelism`]), nodes started
+    /// in the executor's order: the fastest this pass could have been with those slots.
+    pub ordered_limit_in_slots_seconds: f64,
     pub critical_path: CriticalPath,
     /// The node that ran longest: one component's tasks, one after another.
     pub longest_component: Option<NodeTiming>,
@@ -135,7 +138,10 @@ impl Timings {
             seconds: 0.0,
             cpu_seconds: None,
             parallelism,
-            passes: passes.iter().map(|p| PassTimings::of(release, p)).collect(),
+            passes: passes
+                .iter()
+                .map(|p| PassTimings::of(release, p, parallelism))
+                .collect(),
         }
     }
 }
@@ -145,7 +151,7 @@ fn seconds(d: Duration) -> f64 {
 }
 
 impl PassTimings {
-    fn of(release: &Release, pass: &PassTimeline) -> Self {
+    fn of(release: &Release, pass: &PassTimeline, parallelism: usize) -> Self {
         let graph = &pass.graph;
         let at = |i: tokio::time::Instant| seconds(i.saturating_duration_since(pass.started));
         let mut node_of = vec![0; release.manifests.len()];
@@ -198,6 +204,12 @@ impl PassTimings {
                 })
             })
             .collect();
+        let mut tasks_in = vec![0; nodes.len()];
+        for t in &tasks {
+            if let Some(n) = tasks_in.get_mut(t.node) {
+                *n += 1;
+            }
+        }
         let node_timings: Vec<NodeTiming> = nodes
             .iter()
             .enumerate()
@@ -210,7 +222,7 @@ impl PassTimings {
                     runlevel: first.and_then(|t| Some(graph.tasks()[t].key.as_ref()?.runlevel)),
                     start_seconds: start,
                     seconds: end - start,
-                    tasks: tasks.iter().filter(|t| t.node == id).count(),
+                    tasks: tasks_in[id],
                     critical: on_path(id),
                 })
             })
@@ -222,6 +234,7 @@ impl PassTimings {
             layout: graph.layout(),
             seconds: seconds(pass.finished.saturating_duration_since(pass.started)),
             ordered_limit_seconds: critical::ordered_limit(&nodes),
+            ordered_limit_in_slots_seconds: critical::ordered_limit_in_slots(&nodes, parallelism),
             critical_path: CriticalPath::of(&path, &node_timings, &tasks),
             longest_component: node_timings
                 .iter()

@@ -65,6 +65,14 @@ fn apply_draws_each_task_once_with_the_critical_path_and_says_the_same_in_json()
         pass["criticalPath"]["seconds"].as_f64().unwrap(),
     );
     assert!(limit > 0.0 && limit <= wall, "limit {limit}, wall {wall}");
+    // With the pass's slots, the limit is no lower than without a bound (any schedule takes
+    // at least the longest path).
+    let in_slots = pass["orderedLimitInSlotsSeconds"].as_f64().unwrap();
+    assert!(
+        in_slots >= limit - 1e-9,
+        "limit in slots {in_slots}, unbounded {limit}"
+    );
+    assert!(page.contains("data-key=\"limit-in-slots\""));
     assert!(path > 0.0 && path <= wall, "path {path}, wall {wall}");
     assert!(timings["seconds"].as_f64().unwrap() >= wall);
     assert_eq!(pass["slowest"].as_array().unwrap().len(), 10);
