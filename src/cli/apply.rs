@@ -266,20 +266,30 @@ pub(super) fn execute(
         if let Some((file, t)) = &timed {
             write_page(file, t, console)?;
         }
-        let report = match output {
+        match output {
             OutputFormat::Json => {
                 let mut v = json_report(&release, &outcome);
                 let (source, digest) = release_args.origin_json();
                 v["release"]["source"] = serde_json::json!(source);
                 v["release"]["digest"] = serde_json::json!(digest);
-                if let Some((_, t)) = &timed {
-                    v["timings"] = serde_json::to_value(t).unwrap_or_default();
+                /// The report with the timings last, serialized as they are (not copied into
+                /// the report's JSON value first).
+                #[derive(serde::Serialize)]
+                struct WithTimings<'a> {
+                    #[serde(flatten)]
+                    report: &'a serde_json::Value,
+                    #[serde(skip_serializing_if = "Option::is_none")]
+                    timings: Option<&'a Timings>,
                 }
-                format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
+                super::print_json_stdout(&WithTimings {
+                    report: &v,
+                    timings: timed.as_ref().map(|(_, t)| t),
+                })?;
             }
-            OutputFormat::Text => text_report(&release, &outcome, options.apply.dry_run),
-        };
-        super::print_stdout(&report)?;
+            OutputFormat::Text => {
+                super::print_stdout(&text_report(&release, &outcome, options.apply.dry_run))?
+            }
+        }
         if let Some(Err(e)) = &outcome.cluster_version {
             say!(console, error, "{e}");
         }

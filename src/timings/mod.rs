@@ -227,9 +227,10 @@ impl PassTimings {
                 })
             })
             .collect();
-        let mut slowest: Vec<TaskTiming> = tasks.clone();
-        slowest.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
-        slowest.truncate(SLOWEST);
+        // The slowest few, without copying every task to sort them.
+        let mut by_time: Vec<&TaskTiming> = tasks.iter().collect();
+        by_time.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+        let slowest: Vec<TaskTiming> = by_time.into_iter().take(SLOWEST).cloned().collect();
         PassTimings {
             layout: graph.layout(),
             seconds: seconds(pass.finished.saturating_duration_since(pass.started)),
