@@ -9,7 +9,8 @@
 //! --server-side` of the same directory against the in-memory server (served on loopback);
 //! with `--plain`, a plain concurrent server-side-apply client (no order, no comparison, no
 //! health) applies the release twice instead of cvo (use another fresh cluster).
-//! `BENCH_FAILURES=1` prints failures.
+//! `BENCH_FAILURES=1` prints failures. `BENCH_MANIFESTS=N` sizes the generated release (default
+//! 5,000; issue 41's point is 50,000).
 //!
 //! `cargo bench --bench apply [-- --kubectl]` (a plain `main`, not criterion: each run is one
 //! measured apply); results go in docs/performance.md. Under `cargo test` it does nothing.
@@ -319,7 +320,7 @@ async fn main() {
     let with_kubectl = std::env::args().any(|a| a == "--kubectl");
     let corpus =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/openshift-release");
-    let gen_dir = generated(5_000);
+    let gen_dir = generated(common::generated_size());
     let mut sets: Vec<(String, PathBuf)> = Vec::new();
     if corpus.is_dir() && std::env::var_os("BENCH_SKIP_CORPUS").is_none() {
         sets.push(("openshift corpus".into(), corpus));

@@ -14,7 +14,8 @@
 //! `cargo bench --bench operator` (a plain `main`: each run is one measurement; results go in
 //! docs/performance.md). On a real cluster one release per run: the generated one, or
 //! `BENCH_RELEASE=example` or `BENCH_RELEASE=corpus`. `BENCH_PASSES=N` steady passes to average (default 5),
-//! `BENCH_RESYNC=DUR` the resync interval (default 10s). Under `cargo test` it does nothing.
+//! `BENCH_RESYNC=DUR` the resync interval (default 10s). `BENCH_MANIFESTS=N` sizes the generated
+//! release (default 5,000; issue 41's point is 50,000). Under `cargo test` it does nothing.
 
 mod common;
 
@@ -379,13 +380,15 @@ async fn main() {
         println!("operator benchmark: run it with `cargo bench --bench operator`");
         return;
     }
-    let generated = common::generated(5_000);
+    let size = common::generated_size();
+    let generated = common::generated(size);
     with_cluster_version(generated.path(), false);
+    let generated_name = format!("generated, {size} manifests");
     let example: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests-example");
     // The corpus is prepared on the cluster it is measured on (`None`: see below).
     let sets: [(&str, Option<&Path>, Option<Drift>); 3] = [
         (
-            "generated, 5,000 manifests",
+            &generated_name,
             Some(generated.path()),
             Some(("ns-comp0", "cm-0")),
         ),

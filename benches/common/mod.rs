@@ -31,6 +31,15 @@ pub fn cluster(dir: &Path) -> (Option<MemoryServer>, PathBuf) {
     (Some(server), path)
 }
 
+/// How many manifests the generated release has: `BENCH_MANIFESTS` (for the 50,000 point:
+/// `BENCH_MANIFESTS=50000`), else 5,000.
+pub fn generated_size() -> usize {
+    std::env::var("BENCH_MANIFESTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(5_000)
+}
+
 /// A release of `n` ConfigMaps (40 components over 9 run levels, 10 documents per file) and
 /// the 40 Namespaces they live in.
 pub fn generated(n: usize) -> tempfile::TempDir {
