@@ -647,31 +647,34 @@ fn pretty(v: &impl serde::Serialize) -> String {
     s
 }
 
-/// Writes `text` to stdout. A reader that went away (`| head`) is no error: the command
-/// ends quietly with the exit code it has; any other write error is exit code 1.
 /// `value` as indented JSON and a line end on stdout, written as it is serialized (a report
-/// of 50,000 manifests is never held as one string).
+/// of 50,000 manifests is never held as one string); as [`print_stdout`] otherwise.
 fn print_json_stdout(value: &impl serde::Serialize) -> Result<(), CliError> {
     use std::io::Write as _;
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    let written = serde_json::to_writer_pretty(&mut stdout, value)
-        .map_err(std::io::Error::from)
-        .and_then(|()| stdout.write_all(b"\n"))
-        .and_then(|()| stdout.flush());
-    match written {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(CliError::failed(format_args!("writing to stdout: {e}"))),
-    }
+    stdout_written(
+        serde_json::to_writer_pretty(&mut stdout, value)
+            .map_err(std::io::Error::from)
+            .and_then(|()| stdout.write_all(b"\n"))
+            .and_then(|()| stdout.flush()),
+    )
 }
 
+/// Writes `text` to stdout. A reader that went away (`| head`) is no error: the command
+/// ends quietly with the exit code it has; any other write error is exit code 1.
 fn print_stdout(text: &str) -> Result<(), CliError> {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
+    stdout_written(
+        stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush()),
+    )
+}
+
+/// What a write to stdout comes to for the command ([`print_stdout`]).
+fn stdout_written(written: std::io::Result<()>) -> Result<(), CliError> {
+    match written {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(CliError::failed(format_args!("writing to stdout: {e}"))),
