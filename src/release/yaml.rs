@@ -325,7 +325,7 @@ impl KeyWithLine for serde_saphyr::Spanned<String> {
 
 /// A value read with the last of a repeated mapping key winning, and the repeated keys. Its
 /// mappings hold exactly their entries: serde_json's own reader grows each as an `IndexMap`
-/// grows, to up to twice the room it needs (a small manifest's value took 1.6 KB, 1.0 KB so).
+/// grows, to up to twice the room it needs (a small manifest's value took 1.6 KB; 1.0 KB read this way).
 struct Kept<K> {
     value: Value,
     duplicates: Vec<RawDuplicate>,
@@ -848,6 +848,27 @@ mod tests {
             ours.as_object().unwrap().keys().collect::<Vec<_>>(),
             theirs.as_object().unwrap().keys().collect::<Vec<_>>(),
             "same key order"
+        );
+    }
+
+    /// A JSON stream's documents cost the same whatever comes before them: each document's
+    /// line was counted from the file's start, and one with a repeated key was parsed again
+    /// behind a line end for every line before it.
+    #[test]
+    fn a_json_streams_work_per_document_does_not_grow_with_the_stream() {
+        let stream = |n: usize| "{\"a\": 1, \"a\": 2}\n".repeat(n);
+        let (small, small_work) = super::super::work::measure(|| parse_json(&stream(500)));
+        let (large, large_work) = super::super::work::measure(|| parse_json(&stream(2_000)));
+        assert_eq!((small.documents.len(), large.documents.len()), (500, 2_000));
+        let last = large.documents.last().unwrap();
+        assert_eq!(
+            (last.line, last.duplicate_keys[0].line),
+            (2_000, 2_000),
+            "the lines are the file's"
+        );
+        assert!(
+            large_work.bytes <= 4 * small_work.bytes + small_work.bytes / 4,
+            "{small_work:?} for 500 documents, {large_work:?} for 2,000"
         );
     }
 
