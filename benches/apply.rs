@@ -178,11 +178,13 @@ fn limit_row(name: &str, p: &Pass) {
     for (i, pass) in t.passes.iter().enumerate() {
         let c = &pass.critical_path;
         println!(
-            "| {name}, round {} | {:.2} s | {:.2} s | {:.2}× | {:.2} s ({} tasks; server {:.2} s, cvo {:.2} s, between {:.2} s) | {} |",
+            "| {name}, round {} | {:.2} s | {:.2} s | {:.2}× | {:.2} s | {:.2}× | {:.2} s ({} tasks; server {:.2} s, cvo {:.2} s, between {:.2} s) | {} |",
             i + 1,
             pass.seconds,
             pass.ordered_limit_seconds,
             pass.seconds / pass.ordered_limit_seconds.max(1e-9),
+            pass.ordered_limit_in_slots_seconds,
+            pass.seconds / pass.ordered_limit_in_slots_seconds.max(1e-9),
             c.seconds,
             c.tasks,
             c.server_seconds,
@@ -380,9 +382,9 @@ async fn main() {
             &second,
         );
         println!(
-            "\n| pass | wall | ordered limit | wall / limit | critical path | longest component |"
+            "\n| pass | wall | ordered limit | wall / limit | limit with the slots | wall / that limit | critical path | longest component |"
         );
-        println!("|---|---:|---:|---:|---|---|");
+        println!("|---|---:|---:|---:|---:|---:|---|---|");
         limit_row(&format!("{name}, first apply"), &first);
         limit_row(&format!("{name}, second apply"), &second);
         println!();
