@@ -799,6 +799,12 @@ fn strip_position(message: &str) -> &str {
         .map_or(message, |i| &message[..i])
 }
 
+/// A JSON value cvo wrote itself (a parse cache entry's object: no key twice), read as a
+/// document is read: its mappings at their exact size ([`Kept`]).
+pub fn exact_size<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+    de::Deserialize::deserialize(d).map(|k: Kept<Unique>| k.value)
+}
+
 /// A document's value with the line its node starts on.
 struct Spanned {
     line: usize,
