@@ -11,7 +11,7 @@ use crate::exit::Exit;
 use crate::health::WaitMode;
 use crate::release::Release;
 use crate::release::capability::Gates;
-use crate::sync::report::{json_report, text_report};
+use crate::sync::report::{JsonReport, text_report};
 use crate::sync::{SyncOptions, sync};
 use crate::timings::Timings;
 
@@ -268,21 +268,20 @@ pub(super) fn execute(
         }
         match output {
             OutputFormat::Json => {
-                let mut v = json_report(&release, &outcome);
+                let mut report = JsonReport::of(&release, &outcome);
                 let (source, digest) = release_args.origin_json();
-                v["release"]["source"] = serde_json::json!(source);
-                v["release"]["digest"] = serde_json::json!(digest);
-                /// The report with the timings last, serialized as they are (not copied into
-                /// the report's JSON value first).
+                report.head["release"]["source"] = serde_json::json!(source);
+                report.head["release"]["digest"] = serde_json::json!(digest);
+                /// The report with the timings last, each serialized as it is written.
                 #[derive(serde::Serialize)]
                 struct WithTimings<'a> {
                     #[serde(flatten)]
-                    report: &'a serde_json::Value,
+                    report: JsonReport<'a>,
                     #[serde(skip_serializing_if = "Option::is_none")]
                     timings: Option<&'a Timings>,
                 }
                 super::print_json_stdout(&WithTimings {
-                    report: &v,
+                    report,
                     timings: timed.as_ref().map(|(_, t)| t),
                 })?;
             }

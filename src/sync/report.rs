@@ -49,33 +49,77 @@ pub fn result_json(release: &Release, r: &ManifestResult) -> Value {
     v
 }
 
-/// The whole JSON report.
+/// The whole JSON report, as a value.
 pub fn json_report(release: &Release, outcome: &SyncOutcome) -> Value {
-    let results: Vec<ManifestResult> = outcome
-        .report
-        .as_ref()
-        .map(|r| r.results.clone())
-        .unwrap_or_default();
-    let mut v = json!({
-        "release": {"version": release.version().map(ToString::to_string)},
-        "summary": Summary::of(&results),
-        "conditions": outcome.conditions,
-        "results": results.iter().map(|r| result_json(release, r)).collect::<Vec<_>>(),
-    });
-    v["excluded"] = outcome.left_out.json();
-    v["featureGates"] = json!(outcome.feature_gates);
-    v["capabilities"] = json!(outcome.capabilities);
-    v["updateType"] = json!(outcome.update);
-    v["mode"] = json!(outcome.mode);
-    v["retries"] = json!(outcome.retries);
-    v["rounds"] = json!(outcome.rounds());
-    if !outcome.refused.is_empty() {
-        v["preconditionFailures"] = json!(outcome.refused);
+    serde_json::to_value(JsonReport::of(release, outcome)).unwrap_or_default()
+}
+
+/// The whole JSON report (docs/apply.md), written as it is serialized: each result becomes
+/// its JSON when its turn comes, so a report of 50,000 results is never held whole. `head` is
+/// what comes before the results (`release`, `summary`, `conditions`), for a caller to add to.
+pub struct JsonReport<'a> {
+    release: &'a Release,
+    results: &'a [ManifestResult],
+    pub head: Value,
+    tail: Value,
+}
+
+impl<'a> JsonReport<'a> {
+    pub fn of(release: &'a Release, outcome: &'a SyncOutcome) -> Self {
+        let results = outcome.report.as_ref().map_or(&[][..], |r| &r.results);
+        let head = json!({
+            "release": {"version": release.version().map(ToString::to_string)},
+            "summary": Summary::of(results),
+            "conditions": outcome.conditions,
+        });
+        let mut tail = json!({
+            "excluded": outcome.left_out.json(),
+            "featureGates": outcome.feature_gates,
+            "capabilities": outcome.capabilities,
+            "updateType": outcome.update,
+            "mode": outcome.mode,
+            "retries": outcome.retries,
+            "rounds": outcome.rounds(),
+        });
+        if !outcome.refused.is_empty() {
+            tail["preconditionFailures"] = json!(outcome.refused);
+        }
+        if !outcome.warnings.is_empty() {
+            tail["warnings"] = json!(outcome.warnings);
+        }
+        Self {
+            release,
+            results,
+            head,
+            tail,
+        }
     }
-    if !outcome.warnings.is_empty() {
-        v["warnings"] = json!(outcome.warnings);
+}
+
+impl serde::Serialize for JsonReport<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        /// The results, one at a time.
+        struct Results<'a>(&'a Release, &'a [ManifestResult]);
+        impl serde::Serialize for Results<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut seq = s.serialize_seq(Some(self.1.len()))?;
+                for r in self.1 {
+                    seq.serialize_element(&result_json(self.0, r))?;
+                }
+                seq.end()
+            }
+        }
+        let mut map = s.serialize_map(None)?;
+        for (key, value) in self.head.as_object().into_iter().flatten() {
+            map.serialize_entry(key, value)?;
+        }
+        map.serialize_entry("results", &Results(self.release, self.results))?;
+        for (key, value) in self.tail.as_object().into_iter().flatten() {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
     }
-    v
 }
 
 /// One line per manifest: `created  ConfigMap ns/name  (0000_10_x.yaml)`.
