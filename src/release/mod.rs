@@ -253,29 +253,23 @@ impl Release {
     /// order of the rest: for a reader that knows the gates once the release is loaded
     /// (`--feature-gates`, `--feature-gates-file` read for the release's version).
     pub fn leave_out_by_feature_gates(&mut self, enabled: &feature_gate::EnabledGates) {
-        let reasons: Vec<Option<String>> = self
-            .manifests
-            .iter()
-            .map(|m| feature_gate::feature_gate_exclusion(enabled, m))
-            .collect();
-        if reasons.iter().all(Option::is_none) {
-            return;
-        }
-        let mut reasons = reasons.into_iter();
-        let mut why_left = Vec::new();
+        // In place: the manifests left out are taken from the list, each with its reason.
+        let mut reasons = Vec::new();
         let left: Vec<Manifest> = self
             .manifests
-            .extract_if(.., |_| match reasons.next().flatten() {
-                Some(why) => {
-                    why_left.push(why);
-                    true
+            .extract_if(.., |m| {
+                match feature_gate::feature_gate_exclusion(enabled, m) {
+                    Some(why) => {
+                        reasons.push(why);
+                        true
+                    }
+                    None => false,
                 }
-                None => false,
             })
             .collect();
         self.excluded.extend(
             left.into_iter()
-                .zip(why_left)
+                .zip(reasons)
                 .map(|(manifest, reason)| Excluded {
                     manifest,
                     by: ExcludedBy::FeatureGate,

@@ -25,29 +25,54 @@ pub struct Node {
     pub cost: f64,
 }
 
-/// The nodes in an order where every node comes after its predecessors (Kahn's algorithm);
-/// nodes on a cycle (never in a task graph) are left out.
-fn topological(nodes: &[Node]) -> Vec<usize> {
-    let mut waiting: Vec<usize> = nodes.iter().map(|n| n.preds.len()).collect();
-    let mut succs: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    for (i, n) in nodes.iter().enumerate() {
-        for &p in &n.preds {
-            if let Some(s) = succs.get_mut(p) {
-                s.push(i);
+/// Who waits for whom: each node's successors, and how many predecessors each node still
+/// waits for. Kahn's algorithm ([`topological`]) and the slot-bound walk
+/// ([`ordered_limit_in_slots`]) both release nodes through it.
+struct Waits {
+    succs: Vec<Vec<usize>>,
+    waiting: Vec<usize>,
+}
+
+impl Waits {
+    fn new(nodes: &[Node]) -> Self {
+        let mut succs: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        for (i, n) in nodes.iter().enumerate() {
+            for &p in &n.preds {
+                if let Some(s) = succs.get_mut(p) {
+                    s.push(i);
+                }
+            }
+        }
+        let waiting = nodes.iter().map(|n| n.preds.len()).collect();
+        Self { succs, waiting }
+    }
+
+    /// The nodes that wait for nothing, in id order.
+    fn roots(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.waiting.len()).filter(|&i| self.waiting[i] == 0)
+    }
+
+    /// `done` finished: its successors that now wait for nothing go to `ready`.
+    fn done(&mut self, done: usize, ready: &mut impl Extend<usize>) {
+        for &s in &self.succs[done] {
+            self.waiting[s] -= 1;
+            if self.waiting[s] == 0 {
+                ready.extend([s]);
             }
         }
     }
-    let mut ready: Vec<usize> = (0..nodes.len()).filter(|&i| waiting[i] == 0).collect();
+}
+
+/// The nodes in an order where every node comes after its predecessors (Kahn's algorithm);
+/// nodes on a cycle (never in a task graph) are left out.
+fn topological(nodes: &[Node]) -> Vec<usize> {
+    let mut waits = Waits::new(nodes);
+    let mut ready: Vec<usize> = waits.roots().collect();
     ready.reverse();
     let mut order = Vec::with_capacity(nodes.len());
     while let Some(i) = ready.pop() {
         order.push(i);
-        for &s in &succs[i] {
-            waiting[s] -= 1;
-            if waiting[s] == 0 {
-                ready.push(s);
-            }
-        }
+        waits.done(i, &mut ready);
     }
     order
 }
@@ -136,15 +161,8 @@ pub fn ordered_limit(nodes: &[Node]) -> f64 {
 pub fn ordered_limit_in_slots(nodes: &[Node], slots: usize) -> f64 {
     use std::cmp::Reverse;
     use std::collections::{BTreeSet, BinaryHeap};
-    let mut waiting: Vec<usize> = nodes.iter().map(|n| n.preds.len()).collect();
-    let mut succs: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    for (i, n) in nodes.iter().enumerate() {
-        for &p in n.preds.iter().filter(|&&p| p < nodes.len()) {
-            succs[p].push(i);
-        }
-    }
-    let mut ready: BTreeSet<usize> = (0..nodes.len()).filter(|&i| waiting[i] == 0).collect();
-    // By finish time: the bits of a float that is not negative order as the float does.
+    let mut waits = Waits::new(nodes);
+    let mut ready: BTreeSet<usize> = waits.roots().collect();
     let mut running: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
     let (mut now, mut limit) = (0.0_f64, 0.0_f64);
     loop {
@@ -155,7 +173,7 @@ pub fn ordered_limit_in_slots(nodes: &[Node], slots: usize) -> f64 {
             }
             ready.pop_first();
             if nodes[i].join {
-                release(&succs[i], &mut waiting, &mut ready);
+                waits.done(i, &mut ready);
             } else {
                 running.push(Reverse(((now + nodes[i].cost.max(0.0)).to_bits(), i)));
             }
@@ -165,19 +183,9 @@ pub fn ordered_limit_in_slots(nodes: &[Node], slots: usize) -> f64 {
         };
         let end = f64::from_bits(end);
         (now, limit) = (end, limit.max(end));
-        release(&succs[i], &mut waiting, &mut ready);
+        waits.done(i, &mut ready);
     }
     limit
-}
-
-/// `done`'s successors with no predecessor left to wait for, made ready.
-fn release(succs: &[usize], waiting: &mut [usize], ready: &mut std::collections::BTreeSet<usize>) {
-    for &s in succs {
-        waiting[s] -= 1;
-        if waiting[s] == 0 {
-            ready.insert(s);
-        }
-    }
 }
 
 #[cfg(test)]
