@@ -1,11 +1,12 @@
-//! `cvo fleet observe|status|rollout|install`: one release rolled out to the clusters of an
+//! `cvo fleet observe|status|rollout|install|pause|resume|abort|retry`: one release rolled out to the clusters of an
 //! Open Cluster Management Placement, in its decision groups (docs/fleet.md). The kubeconfig
 //! is the hub's.
 //!
-//! Exit codes: `status` 0 all at the target, 3 in progress, 1 held by a failure or a deadline
-//! (without a rollout: 0 when every cluster is reachable and none fails); `rollout` 0 written
-//! (or, with `--dry-run`, would be), 4 refused on a cluster whose operator would refuse it (or
-//! a release that does not verify), 1 a request failed, 2 usage.
+//! Exit codes: `status` 0 all at the target, 3 in progress (or paused), 1 held by a failure or
+//! a deadline, or aborted (without a rollout: 0 when every cluster is reachable and none
+//! fails); `rollout` 0 written (or, with `--dry-run`, would be), 4 refused on a cluster whose
+//! operator would refuse it (or a release that does not verify), 1 a request failed, 2 usage;
+//! `pause`, `resume`, `abort`, `retry` 0 done (or already so), 1 refused or failed.
 
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use crate::cluster::NamespacedName;
 use crate::exit::Exit;
 use crate::fleet::status::{ClusterRollout, FleetStatus, Reachability};
 use crate::fleet::work::{MaxFailures, Purpose, Rollout};
+use crate::fleet::control::{State, Verb};
 use crate::fleet::{self, rollout, status};
 
 #[derive(Debug, Args)]
@@ -38,6 +40,25 @@ pub enum FleetCommand {
     Rollout(RolloutArgs),
     /// Put the cvo operator (and the rollout's executor) on every cluster of the Placement.
     Install(InstallArgs),
+    /// Start no new wave of the rollout; clusters already asked go on.
+    Pause(PlacementArgs),
+    /// Let a paused rollout go on with its next wave.
+    Resume(PlacementArgs),
+    /// Stop the rollout for good: no cluster not asked yet is ever asked (a new `rollout`
+    /// starts over).
+    Abort(PlacementArgs),
+    /// Ask one cluster of the rollout again (after a fix): its ManifestWork is written anew and
+    /// its progress deadline counts from then.
+    Retry(RetryArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+    /// The managed cluster to ask again.
+    #[arg(value_name = "CLUSTER")]
+    pub cluster: String,
 }
 
 #[derive(Debug, Args)]
@@ -65,8 +86,8 @@ pub struct StatusArgs {
     /// Output format (stdout).
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
-    /// Print again whenever the status changes, until the rollout is done or held (exit code
-    /// as without it).
+    /// Print again whenever the status changes, until the rollout is done, held, paused or
+    /// aborted (exit code as without it).
     #[arg(long, short = 'w')]
     pub watch: bool,
 }
@@ -145,6 +166,10 @@ pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<Exit, CliError> {
                 FleetCommand::Observe(a) => observe(global, &client, a).await,
                 FleetCommand::Status(a) => show_status(&client, a).await,
                 FleetCommand::Rollout(a) => roll_out(global, &client, a).await,
+                FleetCommand::Pause(a) => control(global, &client, a, Verb::Pause).await,
+                FleetCommand::Resume(a) => control(global, &client, a, Verb::Resume).await,
+                FleetCommand::Abort(a) => control(global, &client, a, Verb::Abort).await,
+                FleetCommand::Retry(a) => retry(global, &client, a).await,
                 FleetCommand::Install(_) => unreachable!("handled above"),
             }
         }),
@@ -179,6 +204,66 @@ async fn observe(
     Ok(Exit::Success)
 }
 
+async fn control(
+    global: &GlobalArgs,
+    client: &kube::Client,
+    args: &PlacementArgs,
+    verb: Verb,
+) -> Result<Exit, CliError> {
+    let p = &args.placement;
+    let changed = fleet::control::control(client, &p.namespace, &p.name, verb)
+        .await
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    let name = format!("{}/{}", p.namespace, Purpose::Rollout.name(&p.name));
+    match args.output {
+        OutputFormat::Json => print_stdout(&pretty(&serde_json::json!({
+            "manifestWorkReplicaSet": name, "before": changed.before, "after": changed.after,
+        })))?,
+        OutputFormat::Text if changed.before == changed.after => say!(
+            global.console,
+            note,
+            "rollout {name} was already {}: unchanged",
+            changed.after
+        ),
+        OutputFormat::Text => say!(
+            global.console,
+            note,
+            "rollout {name} {} (was {}): {}",
+            changed.after,
+            changed.before,
+            match changed.after {
+                State::Paused => "no new wave starts; clusters already asked go on",
+                State::Aborted => "no cluster not asked yet will be asked",
+                State::Running => "its next wave starts when the running one is done",
+            }
+        ),
+    }
+    Ok(Exit::Success)
+}
+
+async fn retry(
+    global: &GlobalArgs,
+    client: &kube::Client,
+    args: &RetryArgs,
+) -> Result<Exit, CliError> {
+    let p = &args.placement.placement;
+    let work = fleet::control::retry(client, &p.namespace, &p.name, &args.cluster)
+        .await
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    match args.placement.output {
+        OutputFormat::Json => print_stdout(&pretty(&serde_json::json!({
+            "cluster": args.cluster, "deletedManifestWork": work,
+        })))?,
+        OutputFormat::Text => say!(
+            global.console,
+            note,
+            "cluster {} asked again: ManifestWork {work} deleted; OCM writes it anew once no other cluster of the rollout is progressing (`cvo fleet status --placement {p}`)",
+            args.cluster
+        ),
+    }
+    Ok(Exit::Success)
+}
+
 /// How often `status --watch` reads the hub again.
 const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 
@@ -204,7 +289,8 @@ async fn show_status(client: &kube::Client, args: &StatusArgs) -> Result<Exit, C
             print_stdout(&text)?;
             last = text;
         }
-        if !args.watch || st.exit() != Exit::InProgress {
+        let paused = st.target.as_ref().is_some_and(|t| t.state == State::Paused);
+        if !args.watch || st.exit() != Exit::InProgress || paused {
             return Ok(st.exit());
         }
         tokio::time::sleep(WATCH_INTERVAL).await;
@@ -238,9 +324,14 @@ pub fn status_text(st: &FleetStatus) -> String {
     let mut out = String::new();
     match &st.target {
         Some(t) => {
-            let state = match st.exit() {
-                Exit::Success => "done".to_owned(),
-                Exit::Failed => "held by a failure".to_owned(),
+            let state = match (st.exit(), t.state) {
+                (Exit::Success, _) => "done".to_owned(),
+                (_, State::Aborted) => "aborted".to_owned(),
+                (Exit::Failed, _) => "held by a failure".to_owned(),
+                (_, State::Paused) => format!(
+                    "paused (`cvo fleet resume --placement {}` goes on)",
+                    st.placement
+                ),
                 _ => "in progress".to_owned(),
             };
             out.push_str(&format!(
@@ -488,16 +579,34 @@ async fn roll_out(
         forced: (args.force && !refusals.is_empty()).then(|| rollout::forced_record(&refusals)),
     };
     let refused = !refusals.is_empty() && !args.force;
+    let was = st.target.as_ref().map(|t| t.state).unwrap_or_default();
+    let mut set = plan.manifest();
+    if was == State::Paused {
+        fleet::control::keep(&mut set, State::Paused);
+    }
     let written = if refused || args.dry_run {
         None
     } else {
         Some(
-            fleet::write(client, &plan.manifest())
+            fleet::write(client, &set)
                 .await
                 .map_err(|e| CliError::failed(format_args!("writing the rollout set: {e}")))?,
         )
     };
     report_rollout(args, &st, &plan, &refusals, written)?;
+    match was {
+        State::Paused if written.is_some() => say!(
+            console,
+            note,
+            "the rollout stays paused: `cvo fleet resume --placement {p}` lets it go on"
+        ),
+        State::Aborted if written.is_some() => say!(
+            console,
+            note,
+            "the aborted rollout is replaced by this one, which starts from its first wave not done"
+        ),
+        _ => {}
+    }
     Ok(if refused {
         Exit::Refused
     } else {

@@ -14,8 +14,10 @@
 //! - [`work`]: the sets cvo writes (observe, rollout, install);
 //! - [`status`]: the fleet as the hub sees it — waves, clusters, what holds a rollout;
 //! - [`rollout`]: what a rollout is refused for, before anything is written;
-//! - [`install`]: the operator's objects for every cluster.
+//! - [`install`]: the operator's objects for every cluster;
+//! - [`control`]: pause, resume and abort of a rollout, retry of one cluster.
 
+pub mod control;
 pub mod feedback;
 pub mod install;
 pub mod ocm;
@@ -63,8 +65,12 @@ pub async fn placements(client: &kube::Client) -> Result<Vec<NamespacedName>, Re
         .filter_map(|s| {
             Some(NamespacedName {
                 namespace: s.metadata.namespace.clone()?,
-                name: s.data["spec"]["placementRefs"][0]["name"]
-                    .as_str()?
+                // The first ref that is a Placement (a paused set names cvo's stop first).
+                name: s.data["spec"]["placementRefs"]
+                    .as_array()?
+                    .iter()
+                    .filter_map(|r| r["name"].as_str())
+                    .find(|n| !control::is_stop(n))?
                     .to_owned(),
             })
         })

@@ -22,6 +22,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::control;
 use super::feedback::{self, Report};
 use super::ocm;
 use super::work::{self, Purpose};
@@ -151,6 +152,8 @@ pub struct Target {
     /// The clusters selected when it was written.
     #[serde(skip)]
     pub clusters: Vec<String>,
+    /// Running, or paused or aborted (`cvo fleet pause|abort`).
+    pub state: control::State,
 }
 
 /// A cluster that holds a rollout, and why.
@@ -176,9 +179,10 @@ pub struct FleetStatus {
 
 impl FleetStatus {
     /// `0` all at the target (without a rollout: all reachable and none failing), `3` in
-    /// progress, `1` held by a failure or a deadline.
+    /// progress (also paused), `1` held by a failure or a deadline, or aborted before every
+    /// wave was done.
     pub fn exit(&self) -> Exit {
-        let Some(_) = &self.target else {
+        let Some(target) = &self.target else {
             let bad = self.clusters.iter().any(|c| {
                 c.reachable != Reachability::Reachable
                     || c.report.as_ref().is_none_or(|r| r.failure().is_some())
@@ -189,6 +193,8 @@ impl FleetStatus {
             .clusters
             .iter()
             .any(|c| c.wave.is_none() && matches!(c.rollout, ClusterRollout::Failed(_)));
+        let done = !self.waves.is_empty()
+            && self.waves.iter().all(|w| w.progress == WaveProgress::Done);
         if dropped
             || self
                 .waves
@@ -196,10 +202,11 @@ impl FleetStatus {
                 .any(|w| w.progress == WaveProgress::Failed)
         {
             Exit::Failed
-        } else if !self.waves.is_empty()
-            && self.waves.iter().all(|w| w.progress == WaveProgress::Done)
-        {
+        } else if done {
             Exit::Success
+        } else if target.state == control::State::Aborted {
+            // Aborted: the waves not started never will.
+            Exit::Failed
         } else {
             Exit::InProgress
         }
@@ -326,9 +333,15 @@ fn request_error(what: &str, error: RequestError) -> ReadError {
 }
 
 /// The rollout set's target, from its annotations and rollout strategy.
-fn target(set: &Value, namespace: &str) -> Option<Target> {
+fn target(set: &Value, namespace: &str, placement: &str) -> Option<Target> {
     let annotations = &set["metadata"]["annotations"];
-    let strategy = &set["spec"]["placementRefs"][0]["rolloutStrategy"]["progressivePerGroup"];
+    let refs = set["spec"]["placementRefs"].as_array()?;
+    let own = refs.iter().find(|r| r["name"] == placement)?;
+    let strategy = &own["rolloutStrategy"]["progressivePerGroup"];
+    let names: Vec<String> = refs
+        .iter()
+        .filter_map(|r| r["name"].as_str().map(str::to_owned))
+        .collect();
     Some(Target {
         rollout: format!("{namespace}/{}", set["metadata"]["name"].as_str()?),
         version: annotations[work::VERSION_ANNOTATION].as_str()?.to_owned(),
@@ -347,6 +360,7 @@ fn target(set: &Value, namespace: &str) -> Option<Target> {
             .filter(|c| !c.is_empty())
             .map(str::to_owned)
             .collect(),
+        state: control::State::of_refs(&names),
     })
 }
 
@@ -355,7 +369,7 @@ pub fn judge(view: &HubView, now: jiff::Timestamp) -> FleetStatus {
     let target = view
         .rollout
         .as_ref()
-        .and_then(|s| target(s, &view.namespace));
+        .and_then(|s| target(s, &view.namespace, &view.placement));
     let waves_of = waves_of(&view.decisions);
     let reachability: BTreeMap<&str, Reachability> = view
         .managed_clusters
@@ -416,7 +430,7 @@ pub fn judge(view: &HubView, now: jiff::Timestamp) -> FleetStatus {
         })
         .collect();
     let waves = wave_states(&clusters);
-    let held_by = holds(&waves, &clusters, target.is_some());
+    let held_by = holds(&waves, &clusters, target.as_ref().map(|t| t.state));
     FleetStatus {
         placement: format!("{}/{}", view.namespace, view.placement),
         target,
@@ -658,10 +672,14 @@ fn wave_states(clusters: &[ClusterState]) -> Vec<WaveState> {
         .collect()
 }
 
-fn holds(waves: &[WaveState], clusters: &[ClusterState], rollout: bool) -> Vec<Hold> {
-    if !rollout {
+fn holds(
+    waves: &[WaveState],
+    clusters: &[ClusterState],
+    rollout: Option<control::State>,
+) -> Vec<Hold> {
+    let Some(state) = rollout else {
         return Vec::new();
-    }
+    };
     let first = waves.iter().find(|w| w.progress != WaveProgress::Done);
     clusters
         .iter()
@@ -674,8 +692,16 @@ fn holds(waves: &[WaveState], clusters: &[ClusterState], rollout: bool) -> Vec<H
         .map(|c| {
             let mut reason = match &c.rollout {
                 ClusterRollout::Failed(why) | ClusterRollout::Progressing(why) => why.clone(),
-                _ => "not asked yet: OCM has not written the rollout's ManifestWork for it"
-                    .to_owned(),
+                _ => match state {
+                    control::State::Running => {
+                        "not asked yet: OCM has not written the rollout's ManifestWork for it"
+                    }
+                    control::State::Paused => {
+                        "not asked: the rollout is paused (`cvo fleet resume` goes on)"
+                    }
+                    control::State::Aborted => "never asked: the rollout was aborted",
+                }
+                .to_owned(),
             };
             if let Reachability::Unreachable(why) | Reachability::Unknown(why) = &c.reachable {
                 reason = format!("unreachable ({why}); {reason}");
@@ -776,7 +802,7 @@ mod tests {
                     work::RELEASE_ANNOTATION: IMAGE,
                     work::CLUSTERS_ANNOTATION: clusters.join(","),
                 }},
-                "spec": {"placementRefs": [{"rolloutStrategy": {"progressivePerGroup": {"progressDeadline": "1h"}}}]},
+                "spec": {"placementRefs": [{"name": "waves", "rolloutStrategy": {"progressivePerGroup": {"progressDeadline": "1h"}}}]},
             })),
         }
     }
@@ -803,6 +829,41 @@ mod tests {
             st.held_by
         );
         assert_eq!(st.cluster("c2").unwrap().rollout, ClusterRollout::Pending);
+    }
+
+    #[test]
+    fn a_paused_rollout_is_in_progress_and_an_aborted_one_is_held_for_good() {
+        let works = || vec![work("c1", "1.1.0", ("1.1.0", "Completed"), DONE)];
+        let stopped = |stop: &str| {
+            let mut v = view(works(), &["c1", "c2", "c3"]);
+            let refs = &mut v.rollout.as_mut().unwrap()["spec"]["placementRefs"];
+            refs.as_array_mut().unwrap().insert(0, json!({"name": stop}));
+            judge(&v, jiff::Timestamp::now())
+        };
+        let paused = stopped(control::PAUSED);
+        assert_eq!(paused.target.as_ref().unwrap().state, control::State::Paused);
+        assert_eq!(paused.exit(), Exit::InProgress);
+        assert_eq!(paused.waves[0].progress, WaveProgress::Done);
+        let held: Vec<_> = paused.held_by.iter().map(|h| h.cluster.as_str()).collect();
+        assert_eq!(held, ["c2", "c3"]);
+        assert!(paused.held_by[0].reason.contains("paused"), "{:?}", paused.held_by);
+        let aborted = stopped(control::ABORTED);
+        assert_eq!(aborted.exit(), Exit::Failed);
+        assert!(aborted.held_by[0].reason.contains("aborted"));
+        // Aborted after the last wave was done: done.
+        let mut v = view(
+            vec![
+                work("c1", "1.1.0", ("1.1.0", "Completed"), DONE),
+                work("c2", "1.1.0", ("1.1.0", "Completed"), DONE),
+                work("c3", "1.1.0", ("1.1.0", "Completed"), DONE),
+            ],
+            &["c1", "c2", "c3"],
+        );
+        let refs = &mut v.rollout.as_mut().unwrap()["spec"]["placementRefs"];
+        refs.as_array_mut()
+            .unwrap()
+            .insert(0, json!({"name": control::ABORTED}));
+        assert_eq!(judge(&v, jiff::Timestamp::now()).exit(), Exit::Success);
     }
 
     #[test]
