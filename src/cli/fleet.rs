@@ -86,6 +86,10 @@ pub struct StatusArgs {
     /// Output format (stdout).
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// List every cluster, not only those that need a look (failing, unreachable, not
+    /// Upgradeable, behind, no report yet).
+    #[arg(long)]
+    pub all: bool,
     /// Print again whenever the status changes, until the rollout is done, held, paused or
     /// aborted (exit code as without it).
     #[arg(long, short = 'w')]
@@ -283,7 +287,7 @@ async fn show_status(client: &kube::Client, args: &StatusArgs) -> Result<Exit, C
             OutputFormat::Json => pretty(&serde_json::json!({
                 "status": st, "exitCode": st.exit() as i32,
             })),
-            OutputFormat::Text => status_text(&st),
+            OutputFormat::Text => status_text(&st, args.all),
         };
         if text != last {
             print_stdout(&text)?;
@@ -319,9 +323,19 @@ async fn the_placement(client: &kube::Client) -> Result<NamespacedName, CliError
     }
 }
 
-/// The status as a person reads it: the rollout and what holds it, the waves, the clusters.
-pub fn status_text(st: &FleetStatus) -> String {
+/// How many lines of `held by` and of clusters that need a look the text shows without
+/// `--all`: the status of 1,000 clusters fits a screen.
+const SHOWN: usize = 20;
+
+/// The status as a person reads it: the rollout and what holds it, the waves with their
+/// counts, then the clusters that need a look (`all`: every cluster).
+pub fn status_text(st: &FleetStatus, all: bool) -> String {
     let mut out = String::new();
+    let more = |out: &mut String, left: usize, what: &str| {
+        if left > 0 {
+            out.push_str(&format!("  … and {left} more {what} (`--all` lists them)\n"));
+        }
+    };
     match &st.target {
         Some(t) => {
             let state = match (st.exit(), t.state) {
@@ -341,42 +355,100 @@ pub fn status_text(st: &FleetStatus) -> String {
             if let Some(forced) = &t.forced {
                 out.push_str(&format!("  forced past: {}\n", forced.replace('\n', "; ")));
             }
-            for h in &st.held_by {
+            let shown = if all { st.held_by.len() } else { SHOWN };
+            for h in st.held_by.iter().take(shown) {
                 out.push_str(&format!("  held by {}: {}\n", h.cluster, h.reason));
             }
+            more(&mut out, st.held_by.len().saturating_sub(shown), "holding");
             out.push('\n');
             let rows: Vec<Vec<String>> = st
                 .waves
                 .iter()
                 .map(|w| {
+                    let n = w.counts;
                     vec![
                         w.wave.index.to_string(),
                         w.wave.name.clone(),
                         w.clusters.len().to_string(),
+                        n.done.to_string(),
+                        n.progressing.to_string(),
+                        n.failed.to_string(),
+                        n.not_started.to_string(),
                         w.progress.to_string(),
                     ]
                 })
                 .collect();
-            out.push_str(&table(&["WAVE", "NAME", "CLUSTERS", "PROGRESS"], &rows));
-            out.push('\n');
+            out.push_str(&table(
+                &[
+                    "WAVE",
+                    "NAME",
+                    "CLUSTERS",
+                    "DONE",
+                    "PROGRESSING",
+                    "FAILED",
+                    "NOT STARTED",
+                    "PROGRESS",
+                ],
+                &rows,
+            ));
         }
-        None => out.push_str(&format!("Placement {}: no rollout\n\n", st.placement)),
+        None => {
+            out.push_str(&format!("Placement {}: no rollout\n\n", st.placement));
+            let mut versions: std::collections::BTreeMap<String, usize> = Default::default();
+            for c in &st.clusters {
+                let v = c.report.as_ref().and_then(|r| r.current_version());
+                *versions.entry(v.unwrap_or("-").to_owned()).or_default() += 1;
+            }
+            let rows: Vec<Vec<String>> = versions
+                .into_iter()
+                .map(|(v, n)| vec![v, n.to_string()])
+                .collect();
+            out.push_str(&table(&["VERSION", "CLUSTERS"], &rows));
+        }
     }
-    let rows: Vec<Vec<String>> = st.clusters.iter().map(cluster_row).collect();
-    out.push_str(&table(
-        &[
-            "CLUSTER",
-            "WAVE",
-            "REACHABLE",
-            "VERSION",
-            "STATE",
-            "DESIRED",
-            "UPGRADEABLE",
-            "ROLLOUT",
-            "MESSAGE",
-        ],
-        &rows,
+    out.push('\n');
+    let header = [
+        "CLUSTER",
+        "WAVE",
+        "REACHABLE",
+        "VERSION",
+        "STATE",
+        "DESIRED",
+        "UPGRADEABLE",
+        "ROLLOUT",
+        "MESSAGE",
+    ];
+    if all {
+        let rows: Vec<Vec<String>> = st.clusters.iter().map(cluster_row).collect();
+        out.push_str(&table(&header, &rows));
+        return out;
+    }
+    let attention = st.attention();
+    if attention.is_empty() {
+        out.push_str(&format!(
+            "{} cluster(s), none needs a look (`--all` lists every cluster)\n",
+            st.clusters.len()
+        ));
+        return out;
+    }
+    out.push_str(&format!(
+        "{} of {} cluster(s) need a look (`--all` lists every cluster):\n",
+        attention.len(),
+        st.clusters.len()
     ));
+    let rows: Vec<Vec<String>> = attention
+        .iter()
+        .take(SHOWN)
+        .map(|(c, why)| {
+            let mut row = cluster_row(c);
+            if let Some(message) = row.last_mut() {
+                message.clone_from(why);
+            }
+            row
+        })
+        .collect();
+    out.push_str(&table(&header, &rows));
+    more(&mut out, attention.len().saturating_sub(SHOWN), "needing a look");
     out
 }
 
@@ -700,6 +772,67 @@ mod tests {
         assert_eq!(parse_max_failures("10%"), Ok(MaxFailures::Percent(10)));
         assert!(parse_max_failures("101%").is_err());
         assert!(parse_max_failures("x").unwrap_err().contains("percentage"));
+    }
+
+    #[test]
+    fn a_thousand_clusters_fit_a_screen_and_those_that_need_a_look_are_named() {
+        use crate::fleet::feedback::{Entry, Report};
+        use crate::fleet::status::{ClusterState, Target, Wave};
+        let report = |version: &str| Report {
+            history: vec![Entry {
+                version: Some(version.to_owned()),
+                state: Some("Completed".to_owned()),
+                ..Entry::default()
+            }],
+            ..Report::default()
+        };
+        let clusters: Vec<ClusterState> = (0..1000)
+            .map(|i| ClusterState {
+                name: format!("c{i:04}"),
+                wave: Some(Wave {
+                    index: u32::from(i >= 10),
+                    name: if i < 10 { "canary" } else { "rest" }.to_owned(),
+                }),
+                reachable: if i == 500 {
+                    Reachability::Unreachable("lease not renewed".to_owned())
+                } else {
+                    Reachability::Reachable
+                },
+                report: Some(report(if i < 10 { "1.1.0" } else { "1.0.0" })),
+                rollout: match i {
+                    0..=8 => ClusterRollout::Done,
+                    9 => ClusterRollout::Failed("Failing=True ManifestFailed: boom".to_owned()),
+                    _ => ClusterRollout::Pending,
+                },
+            })
+            .collect();
+        let mut st = FleetStatus {
+            placement: "fleet/waves".to_owned(),
+            target: Some(Target {
+                rollout: "fleet/cvo-rollout-waves".to_owned(),
+                version: "1.1.0".to_owned(),
+                image: "r@sha256:ab".to_owned(),
+                deadline: None,
+                forced: None,
+                clusters: Vec::new(),
+                state: State::Running,
+            }),
+            waves: Vec::new(),
+            clusters,
+            held_by: Vec::new(),
+        };
+        st.waves = status::wave_states(&st.clusters);
+        let text = status_text(&st, false);
+        assert!(text.lines().count() <= 30, "{text}");
+        assert!(text.contains("c0009") && text.contains("boom"), "{text}");
+        assert!(text.contains("c0500") && text.contains("lease not renewed"), "{text}");
+        assert!(text.contains("2 of 1000 cluster(s) need a look"), "{text}");
+        assert!(!text.contains("c0010 "), "{text}");
+        // The waves' counts: the canary 9 done and 1 failed, the rest not started.
+        let canary = text.lines().find(|l| l.starts_with("0 ")).expect("wave 0");
+        let cells: Vec<&str> = canary.split_whitespace().collect();
+        assert_eq!(cells[..7], ["0", "canary", "10", "9", "0", "1", "0"], "{canary}");
+        assert_eq!(status_text(&st, true).lines().count(), 1000 + 7, "every cluster");
     }
 
     #[test]

@@ -133,6 +133,18 @@ pub struct WaveState {
     pub wave: Wave,
     pub clusters: Vec<String>,
     pub progress: WaveProgress,
+    /// Its clusters by where they are in the rollout.
+    pub counts: WaveCounts,
+}
+
+/// How many clusters of a wave are done, progressing, failed, and not asked yet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaveCounts {
+    pub done: usize,
+    pub progressing: usize,
+    pub failed: usize,
+    pub not_started: usize,
 }
 
 /// The release a rollout set asks for.
@@ -210,6 +222,47 @@ impl FleetStatus {
         } else {
             Exit::InProgress
         }
+    }
+
+    /// The clusters that need a look, each with why: failed, unreachable (or unknown), no
+    /// report yet, failing or not Upgradeable, or (without a rollout) at a version older than
+    /// the newest any cluster of the fleet is at. The rest are where they should be.
+    pub fn attention(&self) -> Vec<(&ClusterState, String)> {
+        let newest = self
+            .clusters
+            .iter()
+            .filter_map(|c| c.report.as_ref()?.current_version())
+            .filter_map(|v| crate::version::parse(v).ok())
+            .max();
+        self.clusters
+            .iter()
+            .filter_map(|c| {
+                let why = match (&c.reachable, &c.rollout, &c.report) {
+                    (Reachability::Unreachable(why) | Reachability::Unknown(why), _, _) => {
+                        format!("unreachable: {why}")
+                    }
+                    (_, ClusterRollout::Failed(why), _) => why.clone(),
+                    (_, _, None) => "no ClusterVersion report yet".to_owned(),
+                    (_, _, Some(report)) => match c.message() {
+                        Some(m) => m,
+                        None if self.target.is_none() => {
+                            let at = report
+                                .current_version()
+                                .and_then(|v| crate::version::parse(v).ok());
+                            match (&at, &newest) {
+                                (Some(at), Some(newest)) if at < newest => {
+                                    format!("behind the others: at {at}, the newest is {newest}")
+                                }
+                                (None, _) => "no completed version reported".to_owned(),
+                                _ => return None,
+                            }
+                        }
+                        None => return None,
+                    },
+                };
+                Some((c, why))
+            })
+            .collect()
     }
 
     /// The cluster named `name`.
@@ -642,7 +695,8 @@ fn progress_of(target: &Target, report: Option<&Report>) -> String {
     format!("asked for {}; at {version} {state}", target.version)
 }
 
-fn wave_states(clusters: &[ClusterState]) -> Vec<WaveState> {
+/// Each wave's progress and counts, from its clusters'.
+pub fn wave_states(clusters: &[ClusterState]) -> Vec<WaveState> {
     let mut by_wave: BTreeMap<&Wave, Vec<&ClusterState>> = BTreeMap::new();
     for c in clusters {
         if let Some(w) = &c.wave {
@@ -663,10 +717,20 @@ fn wave_states(clusters: &[ClusterState]) -> Vec<WaveState> {
             } else {
                 WaveProgress::Pending
             };
+            let mut counts = WaveCounts::default();
+            for c in &members {
+                match c.rollout {
+                    ClusterRollout::Done => counts.done += 1,
+                    ClusterRollout::Progressing(_) => counts.progressing += 1,
+                    ClusterRollout::Failed(_) => counts.failed += 1,
+                    ClusterRollout::Pending | ClusterRollout::None => counts.not_started += 1,
+                }
+            }
             WaveState {
                 wave: wave.clone(),
                 clusters: members.iter().map(|c| c.name.clone()).collect(),
                 progress,
+                counts,
             }
         })
         .collect()

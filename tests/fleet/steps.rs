@@ -26,6 +26,7 @@ crate::steps! {
     an_unreachable_cluster_is_named needs [a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch];
     a_rollout_resumes_after_its_agent_and_the_hub_work_controller_were_down needs [an_unreachable_cluster_is_named];
     a_set_naming_another_object_is_not_applied_and_status_says_why needs [a_rollout_resumes_after_its_agent_and_the_hub_work_controller_were_down];
+    a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_restarts needs [a_set_naming_another_object_is_not_applied_and_status_says_why];
 }
 
 const PLACEMENT: &str = "fleet/waves";
@@ -783,4 +784,205 @@ async fn a_set_naming_another_object_is_not_applied_and_status_says_why(fleet: &
         "{stdout}"
     );
     status_until(fleet, "every cluster at 1.3.0 again", |_, code| code == 0).await;
+}
+
+/// `cvo fleet VERB --placement fleet/waves ARGS…`.
+async fn control(fleet: &Fleet, verb: &str, args: &[&str]) -> (i32, String, String) {
+    let mut all = vec!["fleet", verb, "--placement", PLACEMENT];
+    all.extend(args);
+    common::run_cvo(&fleet.hub, &all).await
+}
+
+/// The rollout set's `PlacementVerified` condition reason, as OCM's controller last wrote it.
+async fn set_verified_reason(fleet: &Fleet) -> Option<String> {
+    let set = rollout_set(fleet).await?;
+    set["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "PlacementVerified")
+        .and_then(|c| c["reason"].as_str().map(str::to_owned))
+}
+
+/// Waits until OCM's set controller, after a restart, has reached cvo's stop: the set says the
+/// Placement's decisions were not found (the stop ref's) — from then on it writes no work.
+async fn stopped_by_the_hub(fleet: &Fleet) {
+    common::poll_until("the set controller stopped at cvo's stop", DEADLINE, || async {
+        match set_verified_reason(fleet).await.as_deref() {
+            Some("PlacementDecisionNotFound") => Ok(()),
+            other => Err(format!("PlacementVerified reason {other:?}")),
+        }
+    })
+    .await;
+}
+
+/// `cluster`'s ManifestWorks of the rollout set that are not being deleted (the work agent
+/// removes a deleted work's finalizer once it has let go of what it applied): (name, uid).
+async fn rollout_works(fleet: &Fleet, cluster: &str) -> Vec<(String, String)> {
+    let api = Api::<DynamicObject>::namespaced_with(
+        fleet.hub_client.clone(),
+        cluster,
+        &cvo::fleet::ocm::manifest_work(),
+    );
+    let lp = kube::api::ListParams::default().labels(&format!(
+        "{}=fleet.cvo-rollout-waves",
+        cvo::fleet::ocm::REPLICA_SET_LABEL
+    ));
+    api.list(&lp)
+        .await
+        .expect("list ManifestWorks")
+        .items
+        .into_iter()
+        .filter(|w| w.metadata.deletion_timestamp.is_none())
+        .map(|w| {
+            (
+                w.metadata.name.unwrap_or_default(),
+                w.metadata.uid.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_restarts(
+    fleet: &Fleet,
+) {
+    let (c1, c2) = (fleet.cluster("c1"), fleet.cluster("c2"));
+    let operators = operators(fleet, &fleet.work.path().join("r100"));
+    let asked = |v: &Value| v["spec"]["desiredUpdate"]["version"].clone();
+
+    // Pause: 1.4.0 waits on c1 for a namespace; paused meanwhile, and OCM's work controller
+    // restarted, c1 (asked) completes and c2 is never asked until resumed.
+    let gate = |ns: &str| {
+        (
+            format!("0000_60_{ns}_00_settings.yaml"),
+            common::configmap(ns, "settings", PROFILE, &[("gate", "open")]),
+        )
+    };
+    let (file, text) = gate("fleet-pause");
+    let r140 = release(fleet, "r140", "1.4.0", &[(&file, text)]);
+    let reference = push(fleet, &r140, "1.4.0").await;
+    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    status_until(fleet, "the canary failing on fleet-pause", |st, _| {
+        cluster(st, "c1")["rollout"]["state"] == "failed"
+    })
+    .await;
+    let (code, _, stderr) = control(fleet, "pause", &[]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("paused (was running)"), "{stderr}");
+    let (code, _, stderr) = control(fleet, "pause", &[]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("already paused"), "{stderr}");
+    // A retry while paused is refused: OCM would not write the work again.
+    let (code, _, stderr) = control(fleet, "retry", &["c1"]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("is paused"), "{stderr}");
+    fault(fleet, &["restart", "hub-work"]);
+    stopped_by_the_hub(fleet).await;
+    create_namespace(c1, "fleet-pause").await;
+    create_namespace(c2, "fleet-pause").await;
+    let st = status_until(fleet, "c1 done as the hub sees it, paused", |st, code| {
+        cluster(st, "c1")["rollout"]["state"] == "done" && code == 3
+    })
+    .await;
+    assert_eq!(st["target"]["state"], "paused", "{st:#}");
+    assert_eq!(cluster(&st, "c2")["rollout"]["state"], "pending", "{st:#}");
+    assert!(
+        st["heldBy"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("paused")),
+        "{st:#}"
+    );
+    let (_, text, _) =
+        common::run_cvo(&fleet.hub, &["fleet", "status", "--placement", PLACEMENT]).await;
+    assert!(text.contains(": paused"), "{text}");
+    // The controller saw c1 done (the status says so) and stayed stopped: c2 not asked.
+    stopped_by_the_hub(fleet).await;
+    assert_ne!(asked(&cv(c2).await.expect("cv")), "1.4.0", "c2 asked while paused");
+    // Written again while paused, the rollout stays paused.
+    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stderr.contains("stays paused"), "{stderr}");
+    assert_eq!(
+        rollout_set(fleet).await.expect("set")["spec"]["placementRefs"][0]["name"],
+        cvo::fleet::control::PAUSED
+    );
+    let (code, _, stderr) = control(fleet, "resume", &[]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("running (was paused)"), "{stderr}");
+    status_until(fleet, "every cluster at 1.4.0", |_, code| code == 0).await;
+    let (c1v, c2v) = (cv(c1).await.expect("cv"), cv(c2).await.expect("cv"));
+    assert_started_after_completed(&c2v, &c1v);
+
+    // Abort: 1.5.0's canary fails; aborted, and the hub controller restarted, c1 completes
+    // once fixed and c2 is never asked. Resume refuses an aborted rollout.
+    let (file, text) = gate("fleet-abort");
+    let r150 = release(fleet, "r150", "1.5.0", &[(&file, text)]);
+    let reference = push(fleet, &r150, "1.5.0").await;
+    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    status_until(fleet, "the canary failing on fleet-abort", |st, _| {
+        cluster(st, "c1")["rollout"]["state"] == "failed"
+    })
+    .await;
+    let (code, _, stderr) = control(fleet, "abort", &["-o", "json"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    fault(fleet, &["restart", "hub-work"]);
+    stopped_by_the_hub(fleet).await;
+    create_namespace(c1, "fleet-abort").await;
+    create_namespace(c2, "fleet-abort").await;
+    let st = status_until(fleet, "c1 done as the hub sees it, aborted", |st, code| {
+        cluster(st, "c1")["rollout"]["state"] == "done" && code == 1
+    })
+    .await;
+    assert_eq!(st["target"]["state"], "aborted", "{st:#}");
+    assert!(
+        st["heldBy"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("never asked")),
+        "{st:#}"
+    );
+    stopped_by_the_hub(fleet).await;
+    assert_ne!(asked(&cv(c2).await.expect("cv")), "1.5.0", "c2 asked after the abort");
+    let (_, text, _) =
+        common::run_cvo(&fleet.hub, &["fleet", "status", "--placement", PLACEMENT]).await;
+    assert!(text.contains(": aborted"), "{text}");
+    let (code, _, stderr) = control(fleet, "resume", &[]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("was aborted"), "{stderr}");
+
+    // Retry: a new rollout (1.6.0) replaces the aborted one; its canary fails. With OCM's work
+    // controller down, `retry c1` deletes c1's work; back up, the controller writes it anew,
+    // and once fixed c1 completes and c2 follows.
+    let (file, text) = gate("fleet-retry");
+    let r160 = release(fleet, "r160", "1.6.0", &[(&file, text)]);
+    let reference = push(fleet, &r160, "1.6.0").await;
+    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stderr.contains("aborted rollout is replaced"), "{stderr}");
+    status_until(fleet, "the canary failing on fleet-retry", |st, _| {
+        cluster(st, "c1")["rollout"]["state"] == "failed"
+    })
+    .await;
+    let before = rollout_works(fleet, "c1").await;
+    assert_eq!(before.len(), 1, "{before:?}");
+    fault(fleet, &["kill", "hub-work"]);
+    let (code, _, stderr) = control(fleet, "retry", &["c1"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("cluster c1 asked again"), "{stderr}");
+    assert!(rollout_works(fleet, "c1").await.is_empty());
+    create_namespace(c1, "fleet-retry").await;
+    create_namespace(c2, "fleet-retry").await;
+    fault(fleet, &["start", "hub-work"]);
+    let after = common::poll_until("c1's work written anew", DEADLINE, || async {
+        match rollout_works(fleet, "c1").await.as_slice() {
+            [one] => Ok(one.clone()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_ne!(after.1, before[0].1, "the same work: not written anew");
+    status_until(fleet, "every cluster at 1.6.0", |_, code| code == 0).await;
+    for o in operators {
+        o.terminate().await;
+    }
 }
