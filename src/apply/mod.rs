@@ -224,13 +224,14 @@ pub struct ManifestResult {
     pub permanent: bool,
     /// Non-fatal findings (dropped fields, stale delete manifests).
     pub warnings: Vec<String>,
-    /// Set when the object is being deleted but still exists.
-    pub pending: Option<PendingDeletion>,
+    /// Set when the object is being deleted but still exists (boxed, as `health`: rare, and
+    /// a pass holds one result per manifest).
+    pub pending: Option<Box<PendingDeletion>>,
     /// Field changes of a planned update (dry-run only).
     pub changes: Vec<FieldChange>,
     /// What the health check found: why it failed (with `action: failed`), or what it
     /// reported without failing (a degraded operator during an install).
-    pub health: Option<crate::health::Finding>,
+    pub health: Option<Box<crate::health::Finding>>,
     /// The object's resourceVersion as this task last saw it (after its write, or as found
     /// up to date): what the operator compares watch events with, to tell its own writes from
     /// someone else's. `None` for deletions, failures and dry runs.

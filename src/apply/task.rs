@@ -315,11 +315,11 @@ impl<'r> Applier<'r> {
             Verdict::Healthy => Ok(action),
             Verdict::Reported(finding) => {
                 result.warnings.push(finding.message.clone());
-                result.health = Some(finding);
+                result.health = Some(Box::new(finding));
                 Ok(action)
             }
             Verdict::Failed(finding) | Verdict::Waiting(finding) => {
-                result.health = Some(finding.clone());
+                result.health = Some(Box::new(finding.clone()));
                 Err(ManifestError::Unhealthy(finding))
             }
         }
@@ -565,7 +565,7 @@ impl<'r> Applier<'r> {
             let wait = self.wait_gone(&resolved, manifest, uid);
             return TaskTime::add(&mut result.time.deletion, wait).await;
         }
-        result.pending = Some(pending);
+        result.pending = Some(Box::new(pending));
         Ok(Action::DeletionInProgress)
     }
 

@@ -16,9 +16,9 @@ use super::apply::parse_duration;
 use super::{CliError, GlobalArgs, OciArgs, OutputFormat, pretty, print_stdout};
 use crate::cluster::NamespacedName;
 use crate::exit::Exit;
+use crate::fleet::control::{State, Verb};
 use crate::fleet::status::{ClusterRollout, FleetStatus, Reachability};
 use crate::fleet::work::{MaxFailures, Purpose, Rollout};
-use crate::fleet::control::{State, Verb};
 use crate::fleet::{self, rollout, status};
 
 #[derive(Debug, Args)]
@@ -333,7 +333,9 @@ pub fn status_text(st: &FleetStatus, all: bool) -> String {
     let mut out = String::new();
     let more = |out: &mut String, left: usize, what: &str| {
         if left > 0 {
-            out.push_str(&format!("  … and {left} more {what} (`--all` lists them)\n"));
+            out.push_str(&format!(
+                "  … and {left} more {what} (`--all` lists them)\n"
+            ));
         }
     };
     match &st.target {
@@ -448,7 +450,11 @@ pub fn status_text(st: &FleetStatus, all: bool) -> String {
         })
         .collect();
     out.push_str(&table(&header, &rows));
-    more(&mut out, attention.len().saturating_sub(SHOWN), "needing a look");
+    more(
+        &mut out,
+        attention.len().saturating_sub(SHOWN),
+        "needing a look",
+    );
     out
 }
 
@@ -825,14 +831,25 @@ mod tests {
         let text = status_text(&st, false);
         assert!(text.lines().count() <= 30, "{text}");
         assert!(text.contains("c0009") && text.contains("boom"), "{text}");
-        assert!(text.contains("c0500") && text.contains("lease not renewed"), "{text}");
+        assert!(
+            text.contains("c0500") && text.contains("lease not renewed"),
+            "{text}"
+        );
         assert!(text.contains("2 of 1000 cluster(s) need a look"), "{text}");
         assert!(!text.contains("c0010 "), "{text}");
         // The waves' counts: the canary 9 done and 1 failed, the rest not started.
         let canary = text.lines().find(|l| l.starts_with("0 ")).expect("wave 0");
         let cells: Vec<&str> = canary.split_whitespace().collect();
-        assert_eq!(cells[..7], ["0", "canary", "10", "9", "0", "1", "0"], "{canary}");
-        assert_eq!(status_text(&st, true).lines().count(), 1000 + 7, "every cluster");
+        assert_eq!(
+            cells[..7],
+            ["0", "canary", "10", "9", "0", "1", "0"],
+            "{canary}"
+        );
+        assert_eq!(
+            status_text(&st, true).lines().count(),
+            1000 + 7,
+            "every cluster"
+        );
     }
 
     #[test]

@@ -118,9 +118,7 @@ pub struct Changed {
 /// Why a control verb did not change the set.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
-    #[error(
-        "no rollout set {0} on the hub: nothing to control (`cvo fleet rollout` writes one)"
-    )]
+    #[error("no rollout set {0} on the hub: nothing to control (`cvo fleet rollout` writes one)")]
     NoRollout(String),
     #[error(
         "the rollout {0} was aborted: it cannot be resumed; `cvo fleet rollout` starts a new one"
@@ -147,9 +145,8 @@ fn patch(from: State, to: State, resource_version: &str) -> Option<Vec<Value>> {
     if from == to {
         return None;
     }
-    let mut ops = vec![
-        json!({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version}),
-    ];
+    let mut ops =
+        vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version})];
     match (from.stop_ref(), to.stop_ref()) {
         (None, Some(stop)) => {
             ops.push(json!({"op": "add", "path": "/spec/placementRefs/0", "value": stop}));
@@ -299,7 +296,8 @@ pub async fn retry(
     }
     let label = ocm::replica_set_label_value(namespace, &name)
         .map_err(|e| ControlError::Malformed(set_name.clone(), e))?;
-    let works = Api::<DynamicObject>::namespaced_with(client.clone(), cluster, &ocm::manifest_work());
+    let works =
+        Api::<DynamicObject>::namespaced_with(client.clone(), cluster, &ocm::manifest_work());
     let lp = ListParams::default().labels(&format!("{}={label}", ocm::REPLICA_SET_LABEL));
     let listed = crate::cluster::list::all(&works, &lp, &retry)
         .await
@@ -346,7 +344,10 @@ mod tests {
         assert_eq!(ops[1]["op"], "add");
         assert_eq!(ops[1]["path"], "/spec/placementRefs/0");
         assert_eq!(ops[1]["value"]["name"], PAUSED);
-        assert_eq!(patch(State::Paused, State::Running, "1").unwrap()[1]["op"], "remove");
+        assert_eq!(
+            patch(State::Paused, State::Running, "1").unwrap()[1]["op"],
+            "remove"
+        );
         let abort = patch(State::Paused, State::Aborted, "1").unwrap();
         assert_eq!(abort[1]["op"], "replace");
         assert_eq!(abort[1]["value"]["name"], ABORTED);

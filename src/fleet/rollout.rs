@@ -4,8 +4,11 @@
 //! A minor or major update (or one whose current version the report does not tell: fail
 //! closed) is refused where `Upgradeable` is not `True` — False (a deletion the release asked
 //! for is unfinished, an unmanaged override, …), Unknown, or not reported — as the cluster's
-//! operator would refuse it; a patch update goes ahead as it would. A cluster that reports
-//! nothing cannot be judged and is refused too. `--force` writes the rollout anyway and records
+//! operator would refuse it; a patch update goes ahead as it would. What the operator refuses
+//! whatever Upgradeable says is refused too: a skipped minor version, a new major version, a
+//! rollback further than the previous version ([`crate::status::update::Versions`], from the
+//! two reported history entries). A cluster that reports nothing cannot be judged and is
+//! refused too. `--force` writes the rollout anyway and records
 //! what it overrode on the rollout set.
 
 use serde::Serialize;
@@ -52,6 +55,20 @@ fn refusal(cluster: &ClusterState, target: &semver::Version) -> Option<String> {
         (None, false) => UpdateType::MinorOrMajor,
         _ => update_type(current.as_ref(), Some(target)),
     };
+    let versions: Vec<semver::Version> = report
+        .history
+        .iter()
+        .filter_map(|e| crate::version::parse(e.version.as_deref()?).ok())
+        .collect();
+    let newest = versions.first();
+    let hops = crate::status::update::Versions {
+        current: newest,
+        previous: versions.iter().find(|v| Some(*v) != newest),
+        target: Some(target),
+    };
+    if let Some(refused) = hops.check() {
+        return Some(refused.to_string());
+    }
     if kind != UpdateType::MinorOrMajor {
         return None;
     }
@@ -161,5 +178,25 @@ mod tests {
         assert_eq!(patch.len(), 1);
         assert_eq!(patch[0].cluster, "silent");
         assert_eq!(forced_record(&patch).lines().count(), 1);
+    }
+
+    #[test]
+    fn what_the_operator_refuses_whatever_upgradeable_says_is_refused() {
+        let st = fleet(vec![cluster("c2", Some("1.4.0"), Some("True"))]);
+        let skip = refusals(&st, &semver::Version::new(1, 6, 0));
+        assert_eq!(skip.len(), 1, "{skip:?}");
+        assert!(
+            skip[0]
+                .reason
+                .starts_with("MultipleMinorVersionsUpdate: 1.6.0 skips"),
+            "{}",
+            skip[0].reason
+        );
+        let major = refusals(&st, &semver::Version::new(2, 0, 0));
+        assert!(
+            major[0].reason.starts_with("MajorVersionUpdate"),
+            "{major:?}"
+        );
+        assert!(refusals(&st, &semver::Version::new(1, 5, 0)).is_empty());
     }
 }

@@ -205,8 +205,8 @@ impl FleetStatus {
             .clusters
             .iter()
             .any(|c| c.wave.is_none() && matches!(c.rollout, ClusterRollout::Failed(_)));
-        let done = !self.waves.is_empty()
-            && self.waves.iter().all(|w| w.progress == WaveProgress::Done);
+        let done =
+            !self.waves.is_empty() && self.waves.iter().all(|w| w.progress == WaveProgress::Done);
         if dropped
             || self
                 .waves
@@ -901,16 +901,25 @@ mod tests {
         let stopped = |stop: &str| {
             let mut v = view(works(), &["c1", "c2", "c3"]);
             let refs = &mut v.rollout.as_mut().unwrap()["spec"]["placementRefs"];
-            refs.as_array_mut().unwrap().insert(0, json!({"name": stop}));
+            refs.as_array_mut()
+                .unwrap()
+                .insert(0, json!({"name": stop}));
             judge(&v, jiff::Timestamp::now())
         };
         let paused = stopped(control::PAUSED);
-        assert_eq!(paused.target.as_ref().unwrap().state, control::State::Paused);
+        assert_eq!(
+            paused.target.as_ref().unwrap().state,
+            control::State::Paused
+        );
         assert_eq!(paused.exit(), Exit::InProgress);
         assert_eq!(paused.waves[0].progress, WaveProgress::Done);
         let held: Vec<_> = paused.held_by.iter().map(|h| h.cluster.as_str()).collect();
         assert_eq!(held, ["c2", "c3"]);
-        assert!(paused.held_by[0].reason.contains("paused"), "{:?}", paused.held_by);
+        assert!(
+            paused.held_by[0].reason.contains("paused"),
+            "{:?}",
+            paused.held_by
+        );
         let aborted = stopped(control::ABORTED);
         assert_eq!(aborted.exit(), Exit::Failed);
         assert!(aborted.held_by[0].reason.contains("aborted"));

@@ -281,7 +281,7 @@ pub fn after_pass(
         let waiting: Vec<crate::health::Finding> = results
             .iter()
             .filter(|r| grace.excuses(r))
-            .filter_map(|r| r.health.clone())
+            .filter_map(|r| r.health.as_deref().cloned())
             .collect();
         Condition::new(
             "Progressing",
@@ -744,12 +744,12 @@ mod tests {
         let mut r = ManifestResult::new(index, crate::apply::Action::Failed);
         let message = format!("Cluster operator {operator} is degraded: Degraded=True");
         r.error = Some(message.clone());
-        r.health = Some(crate::health::Finding {
+        r.health = Some(Box::new(crate::health::Finding {
             reason,
             subject: format!("cluster operator {operator}"),
             operator: Some(operator.into()),
             message,
-        });
+        }));
         r
     }
 

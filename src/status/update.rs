@@ -89,7 +89,7 @@ impl Versions<'_> {
     /// Refuses what OpenShift's CVO refuses: going back further than the previous version
     /// or across a minor version (`LowDesiredVersion`), a new major version
     /// (`MajorVersionUpdate`), skipping a minor version (`MultipleMinorVersionsUpdate`).
-    fn check(&self) -> Option<PreconditionFailure> {
+    pub fn check(&self) -> Option<PreconditionFailure> {
         let (Some(current), Some(target)) = (self.current, self.target) else {
             return None;
         };

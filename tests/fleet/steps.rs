@@ -399,8 +399,10 @@ async fn observe_reports_each_clusters_cluster_version(fleet: &Fleet) {
     assert_eq!(
         st["waves"],
         json!([
-            {"index": 0, "name": "canary", "clusters": ["c1"], "progress": "pending"},
-            {"index": 1, "name": "rest", "clusters": ["c2"], "progress": "pending"},
+            {"index": 0, "name": "canary", "clusters": ["c1"], "progress": "pending",
+             "counts": {"done": 0, "progressing": 0, "failed": 0, "notStarted": 1}},
+            {"index": 1, "name": "rest", "clusters": ["c2"], "progress": "pending",
+             "counts": {"done": 0, "progressing": 0, "failed": 0, "notStarted": 1}},
         ]),
         "{st:#}"
     );
@@ -427,6 +429,12 @@ async fn observe_reports_each_clusters_cluster_version(fleet: &Fleet) {
         text.starts_with("Placement fleet/waves: no rollout"),
         "{text}"
     );
+    assert!(
+        text.contains("\n1.0.0    2\n"),
+        "clusters by version: {text}"
+    );
+    assert!(text.contains("2 cluster(s), none needs a look"), "{text}");
+    let (_, text, _) = common::run_cvo(&fleet.hub, &["fleet", "status", "--all"]).await;
     assert!(
         text.contains("c1       0 (canary)  yes        1.0.0"),
         "{text}"
@@ -806,12 +814,16 @@ async fn set_verified_reason(fleet: &Fleet) -> Option<String> {
 /// Waits until OCM's set controller, after a restart, has reached cvo's stop: the set says the
 /// Placement's decisions were not found (the stop ref's) — from then on it writes no work.
 async fn stopped_by_the_hub(fleet: &Fleet) {
-    common::poll_until("the set controller stopped at cvo's stop", DEADLINE, || async {
-        match set_verified_reason(fleet).await.as_deref() {
-            Some("PlacementDecisionNotFound") => Ok(()),
-            other => Err(format!("PlacementVerified reason {other:?}")),
-        }
-    })
+    common::poll_until(
+        "the set controller stopped at cvo's stop",
+        DEADLINE,
+        || async {
+            match set_verified_reason(fleet).await.as_deref() {
+                Some("PlacementDecisionNotFound") => Ok(()),
+                other => Err(format!("PlacementVerified reason {other:?}")),
+            }
+        },
+    )
     .await;
 }
 
@@ -897,7 +909,11 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
     assert!(text.contains(": paused"), "{text}");
     // The controller saw c1 done (the status says so) and stayed stopped: c2 not asked.
     stopped_by_the_hub(fleet).await;
-    assert_ne!(asked(&cv(c2).await.expect("cv")), "1.4.0", "c2 asked while paused");
+    assert_ne!(
+        asked(&cv(c2).await.expect("cv")),
+        "1.4.0",
+        "c2 asked while paused"
+    );
     // Written again while paused, the rollout stays paused.
     let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
@@ -942,7 +958,11 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
         "{st:#}"
     );
     stopped_by_the_hub(fleet).await;
-    assert_ne!(asked(&cv(c2).await.expect("cv")), "1.5.0", "c2 asked after the abort");
+    assert_ne!(
+        asked(&cv(c2).await.expect("cv")),
+        "1.5.0",
+        "c2 asked after the abort"
+    );
     let (_, text, _) =
         common::run_cvo(&fleet.hub, &["fleet", "status", "--placement", PLACEMENT]).await;
     assert!(text.contains(": aborted"), "{text}");
@@ -950,12 +970,13 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("was aborted"), "{stderr}");
 
-    // Retry: a new rollout (1.6.0) replaces the aborted one; its canary fails. With OCM's work
+    // Retry: a new rollout (1.5.1: c2, never asked for 1.5.0, would refuse to skip a minor)
+    // replaces the aborted one; its canary fails. With OCM's work
     // controller down, `retry c1` deletes c1's work; back up, the controller writes it anew,
     // and once fixed c1 completes and c2 follows.
     let (file, text) = gate("fleet-retry");
-    let r160 = release(fleet, "r160", "1.6.0", &[(&file, text)]);
-    let reference = push(fleet, &r160, "1.6.0").await;
+    let r151 = release(fleet, "r151", "1.5.1", &[(&file, text)]);
+    let reference = push(fleet, &r151, "1.5.1").await;
     let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stderr.contains("aborted rollout is replaced"), "{stderr}");
@@ -981,7 +1002,7 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
     })
     .await;
     assert_ne!(after.1, before[0].1, "the same work: not written anew");
-    status_until(fleet, "every cluster at 1.6.0", |_, code| code == 0).await;
+    status_until(fleet, "every cluster at 1.5.1", |_, code| code == 0).await;
     for o in operators {
         o.terminate().await;
     }
