@@ -42,7 +42,7 @@ fn timeline(graph: cvo::graph::TaskGraph, tasks: usize) -> PassTimeline {
         }
     }
     PassTimeline {
-        graph,
+        graph: std::sync::Arc::new(graph),
         started,
         finished: at,
         nodes,

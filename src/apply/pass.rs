@@ -77,7 +77,8 @@ pub struct PassReport {
 /// When one pass ran: the graph it walked, when each node's work and each task ran.
 #[derive(Clone, Debug)]
 pub struct PassTimeline {
-    pub graph: TaskGraph,
+    /// The graph walked (shared with the caller: at 50,000 manifests a copy was 7 MB).
+    pub graph: std::sync::Arc<TaskGraph>,
     pub started: Instant,
     pub finished: Instant,
     /// By node id: when the node's work started and ended; `None` for joins and nodes that
@@ -151,7 +152,7 @@ pub fn flattened_graph(release: &Release) -> TaskGraph {
 /// its timeline (`--timings`).
 pub async fn run_pass<F>(
     applier: &Applier<'_>,
-    graph: &TaskGraph,
+    graph: &std::sync::Arc<TaskGraph>,
     parallelism: usize,
     rounds: Option<Option<&PassReport>>,
     on_result: F,
@@ -204,7 +205,7 @@ where
     // The listings the tasks look their objects up in are read meanwhile, ahead of them.
     let (report, ()) = futures::join!(walk, applier.prefetch(parallelism));
     let timeline = PassTimeline {
-        graph: graph.clone(),
+        graph: std::sync::Arc::clone(graph),
         started,
         finished: Instant::now(),
         nodes: nodes.into_inner().unwrap_or_else(|p| p.into_inner()),

@@ -1,4 +1,4 @@
-//! `cvo fleet observe|status|rollout|install|pause|resume|abort|retry`: one release rolled out to the clusters of an
+//! `cvo fleet observe|status|rollout|install|pause|resume|abort|retry|uninstall`: one release rolled out to the clusters of an
 //! Open Cluster Management Placement, in its decision groups (docs/fleet.md). The kubeconfig
 //! is the hub's.
 //!
@@ -6,7 +6,8 @@
 //! a deadline, or aborted (without a rollout: 0 when every cluster is reachable and none
 //! fails); `rollout` 0 written (or, with `--dry-run`, would be), 4 refused on a cluster whose
 //! operator would refuse it (or a release that does not verify), 1 a request failed, 2 usage;
-//! `pause`, `resume`, `abort`, `retry` 0 done (or already so), 1 refused or failed.
+//! `pause`, `resume`, `abort`, `retry` 0 done (or already so), 1 refused or failed; `install`
+//! 4 refused on a cluster whose ClusterVersion OpenShift's own operator manages (`--force`).
 
 use std::time::Duration;
 
@@ -50,6 +51,10 @@ pub enum FleetCommand {
     /// Ask one cluster of the rollout again (after a fix): its ManifestWork is written anew and
     /// its progress deadline counts from then.
     Retry(RetryArgs),
+    /// Remove cvo from every cluster of the Placement: the rollout and observe sets, then the
+    /// operator, its RBAC, keys and pull secret, and the executor (each cluster's work agent
+    /// deletes them); the CRDs, ClusterVersion `version` and the namespaces stay.
+    Uninstall(PlacementArgs),
 }
 
 #[derive(Debug, Args)]
@@ -139,9 +144,21 @@ pub struct InstallArgs {
     /// The release whose operator objects are installed (a directory or an OCI source).
     #[arg(long, value_name = "SOURCE")]
     pub release: String,
+    /// Also the keys every cluster's operator verifies each release it pulls with (repeatable):
+    /// a ConfigMap mounted into its Deployment, passed with `cvo operator --verify-key`. An
+    /// OCI `--release` is verified with them here first.
     #[command(flatten)]
     pub oci: OciArgs,
-    /// Print the ManifestWorkReplicaSet; write nothing.
+    /// A registry credential (a Docker config file, as `docker login` writes) every cluster's
+    /// operator pulls releases with: a Secret in its namespace, passed with `--pull-secret`.
+    /// Never printed (`--dry-run` shows its size).
+    #[arg(long, value_name = "FILE")]
+    pub pull_secret: Option<std::path::PathBuf>,
+    /// Install even on clusters whose ClusterVersion `version` OpenShift's own
+    /// cluster-version operator manages (two operators would fight over it).
+    #[arg(long)]
+    pub force: bool,
+    /// Print the ManifestWorkReplicaSet (Secret data redacted); write nothing.
     #[arg(long)]
     pub dry_run: bool,
 }
@@ -174,6 +191,7 @@ pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<Exit, CliError> {
                 FleetCommand::Resume(a) => control(global, &client, a, Verb::Resume).await,
                 FleetCommand::Abort(a) => control(global, &client, a, Verb::Abort).await,
                 FleetCommand::Retry(a) => retry(global, &client, a).await,
+                FleetCommand::Uninstall(a) => uninstall(global, &client, a).await,
                 FleetCommand::Install(_) => unreachable!("handled above"),
             }
         }),
@@ -264,6 +282,40 @@ async fn retry(
             "cluster {} asked again: ManifestWork {work} deleted; OCM writes it anew once no other cluster of the rollout is progressing (`cvo fleet status --placement {p}`)",
             args.cluster
         ),
+    }
+    Ok(Exit::Success)
+}
+
+async fn uninstall(
+    global: &GlobalArgs,
+    client: &kube::Client,
+    args: &PlacementArgs,
+) -> Result<Exit, CliError> {
+    let p = &args.placement;
+    let done = fleet::install::uninstall(client, &p.namespace, &p.name)
+        .await
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    match args.output {
+        OutputFormat::Json => print_stdout(&pretty(&done))?,
+        OutputFormat::Text if done.deleted_sets.is_empty() => say!(
+            global.console,
+            note,
+            "no set of cvo's for Placement {p} on the hub: nothing to uninstall"
+        ),
+        OutputFormat::Text => {
+            say!(
+                global.console,
+                note,
+                "deleted {}; each cluster's work agent deletes {} object(s) of the install and keeps {}",
+                done.deleted_sets.join(", "),
+                done.removed.len(),
+                if done.kept.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    done.kept.join(", ")
+                }
+            );
+        }
     }
     Ok(Exit::Success)
 }

@@ -38,7 +38,7 @@ pub struct OperatorArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "3m")]
     pub resync_interval: Duration,
     /// Name of the leader-election Lease.
-    #[arg(long, value_name = "NAME", default_value = "cvo-operator")]
+    #[arg(long, value_name = "NAME", default_value = crate::rbac::DEFAULT_LEASE_NAME)]
     pub lease_name: String,
     /// A Lease not renewed for this long may be taken over by a standby.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "15s")]

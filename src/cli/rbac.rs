@@ -36,7 +36,7 @@ pub struct RbacArgs {
     #[arg(long, value_name = "NAME", default_value = crate::rbac::DEFAULT_NAME)]
     pub name: String,
     /// Name of the operator's leader-election Lease (`cvo operator --lease-name`).
-    #[arg(long, value_name = "NAME", default_value = "cvo-operator")]
+    #[arg(long, value_name = "NAME", default_value = crate::rbac::DEFAULT_LEASE_NAME)]
     pub lease_name: String,
     /// The operator's own Deployment (`cvo operator --self-deployment`): also grant reading
     /// its Pod and moving that Deployment to `spec.desiredUpdate.image`.

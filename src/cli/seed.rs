@@ -44,7 +44,7 @@ pub async fn previous_state(cluster: &Cluster, release: &Release, parallelism: u
         }
     }
     let applier = Applier::new(cluster.clone(), &previous, Options::default());
-    let graph = run_level_graph(&previous);
+    let graph = std::sync::Arc::new(run_level_graph(&previous));
     // A failed seed must not keep the others from being seeded: keep going past failures.
     let (report, _) = run_pass(&applier, &graph, parallelism, Some(None), |_| {}).await;
     for r in report.failed() {

@@ -36,6 +36,10 @@ pub fn paths() -> Vec<(String, String)> {
     .iter()
     .map(|(n, p)| ((*n).to_owned(), (*p).to_owned()))
     .collect();
+    paths.push((
+        "openshiftManager".to_owned(),
+        format!(".metadata.managedFields[?(@.manager==\"{OPENSHIFT_MANAGER}\")].manager"),
+    ));
     for i in 0..HISTORY {
         for field in ["version", "state", "image", "verified"] {
             paths.push((
@@ -106,7 +110,15 @@ pub struct Report {
     /// The newest entries of `status.history`, newest first.
     pub history: Vec<Entry>,
     pub conditions: BTreeMap<String, Condition>,
+    /// The field manager of OpenShift's own cluster-version operator
+    /// ([`OPENSHIFT_MANAGER`]) when it writes this ClusterVersion: another operator manages it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub openshift_manager: Option<String>,
 }
+
+/// The field manager OpenShift's cluster-version operator writes ClusterVersion `version` as
+/// (client-go's default: its binary's name).
+pub const OPENSHIFT_MANAGER: &str = "cluster-version-operator";
 
 impl Report {
     /// Reads the feedback `values` of a ManifestWork's ClusterVersion manifest (a list of
@@ -158,6 +170,7 @@ impl Report {
             desired_image: text("desiredImage"),
             history,
             conditions,
+            openshift_manager: text("openshiftManager"),
         }
     }
 

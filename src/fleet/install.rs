@@ -11,23 +11,60 @@
 
 use serde_json::{Value, json};
 
+use super::status::FleetStatus;
 use super::work::{self, EXECUTOR, Purpose};
 use crate::cluster::NamespacedName;
 use crate::release::{Manifest, Release};
 
-/// The operator's objects and the executor's, for `image`.
+/// What `cvo fleet install` gives every cluster's operator besides its release.
+#[derive(Clone, Debug, Default)]
+pub struct Extras {
+    /// Public keys (a file name, the PEM) the operator verifies every release it pulls with
+    /// (`cvo operator --verify-key`): a ConfigMap [`VERIFY_KEYS`] mounted at [`KEYS_DIR`].
+    pub verify_keys: Vec<(String, String)>,
+    /// A registry credential (a Docker config JSON) the operator pulls releases with: the
+    /// Secret [`PULL_SECRET`] (`cvo operator --pull-secret`).
+    pub pull_secret: Option<Vec<u8>>,
+}
+
+/// The ConfigMap of the operator's verification keys, in its namespace.
+pub const VERIFY_KEYS: &str = "cvo-verify-keys";
+/// Where the operator's container reads them.
+pub const KEYS_DIR: &str = "/etc/cvo/verify-keys";
+/// The operator's pull Secret (`kubernetes.io/dockerconfigjson`), in its namespace.
+pub const PULL_SECRET: &str = "cvo-pull-secret";
+
+/// Why the install cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error(
+        "the release ships no cvo operator Deployment (a container named `operator` running `operator`): nothing to install"
+    )]
+    NoOperator,
+    #[error("the operator's RBAC cannot be derived: {0}")]
+    Rbac(String),
+    #[error("--pull-secret: {0}")]
+    PullSecret(String),
+}
+
+/// The operator's objects and the executor's, for `image`, with `extras`.
 ///
 /// # Errors
 ///
 /// When the release ships no `cvo operator` Deployment (a container named `operator` whose
-/// first argument is `operator`), or when the RBAC cannot be derived (a kind of unknown
-/// resource: the message names each).
-pub fn objects(release: &Release, image: &str) -> Result<Vec<Value>, String> {
-    let deployment = release
+/// first argument is `operator`), when the RBAC cannot be derived (a kind of unknown
+/// resource: the message names each), or when the pull secret is not a Docker config.
+pub fn objects(
+    release: &Release,
+    image: &str,
+    extras: &Extras,
+) -> Result<Vec<Value>, InstallError> {
+    let index = release
         .manifests
         .iter()
-        .find(|m| is_operator_deployment(m))
-        .ok_or("the release ships no cvo operator Deployment (a container named `operator` running `operator`): nothing to install")?;
+        .position(is_operator_deployment)
+        .ok_or(InstallError::NoOperator)?;
+    let deployment = &release.manifests[index];
     let component = deployment.order.clone();
     let namespace = deployment.object["metadata"]["namespace"]
         .as_str()
@@ -41,23 +78,44 @@ pub fn objects(release: &Release, image: &str) -> Result<Vec<Value>, String> {
         .as_str()
         .unwrap_or("default")
         .to_owned();
-    let mut out: Vec<Value> = release
-        .manifests
-        .iter()
-        .filter(|m| m.order.is_some() && m.order == component)
-        .filter(|m| {
-            m.intent == crate::release::DeleteIntent::Apply
-                && !is_rbac(m)
-                && m.id.kind != "ClusterVersion"
+    let mut operator = (*deployment.object).clone();
+    set_operator_image(&mut operator, image);
+    let mut extra_objects = Vec::new();
+    if !extras.verify_keys.is_empty() {
+        extra_objects.push(verify_keys(&namespace, &extras.verify_keys));
+        add_verify_keys(&mut operator, &extras.verify_keys);
+    }
+    if let Some(config) = &extras.pull_secret {
+        extra_objects.push(pull_secret(&namespace, config)?);
+        add_args(
+            &mut operator,
+            &[format!("--pull-secret={namespace}/{PULL_SECRET}")],
+        );
+    }
+    let lease_name = operator_containers(&operator)
+        .find_map(|c| {
+            crate::rbac::flag_values(&crate::rbac::operator_words(c), "--lease-name")
+                .last()
+                .map(|l| (*l).to_owned())
         })
-        .map(|m| {
-            let mut object = (*m.object).clone();
-            if is_operator_deployment(m) {
-                set_operator_image(&mut object, image);
-            }
-            object
-        })
-        .collect();
+        .unwrap_or_else(|| crate::rbac::DEFAULT_LEASE_NAME.to_owned());
+    // The RBAC of the release as installed: the Deployment with its flags (a pull Secret it
+    // names is granted by name).
+    let mut installed = release.clone();
+    installed.manifests[index].object = std::sync::Arc::new(operator.clone());
+    let mut out: Vec<Value> = extra_objects;
+    out.extend(
+        installed
+            .manifests
+            .iter()
+            .filter(|m| m.order.is_some() && m.order == component)
+            .filter(|m| {
+                m.intent == crate::release::DeleteIntent::Apply
+                    && !is_rbac(m)
+                    && m.id.kind != "ClusterVersion"
+            })
+            .map(|m| (*m.object).clone()),
+    );
     let options = crate::rbac::Options {
         name: crate::rbac::DEFAULT_NAME.to_owned(),
         service_account: NamespacedName {
@@ -66,7 +124,7 @@ pub fn objects(release: &Release, image: &str) -> Result<Vec<Value>, String> {
         },
         state_namespace: namespace.clone(),
         namespace: namespace.clone(),
-        lease_name: "cvo-operator".to_owned(),
+        lease_name,
         by_name: true,
         self_deployment: Some(NamespacedName {
             namespace,
@@ -76,17 +134,137 @@ pub fn objects(release: &Release, image: &str) -> Result<Vec<Value>, String> {
         profiles: Vec::new(),
         feature_set: crate::release::DEFAULT_FEATURE_SET.to_owned(),
     };
-    let resources = crate::rbac::resources::Resources::of(release);
-    let rbac = crate::rbac::derive(release, &resources, &options).map_err(|unknown| {
-        unknown
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ")
+    let resources = crate::rbac::resources::Resources::of(&installed);
+    let rbac = crate::rbac::derive(&installed, &resources, &options).map_err(|unknown| {
+        InstallError::Rbac(
+            unknown
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
     })?;
     out.extend(crate::rbac::render::objects(&rbac));
     out.extend(executor_objects());
     Ok(out)
+}
+
+fn verify_keys(namespace: &str, keys: &[(String, String)]) -> Value {
+    let data: serde_json::Map<String, Value> = keys
+        .iter()
+        .map(|(name, pem)| (name.clone(), json!(pem)))
+        .collect();
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": VERIFY_KEYS, "namespace": namespace},
+        "data": data,
+    })
+}
+
+fn pull_secret(namespace: &str, config: &[u8]) -> Result<Value, InstallError> {
+    use base64::Engine as _;
+    let parsed: Value = serde_json::from_slice(config).map_err(|e| {
+        InstallError::PullSecret(format!(
+            "not JSON ({e}): give a Docker config file ({{\"auths\": …}})"
+        ))
+    })?;
+    if !parsed["auths"].is_object() {
+        return Err(InstallError::PullSecret(
+            "no `auths` object: give a Docker config file (as `docker login` writes ~/.docker/config.json)".to_owned(),
+        ));
+    }
+    Ok(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": PULL_SECRET, "namespace": namespace},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(config)},
+    }))
+}
+
+/// `objects` as they may be printed: every Secret's data replaced by its size.
+pub fn redacted(mut set: Value) -> Value {
+    if let Some(manifests) = set
+        .pointer_mut("/spec/manifestWorkTemplate/workload/manifests")
+        .and_then(Value::as_array_mut)
+    {
+        for m in manifests.iter_mut().filter(|m| m["kind"] == "Secret") {
+            if let Some(data) = m.get_mut("data").and_then(Value::as_object_mut) {
+                for v in data.values_mut() {
+                    let size = v.as_str().map_or(0, str::len);
+                    *v = json!(format!("<redacted: {size} bytes of base64>"));
+                }
+            }
+        }
+    }
+    set
+}
+
+fn operator_containers(deployment: &Value) -> impl Iterator<Item = &Value> {
+    deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| is_operator_container(c))
+}
+
+/// Appends `args` to the operator container's.
+fn add_args(deployment: &mut Value, args: &[String]) {
+    if let Some(cs) = deployment["spec"]["template"]["spec"]["containers"].as_array_mut() {
+        for c in cs.iter_mut().filter(|c| is_operator_container(c)) {
+            if let Some(existing) = c["args"].as_array_mut() {
+                existing.extend(args.iter().map(|a| json!(a)));
+            }
+        }
+    }
+}
+
+/// Mounts the keys' ConfigMap at [`KEYS_DIR`] and passes each key with `--verify-key`.
+fn add_verify_keys(deployment: &mut Value, keys: &[(String, String)]) {
+    let args: Vec<String> = keys
+        .iter()
+        .map(|(name, _)| format!("--verify-key={KEYS_DIR}/{name}"))
+        .collect();
+    add_args(deployment, &args);
+    let spec = &mut deployment["spec"]["template"]["spec"];
+    let volume = json!({"name": VERIFY_KEYS, "configMap": {"name": VERIFY_KEYS}});
+    match spec["volumes"].as_array_mut() {
+        Some(v) => v.push(volume),
+        None => spec["volumes"] = json!([volume]),
+    }
+    if let Some(cs) = spec["containers"].as_array_mut() {
+        for c in cs.iter_mut().filter(|c| is_operator_container(c)) {
+            let mount = json!({"name": VERIFY_KEYS, "mountPath": KEYS_DIR, "readOnly": true});
+            match c["volumeMounts"].as_array_mut() {
+                Some(m) => m.push(mount),
+                None => c["volumeMounts"] = json!([mount]),
+            }
+        }
+    }
+}
+
+/// The clusters whose ClusterVersion `version` OpenShift's own cluster-version operator
+/// manages (its field manager, as reported), with that manager: a cvo operator there would
+/// fight it over the same object.
+pub fn managed_elsewhere(status: &FleetStatus) -> Vec<(String, String)> {
+    status
+        .clusters
+        .iter()
+        .filter_map(|c| {
+            let manager = c.report.as_ref()?.openshift_manager.clone()?;
+            Some((c.name.clone(), manager))
+        })
+        .collect()
+}
+
+/// The clusters that reported no ClusterVersion, so could not be checked for another
+/// cluster-version operator.
+pub fn unchecked(status: &FleetStatus) -> Vec<String> {
+    status
+        .clusters
+        .iter()
+        .filter(|c| c.wave.is_some() && c.report.is_none())
+        .map(|c| c.name.clone())
+        .collect()
 }
 
 fn is_operator_deployment(m: &Manifest) -> bool {
@@ -140,8 +318,148 @@ pub fn executor_objects() -> Vec<Value> {
     ]
 }
 
+/// What `cvo fleet uninstall` did.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Uninstalled {
+    /// The sets deleted on the hub (`NAMESPACE/NAME`).
+    pub deleted_sets: Vec<String>,
+    /// What each cluster's work agent deletes: the install's objects but those kept.
+    pub removed: Vec<String>,
+    /// What stays on every cluster: the CRDs (and so ClusterVersion `version`, its history)
+    /// and the namespaces.
+    pub kept: Vec<String>,
+}
+
+/// Why the uninstall stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum UninstallError {
+    #[error("{what}: {error}")]
+    Request {
+        what: String,
+        #[source]
+        error: crate::cluster::retry::RequestError,
+    },
+    #[error("the install set {0} changed while cvo changed it; run the command again")]
+    Contended(String),
+}
+
+/// Removes cvo from every cluster of Placement `namespace/placement`: deletes the rollout and
+/// observe sets (their works orphan what they applied: ClusterVersion keeps its spec), then
+/// turns the install set's delete option to orphan only its CRDs and namespaces and deletes
+/// it, so that each cluster's work agent deletes the operator's Deployment, Service, RBAC,
+/// keys, pull Secret and the executor. Running it again finishes an interrupted one.
+///
+/// # Errors
+///
+/// A request that failed, or an install set that kept changing.
+pub async fn uninstall(
+    client: &kube::Client,
+    namespace: &str,
+    placement: &str,
+) -> Result<Uninstalled, UninstallError> {
+    use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+    let api = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        namespace,
+        &super::ocm::manifest_work_replica_set(),
+    );
+    let retry = crate::cluster::retry::RetryPolicy::default();
+    let request = |what: String| move |(error, _)| UninstallError::Request { what, error };
+    let mut out = Uninstalled::default();
+    let delete = DeleteParams::default();
+    for purpose in [Purpose::Rollout, Purpose::Observe] {
+        let name = purpose.name(placement);
+        let gone = retry
+            .run(|| api.delete(&name, &delete))
+            .await
+            .map(|_| true)
+            .or_else(|(e, n)| match e {
+                crate::cluster::retry::RequestError::Kube(kube::Error::Api(s)) if s.code == 404 => {
+                    Ok(false)
+                }
+                e => Err((e, n)),
+            })
+            .map_err(request(format!("deleting {namespace}/{name}")))?;
+        if gone {
+            out.deleted_sets.push(format!("{namespace}/{name}"));
+        }
+    }
+    let name = Purpose::Install.name(placement);
+    let Some(set) = retry
+        .run(|| api.get_opt(&name))
+        .await
+        .map_err(request(format!("reading {namespace}/{name}")))?
+    else {
+        return Ok(out);
+    };
+    let manifests = set.data["spec"]["manifestWorkTemplate"]["workload"]["manifests"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut rules = Vec::new();
+    for m in &manifests {
+        let (kind, name) = (
+            m["kind"].as_str().unwrap_or(""),
+            m["metadata"]["name"].as_str().unwrap_or(""),
+        );
+        let described = match m["metadata"]["namespace"].as_str() {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        };
+        let kept = match kind {
+            "CustomResourceDefinition" => {
+                Some(("apiextensions.k8s.io", "customresourcedefinitions"))
+            }
+            "Namespace" => Some(("", "namespaces")),
+            _ => None,
+        };
+        match kept {
+            Some((group, resource)) => {
+                rules.push(
+                    json!({"group": group, "resource": resource, "namespace": "", "name": name}),
+                );
+                out.kept.push(described);
+            }
+            None => out.removed.push(described),
+        }
+    }
+    let option = json!({
+        "propagationPolicy": "SelectivelyOrphan",
+        "selectivelyOrphans": {"orphaningRules": rules},
+    });
+    let resource_version = set.metadata.resource_version.clone().unwrap_or_default();
+    let ops: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
+        {"op": "replace", "path": "/spec/manifestWorkTemplate/deleteOption", "value": option},
+    ]))
+    .map_err(|_| UninstallError::Contended(format!("{namespace}/{name}")))?;
+    let params = PatchParams {
+        field_manager: Some(work::FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    match api.patch(&name, &params, &Patch::Json::<()>(ops)).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => {
+            return Err(UninstallError::Contended(format!("{namespace}/{name}")));
+        }
+        Err(e) => {
+            return Err(UninstallError::Request {
+                what: format!("patching {namespace}/{name}"),
+                error: crate::cluster::retry::RequestError::Kube(e),
+            });
+        }
+    }
+    retry
+        .run(|| api.delete(&name, &delete))
+        .await
+        .map_err(request(format!("deleting {namespace}/{name}")))?;
+    out.deleted_sets.push(format!("{namespace}/{name}"));
+    Ok(out)
+}
+
 /// The install set for Placement `namespace/placement`: `objects` on every selected cluster
-/// at once, left in place when the set is deleted.
+/// at once, left in place when the set is deleted (`cvo fleet uninstall` changes that first).
 pub fn manifest(namespace: &str, placement: &str, objects: Vec<Value>) -> Value {
     let template = json!({
         "deleteOption": {"propagationPolicy": "Orphan"},

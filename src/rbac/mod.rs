@@ -208,6 +208,10 @@ pub const DEFAULT_NAME: &str = "cvo-operator-least-privilege";
 pub type ServiceAccount = crate::cluster::NamespacedName;
 
 /// What to print RBAC for.
+/// The name of the operator's leader-election Lease unless `cvo operator --lease-name` says
+/// otherwise.
+pub const DEFAULT_LEASE_NAME: &str = "cvo-operator";
+
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Name of the ClusterRole, the Role and their bindings.
@@ -636,26 +640,42 @@ pub fn pull_secrets(release: &Release) -> BTreeSet<crate::cluster::NamespacedNam
             .pointer("/spec/template/spec/containers")
             .and_then(serde_json::Value::as_array);
         for c in containers.into_iter().flatten() {
-            let words: Vec<&str> = ["command", "args"]
-                .iter()
-                .filter_map(|k| c.get(*k).and_then(serde_json::Value::as_array))
-                .flatten()
-                .filter_map(serde_json::Value::as_str)
-                .collect();
-            if !words.contains(&"operator") {
-                continue;
-            }
-            let mut it = words.iter();
-            while let Some(w) = it.next() {
-                let value = match w.strip_prefix("--pull-secret") {
-                    Some("") => it.next().copied(),
-                    Some(rest) => rest.strip_prefix('='),
-                    None => None,
-                };
-                if let Some(Ok(name)) = value.map(str::parse) {
+            let words = operator_words(c);
+            for value in flag_values(&words, "--pull-secret") {
+                if let Ok(name) = value.parse() {
                     out.insert(name);
                 }
             }
+        }
+    }
+    out
+}
+
+/// The command and arguments of `container` when it runs `cvo operator` (the word `operator`
+/// among them), else none.
+pub fn operator_words(container: &serde_json::Value) -> Vec<&str> {
+    let words: Vec<&str> = ["command", "args"]
+        .iter()
+        .filter_map(|k| container.get(*k).and_then(serde_json::Value::as_array))
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    if words.contains(&"operator") {
+        words
+    } else {
+        Vec::new()
+    }
+}
+
+/// The values `words` give flag `flag` (`--flag VALUE` or `--flag=VALUE`), in order.
+pub fn flag_values<'a>(words: &[&'a str], flag: &str) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    let mut it = words.iter();
+    while let Some(w) = it.next() {
+        match w.strip_prefix(flag) {
+            Some("") => out.extend(it.next().copied()),
+            Some(rest) => out.extend(rest.strip_prefix('=')),
+            None => {}
         }
     }
     out

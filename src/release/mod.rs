@@ -51,7 +51,7 @@ pub use load::{
 };
 pub use locate::FieldLines;
 pub use metadata::{MetadataError, ReleaseMetadata};
-pub use read::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_RELEASE_BYTES, Limits};
+pub use read::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_RELEASE_BYTES, Limits, read_capped};
 
 /// One Kubernetes object from the release, with where it came from.
 #[derive(Clone, Debug, Serialize)]

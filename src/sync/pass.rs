@@ -149,13 +149,13 @@ where
     match mode {
         Mode::Initializing => install(applier, options, errors, on_result).await,
         Mode::Updating => {
-            let graph = run_level_graph(release);
+            let graph = std::sync::Arc::new(run_level_graph(release));
             one(run_pass(applier, &graph, options.parallelism, None, on_result).await)
         }
         // One round of the install's walk: a failure stops nothing after it, not even in
         // its node (adjacent run levels share one there).
         Mode::Reconciling => {
-            let graph = flattened_graph(release);
+            let graph = std::sync::Arc::new(flattened_graph(release));
             one(run_pass(applier, &graph, options.parallelism, Some(None), on_result).await)
         }
     }
@@ -230,7 +230,7 @@ where
 {
     let deadline = tokio::time::Instant::now() + options.install_timeout;
     let release = applier.release();
-    let graph = flattened_graph(release);
+    let graph = std::sync::Arc::new(flattened_graph(release));
     // Every result of a round counts for its errors; only final ones are reported.
     let report_final = |r: &crate::apply::ManifestResult| {
         if r.is_final() {
