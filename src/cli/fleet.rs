@@ -145,8 +145,9 @@ pub struct InstallArgs {
     #[arg(long, value_name = "SOURCE")]
     pub release: String,
     /// Also the keys every cluster's operator verifies each release it pulls with (repeatable):
-    /// a ConfigMap mounted into its Deployment, passed with `cvo operator --verify-key`. An
-    /// OCI `--release` is verified with them here first.
+    /// a ConfigMap mounted into its Deployment, passed with `cvo operator --verify-key`; and
+    /// the registries it reaches over plain HTTP (`--insecure-registry`). An OCI `--release`
+    /// is read with them here first.
     #[command(flatten)]
     pub oci: OciArgs,
     /// A registry credential (a Docker config file, as `docker login` writes) every cluster's

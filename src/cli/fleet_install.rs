@@ -142,5 +142,6 @@ fn extras(args: &InstallArgs) -> Result<Extras, CliError> {
     Ok(Extras {
         verify_keys,
         pull_secret,
+        insecure_registries: args.oci.insecure_registry.clone(),
     })
 }

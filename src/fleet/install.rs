@@ -25,6 +25,8 @@ pub struct Extras {
     /// A registry credential (a Docker config JSON) the operator pulls releases with: the
     /// Secret [`PULL_SECRET`] (`cvo operator --pull-secret`).
     pub pull_secret: Option<Vec<u8>>,
+    /// Registries the operator reaches over plain HTTP (`cvo operator --insecure-registry`).
+    pub insecure_registries: Vec<String>,
 }
 
 /// The ConfigMap of the operator's verification keys, in its namespace.
@@ -91,6 +93,14 @@ pub fn objects(
             &mut operator,
             &[format!("--pull-secret={namespace}/{PULL_SECRET}")],
         );
+    }
+    if !extras.insecure_registries.is_empty() {
+        let args: Vec<String> = extras
+            .insecure_registries
+            .iter()
+            .map(|r| format!("--insecure-registry={r}"))
+            .collect();
+        add_args(&mut operator, &args);
     }
     let lease_name = operator_containers(&operator)
         .find_map(|c| {
@@ -472,4 +482,117 @@ pub fn manifest(namespace: &str, placement: &str, objects: Vec<Value>) -> Value 
         json!({"type": "All"}),
         template,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example() -> Release {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests-example");
+        crate::release::load(&dir, &crate::release::LoadOptions::default()).expect("load")
+    }
+
+    fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+    }
+
+    /// The rules of every Role and ClusterRole of `objects` naming `resource`.
+    fn names_granted(objects: &[Value], resource: &str) -> Vec<String> {
+        objects
+            .iter()
+            .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
+            .flat_map(|o| o["rules"].as_array().cloned().unwrap_or_default())
+            .filter(|r| {
+                r["resources"]
+                    .as_array()
+                    .is_some_and(|rs| rs.iter().any(|x| x == resource))
+            })
+            .flat_map(|r| r["resourceNames"].as_array().cloned().unwrap_or_default())
+            .filter_map(|n| n.as_str().map(str::to_owned))
+            .collect()
+    }
+
+    #[test]
+    fn keys_pull_secret_and_registries_reach_the_operator_and_its_rbac() {
+        let extras = Extras {
+            verify_keys: vec![("p256.pub".to_owned(), "PEM".to_owned())],
+            pull_secret: Some(br#"{"auths": {}}"#.to_vec()),
+            insecure_registries: vec!["10.0.0.9:5000".to_owned()],
+        };
+        let objects = objects(&example(), "img:1", &extras).expect("objects");
+        let keys = find(&objects, "ConfigMap", VERIFY_KEYS);
+        assert_eq!(keys["data"]["p256.pub"], "PEM");
+        let secret = find(&objects, "Secret", PULL_SECRET);
+        assert_eq!(secret["type"], "kubernetes.io/dockerconfigjson");
+        let deployment = find(&objects, "Deployment", "cvo-operator");
+        let spec = &deployment["spec"]["template"]["spec"];
+        let args: Vec<&str> = spec["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        for arg in [
+            "--verify-key=/etc/cvo/verify-keys/p256.pub",
+            "--pull-secret=cluster-version/cvo-pull-secret",
+            "--insecure-registry=10.0.0.9:5000",
+        ] {
+            assert!(args.contains(&arg), "{arg}: {args:?}");
+        }
+        assert!(
+            spec["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v["configMap"]["name"] == VERIFY_KEYS)
+        );
+        assert_eq!(spec["containers"][0]["image"], "img:1");
+        // The operator may read its pull Secret, that one only.
+        assert_eq!(names_granted(&objects, "secrets"), [PULL_SECRET]);
+        // And the printed set shows the Secret's size, not its data.
+        let set = redacted(manifest("fleet", "waves", objects));
+        let text = set.to_string();
+        assert!(text.contains("<redacted: "), "{text}");
+        assert!(!text.contains("eyJhdXRocyI6IHt9fQ=="), "{text}");
+        assert!(matches!(
+            objects_of_bad_secret(),
+            Err(InstallError::PullSecret(m)) if m.contains("auths")
+        ));
+    }
+
+    fn objects_of_bad_secret() -> Result<Vec<Value>, InstallError> {
+        let extras = Extras {
+            pull_secret: Some(br#"{"registry": "x"}"#.to_vec()),
+            ..Extras::default()
+        };
+        objects(&example(), "img:1", &extras)
+    }
+
+    #[test]
+    fn the_lease_granted_is_the_one_the_deployment_names() {
+        let mut release = example();
+        let index = release
+            .manifests
+            .iter()
+            .position(is_operator_deployment)
+            .unwrap();
+        let mut deployment = (*release.manifests[index].object).clone();
+        add_args(&mut deployment, &["--lease-name=fleet-lease".to_owned()]);
+        release.manifests[index].object = std::sync::Arc::new(deployment);
+        let objects = objects(&release, "img:1", &Extras::default()).expect("objects");
+        assert_eq!(names_granted(&objects, "leases"), ["fleet-lease"]);
+        let default = objects_of(&example());
+        assert_eq!(
+            names_granted(&default, "leases"),
+            [crate::rbac::DEFAULT_LEASE_NAME]
+        );
+    }
+
+    fn objects_of(release: &Release) -> Vec<Value> {
+        objects(release, "img:1", &Extras::default()).expect("objects")
+    }
 }

@@ -165,11 +165,12 @@ impl PublicKey {
         }
     }
 
-    /// The PEM SubjectPublicKeyInfo of this key (the `cosign.pub` format).
+    /// The PEM SubjectPublicKeyInfo of this key (the `cosign.pub` format, Unix line ends).
     pub fn to_pem(&self) -> String {
         let mut der = P256_SPKI_HEADER.to_vec();
         der.extend_from_slice(&self.point);
-        pem::encode(&pem::Pem::new("PUBLIC KEY", der))
+        let config = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
+        pem::encode_config(&pem::Pem::new("PUBLIC KEY", der), config)
     }
 
     /// Whether `signature` (ASN.1 DER) is this key's ECDSA P-256 SHA-256 signature of
@@ -265,7 +266,7 @@ pub(crate) mod tests {
         );
         // The PEM written back is the file openssl wrote.
         assert_eq!(
-            public.to_pem().replace("\r\n", "\n"),
+            public.to_pem(),
             std::fs::read_to_string(fixture("p256.pub")).unwrap()
         );
     }

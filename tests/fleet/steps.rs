@@ -27,6 +27,8 @@ crate::steps! {
     a_rollout_resumes_after_its_agent_and_the_hub_work_controller_were_down needs [an_unreachable_cluster_is_named];
     a_set_naming_another_object_is_not_applied_and_status_says_why needs [a_rollout_resumes_after_its_agent_and_the_hub_work_controller_were_down];
     a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_restarts needs [a_set_naming_another_object_is_not_applied_and_status_says_why];
+    install_refuses_a_cluster_whose_cluster_version_openshift_manages needs [observe_reports_each_clusters_cluster_version];
+    uninstall_removes_the_operator_and_keeps_the_cluster_version needs [install_puts_the_operator_and_the_executor_on_every_cluster];
 }
 
 const PLACEMENT: &str = "fleet/waves";
@@ -292,21 +294,26 @@ async fn install_puts_the_operator_and_the_executor_on_every_cluster(fleet: &Fle
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let example = repo().join("manifests-example");
-    let args = [
-        "fleet",
-        "install",
-        "--placement",
-        PLACEMENT,
-        "--image",
-        OPERATOR_IMAGE,
-        "--release",
-        example.to_str().expect("utf-8"),
-    ];
+    let args = install_args(fleet);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // The dry run shows the pull secret's size, never its content.
+    let mut dry = args.clone();
+    dry.push("--dry-run");
+    let (code, stdout, stderr) = common::run_cvo(&fleet.hub, &dry).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("<redacted: "), "{stdout}");
+    assert!(
+        !stdout.contains(&base64_of(PULL_SECRET_JSON)),
+        "the secret was printed"
+    );
     // The Placement decides a moment after it is created: install names it either way.
     let (code, stdout, stderr) = common::run_cvo(&fleet.hub, &args).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stderr.contains("cvo-install-waves created"), "{stderr}");
+    assert!(
+        stderr.contains("verifying what it pulls with 1 key(s), with a pull secret"),
+        "{stderr}"
+    );
     for c in &fleet.clusters {
         let client = c.client.clone();
         common::poll_until(
@@ -343,11 +350,49 @@ async fn install_puts_the_operator_and_the_executor_on_every_cluster(fleet: &Fle
             .get("cvo-operator")
             .await
             .expect("deployment");
-        let image = d
+        let container = d
             .spec
             .and_then(|s| s.template.spec)
-            .map(|s| s.containers[0].image.clone());
-        assert_eq!(image.flatten().as_deref(), Some(OPERATOR_IMAGE));
+            .map(|s| s.containers[0].clone())
+            .expect("the operator container");
+        assert_eq!(container.image.as_deref(), Some(OPERATOR_IMAGE));
+        // The key and the pull secret, passed to the operator.
+        let container_args = container.args.unwrap_or_default();
+        for arg in [
+            "--verify-key=/etc/cvo/verify-keys/p256.pub",
+            "--pull-secret=cluster-version/cvo-pull-secret",
+        ] {
+            assert!(
+                container_args.iter().any(|a| a == arg),
+                "{arg}: {container_args:?}"
+            );
+        }
+        let keys = Api::<ConfigMap>::namespaced(c.client.clone(), "cluster-version")
+            .get("cvo-verify-keys")
+            .await
+            .expect("the keys' ConfigMap");
+        let pem = std::fs::read_to_string(key("p256.pub")).expect("p256.pub");
+        assert_eq!(
+            keys.data.expect("data")["p256.pub"].trim(),
+            pem.trim(),
+            "the key on {}",
+            c.name
+        );
+        let secret = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+            c.client.clone(),
+            "cluster-version",
+        )
+        .get("cvo-pull-secret")
+        .await
+        .expect("the pull secret");
+        assert_eq!(
+            secret.type_.as_deref(),
+            Some("kubernetes.io/dockerconfigjson")
+        );
+        assert_eq!(
+            secret.data.expect("data")[".dockerconfigjson"].0,
+            PULL_SECRET_JSON.as_bytes()
+        );
         // The least-privilege RBAC in place of the release's cluster-admin binding, and no
         // ClusterVersion written by the install (the operator creates its own).
         let admin = Api::<ClusterRoleBinding>::all(c.client.clone())
@@ -796,6 +841,39 @@ async fn a_set_naming_another_object_is_not_applied_and_status_says_why(fleet: &
     status_until(fleet, "every cluster at 1.3.0 again", |_, code| code == 0).await;
 }
 
+/// A registry credential as `docker login` writes it (for a registry this tier does not use).
+const PULL_SECRET_JSON: &str =
+    r#"{"auths": {"registry.example:5000": {"auth": "dXNlcjpzM2NyM3Q="}}}"#;
+
+fn base64_of(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// `cvo fleet install` of manifests-example with the test key and a pull secret.
+fn install_args(fleet: &Fleet) -> Vec<String> {
+    let secret = fleet.work.path().join("docker-config.json");
+    std::fs::write(&secret, PULL_SECRET_JSON).expect("write the docker config");
+    let example = repo().join("manifests-example");
+    [
+        "fleet",
+        "install",
+        "--placement",
+        PLACEMENT,
+        "--image",
+        OPERATOR_IMAGE,
+        "--release",
+        example.to_str().expect("utf-8"),
+        "--verify-key",
+        &key("p256.pub"),
+        "--pull-secret",
+        secret.to_str().expect("utf-8"),
+    ]
+    .iter()
+    .map(|a| (*a).to_owned())
+    .collect()
+}
+
 /// `cvo fleet VERB --placement fleet/waves ARGS…`.
 async fn control(fleet: &Fleet, verb: &str, args: &[&str]) -> (i32, String, String) {
     let mut all = vec!["fleet", verb, "--placement", PLACEMENT];
@@ -1008,4 +1086,148 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
     for o in operators {
         o.terminate().await;
     }
+}
+
+async fn install_refuses_a_cluster_whose_cluster_version_openshift_manages(fleet: &Fleet) {
+    // OpenShift's own cluster-version operator writes c2's ClusterVersion (its field manager).
+    let c2 = fleet.cluster("c2");
+    let cvs = Api::<DynamicObject>::all_with(c2.client.clone(), &cluster_version());
+    let mark = json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+        "metadata": {"name": "version", "annotations": {"example.com/owner": "openshift"}}});
+    cvs.patch(
+        "version",
+        &PatchParams::apply("cluster-version-operator"),
+        &Patch::Apply(&mark),
+    )
+    .await
+    .expect("write as OpenShift's CVO");
+    status_until(fleet, "c2 reporting OpenShift's manager", |st, _| {
+        cluster(st, "c2")["report"]["openshiftManager"] == "cluster-version-operator"
+    })
+    .await;
+    let args = install_args(fleet);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stdout, stderr) = common::run_cvo(&fleet.hub, &args).await;
+    assert_eq!(code, 4, "{stdout}\n{stderr}");
+    assert!(
+        stderr
+            .contains("cluster c2: ClusterVersion version is managed by cluster-version-operator"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("cluster c1:"), "{stderr}");
+    let mut forced = args.clone();
+    forced.push("--force");
+    let (code, _, stderr) = common::run_cvo(&fleet.hub, &forced).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("cvo-install-waves unchanged"), "{stderr}");
+    // OpenShift's operator gone again: its fields released.
+    let release = json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+        "metadata": {"name": "version"}});
+    cvs.patch(
+        "version",
+        &PatchParams::apply("cluster-version-operator"),
+        &Patch::Apply(&release),
+    )
+    .await
+    .expect("release the fields");
+}
+
+async fn uninstall_removes_the_operator_and_keeps_the_cluster_version(fleet: &Fleet) {
+    let (code, stdout, stderr) = control(fleet, "uninstall", &["-o", "json"]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let done: Value = serde_json::from_str(&stdout).expect("json");
+    let deleted: Vec<&str> = done["deletedSets"]
+        .as_array()
+        .expect("deletedSets")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(deleted.contains(&"fleet/cvo-install-waves"), "{done:#}");
+    assert!(
+        done["kept"]
+            .as_array()
+            .expect("kept")
+            .iter()
+            .any(|k| k == "CustomResourceDefinition clusterversions.config.openshift.io"),
+        "{done:#}"
+    );
+    assert!(
+        sets(fleet)
+            .list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .is_empty()
+    );
+    for c in &fleet.clusters {
+        let client = c.client.clone();
+        common::poll_until(
+            &format!(
+                "the operator, its keys and secret, and the executor gone from {}",
+                c.name
+            ),
+            DEADLINE,
+            || {
+                let client = client.clone();
+                async move {
+                    let left = (
+                        Api::<Deployment>::namespaced(client.clone(), "cluster-version")
+                            .get_opt("cvo-operator")
+                            .await
+                            .map_err(|e| e.to_string())?
+                            .is_some(),
+                        Api::<ConfigMap>::namespaced(client.clone(), "cluster-version")
+                            .get_opt("cvo-verify-keys")
+                            .await
+                            .map_err(|e| e.to_string())?
+                            .is_some(),
+                        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+                            client.clone(),
+                            "cluster-version",
+                        )
+                        .get_opt("cvo-pull-secret")
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .is_some(),
+                        Api::<ServiceAccount>::namespaced(client.clone(), "cvo-fleet")
+                            .get_opt("cvo-fleet-updater")
+                            .await
+                            .map_err(|e| e.to_string())?
+                            .is_some(),
+                        Api::<ClusterRoleBinding>::all(client.clone())
+                            .get_opt("cvo-operator-least-privilege")
+                            .await
+                            .map_err(|e| e.to_string())?
+                            .is_some(),
+                    );
+                    if left == (false, false, false, false, false) {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "still there (deployment, keys, secret, executor, binding): {left:?}"
+                        ))
+                    }
+                }
+            },
+        )
+        .await;
+        // Kept: the ClusterVersion (its history) and its CRD, and the namespace.
+        assert!(
+            cv(c).await.is_some(),
+            "ClusterVersion deleted on {}",
+            c.name
+        );
+        let ns = Api::<Namespace>::all(c.client.clone())
+            .get_opt("cluster-version")
+            .await
+            .expect("get namespace");
+        assert!(
+            ns.is_some_and(|n| n.metadata.deletion_timestamp.is_none()),
+            "namespace deleted on {}",
+            c.name
+        );
+    }
+    let (code, _, stderr) = control(fleet, "uninstall", &[]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("nothing to uninstall"), "{stderr}");
 }
