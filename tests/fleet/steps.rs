@@ -1151,14 +1151,18 @@ async fn uninstall_removes_the_operator_and_keeps_the_cluster_version(fleet: &Fl
             .any(|k| k == "CustomResourceDefinition clusterversions.config.openshift.io"),
         "{done:#}"
     );
-    assert!(
-        sets(fleet)
+    // OCM's finalizer on each set goes once its works are deleted.
+    common::poll_until("cvo's sets gone from the hub", DEADLINE, || async {
+        let left = sets(fleet)
             .list(&Default::default())
             .await
-            .expect("list")
-            .items
-            .is_empty()
-    );
+            .map_err(|e| e.to_string())?;
+        match left.items.len() {
+            0 => Ok(()),
+            n => Err(format!("{n} set(s) left")),
+        }
+    })
+    .await;
     for c in &fleet.clusters {
         let client = c.client.clone();
         common::poll_until(
