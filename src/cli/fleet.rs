@@ -462,6 +462,12 @@ pub fn status_text(st: &FleetStatus, all: bool) -> String {
         }
     }
     out.push('\n');
+    for problem in &st.problems {
+        out.push_str(&format!("cannot read: {problem}\n"));
+    }
+    if !st.problems.is_empty() {
+        out.push('\n');
+    }
     let header = [
         "CLUSTER",
         "WAVE",
@@ -879,6 +885,7 @@ mod tests {
             waves: Vec::new(),
             clusters,
             held_by: Vec::new(),
+            problems: Vec::new(),
         };
         st.waves = status::wave_states(&st.clusters);
         let text = status_text(&st, false);

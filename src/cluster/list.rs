@@ -67,13 +67,23 @@ where
     pages(lp, retry, |p| async move { api.list_metadata(&p).await }).await
 }
 
-/// Every object `api` lists with `lp`, as JSON values: for a reader of a few fields of large
-/// objects, each page decoded once (no typed object, no second copy to JSON).
+/// Every object `api` lists with `lp`, as JSON values: whole objects, each page decoded once.
 pub async fn all_json<K: kube::Resource + Clone>(
     api: &Api<K>,
     lp: &ListParams,
     retry: &RetryPolicy,
 ) -> Result<Vec<Value>, RequestError> {
+    all_as(api, lp, retry).await
+}
+
+/// Every object `api` lists with `lp`, decoded as `T`: for a reader of a few fields of large
+/// objects, a narrow `T` whose decoding skips the rest (each page decoded once, no typed
+/// object of the kind, no JSON tree).
+pub async fn all_as<K: kube::Resource + Clone, T: DeserializeOwned + Clone>(
+    api: &Api<K>,
+    lp: &ListParams,
+    retry: &RetryPolicy,
+) -> Result<Vec<T>, RequestError> {
     let client = api.clone().into_client();
     let request = kube::core::Request::new(api.resource_url());
     pages(lp, retry, |p| {
@@ -81,7 +91,7 @@ pub async fn all_json<K: kube::Resource + Clone>(
         async move {
             let mut req = request.list(&p).map_err(kube::Error::BuildRequest)?;
             req.extensions_mut().insert("list");
-            client.request::<ObjectList<Value>>(req).await
+            client.request::<ObjectList<T>>(req).await
         }
     })
     .await

@@ -69,6 +69,23 @@ pub fn rules() -> Value {
     json!([{"type": "JSONPaths", "jsonPaths": json_paths}])
 }
 
+/// One status feedback value, as the work agent reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FeedbackValue {
+    pub name: String,
+    #[serde(default)]
+    pub field_value: FieldValue,
+}
+
+/// A feedback value's value: one of the three, by its `type`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct FieldValue {
+    pub string: Option<String>,
+    pub integer: Option<i64>,
+    pub boolean: Option<bool>,
+}
+
 /// One ClusterVersion condition as reported.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -124,21 +141,14 @@ impl Report {
     /// Reads the feedback `values` of a ManifestWork's ClusterVersion manifest (a list of
     /// `{name, fieldValue: {type, string|integer|boolean}}`); unknown names are ignored, a value
     /// of another type than expected is left out.
-    pub fn from_values(values: &[Value]) -> Report {
-        let mut by_name: BTreeMap<&str, &Value> = BTreeMap::new();
-        for v in values {
-            if let (Some(name), Some(field)) = (v["name"].as_str(), v.get("fieldValue")) {
-                by_name.insert(name, field);
-            }
-        }
-        let text = |name: &str| -> Option<String> {
-            by_name
-                .get(name)
-                .and_then(|f| f["string"].as_str())
-                .map(str::to_owned)
-        };
-        let int = |name: &str| by_name.get(name).and_then(|f| f["integer"].as_i64());
-        let boolean = |name: &str| by_name.get(name).and_then(|f| f["boolean"].as_bool());
+    pub fn from_values(values: &[FeedbackValue]) -> Report {
+        let by_name: BTreeMap<&str, &FieldValue> = values
+            .iter()
+            .map(|v| (v.name.as_str(), &v.field_value))
+            .collect();
+        let text = |name: &str| by_name.get(name).and_then(|f| f.string.clone());
+        let int = |name: &str| by_name.get(name).and_then(|f| f.integer);
+        let boolean = |name: &str| by_name.get(name).and_then(|f| f.boolean);
         let history = (0..HISTORY)
             .map(|i| Entry {
                 version: text(&format!("history{i}.version")),
@@ -259,7 +269,7 @@ mod tests {
             s("Failing.message", "widget is down"),
             s("Upgradeable.status", "False"),
         ];
-        let r = Report::from_values(&values);
+        let r = Report::from_values(&serde_json::from_value::<Vec<FeedbackValue>>(json!(values)).unwrap());
         assert_eq!(r.current_version(), Some("1.0.0"));
         assert_eq!(r.history.len(), 2);
         assert_eq!(r.history[1].verified, Some(true));
@@ -281,7 +291,7 @@ mod tests {
             s("history0.image", "r@sha256:a"),
             s("Available.status", "True"),
         ];
-        let r = Report::from_values(&values);
+        let r = Report::from_values(&serde_json::from_value::<Vec<FeedbackValue>>(json!(values)).unwrap());
         assert!(r.is_done("1.1.0", "r@sha256:a"));
         assert!(!r.is_done("1.1.0", "r@sha256:b"));
     }

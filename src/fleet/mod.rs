@@ -19,6 +19,7 @@
 
 pub mod control;
 pub mod feedback;
+pub mod hub;
 pub mod install;
 pub mod ocm;
 pub mod rollout;

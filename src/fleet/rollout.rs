@@ -141,6 +141,7 @@ mod tests {
             waves: Vec::new(),
             clusters,
             held_by: Vec::new(),
+            problems: Vec::new(),
         }
     }
 

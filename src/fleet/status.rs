@@ -24,6 +24,7 @@ use serde_json::Value;
 
 use super::control;
 use super::feedback::{self, Report};
+use super::hub::{self, condition};
 use super::ocm;
 use super::work::{self, Purpose};
 use crate::cluster::retry::{RequestError, RetryPolicy};
@@ -187,6 +188,10 @@ pub struct FleetStatus {
     pub clusters: Vec<ClusterState>,
     /// The clusters of the first wave that is not done, with what holds each.
     pub held_by: Vec<Hold>,
+    /// What the hub holds that could not be read (a malformed label, a missing field): each
+    /// named, never read as a default; the status is then held (exit code 1).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 impl FleetStatus {
@@ -194,6 +199,9 @@ impl FleetStatus {
     /// progress (also paused), `1` held by a failure or a deadline, or aborted before every
     /// wave was done.
     pub fn exit(&self) -> Exit {
+        if !self.problems.is_empty() {
+            return Exit::Failed;
+        }
         let Some(target) = &self.target else {
             let bad = self.clusters.iter().any(|c| {
                 c.reachable != Reachability::Reachable
@@ -271,15 +279,16 @@ impl FleetStatus {
     }
 }
 
-/// The hub objects a status is judged from.
+/// The hub objects a status is judged from, as narrow typed views ([`hub`]).
 #[derive(Clone, Debug, Default)]
 pub struct HubView {
     pub namespace: String,
     pub placement: String,
-    pub decisions: Vec<Value>,
-    pub managed_clusters: Vec<Value>,
+    pub decisions: Vec<hub::PlacementDecision>,
+    pub managed_clusters: Vec<hub::ManagedCluster>,
     /// The ManifestWorks of cvo's observe and rollout sets for this Placement.
-    pub works: Vec<Value>,
+    pub works: Vec<hub::ManifestWork>,
+    /// The rollout set (one object: kept whole).
     pub rollout: Option<Value>,
 }
 
@@ -346,7 +355,10 @@ pub async fn read(
         decisions,
         managed_clusters,
         works,
-        rollout: rollout.map(|o| serde_json::to_value(o).unwrap_or_default()),
+        rollout: rollout
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| ReadError::Invalid(format!("the rollout set: {e}")))?,
     })
 }
 
@@ -362,13 +374,13 @@ async fn get(
         .map_err(|(error, _)| request_error(kind, error))
 }
 
-async fn list(
+async fn list<T: serde::de::DeserializeOwned + Clone>(
     api: &Api<DynamicObject>,
     lp: &ListParams,
     what: &str,
     retry: &RetryPolicy,
-) -> Result<Vec<Value>, ReadError> {
-    crate::cluster::list::all_json(api, lp, retry)
+) -> Result<Vec<T>, ReadError> {
+    crate::cluster::list::all_as(api, lp, retry)
         .await
         .map_err(|error| request_error(what, error))
 }
@@ -423,24 +435,29 @@ pub fn judge(view: &HubView, now: jiff::Timestamp) -> FleetStatus {
         .rollout
         .as_ref()
         .and_then(|s| target(s, &view.namespace, &view.placement));
-    let waves_of = waves_of(&view.decisions);
+    let (waves_of, mut problems) = waves_of(&view.decisions);
     let reachability: BTreeMap<&str, Reachability> = view
         .managed_clusters
         .iter()
-        .filter_map(|c| Some((c["metadata"]["name"].as_str()?, reachability(c))))
+        .map(|c| (c.metadata.name.as_str(), reachability(c)))
         .collect();
     let observe_set = format!(
         "{}.{}",
         view.namespace,
         Purpose::Observe.name(&view.placement)
     );
-    let mut works: BTreeMap<&str, (Option<&Value>, Option<&Value>)> = BTreeMap::new();
+    let mut works: BTreeMap<&str, (Option<&hub::ManifestWork>, Option<&hub::ManifestWork>)> =
+        BTreeMap::new();
     for w in &view.works {
-        let Some(cluster) = w["metadata"]["namespace"].as_str() else {
+        let Some(cluster) = w.metadata.namespace.as_deref() else {
+            problems.push(format!(
+                "ManifestWork {} has no namespace: left out",
+                w.metadata.name
+            ));
             continue;
         };
         let entry = works.entry(cluster).or_default();
-        if w["metadata"]["labels"][ocm::REPLICA_SET_LABEL] == observe_set.as_str() {
+        if w.metadata.labels.get(ocm::REPLICA_SET_LABEL) == Some(&observe_set) {
             entry.0 = Some(w);
         } else {
             entry.1 = Some(w);
@@ -490,126 +507,111 @@ pub fn judge(view: &HubView, now: jiff::Timestamp) -> FleetStatus {
         waves,
         clusters,
         held_by,
+        problems,
     }
 }
 
-/// Each selected cluster's wave, from the PlacementDecisions' labels.
-fn waves_of(decisions: &[Value]) -> BTreeMap<&str, Wave> {
+/// Each selected cluster's wave, from the PlacementDecisions' labels, and what could not be
+/// read: a decision whose group index is missing or not a number names no wave (its clusters
+/// are judged as not selected), and says so.
+fn waves_of(decisions: &[hub::PlacementDecision]) -> (BTreeMap<&str, Wave>, Vec<String>) {
     let mut out = BTreeMap::new();
+    let mut problems = Vec::new();
     for d in decisions {
-        let labels = &d["metadata"]["labels"];
-        let wave = Wave {
-            index: labels[ocm::DECISION_GROUP_INDEX_LABEL]
-                .as_str()
-                .and_then(|i| i.parse().ok())
-                .unwrap_or(0),
-            name: labels[ocm::DECISION_GROUP_NAME_LABEL]
-                .as_str()
-                .unwrap_or("")
-                .to_owned(),
-        };
-        for decision in d["status"]["decisions"].as_array().into_iter().flatten() {
-            if let Some(cluster) = decision["clusterName"].as_str() {
-                out.insert(cluster, wave.clone());
+        let labels = &d.metadata.labels;
+        let index = match labels.get(ocm::DECISION_GROUP_INDEX_LABEL).map(|i| i.parse::<u32>()) {
+            Some(Ok(index)) => index,
+            other => {
+                problems.push(format!(
+                    "PlacementDecision {}: label {} is {}: its {} cluster(s) are in no wave",
+                    d.metadata.name,
+                    ocm::DECISION_GROUP_INDEX_LABEL,
+                    match other {
+                        None => "missing".to_owned(),
+                        Some(_) => format!(
+                            "{:?}, not a number",
+                            labels[ocm::DECISION_GROUP_INDEX_LABEL]
+                        ),
+                    },
+                    d.status.decisions.len()
+                ));
+                continue;
             }
+        };
+        let wave = Wave {
+            index,
+            name: labels
+                .get(ocm::DECISION_GROUP_NAME_LABEL)
+                .cloned()
+                .unwrap_or_default(),
+        };
+        for decision in &d.status.decisions {
+            out.insert(decision.cluster_name.as_str(), wave.clone());
         }
     }
-    out
+    (out, problems)
 }
 
-fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
-    condition_of(&object["status"]["conditions"], type_)
-}
-
-/// The condition of type `type_` in the list `conditions`.
-fn condition_of<'a>(conditions: &'a Value, type_: &str) -> Option<&'a Value> {
-    conditions.as_array()?.iter().find(|c| c["type"] == type_)
-}
-
-fn reachability(cluster: &Value) -> Reachability {
-    let Some(c) = condition(cluster, "ManagedClusterConditionAvailable") else {
+fn reachability(cluster: &hub::ManagedCluster) -> Reachability {
+    let Some(c) = condition(&cluster.status.conditions, "ManagedClusterConditionAvailable") else {
         return Reachability::Unknown("its agent has not reported yet".to_owned());
     };
-    if c["status"] == "True" {
+    if c.status == "True" {
         return Reachability::Reachable;
     }
     Reachability::Unreachable(format!(
         "ManagedClusterConditionAvailable={} {}: {}",
-        c["status"].as_str().unwrap_or("?"),
-        c["reason"].as_str().unwrap_or(""),
-        c["message"].as_str().unwrap_or("")
+        c.status, c.reason, c.message
     ))
 }
 
 /// The ClusterVersion manifest's status of a ManifestWork.
-fn manifest_status(work: &Value) -> Option<&Value> {
-    work["status"]["resourceStatus"]["manifests"]
-        .as_array()?
-        .iter()
-        .find(|m| {
-            m["resourceMeta"]["resource"] == "clusterversions"
-                && m["resourceMeta"]["name"] == "version"
-        })
+fn manifest_status(work: &hub::ManifestWork) -> Option<&hub::ManifestStatus> {
+    work.status.resource_status.manifests.iter().find(|m| {
+        m.resource_meta.resource == "clusterversions" && m.resource_meta.name == "version"
+    })
 }
 
-fn report_of(work: &Value) -> Option<Report> {
-    let values = manifest_status(work)?["statusFeedback"]["values"].as_array()?;
-    Some(Report::from_values(values))
-}
-
-fn manifests(work: &Value) -> impl Iterator<Item = (usize, &Value)> {
-    work["spec"]["workload"]["manifests"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-}
-
-/// Whether a manifest of a ManifestWork is ClusterVersion `version`, the one object cvo's
-/// rollout writes.
-fn is_cluster_version(manifest: &Value) -> bool {
-    manifest["apiVersion"]
-        .as_str()
-        .is_some_and(|v| v.starts_with("config.openshift.io/"))
-        && manifest["kind"] == "ClusterVersion"
-        && manifest["metadata"]["name"] == "version"
+fn report_of(work: &hub::ManifestWork) -> Option<Report> {
+    let values = &manifest_status(work)?.status_feedback.values;
+    (!values.is_empty()).then(|| Report::from_values(values))
 }
 
 /// What the rollout's ManifestWork `work` of one cluster asks for (`spec.desiredUpdate`).
-fn requested(work: &Value) -> (Option<&str>, Option<&str>) {
-    let Some((_, cv)) = manifests(work).find(|(_, m)| is_cluster_version(m)) else {
-        return (None, None);
-    };
-    let update = &cv["spec"]["desiredUpdate"];
-    (update["version"].as_str(), update["image"].as_str())
+fn requested(work: &hub::ManifestWork) -> (Option<&str>, Option<&str>) {
+    work.spec
+        .workload
+        .manifests
+        .iter()
+        .find(|m| m.is_cluster_version())
+        .map_or((None, None), hub::WorkManifest::desired_update)
 }
 
 /// The manifests of a rollout's ManifestWork other than ClusterVersion `version` — cvo
 /// writes none, so its set was changed on the hub — each with what the work agent did with
 /// it (its `Applied` condition; the executor may not write anything else).
-fn foreign(work: &Value) -> Vec<String> {
-    let statuses = work["status"]["resourceStatus"]["manifests"].as_array();
-    manifests(work)
-        .filter(|(_, m)| !is_cluster_version(m))
+fn foreign(work: &hub::ManifestWork) -> Vec<String> {
+    let statuses = &work.status.resource_status.manifests;
+    work.spec
+        .workload
+        .manifests
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| !m.is_cluster_version())
         .map(|(ordinal, m)| {
-            let meta = &m["metadata"];
-            let name = match meta["namespace"].as_str() {
-                Some(ns) => format!("{ns}/{}", meta["name"].as_str().unwrap_or("?")),
-                None => meta["name"].as_str().unwrap_or("?").to_owned(),
+            let meta = &m.metadata;
+            let name = match &meta.namespace {
+                Some(ns) => format!("{ns}/{}", meta.name),
+                None => meta.name.clone(),
             };
-            let kind = m["kind"].as_str().unwrap_or("an object");
+            let kind = if m.kind.is_empty() { "an object" } else { &m.kind };
             let applied = statuses
-                .into_iter()
-                .flatten()
-                .find(|s| s["resourceMeta"]["ordinal"].as_u64().unwrap_or(0) == ordinal as u64)
-                .and_then(|s| condition_of(&s["conditions"], "Applied"));
+                .iter()
+                .find(|s| s.resource_meta.ordinal == ordinal as u64)
+                .and_then(|s| condition(&s.conditions, "Applied"));
             match applied {
-                Some(c) if c["status"] == "True" => format!("{kind} {name} (applied)"),
-                Some(c) => format!(
-                    "{kind} {name} (not applied: {} {})",
-                    c["reason"].as_str().unwrap_or(""),
-                    c["message"].as_str().unwrap_or("")
-                ),
+                Some(c) if c.status == "True" => format!("{kind} {name} (applied)"),
+                Some(c) => format!("{kind} {name} (not applied: {} {})", c.reason, c.message),
                 None => format!("{kind} {name} (not applied yet)"),
             }
         })
@@ -618,7 +620,7 @@ fn foreign(work: &Value) -> Vec<String> {
 
 fn cluster_rollout(
     target: &Target,
-    work: Option<&Value>,
+    work: Option<&hub::ManifestWork>,
     report: Option<&Report>,
     now: jiff::Timestamp,
 ) -> ClusterRollout {
@@ -641,13 +643,12 @@ fn cluster_rollout(
     // The work agent could not apply the manifest (an executor without the permission, a
     // ClusterVersion kind the cluster does not serve).
     if let Some(applied) = manifest_status(work)
-        .and_then(|m| condition_of(&m["conditions"], "Applied"))
-        .filter(|c| c["status"] == "False")
+        .and_then(|m| condition(&m.conditions, "Applied"))
+        .filter(|c| c.status == "False")
     {
         return ClusterRollout::Failed(format!(
             "the work agent did not apply spec.desiredUpdate: {} {}",
-            applied["reason"].as_str().unwrap_or(""),
-            applied["message"].as_str().unwrap_or("")
+            applied.reason, applied.message
         ));
     }
     if let Some(r) = report
@@ -670,9 +671,9 @@ fn cluster_rollout(
 }
 
 /// When the ManifestWork's `Progressing` condition turned True.
-fn progressing_since(work: &Value) -> Option<jiff::Timestamp> {
-    let c = condition(work, "Progressing").filter(|c| c["status"] == "True")?;
-    c["lastTransitionTime"].as_str()?.parse().ok()
+fn progressing_since(work: &hub::ManifestWork) -> Option<jiff::Timestamp> {
+    let c = condition(&work.status.conditions, "Progressing").filter(|c| c.status == "True")?;
+    c.last_transition_time.as_deref()?.parse().ok()
 }
 
 fn progress_of(target: &Target, report: Option<&Report>) -> String {
@@ -846,20 +847,25 @@ mod tests {
         })
     }
 
+    /// A hub object as [`read`] decodes it.
+    fn typed<T: serde::de::DeserializeOwned>(v: Value) -> T {
+        serde_json::from_value(v).expect("a hub object of the test")
+    }
+
     fn view(works: Vec<Value>, clusters: &[&str]) -> HubView {
         HubView {
             namespace: "fleet".into(),
             placement: "waves".into(),
             decisions: vec![
-                decision(0, "canary", &["c1"]),
-                decision(1, "rest", &["c2", "c3"]),
+                typed(decision(0, "canary", &["c1"])),
+                typed(decision(1, "rest", &["c2", "c3"])),
             ],
             managed_clusters: vec![
-                managed("c1", "True"),
-                managed("c2", "True"),
-                managed("c3", "Unknown"),
+                typed(managed("c1", "True")),
+                typed(managed("c2", "True")),
+                typed(managed("c3", "Unknown")),
             ],
-            works,
+            works: works.into_iter().map(typed).collect(),
             rollout: Some(json!({
                 "metadata": {"name": "cvo-rollout-waves", "annotations": {
                     work::VERSION_ANNOTATION: "1.1.0",
@@ -940,6 +946,27 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_decision_group_label_is_named_never_read_as_wave_0() {
+        let mut v = view(Vec::new(), &[]);
+        let mut bad = decision(1, "rest", &["c2", "c3"]);
+        bad["metadata"]["name"] = json!("waves-decision-2");
+        bad["metadata"]["labels"][ocm::DECISION_GROUP_INDEX_LABEL] = json!("one");
+        v.decisions[1] = typed(bad);
+        v.rollout = None;
+        let st = judge(&v, jiff::Timestamp::now());
+        assert_eq!(st.problems.len(), 1, "{:?}", st.problems);
+        assert!(
+            st.problems[0].contains("waves-decision-2")
+                && st.problems[0].contains("\"one\", not a number"),
+            "{:?}",
+            st.problems
+        );
+        assert_eq!(st.exit(), Exit::Failed);
+        assert!(st.waves.iter().all(|w| w.wave.index == 0));
+        assert!(st.cluster("c2").is_none_or(|c| c.wave.is_none()));
+    }
+
+    #[test]
     fn a_failing_canary_fails_the_rollout_with_its_message() {
         let works = vec![work(
             "c1",
@@ -1006,7 +1033,7 @@ mod tests {
         );
         assert_eq!(judge(&v, jiff::Timestamp::now()).exit(), Exit::Success);
         // c3's work still asks for the previous release: not yet rolled to.
-        v.works[2] = work("c3", "1.0.0", ("1.0.0", "Completed"), DONE);
+        v.works[2] = typed(work("c3", "1.0.0", ("1.0.0", "Completed"), DONE));
         let st = judge(&v, jiff::Timestamp::now());
         assert_eq!(st.cluster("c3").unwrap().rollout, ClusterRollout::Pending);
         assert_eq!(st.exit(), Exit::InProgress);

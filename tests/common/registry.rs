@@ -16,7 +16,9 @@ pub const BINARY: &str = "/usr/bin/docker-registry";
 pub struct Registry {
     child: Child,
     root: tempfile::TempDir,
-    /// Its port on 127.0.0.1.
+    /// The address it listens on: 127.0.0.1 unless [`Registry::start_on`] said otherwise.
+    ip: std::net::Ipv4Addr,
+    /// Its port.
     pub port: u16,
 }
 
@@ -25,6 +27,13 @@ impl Registry {
     /// when the binary is absent.
     pub fn start() -> Registry {
         Self::start_with(None)
+    }
+
+    /// Like [`Registry::start`], listening on `ip` instead of loopback (for instance a real
+    /// node's pod bridge address, which its pods reach and loopback they do not): a registry
+    /// that is not on loopback is reached over plain HTTP only with `--insecure-registry`.
+    pub fn start_on(ip: std::net::Ipv4Addr) -> Registry {
+        Self::start_at(ip, None)
     }
 
     /// Like [`Registry::start`], asking for HTTP Basic auth checked against `htpasswd` (a
@@ -50,6 +59,10 @@ impl Registry {
 
     /// `auth`: the config's `auth:` section, if any.
     fn start_with(auth: Option<String>) -> Registry {
+        Self::start_at(std::net::Ipv4Addr::LOCALHOST, auth)
+    }
+
+    fn start_at(ip: std::net::Ipv4Addr, auth: Option<String>) -> Registry {
         if !Path::new(BINARY).exists() {
             super::needs::missing(
                 &format!("a real OCI registry ({BINARY})"),
@@ -59,7 +72,7 @@ impl Registry {
         // A port taken between probing and binding: try again with another.
         let mut last = String::new();
         for _ in 0..3 {
-            match Self::try_start(auth.as_deref()) {
+            match Self::try_start(ip, auth.as_deref()) {
                 Ok(r) => return r,
                 Err(e) => last = e,
             }
@@ -67,9 +80,9 @@ impl Registry {
         panic!("the registry did not start: {last}");
     }
 
-    fn try_start(auth: Option<&str>) -> Result<Registry, String> {
+    fn try_start(ip: std::net::Ipv4Addr, auth: Option<&str>) -> Result<Registry, String> {
         let root = tempfile::tempdir().expect("tempdir");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
+        let port = std::net::TcpListener::bind((ip, 0))
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
@@ -77,7 +90,7 @@ impl Registry {
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n{}",
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {ip}:{port}\n{}",
                 root.path().join("data").display(),
                 auth.unwrap_or_default()
             ),
@@ -92,7 +105,12 @@ impl Registry {
             .stderr(log)
             .spawn()
             .map_err(|e| format!("{BINARY}: {e}"))?;
-        let mut registry = Registry { child, root, port };
+        let mut registry = Registry {
+            child,
+            root,
+            ip,
+            port,
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut wait = Duration::from_millis(10);
         loop {
@@ -116,7 +134,7 @@ impl Registry {
     /// Whether `GET /v2/` answers (200, or 401 when it asks for credentials).
     fn answers(&self) -> bool {
         use std::io::{Read, Write};
-        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+        let Ok(mut s) = std::net::TcpStream::connect((self.ip, self.port)) else {
             return false;
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
@@ -134,12 +152,12 @@ impl Registry {
         std::fs::read_to_string(self.root.path().join("registry.log")).unwrap_or_default()
     }
 
-    /// `127.0.0.1:PORT`.
+    /// `IP:PORT` (`127.0.0.1:PORT` unless started on another address).
     pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.ip, self.port)
     }
 
-    /// `oci://127.0.0.1:PORT/REPO` followed by `tail` (`:TAG`, `@sha256:…`).
+    /// `oci://HOST/REPO` followed by `tail` (`:TAG`, `@sha256:…`).
     pub fn url(&self, repo: &str, tail: &str) -> String {
         format!("oci://{}/{repo}{tail}", self.host())
     }

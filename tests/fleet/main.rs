@@ -1,9 +1,13 @@
 //! The fleet tier: `cvo fleet` on real Open Cluster Management (`../shared/ocm`: OCM v1.3's
-//! hub controllers and klusterlet agents as processes) over three real control planes
-//! (`../shared/realk8s`): a hub and two managed clusters, `c1` in decision group `canary` and
-//! `c2` in `rest` (the Placement of `../shared/ocm/examples/placement-waves.yaml`). Each
-//! managed cluster's update is done by a real `cvo operator` process pulling the release from a
-//! real registry (Debian's docker-registry) and verifying its signature.
+//! hub controllers and klusterlet agents as processes) over four real control planes
+//! (`../shared/realk8s`): a hub and three managed clusters, `c1` in decision group `canary` and
+//! `c2` in `rest` (the Placement of `../shared/ocm/examples/placement-waves.yaml`), and `c3`
+//! (label `wave=pods`, its own Placement `fleet/pods`) with a real node
+//! (`../shared/realk8s/start-node.sh`). On `c1` and `c2` the update is done by a real `cvo
+//! operator` process; on `c3` by the operator's Pod that `cvo fleet install` put there, from
+//! an image built with `image.py`, as users deploy it. Each pulls the release from a real
+//! registry (Debian's docker-registry; `c3`'s listens on its node's pod bridge, which its pods
+//! reach) and verifies its signature.
 //!
 //! The steps share the hub and the clusters and run in order, one at a time, each a named test
 //! (this binary's own harness, libtest-mimic: `cargo test --test fleet -- --list`); a step
@@ -36,7 +40,7 @@ fn main() {
     let fleet = if wanted {
         Fleet::start().map(std::sync::Arc::new)
     } else {
-        Err("needs an OCM hub and two managed clusters, which the harness starts (about 35 s): run with --include-ignored (.ci/run does)".to_owned())
+        Err("needs an OCM hub, three managed clusters and a node, which the harness starts (about 45 s): run with --include-ignored (.ci/run does)".to_owned())
     };
     if let Err(why) = &fleet {
         eprintln!("the fleet tier's {} steps: {why}", steps::STEPS.len());
@@ -72,8 +76,11 @@ pub struct Fleet {
     pub rt: tokio::runtime::Runtime,
     pub hub: PathBuf,
     pub hub_client: kube::Client,
+    /// `c1` and `c2`, the Placement `fleet/waves`'s.
     pub clusters: Vec<Managed>,
     pub registry: common::registry::Registry,
+    /// `c3` and its real node.
+    pub pods: Pods,
     /// Releases, keys and logs of this run.
     pub work: tempfile::TempDir,
     shared: PathBuf,
@@ -82,11 +89,23 @@ pub struct Fleet {
     teardown: Teardown,
 }
 
+/// `c3`: a managed cluster with a real node, where the operator runs as a Pod.
+pub struct Pods {
+    pub cluster: Managed,
+    /// The node's containerd (`CONTAINERD_ADDRESS`) and its `ctr` binary, for `image.py`.
+    pub containerd: String,
+    pub ctr: PathBuf,
+    /// A registry on the node's pod bridge address: its pods reach it (loopback they do not).
+    pub registry: common::registry::Registry,
+}
+
 /// What the harness started, stopped when dropped (also when the start fails half-way).
 struct Teardown {
     shared: PathBuf,
-    /// realk8s state files (hub, c1, c2) and the OCM state file, in `dir`.
+    /// realk8s state files (hub, c1, c2, c3) and the OCM state file, in `dir`.
     states: Vec<PathBuf>,
+    /// c3's node's state file.
+    node_state: PathBuf,
     ocm_state: PathBuf,
     /// Removed only after the stop scripts read the state files in it (fields drop after
     /// `drop`).
@@ -97,6 +116,10 @@ impl Drop for Teardown {
     fn drop(&mut self) {
         let stop = self.shared.join("ocm/stop.sh");
         let _ = script(&stop, &["--clean"], &[("OCM_STATE_FILE", &self.ocm_state)]);
+        if self.node_state.exists() {
+            let stop = self.shared.join("realk8s/stop-node.sh");
+            let _ = script(&stop, &[], &[("REALNODE_STATE_FILE", &self.node_state)]);
+        }
         let stop = self.shared.join("realk8s/stop.sh");
         for state in &self.states {
             if state.exists() {
@@ -180,10 +203,11 @@ impl Fleet {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let teardown = Teardown {
             shared: shared.clone(),
-            states: ["hub", "c1", "c2"]
+            states: ["hub", "c1", "c2", "c3"]
                 .iter()
                 .map(|n| dir.path().join(format!("{n}.realk8s")))
                 .collect(),
+            node_state: dir.path().join("c3.realnode"),
             ocm_state: dir.path().join("ocm.state"),
             _dir: dir,
         };
@@ -220,7 +244,10 @@ impl Fleet {
             .build()
             .map_err(|e| e.to_string())?;
         let mut clusters = Vec::new();
-        for (i, (name, wave)) in [("c1", "canary"), ("c2", "rest")].into_iter().enumerate() {
+        for (i, (name, wave)) in [("c1", "canary"), ("c2", "rest"), ("c3", "pods")]
+            .into_iter()
+            .enumerate()
+        {
             let kubeconfig = kubeconfigs[i + 1].clone();
             script(
                 &ocm.join("join.sh"),
@@ -233,11 +260,31 @@ impl Fleet {
                 kubeconfig,
             });
         }
+        let c3 = clusters.pop().expect("c3");
+        let node = exports(&script(
+            &realk8s.join("start-node.sh"),
+            &[],
+            &[
+                ("REALK8S_STATE_FILE", &teardown.states[3]),
+                ("REALNODE_STATE_FILE", &teardown.node_state),
+            ],
+        )?);
+        // The node's name is its pod bridge's address.
+        let bridge: std::net::Ipv4Addr = node["REALNODE_NODE_NAME"]
+            .parse()
+            .map_err(|e| format!("the node's name is not its bridge address: {e}"))?;
+        let pods = Pods {
+            cluster: c3,
+            containerd: node["CONTAINERD_ADDRESS"].clone(),
+            ctr: PathBuf::from(&node["REALNODE_BIN"]).join("ctr"),
+            registry: common::registry::Registry::start_on(bridge),
+        };
         Ok(Fleet {
             hub_client: client(&rt, &hub)?,
             hub,
             rt,
             clusters,
+            pods,
             registry: common::registry::Registry::start(),
             work,
             shared,

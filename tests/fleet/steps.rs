@@ -28,6 +28,7 @@ crate::steps! {
     a_set_naming_another_object_is_not_applied_and_status_says_why needs [a_rollout_resumes_after_its_agent_and_the_hub_work_controller_were_down];
     a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_restarts needs [a_set_naming_another_object_is_not_applied_and_status_says_why];
     install_refuses_a_cluster_whose_cluster_version_openshift_manages needs [observe_reports_each_clusters_cluster_version];
+    the_operator_pod_fleet_install_puts_on_a_node_updates_and_refuses_an_unsigned_release needs [];
     uninstall_removes_the_operator_and_keeps_the_cluster_version needs [install_puts_the_operator_and_the_executor_on_every_cluster];
 }
 
@@ -1234,4 +1235,233 @@ async fn uninstall_removes_the_operator_and_keeps_the_cluster_version(fleet: &Fl
     let (code, _, stderr) = control(fleet, "uninstall", &[]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("nothing to uninstall"), "{stderr}");
+}
+
+/// c3's Placement: the clusters labelled `wave=pods`, one decision group.
+const PODS: &str = "fleet/pods";
+
+/// The release baked into the operator's image for c3, at `version`: the operator's own
+/// component of manifests-example (its namespace, CRDs, ServiceAccount, RBAC, Deployment of
+/// image [`OPERATOR_IMAGE`], metrics Service, ClusterVersion) and the demo ConfigMap whose
+/// data says `version`. The same objects at every version: the least-privilege RBAC that
+/// `fleet install` derives from the first covers the next (by name).
+fn operator_release(fleet: &Fleet, name: &str, version: &str) -> PathBuf {
+    let dir = release(fleet, name, version, &[]);
+    let example = repo().join("manifests-example");
+    for entry in std::fs::read_dir(&example).expect("manifests-example") {
+        let path = entry.expect("entry").path();
+        let file = path.file_name().expect("name").to_string_lossy().into_owned();
+        if file.starts_with("0000_00_cluster-version-operator_") && !dir.join(&file).exists() {
+            std::fs::copy(&path, dir.join(&file)).expect("copy");
+        }
+    }
+    dir
+}
+
+/// Pushes `dir` to c3's registry (on its node's bridge) as `fleet/release:TAG`, signed with
+/// the test key when `signed`; the `oci://…@sha256:…` reference.
+async fn push_for_pods(fleet: &Fleet, dir: &Path, tag: &str, signed: bool) -> String {
+    let host = fleet.pods.registry.host();
+    let target = format!("oci://{host}/fleet/release:{tag}");
+    let sign_key = key("p256.pem");
+    let mut args = vec![
+        "push",
+        "--release",
+        dir.to_str().expect("utf-8"),
+        &target,
+        "--insecure-registry",
+        &host,
+    ];
+    if signed {
+        args.extend(["--sign-key", &sign_key]);
+    }
+    let (code, stdout, stderr) = common::run_cvo(&fleet.hub, &args).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let digest = stdout
+        .lines()
+        .next()
+        .and_then(|l| l.rsplit_once('@'))
+        .expect("REPO:TAG@sha256:…")
+        .1;
+    format!("oci://{host}/fleet/release@{digest}")
+}
+
+/// `cvo fleet status --placement fleet/pods -o json` until `done` holds; the status then.
+async fn pods_status_until(
+    fleet: &Fleet,
+    what: &str,
+    done: impl Fn(&Value, i32) -> bool,
+) -> Value {
+    common::poll_until(what, DEADLINE, || async {
+        let (code, stdout, stderr) = common::run_cvo(
+            &fleet.hub,
+            &["fleet", "status", "--placement", PODS, "-o", "json"],
+        )
+        .await;
+        let v: Value = serde_json::from_str(&stdout)
+            .map_err(|e| format!("status -o json: {e}\n{stdout}\n{stderr}"))?;
+        if done(&v["status"], code) {
+            Ok(v["status"].clone())
+        } else {
+            Err(format!("exit code {code}: {:#}", v["status"]))
+        }
+    })
+    .await
+}
+
+/// Builds the operator's image (the Dockerfile's final stage: this build's `cvo`, stripped,
+/// and `release` at /release) as [`OPERATOR_IMAGE`] and imports it into c3's node.
+fn build_operator_image(fleet: &Fleet, release: &Path) {
+    let binary = fleet.work.path().join("cvo-stripped");
+    let status = std::process::Command::new("strip")
+        .arg("-o")
+        .arg(&binary)
+        .arg(env!("CARGO_BIN_EXE_cvo"))
+        .status()
+        .expect("run strip");
+    assert!(status.success(), "strip");
+    let args = common::dockerfile::final_stage_args(&binary, release)
+        .unwrap_or_else(|e| panic!("the Dockerfile's final stage: {e}"));
+    let out = std::process::Command::new("python3")
+        .arg(fleet.shared.join("realk8s/image.py"))
+        .arg(format!("--name={OPERATOR_IMAGE}"))
+        .args(&args)
+        .arg("--import")
+        .arg(format!("--ctr={}", fleet.pods.ctr.display()))
+        .arg(format!("--address={}", fleet.pods.containerd))
+        .output()
+        .expect("run image.py");
+    assert!(
+        out.status.success(),
+        "image.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn the_operator_pod_fleet_install_puts_on_a_node_updates_and_refuses_an_unsigned_release(
+    fleet: &Fleet,
+) {
+    let c3 = &fleet.pods.cluster;
+    let registry = fleet.pods.registry.host();
+    let placement = "apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\nmetadata: {name: pods, namespace: fleet}\nspec:\n  clusterSets: [global]\n  predicates:\n  - requiredClusterSelector: {labelSelector: {matchLabels: {wave: pods}}}\n  decisionStrategy:\n    groupStrategy:\n      clustersPerDecisionGroup: \"100%\"\n      decisionGroups:\n      - groupName: pods\n        groupClusterSelector: {labelSelector: {matchLabels: {wave: pods}}}\n";
+    let file = fleet.work.path().join("placement-pods.yaml");
+    std::fs::write(&file, placement).expect("write the Placement");
+    for f in [fleet.ocm("examples/placement-waves.yaml"), file] {
+        let out = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&fleet.hub)
+            .args(["apply", "-f"])
+            .arg(&f)
+            .output()
+            .expect("run kubectl");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    // The image holds release A (1.0.0); fleet install lays its operator down on c3, with the
+    // key it verifies with and the registry it reaches over plain HTTP.
+    let a = operator_release(fleet, "pods-a", "1.0.0");
+    build_operator_image(fleet, &a);
+    let install = [
+        "fleet",
+        "install",
+        "--placement",
+        PODS,
+        "--image",
+        OPERATOR_IMAGE,
+        "--release",
+        a.to_str().expect("utf-8"),
+        "--verify-key",
+        &key("p256.pub"),
+        "--insecure-registry",
+        &registry,
+    ];
+    let (code, stdout, stderr) = common::run_cvo(&fleet.hub, &install).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stderr.contains("cvo-install-pods created"), "{stderr}");
+    // Its Pod runs on the node, and installs release A: ClusterVersion 1.0.0 Completed.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(c3.client.clone(), "cluster-version");
+    common::poll_until("the operator's Pod ready on c3's node", DEADLINE, || async {
+        let list = pods
+            .list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=cvo-operator"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let ready = list.items.iter().any(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        });
+        if ready {
+            Ok(())
+        } else {
+            Err(format!("{} pod(s), none ready", list.items.len()))
+        }
+    })
+    .await;
+    cv_until(c3, "c3 at 1.0.0, installed by its Pod", |v| completed(v, "1.0.0")).await;
+    let (code, _, stderr) =
+        common::run_cvo(&fleet.hub, &["fleet", "observe", "--placement", PODS]).await;
+    assert_eq!(code, 0, "{stderr}");
+    pods_status_until(fleet, "c3 reporting 1.0.0", |st, code| {
+        code == 0 && cluster(st, "c3")["report"]["history"][0]["version"] == "1.0.0"
+    })
+    .await;
+    // Signed B through the Pod: pulled by digest from the registry on the node's bridge,
+    // verified, completed.
+    let b = operator_release(fleet, "pods-b", "1.1.0");
+    let signed = push_for_pods(fleet, &b, "1.1.0", true).await;
+    let key_file = key("p256.pub");
+    let rollout_args = |reference: &str, verify: bool| {
+        let mut args = vec![
+            "fleet".to_owned(),
+            "rollout".to_owned(),
+            "--placement".to_owned(),
+            PODS.to_owned(),
+            "--release".to_owned(),
+            reference.to_owned(),
+            "--insecure-registry".to_owned(),
+            registry.clone(),
+            "--cache-dir".to_owned(),
+            fleet.work.path().join("cache-pods").display().to_string(),
+        ];
+        if verify {
+            args.extend(["--verify-key".to_owned(), key_file.clone()]);
+        }
+        args
+    };
+    let args = rollout_args(&signed, true);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stdout, stderr) = common::run_cvo(&fleet.hub, &args).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    pods_status_until(fleet, "c3 at 1.1.0", |_, code| code == 0).await;
+    let v = cv(c3).await.expect("c3's ClusterVersion");
+    assert!(completed(&v, "1.1.0"), "{:#}", v["status"]["history"][0]);
+    assert_eq!(v["status"]["history"][0]["verified"], true);
+    let settings = Api::<ConfigMap>::namespaced(c3.client.clone(), "fleet-demo")
+        .get("settings")
+        .await
+        .expect("settings");
+    assert_eq!(settings.data.expect("data")["version"], "1.1.0");
+    // Unsigned C, written with the hub's check bypassed (no --verify-key at the hub): the
+    // Pod refuses it itself, and status names c3 and the reason.
+    let c = operator_release(fleet, "pods-c", "1.2.0");
+    let unsigned = push_for_pods(fleet, &c, "1.2.0", false).await;
+    let args = rollout_args(&unsigned, false);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stdout, stderr) = common::run_cvo(&fleet.hub, &args).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stderr.contains("is not verified at the hub"), "{stderr}");
+    let st = pods_status_until(fleet, "c3 refusing the unsigned release", |st, code| {
+        code == 1
+            && cluster(st, "c3")["rollout"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("ImageVerificationFailed"))
+    })
+    .await;
+    assert_eq!(st["heldBy"][0]["cluster"], "c3", "{st:#}");
+    let v = cv(c3).await.expect("c3's ClusterVersion");
+    assert!(completed(&v, "1.1.0"), "nothing of C applied: {:#}", v["status"]["history"][0]);
+    let (_, text, _) =
+        common::run_cvo(&fleet.hub, &["fleet", "status", "--placement", PODS]).await;
+    assert!(text.contains("c3") && text.contains("ImageVerificationFailed"), "{text}");
 }
