@@ -145,3 +145,15 @@ fn extras(args: &InstallArgs) -> Result<Extras, CliError> {
         insecure_registries: args.oci.insecure_registry.clone(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_install_writes_the_pull_configuration_the_operator_reads() {
+        use crate::fleet::install as fleet;
+        use crate::operator::pull as operator;
+        assert_eq!(fleet::PULL_CONFIG_KEYS, operator::PULL_CONFIG_KEYS);
+        assert_eq!(fleet::PULL_CONFIG_INSECURE, operator::PULL_CONFIG_INSECURE);
+        assert_eq!(fleet::PULL_CONFIG_SECRET, operator::PULL_CONFIG_SECRET);
+    }
+}

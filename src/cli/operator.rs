@@ -65,6 +65,14 @@ pub struct OperatorArgs {
     /// config's credentials still serve other registries).
     #[arg(long, value_name = "NAMESPACE/NAME")]
     pub pull_secret: Option<crate::cluster::NamespacedName>,
+    /// A ConfigMap in the operator's namespace (--namespace) whose keys add to these flags
+    /// what this cluster's pulls need: `verify-keys` (PEM public keys), `insecure-registries`
+    /// (one HOST[:PORT] a line), `pull-secret` (a Secret's name there). Read at every pull;
+    /// absent, it adds nothing; unreadable, the pull fails. `cvo fleet install` writes it:
+    /// the operator keeps its own Deployment as its release says, so a cluster's keys cannot
+    /// live in the Deployment's flags.
+    #[arg(long, value_name = "NAME")]
+    pub pull_config: Option<String>,
     /// What the leader runs: the release (always), and with operand-cleanup also the OLM
     /// operand-cleanup reconciler of `cvo operand-cleanup` (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "release")]
@@ -222,6 +230,13 @@ impl OperatorArgs {
             .unwrap_or_else(|| lease.namespace.clone());
         let pull = crate::operator::pull::Config {
             pull_secret: self.pull_secret.clone(),
+            pull_config: self
+                .pull_config
+                .as_ref()
+                .map(|name| crate::cluster::NamespacedName {
+                    namespace: lease.namespace.clone(),
+                    name: name.clone(),
+                }),
             ..crate::operator::pull::Config::new(
                 self.release.fetch_options()?,
                 self.release.options_in(self.release.profile.as_deref()),

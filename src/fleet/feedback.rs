@@ -269,7 +269,9 @@ mod tests {
             s("Failing.message", "widget is down"),
             s("Upgradeable.status", "False"),
         ];
-        let r = Report::from_values(&serde_json::from_value::<Vec<FeedbackValue>>(json!(values)).unwrap());
+        let r = Report::from_values(
+            &serde_json::from_value::<Vec<FeedbackValue>>(json!(values)).unwrap(),
+        );
         assert_eq!(r.current_version(), Some("1.0.0"));
         assert_eq!(r.history.len(), 2);
         assert_eq!(r.history[1].verified, Some(true));
@@ -291,7 +293,9 @@ mod tests {
             s("history0.image", "r@sha256:a"),
             s("Available.status", "True"),
         ];
-        let r = Report::from_values(&serde_json::from_value::<Vec<FeedbackValue>>(json!(values)).unwrap());
+        let r = Report::from_values(
+            &serde_json::from_value::<Vec<FeedbackValue>>(json!(values)).unwrap(),
+        );
         assert!(r.is_done("1.1.0", "r@sha256:a"));
         assert!(!r.is_done("1.1.0", "r@sha256:b"));
     }

@@ -16,25 +16,38 @@ use super::work::{self, EXECUTOR, Purpose};
 use crate::cluster::NamespacedName;
 use crate::release::{Manifest, Release};
 
-/// What `cvo fleet install` gives every cluster's operator besides its release.
+/// What `cvo fleet install` gives every cluster's operator besides its release, through its
+/// pull configuration: the ConfigMap its Deployment names with `cvo operator --pull-config`,
+/// which the operator reads at every pull. Not through the Deployment's flags: the operator
+/// keeps its own Deployment as its release says, so flags added by the install would be
+/// undone by its first pass.
 #[derive(Clone, Debug, Default)]
 pub struct Extras {
-    /// Public keys (a file name, the PEM) the operator verifies every release it pulls with
-    /// (`cvo operator --verify-key`): a ConfigMap [`VERIFY_KEYS`] mounted at [`KEYS_DIR`].
+    /// Public keys (a name, the PEM) the operator verifies every release it pulls with.
     pub verify_keys: Vec<(String, String)>,
     /// A registry credential (a Docker config JSON) the operator pulls releases with: the
-    /// Secret [`PULL_SECRET`] (`cvo operator --pull-secret`).
+    /// Secret [`PULL_SECRET`], named by the configuration.
     pub pull_secret: Option<Vec<u8>>,
-    /// Registries the operator reaches over plain HTTP (`cvo operator --insecure-registry`).
+    /// Registries the operator reaches over plain HTTP.
     pub insecure_registries: Vec<String>,
 }
 
-/// The ConfigMap of the operator's verification keys, in its namespace.
-pub const VERIFY_KEYS: &str = "cvo-verify-keys";
-/// Where the operator's container reads them.
-pub const KEYS_DIR: &str = "/etc/cvo/verify-keys";
+impl Extras {
+    fn is_empty(&self) -> bool {
+        self.verify_keys.is_empty()
+            && self.pull_secret.is_none()
+            && self.insecure_registries.is_empty()
+    }
+}
+
 /// The operator's pull Secret (`kubernetes.io/dockerconfigjson`), in its namespace.
 pub const PULL_SECRET: &str = "cvo-pull-secret";
+
+/// The keys of the pull configuration as `cvo operator --pull-config` reads them (the
+/// operator's own constants: `fleet` does not import the operator; `cli` checks they agree).
+pub const PULL_CONFIG_KEYS: &str = "verify-keys";
+pub const PULL_CONFIG_INSECURE: &str = "insecure-registries";
+pub const PULL_CONFIG_SECRET: &str = "pull-secret";
 
 /// Why the install cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +60,10 @@ pub enum InstallError {
     Rbac(String),
     #[error("--pull-secret: {0}")]
     PullSecret(String),
+    #[error(
+        "the release's operator Deployment passes no --pull-config: the keys, pull secret and registries cannot reach its operator (the operator keeps its Deployment as the release says); add `--pull-config=cvo-pull-config` to its args in the release"
+    )]
+    NoPullConfig,
 }
 
 /// The operator's objects and the executor's, for `image`, with `extras`.
@@ -82,37 +99,36 @@ pub fn objects(
         .to_owned();
     let mut operator = (*deployment.object).clone();
     set_operator_image(&mut operator, image);
-    let mut extra_objects = Vec::new();
-    if !extras.verify_keys.is_empty() {
-        extra_objects.push(verify_keys(&namespace, &extras.verify_keys));
-        add_verify_keys(&mut operator, &extras.verify_keys);
-    }
-    if let Some(config) = &extras.pull_secret {
-        extra_objects.push(pull_secret(&namespace, config)?);
-        add_args(
-            &mut operator,
-            &[format!("--pull-secret={namespace}/{PULL_SECRET}")],
-        );
-    }
-    if !extras.insecure_registries.is_empty() {
-        let args: Vec<String> = extras
-            .insecure_registries
-            .iter()
-            .map(|r| format!("--insecure-registry={r}"))
-            .collect();
-        add_args(&mut operator, &args);
-    }
-    let lease_name = operator_containers(&operator)
-        .find_map(|c| {
-            crate::rbac::flag_values(&crate::rbac::operator_words(c), "--lease-name")
+    let words_of = |d: &Value, flag: &str| -> Option<String> {
+        operator_containers(d).find_map(|c| {
+            crate::rbac::flag_values(&crate::rbac::operator_words(c), flag)
                 .last()
-                .map(|l| (*l).to_owned())
+                .map(|v| (*v).to_owned())
         })
+    };
+    let lease_name = words_of(&operator, "--lease-name")
         .unwrap_or_else(|| crate::rbac::DEFAULT_LEASE_NAME.to_owned());
+    let mut extra_objects = Vec::new();
+    // For the RBAC only: the pull Secret the configuration names, as if passed by flag (the
+    // operator may read it by name).
+    let mut for_rbac = operator.clone();
+    if !extras.is_empty() {
+        let config = words_of(&operator, "--pull-config").ok_or(InstallError::NoPullConfig)?;
+        if let Some(docker_config) = &extras.pull_secret {
+            extra_objects.push(pull_secret(&namespace, docker_config)?);
+            add_args(
+                &mut for_rbac,
+                &[format!("--pull-secret={namespace}/{PULL_SECRET}")],
+            );
+        }
+        extra_objects.push(pull_config(&namespace, &config, extras));
+    }
     // The RBAC of the release as installed: the Deployment with its flags (a pull Secret it
     // names is granted by name).
     let mut installed = release.clone();
     installed.manifests[index].object = std::sync::Arc::new(operator.clone());
+    let mut derived_from = release.clone();
+    derived_from.manifests[index].object = std::sync::Arc::new(for_rbac);
     let mut out: Vec<Value> = extra_objects;
     out.extend(
         installed
@@ -144,8 +160,8 @@ pub fn objects(
         profiles: Vec::new(),
         feature_set: crate::release::DEFAULT_FEATURE_SET.to_owned(),
     };
-    let resources = crate::rbac::resources::Resources::of(&installed);
-    let rbac = crate::rbac::derive(&installed, &resources, &options).map_err(|unknown| {
+    let resources = crate::rbac::resources::Resources::of(&derived_from);
+    let rbac = crate::rbac::derive(&derived_from, &resources, &options).map_err(|unknown| {
         InstallError::Rbac(
             unknown
                 .iter()
@@ -159,14 +175,29 @@ pub fn objects(
     Ok(out)
 }
 
-fn verify_keys(namespace: &str, keys: &[(String, String)]) -> Value {
-    let data: serde_json::Map<String, Value> = keys
-        .iter()
-        .map(|(name, pem)| (name.clone(), json!(pem)))
-        .collect();
+/// The pull configuration ConfigMap `name` (`cvo operator --pull-config`) of `extras`.
+fn pull_config(namespace: &str, name: &str, extras: &Extras) -> Value {
+    let mut data = serde_json::Map::new();
+    if !extras.verify_keys.is_empty() {
+        let pems: String = extras
+            .verify_keys
+            .iter()
+            .map(|(_, pem)| pem.as_str())
+            .collect();
+        data.insert(PULL_CONFIG_KEYS.to_owned(), json!(pems));
+    }
+    if !extras.insecure_registries.is_empty() {
+        data.insert(
+            PULL_CONFIG_INSECURE.to_owned(),
+            json!(extras.insecure_registries.join("\n")),
+        );
+    }
+    if extras.pull_secret.is_some() {
+        data.insert(PULL_CONFIG_SECRET.to_owned(), json!(PULL_SECRET));
+    }
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": VERIFY_KEYS, "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace},
         "data": data,
     })
 }
@@ -223,30 +254,6 @@ fn add_args(deployment: &mut Value, args: &[String]) {
         for c in cs.iter_mut().filter(|c| is_operator_container(c)) {
             if let Some(existing) = c["args"].as_array_mut() {
                 existing.extend(args.iter().map(|a| json!(a)));
-            }
-        }
-    }
-}
-
-/// Mounts the keys' ConfigMap at [`KEYS_DIR`] and passes each key with `--verify-key`.
-fn add_verify_keys(deployment: &mut Value, keys: &[(String, String)]) {
-    let args: Vec<String> = keys
-        .iter()
-        .map(|(name, _)| format!("--verify-key={KEYS_DIR}/{name}"))
-        .collect();
-    add_args(deployment, &args);
-    let spec = &mut deployment["spec"]["template"]["spec"];
-    let volume = json!({"name": VERIFY_KEYS, "configMap": {"name": VERIFY_KEYS}});
-    match spec["volumes"].as_array_mut() {
-        Some(v) => v.push(volume),
-        None => spec["volumes"] = json!([volume]),
-    }
-    if let Some(cs) = spec["containers"].as_array_mut() {
-        for c in cs.iter_mut().filter(|c| is_operator_container(c)) {
-            let mount = json!({"name": VERIFY_KEYS, "mountPath": KEYS_DIR, "readOnly": true});
-            match c["volumeMounts"].as_array_mut() {
-                Some(m) => m.push(mount),
-                None => c["volumeMounts"] = json!([mount]),
             }
         }
     }
@@ -517,42 +524,33 @@ mod tests {
     }
 
     #[test]
-    fn keys_pull_secret_and_registries_reach_the_operator_and_its_rbac() {
+    fn keys_pull_secret_and_registries_reach_the_operator_through_its_pull_configuration() {
         let extras = Extras {
-            verify_keys: vec![("p256.pub".to_owned(), "PEM".to_owned())],
+            verify_keys: vec![("p256.pub".to_owned(), "PEM\n".to_owned())],
             pull_secret: Some(br#"{"auths": {}}"#.to_vec()),
             insecure_registries: vec!["10.0.0.9:5000".to_owned()],
         };
-        let objects = objects(&example(), "img:1", &extras).expect("objects");
-        let keys = find(&objects, "ConfigMap", VERIFY_KEYS);
-        assert_eq!(keys["data"]["p256.pub"], "PEM");
+        let release = example();
+        let objects = objects(&release, "img:1", &extras).expect("objects");
+        let config = find(&objects, "ConfigMap", "cvo-pull-config");
+        assert_eq!(config["data"][PULL_CONFIG_KEYS], "PEM\n");
+        assert_eq!(config["data"][PULL_CONFIG_INSECURE], "10.0.0.9:5000");
+        assert_eq!(config["data"][PULL_CONFIG_SECRET], PULL_SECRET);
         let secret = find(&objects, "Secret", PULL_SECRET);
         assert_eq!(secret["type"], "kubernetes.io/dockerconfigjson");
+        // The Deployment is the release's but for its image: the operator would undo any flag.
         let deployment = find(&objects, "Deployment", "cvo-operator");
-        let spec = &deployment["spec"]["template"]["spec"];
-        let args: Vec<&str> = spec["containers"][0]["args"]
-            .as_array()
-            .unwrap()
+        let shipped = release
+            .manifests
             .iter()
-            .filter_map(Value::as_str)
-            .collect();
-        for arg in [
-            "--verify-key=/etc/cvo/verify-keys/p256.pub",
-            "--pull-secret=cluster-version/cvo-pull-secret",
-            "--insecure-registry=10.0.0.9:5000",
-        ] {
-            assert!(args.contains(&arg), "{arg}: {args:?}");
-        }
-        assert!(
-            spec["volumes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|v| v["configMap"]["name"] == VERIFY_KEYS)
-        );
-        assert_eq!(spec["containers"][0]["image"], "img:1");
-        // The operator may read its pull Secret, that one only.
+            .find(|m| is_operator_deployment(m))
+            .unwrap();
+        let mut expected = (*shipped.object).clone();
+        set_operator_image(&mut expected, "img:1");
+        assert_eq!(deployment, &expected);
+        // The operator may read its pull configuration and pull Secret, those only.
         assert_eq!(names_granted(&objects, "secrets"), [PULL_SECRET]);
+        assert!(names_granted(&objects, "configmaps").contains(&"cvo-pull-config".to_owned()));
         // And the printed set shows the Secret's size, not its data.
         let set = redacted(manifest("fleet", "waves", objects));
         let text = set.to_string();
@@ -562,6 +560,28 @@ mod tests {
             objects_of_bad_secret(),
             Err(InstallError::PullSecret(m)) if m.contains("auths")
         ));
+        // A release whose operator reads no pull configuration cannot be given one.
+        let mut without = example();
+        let index = without
+            .manifests
+            .iter()
+            .position(is_operator_deployment)
+            .unwrap();
+        let mut d = (*without.manifests[index].object).clone();
+        for c in d["spec"]["template"]["spec"]["containers"]
+            .as_array_mut()
+            .unwrap()
+        {
+            if let Some(args) = c["args"].as_array_mut() {
+                args.retain(|a| !a.as_str().is_some_and(|a| a.starts_with("--pull-config")));
+            }
+        }
+        without.manifests[index].object = std::sync::Arc::new(d);
+        assert!(matches!(
+            super::objects(&without, "img:1", &extras),
+            Err(InstallError::NoPullConfig)
+        ));
+        assert!(super::objects(&without, "img:1", &Extras::default()).is_ok());
     }
 
     fn objects_of_bad_secret() -> Result<Vec<Value>, InstallError> {

@@ -519,7 +519,10 @@ fn waves_of(decisions: &[hub::PlacementDecision]) -> (BTreeMap<&str, Wave>, Vec<
     let mut problems = Vec::new();
     for d in decisions {
         let labels = &d.metadata.labels;
-        let index = match labels.get(ocm::DECISION_GROUP_INDEX_LABEL).map(|i| i.parse::<u32>()) {
+        let index = match labels
+            .get(ocm::DECISION_GROUP_INDEX_LABEL)
+            .map(|i| i.parse::<u32>())
+        {
             Some(Ok(index)) => index,
             other => {
                 problems.push(format!(
@@ -553,7 +556,10 @@ fn waves_of(decisions: &[hub::PlacementDecision]) -> (BTreeMap<&str, Wave>, Vec<
 }
 
 fn reachability(cluster: &hub::ManagedCluster) -> Reachability {
-    let Some(c) = condition(&cluster.status.conditions, "ManagedClusterConditionAvailable") else {
+    let Some(c) = condition(
+        &cluster.status.conditions,
+        "ManagedClusterConditionAvailable",
+    ) else {
         return Reachability::Unknown("its agent has not reported yet".to_owned());
     };
     if c.status == "True" {
@@ -604,7 +610,11 @@ fn foreign(work: &hub::ManifestWork) -> Vec<String> {
                 Some(ns) => format!("{ns}/{}", meta.name),
                 None => meta.name.clone(),
             };
-            let kind = if m.kind.is_empty() { "an object" } else { &m.kind };
+            let kind = if m.kind.is_empty() {
+                "an object"
+            } else {
+                &m.kind
+            };
             let applied = statuses
                 .iter()
                 .find(|s| s.resource_meta.ordinal == ordinal as u64)

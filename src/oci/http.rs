@@ -27,7 +27,12 @@ pub(super) fn client(registry: &str) -> Result<reqwest::Client, String> {
         .read_timeout(Duration::from_secs(60))
         .user_agent(concat!("cvo/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| format!("cannot set up a client for the registry {registry}: {e}"))
+        .map_err(|e| {
+            format!(
+                "cannot set up a client for the registry {registry}: {} (a container needs the system's CA certificates, /etc/ssl/certs)",
+                super::registry::describe_cause(&e)
+            )
+        })
 }
 
 /// Why a body was not read.

@@ -298,7 +298,8 @@ impl Registry {
         };
         let client = oci_client::Client::try_from(config).map_err(|e| {
             OciError::Unavailable(format!(
-                "cannot set up a client for the registry {registry}: {e}"
+                "cannot set up a client for the registry {registry}: {} (a container needs the system's CA certificates, /etc/ssl/certs)",
+                describe_cause(&e)
             ))
         })?;
         let http = super::http::client(registry).map_err(OciError::Unavailable)?;

@@ -11,7 +11,7 @@
 use futures::future::BoxFuture;
 
 use super::pull::{Config, Puller, pullspec};
-use crate::oci::{Credentials, Kind, RegistryRef, Source};
+use crate::oci::{Kind, RegistryRef, Source};
 use crate::release::LoadOptions;
 use crate::release::capability::Gates;
 use crate::sync::implicit::PreviousRelease;
@@ -50,14 +50,14 @@ impl Previous {
         image: &str,
         reference: RegistryRef,
     ) -> Option<Result<Gates, String>> {
-        let credentials = match &self.client {
-            Some(client) => match self.puller.credentials(client).await {
-                Ok(c) => c,
+        let access = match &self.client {
+            Some(client) => match self.puller.access(client).await {
+                Ok(a) => a,
                 Err(why) => return Some(Err(why)),
             },
-            None => Credentials::default(),
+            None => super::pull::PullAccess::default(),
         };
-        let mut options = self.config.fetch_options(credentials);
+        let mut options = self.config.fetch_options(access);
         if let Some(verify) = &mut options.verify {
             verify.enforce = true;
         }

@@ -85,6 +85,8 @@ pub struct Config {
     pub fetch: FetchOptions,
     /// `--pull-secret NAMESPACE/NAME`.
     pub pull_secret: Option<NamespacedName>,
+    /// `--pull-config NAME`, in the operator's namespace: [`PullAccess`] read from it.
+    pub pull_config: Option<NamespacedName>,
     /// How a pulled release is loaded: the profile, feature set, exclusions and limits the
     /// operator's `--release` was loaded with (the release image is set per pull).
     pub load: LoadOptions,
@@ -96,17 +98,81 @@ impl Config {
         Config {
             fetch,
             pull_secret: None,
+            pull_config: None,
             load,
         }
     }
 
-    /// The fetch options of a pull: [`Config::fetch`] with the pull Secret's `credentials`
-    /// added (the Docker config's stay in use for other registries).
-    pub fn fetch_options(&self, credentials: Credentials) -> FetchOptions {
+    /// The fetch options of a pull: [`Config::fetch`] with what `access` adds: the pull
+    /// Secret's credentials (the Docker config's stay in use for other registries), and the
+    /// pull configuration's keys (beside `--verify-key`'s: any one suffices) and plain-HTTP
+    /// registries.
+    pub fn fetch_options(&self, access: PullAccess) -> FetchOptions {
         let mut options = self.fetch.clone();
-        options.access.credentials = credentials;
+        options.access.credentials = access.credentials;
+        options.access.insecure.extend(access.insecure);
+        if !access.keys.is_empty() {
+            match &mut options.verify {
+                Some(verify) => verify.keys.extend(access.keys),
+                None => {
+                    options.verify = Some(crate::oci::Verify {
+                        keys: access.keys,
+                        enforce: true,
+                    });
+                }
+            }
+        }
         options
     }
+}
+
+/// What a pull adds to the operator's flags, read when it pulls: the pull Secret's
+/// credentials and the pull configuration's (`--pull-config`) keys and registries.
+#[derive(Clone, Debug, Default)]
+pub struct PullAccess {
+    pub credentials: Credentials,
+    pub keys: Vec<crate::oci::PublicKey>,
+    pub insecure: Vec<String>,
+}
+
+/// The keys of a pull configuration ConfigMap (`--pull-config`).
+pub const PULL_CONFIG_KEYS: &str = "verify-keys";
+pub const PULL_CONFIG_INSECURE: &str = "insecure-registries";
+pub const PULL_CONFIG_SECRET: &str = "pull-secret";
+
+/// The pull configuration `data` of ConfigMap `name`: its keys (every PEM block of
+/// `verify-keys`), registries and pull Secret (in `name`'s namespace); why not, naming the
+/// ConfigMap and the key.
+fn pull_config_of(
+    name: &NamespacedName,
+    data: &std::collections::BTreeMap<String, String>,
+) -> Result<(PullAccess, Option<NamespacedName>), String> {
+    let mut access = PullAccess::default();
+    if let Some(text) = data.get(PULL_CONFIG_KEYS) {
+        let blocks = pem::parse_many(text).map_err(|e| {
+            format!("the pull configuration {name} ({PULL_CONFIG_KEYS}) is not PEM: {e}")
+        })?;
+        for (i, block) in blocks.iter().enumerate() {
+            let key = crate::oci::PublicKey::from_spki(
+                block.contents(),
+                &format!("{name} {PULL_CONFIG_KEYS} #{}", i + 1),
+            )?;
+            access.keys.push(key);
+        }
+    }
+    if let Some(text) = data.get(PULL_CONFIG_INSECURE) {
+        access.insecure = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect();
+    }
+    let secret = data.get(PULL_CONFIG_SECRET).map(|s| NamespacedName {
+        namespace: name.namespace.clone(),
+        name: s.trim().to_owned(),
+    });
+    Ok((access, secret))
 }
 
 /// `spec.desiredUpdate.image` as a registry reference, when it names one: `HOST[:PORT]/REPO`
@@ -551,8 +617,8 @@ impl Puller {
     /// The options of a pull: the pull Secret's credentials, and `--verify-key` enforced
     /// unless `force`.
     async fn options(&self, client: &kube::Client, force: bool) -> Result<FetchOptions, String> {
-        let credentials = self.credentials(client).await?;
-        let mut options = self.config.fetch_options(credentials);
+        let access = self.access(client).await?;
+        let mut options = self.config.fetch_options(access);
         if let Some(verify) = &mut options.verify {
             verify.enforce = !force;
         }
@@ -690,11 +756,32 @@ impl Puller {
 
     /// The pull Secret's credentials (none without `--pull-secret`). Read at every pull; its
     /// data is never printed.
-    pub(super) async fn credentials(&self, client: &kube::Client) -> Result<Credentials, String> {
-        match &self.config.pull_secret {
-            Some(secret) => pull_secret_credentials(client, secret).await,
-            None => Ok(Credentials::default()),
+    /// What this pull adds to the flags ([`PullAccess`]): the pull configuration (when
+    /// `--pull-config` names one; absent, nothing) and the pull Secret's credentials (the
+    /// flag's, else the configuration's), read now. Fails closed: a configuration or Secret
+    /// that cannot be read fails the pull.
+    pub(super) async fn access(&self, client: &kube::Client) -> Result<PullAccess, String> {
+        let mut secret = self.config.pull_secret.clone();
+        let mut access = PullAccess::default();
+        if let Some(name) = &self.config.pull_config {
+            let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+                Api::namespaced(client.clone(), &name.namespace);
+            let found = api.get_opt(&name.name).await.map_err(|e| {
+                format!(
+                    "reading the pull configuration {name} (--pull-config): {}",
+                    api_error(&e)
+                )
+            })?;
+            if let Some(found) = found {
+                let (read, named) = pull_config_of(name, &found.data.unwrap_or_default())?;
+                access = read;
+                secret = secret.or(named);
+            }
         }
+        if let Some(secret) = &secret {
+            access.credentials = pull_secret_credentials(client, secret).await?;
+        }
+        Ok(access)
     }
 }
 
@@ -760,6 +847,46 @@ mod tests {
 
     use super::*;
     use k8s_openapi::ByteString;
+
+    #[test]
+    fn the_pull_configuration_adds_keys_registries_and_a_secret_to_the_flags() {
+        let key = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/oci/keys/p256.pub"
+        ))
+        .unwrap();
+        let name = NamespacedName {
+            namespace: "cluster-version".into(),
+            name: "cvo-pull-config".into(),
+        };
+        let data: std::collections::BTreeMap<String, String> = [
+            (PULL_CONFIG_KEYS.to_owned(), format!("{key}{key}")),
+            (
+                PULL_CONFIG_INSECURE.to_owned(),
+                "10.0.0.9:5000\n\n reg:80 \n".to_owned(),
+            ),
+            (PULL_CONFIG_SECRET.to_owned(), "pull".to_owned()),
+        ]
+        .into();
+        let (access, secret) = pull_config_of(&name, &data).unwrap();
+        assert_eq!(access.keys.len(), 2);
+        assert_eq!(access.insecure, ["10.0.0.9:5000", "reg:80"]);
+        assert_eq!(secret.unwrap().to_string(), "cluster-version/pull");
+        let config = config(std::path::Path::new("/nonexistent"));
+        let options = config.fetch_options(access);
+        assert_eq!(options.access.insecure, ["10.0.0.9:5000", "reg:80"]);
+        let verify = options.verify.expect("keys added: verified");
+        assert!(verify.enforce);
+        assert_eq!(verify.keys.len(), 2);
+        // Not PEM, or not a P-256 key: the pull fails, naming the ConfigMap.
+        let bad: std::collections::BTreeMap<String, String> = [(
+            PULL_CONFIG_KEYS.to_owned(),
+            "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n".to_owned(),
+        )]
+        .into();
+        let err = pull_config_of(&name, &bad).unwrap_err();
+        assert!(err.contains("cluster-version/cvo-pull-config"), "{err}");
+    }
 
     #[test]
     fn pullspecs_name_a_registry_host() {

@@ -119,6 +119,9 @@ pub enum Why {
     /// The operator reads its pull Secret (`--pull-secret`, passed by the release's operator
     /// Deployment).
     PullSecret,
+    /// The operator reads its pull configuration (`--pull-config`, passed by the release's
+    /// operator Deployment).
+    PullConfig,
     /// The operand-cleanup reconciler watches CSVs, writes their status and removes its
     /// finalizer (`--components operand-cleanup`).
     CleanupCsv,
@@ -173,6 +176,9 @@ impl Why {
             }
             Why::PullSecret => {
                 "get: the operator reads its pull Secret (cvo operator --pull-secret, passed by the release's operator Deployment) when it pulls a release spec.desiredUpdate.image names; this one Secret only"
+            }
+            Why::PullConfig => {
+                "get: the operator reads its pull configuration (cvo operator --pull-config, passed by the release's operator Deployment: the keys, plain-HTTP registries and pull Secret of this cluster) when it pulls a release; this one ConfigMap only"
             }
             Why::WatchSecrets => {
                 "list, watch: the operator's drift watch on the release's Secrets in this namespace (metadata only, but RBAC cannot tell) and each pass's listing here; Secrets are never read cluster-wide"
@@ -325,6 +331,18 @@ pub fn derive(
                 Verb::Get,
                 Some(&secret.name),
                 Why::PullSecret,
+            ));
+    }
+    for config in pull_configs(release) {
+        namespaced
+            .entry(options.namespace.clone())
+            .or_default()
+            .push(Grant::own(
+                "",
+                "configmaps",
+                Verb::Get,
+                Some(&config),
+                Why::PullConfig,
             ));
     }
     let mut ships_rbac = false;
@@ -649,6 +667,28 @@ pub fn pull_secrets(release: &Release) -> BTreeSet<crate::cluster::NamespacedNam
         }
     }
     out
+}
+
+/// The pull configurations (`--pull-config NAME`, a ConfigMap in the operator's namespace) the
+/// release's Deployments pass to a `cvo operator` container.
+pub fn pull_configs(release: &Release) -> BTreeSet<String> {
+    release
+        .manifests
+        .iter()
+        .filter(|m| !m.is_delete() && m.id.group == "apps" && m.id.kind == "Deployment")
+        .filter_map(|m| {
+            m.object
+                .pointer("/spec/template/spec/containers")?
+                .as_array()
+        })
+        .flatten()
+        .flat_map(|c| {
+            flag_values(&operator_words(c), "--pull-config")
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// The command and arguments of `container` when it runs `cvo operator` (the word `operator`

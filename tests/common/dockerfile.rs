@@ -87,6 +87,9 @@ pub fn exec_form(keyword: &str) -> Vec<String> {
 /// Base images whose content `image.py` provides: a distroless glibc base (`cc`) has only
 /// the C runtime, which `image.py --binary` copies from this machine (the libraries `ldd`
 /// names), and a passwd entry for the numeric user.
+/// The CA bundle of Debian 12 (package ca-certificates), as distroless's Debian 12 bases ship it.
+const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
 const EMULATED_BASES: &[&str] = &[
     "gcr.io/distroless/cc-debian12:nonroot",
     "gcr.io/distroless/cc-debian12",
@@ -103,7 +106,11 @@ pub fn final_stage_args(binary: &Path, release: &Path) -> Result<Vec<String>, St
     let mut args = Vec::new();
     for (keyword, rest) in runtime_stage() {
         match keyword.as_str() {
-            "FROM" if EMULATED_BASES.contains(&rest.as_str()) => {}
+            // What of the base the binary needs beside glibc (which image.py copies by
+            // ldd): distroless ships Debian's CA bundle, which rustls reads.
+            "FROM" if EMULATED_BASES.contains(&rest.as_str()) => {
+                args.push(format!("--add={CA_BUNDLE}:{CA_BUNDLE}"));
+            }
             "FROM" => return Err(format!("FROM {rest}: not a base image.py can emulate")),
             "COPY" if rest.starts_with("--from=") => {
                 let words: Vec<&str> = rest.split_whitespace().collect();

@@ -357,28 +357,28 @@ async fn install_puts_the_operator_and_the_executor_on_every_cluster(fleet: &Fle
             .map(|s| s.containers[0].clone())
             .expect("the operator container");
         assert_eq!(container.image.as_deref(), Some(OPERATOR_IMAGE));
-        // The key and the pull secret, passed to the operator.
+        // The key and the pull secret, in the pull configuration its Deployment names (the
+        // operator keeps its Deployment's flags as the release says).
         let container_args = container.args.unwrap_or_default();
-        for arg in [
-            "--verify-key=/etc/cvo/verify-keys/p256.pub",
-            "--pull-secret=cluster-version/cvo-pull-secret",
-        ] {
-            assert!(
-                container_args.iter().any(|a| a == arg),
-                "{arg}: {container_args:?}"
-            );
-        }
-        let keys = Api::<ConfigMap>::namespaced(c.client.clone(), "cluster-version")
-            .get("cvo-verify-keys")
+        assert!(
+            container_args
+                .iter()
+                .any(|a| a == "--pull-config=cvo-pull-config"),
+            "{container_args:?}"
+        );
+        let config = Api::<ConfigMap>::namespaced(c.client.clone(), "cluster-version")
+            .get("cvo-pull-config")
             .await
-            .expect("the keys' ConfigMap");
+            .expect("the pull configuration");
+        let data = config.data.expect("data");
         let pem = std::fs::read_to_string(key("p256.pub")).expect("p256.pub");
         assert_eq!(
-            keys.data.expect("data")["p256.pub"].trim(),
+            data["verify-keys"].trim(),
             pem.trim(),
             "the key on {}",
             c.name
         );
+        assert_eq!(data["pull-secret"], "cvo-pull-secret");
         let secret = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
             c.client.clone(),
             "cluster-version",
@@ -1182,7 +1182,7 @@ async fn uninstall_removes_the_operator_and_keeps_the_cluster_version(fleet: &Fl
                             .map_err(|e| e.to_string())?
                             .is_some(),
                         Api::<ConfigMap>::namespaced(client.clone(), "cluster-version")
-                            .get_opt("cvo-verify-keys")
+                            .get_opt("cvo-pull-config")
                             .await
                             .map_err(|e| e.to_string())?
                             .is_some(),
@@ -1250,7 +1250,11 @@ fn operator_release(fleet: &Fleet, name: &str, version: &str) -> PathBuf {
     let example = repo().join("manifests-example");
     for entry in std::fs::read_dir(&example).expect("manifests-example") {
         let path = entry.expect("entry").path();
-        let file = path.file_name().expect("name").to_string_lossy().into_owned();
+        let file = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
         if file.starts_with("0000_00_cluster-version-operator_") && !dir.join(&file).exists() {
             std::fs::copy(&path, dir.join(&file)).expect("copy");
         }
@@ -1287,11 +1291,7 @@ async fn push_for_pods(fleet: &Fleet, dir: &Path, tag: &str, signed: bool) -> St
 }
 
 /// `cvo fleet status --placement fleet/pods -o json` until `done` holds; the status then.
-async fn pods_status_until(
-    fleet: &Fleet,
-    what: &str,
-    done: impl Fn(&Value, i32) -> bool,
-) -> Value {
+async fn pods_status_until(fleet: &Fleet, what: &str, done: impl Fn(&Value, i32) -> bool) -> Value {
     common::poll_until(what, DEADLINE, || async {
         let (code, stdout, stderr) = common::run_cvo(
             &fleet.hub,
@@ -1354,7 +1354,11 @@ async fn the_operator_pod_fleet_install_puts_on_a_node_updates_and_refuses_an_un
             .arg(&f)
             .output()
             .expect("run kubectl");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     // The image holds release A (1.0.0); fleet install lays its operator down on c3, with the
     // key it verifies with and the registry it reaches over plain HTTP.
@@ -1380,25 +1384,34 @@ async fn the_operator_pod_fleet_install_puts_on_a_node_updates_and_refuses_an_un
     // Its Pod runs on the node, and installs release A: ClusterVersion 1.0.0 Completed.
     let pods: Api<k8s_openapi::api::core::v1::Pod> =
         Api::namespaced(c3.client.clone(), "cluster-version");
-    common::poll_until("the operator's Pod ready on c3's node", DEADLINE, || async {
-        let list = pods
-            .list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=cvo-operator"))
-            .await
-            .map_err(|e| e.to_string())?;
-        let ready = list.items.iter().any(|p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        });
-        if ready {
-            Ok(())
-        } else {
-            Err(format!("{} pod(s), none ready", list.items.len()))
-        }
+    common::poll_until(
+        "the operator's Pod ready on c3's node",
+        DEADLINE,
+        || async {
+            let list = pods
+                .list(
+                    &kube::api::ListParams::default().labels("app.kubernetes.io/name=cvo-operator"),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            let ready = list.items.iter().any(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            });
+            if ready {
+                Ok(())
+            } else {
+                Err(format!("{} pod(s), none ready", list.items.len()))
+            }
+        },
+    )
+    .await;
+    cv_until(c3, "c3 at 1.0.0, installed by its Pod", |v| {
+        completed(v, "1.0.0")
     })
     .await;
-    cv_until(c3, "c3 at 1.0.0, installed by its Pod", |v| completed(v, "1.0.0")).await;
     let (code, _, stderr) =
         common::run_cvo(&fleet.hub, &["fleet", "observe", "--placement", PODS]).await;
     assert_eq!(code, 0, "{stderr}");
@@ -1460,8 +1473,14 @@ async fn the_operator_pod_fleet_install_puts_on_a_node_updates_and_refuses_an_un
     .await;
     assert_eq!(st["heldBy"][0]["cluster"], "c3", "{st:#}");
     let v = cv(c3).await.expect("c3's ClusterVersion");
-    assert!(completed(&v, "1.1.0"), "nothing of C applied: {:#}", v["status"]["history"][0]);
-    let (_, text, _) =
-        common::run_cvo(&fleet.hub, &["fleet", "status", "--placement", PODS]).await;
-    assert!(text.contains("c3") && text.contains("ImageVerificationFailed"), "{text}");
+    assert!(
+        completed(&v, "1.1.0"),
+        "nothing of C applied: {:#}",
+        v["status"]["history"][0]
+    );
+    let (_, text, _) = common::run_cvo(&fleet.hub, &["fleet", "status", "--placement", PODS]).await;
+    assert!(
+        text.contains("c3") && text.contains("ImageVerificationFailed"),
+        "{text}"
+    );
 }
