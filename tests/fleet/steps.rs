@@ -1134,6 +1134,10 @@ async fn install_refuses_a_cluster_whose_cluster_version_openshift_manages(fleet
 }
 
 async fn uninstall_removes_the_operator_and_keeps_the_cluster_version(fleet: &Fleet) {
+    let mut had = Vec::new();
+    for c in &fleet.clusters {
+        had.push(cv(c).await.is_some());
+    }
     let (code, stdout, stderr) = control(fleet, "uninstall", &["-o", "json"]).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     let done: Value = serde_json::from_str(&stdout).expect("json");
@@ -1152,19 +1156,29 @@ async fn uninstall_removes_the_operator_and_keeps_the_cluster_version(fleet: &Fl
             .any(|k| k == "CustomResourceDefinition clusterversions.config.openshift.io"),
         "{done:#}"
     );
-    // OCM's finalizer on each set goes once its works are deleted.
-    common::poll_until("cvo's sets gone from the hub", DEADLINE, || async {
-        let left = sets(fleet)
-            .list(&Default::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        match left.items.len() {
-            0 => Ok(()),
-            n => Err(format!("{n} set(s) left")),
-        }
-    })
+    // OCM's finalizer on each set goes once its works are deleted (c3's Placement's stay).
+    common::poll_until(
+        "cvo's sets of fleet/waves gone from the hub",
+        DEADLINE,
+        || async {
+            let left: Vec<String> = sets(fleet)
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .into_iter()
+                .filter_map(|s| s.metadata.name)
+                .filter(|n| n.ends_with("-waves"))
+                .collect();
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("left: {left:?}"))
+            }
+        },
+    )
     .await;
-    for c in &fleet.clusters {
+    for (c, had) in fleet.clusters.iter().zip(had) {
         let client = c.client.clone();
         common::poll_until(
             &format!(
@@ -1217,9 +1231,21 @@ async fn uninstall_removes_the_operator_and_keeps_the_cluster_version(fleet: &Fl
         )
         .await;
         // Kept: the ClusterVersion (its history) and its CRD, and the namespace.
-        assert!(
+        assert_eq!(
             cv(c).await.is_some(),
+            had,
             "ClusterVersion deleted on {}",
+            c.name
+        );
+        let crd = Api::<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        >::all(c.client.clone())
+        .get_opt("clusterversions.config.openshift.io")
+        .await
+        .expect("get the CRD");
+        assert!(
+            crd.is_some_and(|d| d.metadata.deletion_timestamp.is_none()),
+            "the ClusterVersion CRD deleted on {}",
             c.name
         );
         let ns = Api::<Namespace>::all(c.client.clone())
