@@ -380,87 +380,97 @@ async fn the_placement(client: &kube::Client) -> Result<NamespacedName, CliError
 /// `--all`: the status of 1,000 clusters fits a screen.
 const SHOWN: usize = 20;
 
+/// `… and N more` when `left` lines were not shown.
+fn more(out: &mut String, left: usize, what: &str) {
+    if left > 0 {
+        out.push_str(&format!(
+            "  … and {left} more {what} (`--all` lists them)\n"
+        ));
+    }
+}
+
+/// The rollout `t`, what holds it, and its waves with their counts.
+fn rollout_text(st: &FleetStatus, t: &status::Target, all: bool) -> String {
+    let mut out = String::new();
+    let state = match (st.exit(), t.state) {
+        (Exit::Success, _) => "done".to_owned(),
+        (_, State::Aborted) => "aborted".to_owned(),
+        (Exit::Failed, _) => "held by a failure".to_owned(),
+        (_, State::Paused) => format!(
+            "paused (`cvo fleet resume --placement {}` goes on)",
+            st.placement
+        ),
+        _ => "in progress".to_owned(),
+    };
+    out.push_str(&format!(
+        "rollout {}: {} ({}) to Placement {}: {state}\n",
+        t.rollout, t.version, t.image, st.placement
+    ));
+    if let Some(forced) = &t.forced {
+        out.push_str(&format!("  forced past: {}\n", forced.replace('\n', "; ")));
+    }
+    let shown = if all { st.held_by.len() } else { SHOWN };
+    for h in st.held_by.iter().take(shown) {
+        out.push_str(&format!("  held by {}: {}\n", h.cluster, h.reason));
+    }
+    more(&mut out, st.held_by.len().saturating_sub(shown), "holding");
+    out.push('\n');
+    let rows: Vec<Vec<String>> = st
+        .waves
+        .iter()
+        .map(|w| {
+            let n = w.counts;
+            vec![
+                w.wave.index.to_string(),
+                w.wave.name.clone(),
+                w.clusters.len().to_string(),
+                n.done.to_string(),
+                n.progressing.to_string(),
+                n.failed.to_string(),
+                n.not_started.to_string(),
+                w.progress.to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "WAVE",
+            "NAME",
+            "CLUSTERS",
+            "DONE",
+            "PROGRESSING",
+            "FAILED",
+            "NOT STARTED",
+            "PROGRESS",
+        ],
+        &rows,
+    ));
+    out
+}
+
+/// Without a rollout: the clusters counted by the version they are at.
+fn versions_text(st: &FleetStatus) -> String {
+    let mut out = format!("Placement {}: no rollout\n\n", st.placement);
+    let mut versions: std::collections::BTreeMap<String, usize> = Default::default();
+    for c in &st.clusters {
+        let v = c.report.as_ref().and_then(|r| r.current_version());
+        *versions.entry(v.unwrap_or("-").to_owned()).or_default() += 1;
+    }
+    let rows: Vec<Vec<String>> = versions
+        .into_iter()
+        .map(|(v, n)| vec![v, n.to_string()])
+        .collect();
+    out.push_str(&table(&["VERSION", "CLUSTERS"], &rows));
+    out
+}
+
 /// The status as a person reads it: the rollout and what holds it, the waves with their
 /// counts, then the clusters that need a look (`all`: every cluster).
 pub fn status_text(st: &FleetStatus, all: bool) -> String {
-    let mut out = String::new();
-    let more = |out: &mut String, left: usize, what: &str| {
-        if left > 0 {
-            out.push_str(&format!(
-                "  … and {left} more {what} (`--all` lists them)\n"
-            ));
-        }
+    let mut out = match &st.target {
+        Some(t) => rollout_text(st, t, all),
+        None => versions_text(st),
     };
-    match &st.target {
-        Some(t) => {
-            let state = match (st.exit(), t.state) {
-                (Exit::Success, _) => "done".to_owned(),
-                (_, State::Aborted) => "aborted".to_owned(),
-                (Exit::Failed, _) => "held by a failure".to_owned(),
-                (_, State::Paused) => format!(
-                    "paused (`cvo fleet resume --placement {}` goes on)",
-                    st.placement
-                ),
-                _ => "in progress".to_owned(),
-            };
-            out.push_str(&format!(
-                "rollout {}: {} ({}) to Placement {}: {state}\n",
-                t.rollout, t.version, t.image, st.placement
-            ));
-            if let Some(forced) = &t.forced {
-                out.push_str(&format!("  forced past: {}\n", forced.replace('\n', "; ")));
-            }
-            let shown = if all { st.held_by.len() } else { SHOWN };
-            for h in st.held_by.iter().take(shown) {
-                out.push_str(&format!("  held by {}: {}\n", h.cluster, h.reason));
-            }
-            more(&mut out, st.held_by.len().saturating_sub(shown), "holding");
-            out.push('\n');
-            let rows: Vec<Vec<String>> = st
-                .waves
-                .iter()
-                .map(|w| {
-                    let n = w.counts;
-                    vec![
-                        w.wave.index.to_string(),
-                        w.wave.name.clone(),
-                        w.clusters.len().to_string(),
-                        n.done.to_string(),
-                        n.progressing.to_string(),
-                        n.failed.to_string(),
-                        n.not_started.to_string(),
-                        w.progress.to_string(),
-                    ]
-                })
-                .collect();
-            out.push_str(&table(
-                &[
-                    "WAVE",
-                    "NAME",
-                    "CLUSTERS",
-                    "DONE",
-                    "PROGRESSING",
-                    "FAILED",
-                    "NOT STARTED",
-                    "PROGRESS",
-                ],
-                &rows,
-            ));
-        }
-        None => {
-            out.push_str(&format!("Placement {}: no rollout\n\n", st.placement));
-            let mut versions: std::collections::BTreeMap<String, usize> = Default::default();
-            for c in &st.clusters {
-                let v = c.report.as_ref().and_then(|r| r.current_version());
-                *versions.entry(v.unwrap_or("-").to_owned()).or_default() += 1;
-            }
-            let rows: Vec<Vec<String>> = versions
-                .into_iter()
-                .map(|(v, n)| vec![v, n.to_string()])
-                .collect();
-            out.push_str(&table(&["VERSION", "CLUSTERS"], &rows));
-        }
-    }
     out.push('\n');
     for problem in &st.problems {
         out.push_str(&format!("cannot read: {problem}\n"));

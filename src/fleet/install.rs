@@ -142,6 +142,27 @@ pub fn objects(
             })
             .map(|m| (*m.object).clone()),
     );
+    let rbac = least_privilege(
+        &derived_from,
+        namespace,
+        service_account,
+        deployment_name,
+        lease_name,
+    )?;
+    out.extend(crate::rbac::render::objects(&rbac));
+    out.extend(executor_objects());
+    Ok(out)
+}
+
+/// The least-privilege RBAC `cvo rbac` derives for `release`'s operator (its ServiceAccount,
+/// namespace, Lease and Deployment), by name.
+fn least_privilege(
+    release: &Release,
+    namespace: String,
+    service_account: String,
+    deployment_name: String,
+    lease_name: String,
+) -> Result<crate::rbac::Rbac, InstallError> {
     let options = crate::rbac::Options {
         name: crate::rbac::DEFAULT_NAME.to_owned(),
         service_account: NamespacedName {
@@ -160,8 +181,8 @@ pub fn objects(
         profiles: Vec::new(),
         feature_set: crate::release::DEFAULT_FEATURE_SET.to_owned(),
     };
-    let resources = crate::rbac::resources::Resources::of(&derived_from);
-    let rbac = crate::rbac::derive(&derived_from, &resources, &options).map_err(|unknown| {
+    let resources = crate::rbac::resources::Resources::of(release);
+    crate::rbac::derive(release, &resources, &options).map_err(|unknown| {
         InstallError::Rbac(
             unknown
                 .iter()
@@ -169,10 +190,7 @@ pub fn objects(
                 .collect::<Vec<_>>()
                 .join("; "),
         )
-    })?;
-    out.extend(crate::rbac::render::objects(&rbac));
-    out.extend(executor_objects());
-    Ok(out)
+    })
 }
 
 /// The pull configuration ConfigMap `name` (`cvo operator --pull-config`) of `extras`.
@@ -410,37 +428,7 @@ pub async fn uninstall(
     else {
         return Ok(out);
     };
-    let manifests = set.data["spec"]["manifestWorkTemplate"]["workload"]["manifests"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let mut rules = Vec::new();
-    for m in &manifests {
-        let (kind, name) = (
-            m["kind"].as_str().unwrap_or(""),
-            m["metadata"]["name"].as_str().unwrap_or(""),
-        );
-        let described = match m["metadata"]["namespace"].as_str() {
-            Some(ns) => format!("{kind} {ns}/{name}"),
-            None => format!("{kind} {name}"),
-        };
-        let kept = match kind {
-            "CustomResourceDefinition" => {
-                Some(("apiextensions.k8s.io", "customresourcedefinitions"))
-            }
-            "Namespace" => Some(("", "namespaces")),
-            _ => None,
-        };
-        match kept {
-            Some((group, resource)) => {
-                rules.push(
-                    json!({"group": group, "resource": resource, "namespace": "", "name": name}),
-                );
-                out.kept.push(described);
-            }
-            None => out.removed.push(described),
-        }
-    }
+    let rules = orphaning_rules(&set.data, &mut out);
     let option = json!({
         "propagationPolicy": "SelectivelyOrphan",
         "selectivelyOrphans": {"orphaningRules": rules},
@@ -473,6 +461,43 @@ pub async fn uninstall(
         .map_err(request(format!("deleting {namespace}/{name}")))?;
     out.deleted_sets.push(format!("{namespace}/{name}"));
     Ok(out)
+}
+
+/// The orphaning rules of an install set's delete option (its CRDs and namespaces stay on the
+/// clusters), recording in `out` what is kept and what each agent deletes.
+fn orphaning_rules(set: &Value, out: &mut Uninstalled) -> Vec<Value> {
+    let manifests = set["spec"]["manifestWorkTemplate"]["workload"]["manifests"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut rules = Vec::new();
+    for m in manifests {
+        let (kind, name) = (
+            m["kind"].as_str().unwrap_or(""),
+            m["metadata"]["name"].as_str().unwrap_or(""),
+        );
+        let described = match m["metadata"]["namespace"].as_str() {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        };
+        let kept = match kind {
+            "CustomResourceDefinition" => {
+                Some(("apiextensions.k8s.io", "customresourcedefinitions"))
+            }
+            "Namespace" => Some(("", "namespaces")),
+            _ => None,
+        };
+        match kept {
+            Some((group, resource)) => {
+                rules.push(
+                    json!({"group": group, "resource": resource, "namespace": "", "name": name}),
+                );
+                out.kept.push(described);
+            }
+            None => out.removed.push(described),
+        }
+    }
+    rules
 }
 
 /// The install set for Placement `namespace/placement`: `objects` on every selected cluster

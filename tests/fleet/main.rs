@@ -25,6 +25,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod steps;
+mod walkthrough;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -85,6 +86,8 @@ pub struct Fleet {
     pub work: tempfile::TempDir,
     shared: PathBuf,
     passed: common::steps::Passed,
+    /// What docs/fleet.md's walkthrough shows, as the steps ran it.
+    pub transcript: walkthrough::Transcript,
     /// Stops OCM and the control planes: dropped last.
     teardown: Teardown,
 }
@@ -289,6 +292,7 @@ impl Fleet {
             work,
             shared,
             passed: common::steps::Passed::default(),
+            transcript: walkthrough::Transcript::default(),
             teardown,
         })
     }

@@ -30,6 +30,7 @@ crate::steps! {
     install_refuses_a_cluster_whose_cluster_version_openshift_manages needs [observe_reports_each_clusters_cluster_version];
     the_operator_pod_fleet_install_puts_on_a_node_updates_and_refuses_an_unsigned_release needs [];
     uninstall_removes_the_operator_and_keeps_the_cluster_version needs [install_puts_the_operator_and_the_executor_on_every_cluster];
+    the_walkthrough_in_docs_fleet_md_is_what_this_tier_ran needs [install_puts_the_operator_and_the_executor_on_every_cluster, observe_reports_each_clusters_cluster_version, a_failing_canary_holds_the_next_wave_until_it_completes, a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_restarts];
 }
 
 const PLACEMENT: &str = "fleet/waves";
@@ -104,6 +105,11 @@ fn gated() -> (&'static str, String) {
 /// Pushes `dir` to the registry's `fleet/release:TAG`, signed with the test key; the
 /// `oci://…@sha256:…` reference.
 async fn push(fleet: &Fleet, dir: &Path, tag: &str) -> String {
+    push_with_output(fleet, dir, tag).await.0
+}
+
+/// [`push`], and what `cvo push` printed.
+async fn push_with_output(fleet: &Fleet, dir: &Path, tag: &str) -> (String, String) {
     let target = format!("oci://{}/fleet/release:{tag}", fleet.registry.host());
     let (code, stdout, stderr) = common::run_cvo(
         &fleet.hub,
@@ -124,7 +130,10 @@ async fn push(fleet: &Fleet, dir: &Path, tag: &str) -> String {
         .and_then(|l| l.rsplit_once('@'))
         .expect("REPO:TAG@sha256:…")
         .1;
-    format!("oci://{}/fleet/release@{digest}", fleet.registry.host())
+    (
+        format!("oci://{}/fleet/release@{digest}", fleet.registry.host()),
+        stdout,
+    )
 }
 
 /// `cvo fleet rollout --placement fleet/waves --release REFERENCE --verify-key KEY EXTRA…`,
@@ -311,6 +320,14 @@ async fn install_puts_the_operator_and_the_executor_on_every_cluster(fleet: &Fle
     let (code, stdout, stderr) = common::run_cvo(&fleet.hub, &args).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stderr.contains("cvo-install-waves created"), "{stderr}");
+    let note: String = stderr
+        .lines()
+        .filter(|l| l.contains("ManifestWorkReplicaSet"))
+        .collect();
+    fleet.transcript.record(
+        "cvo fleet install --placement fleet/waves --image ghcr.io/cvo-project/cvo:1.4.0 --release manifests-example --verify-key p256.pub --pull-secret docker-config.json",
+        &note,
+    );
     assert!(
         stderr.contains("verifying what it pulls with 1 key(s), with a pull secret"),
         "{stderr}"
@@ -430,6 +447,9 @@ async fn observe_reports_each_clusters_cluster_version(fleet: &Fleet) {
     let (code, _, stderr) = common::run_cvo(&fleet.hub, &observe).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("cvo-observe-waves created"), "{stderr}");
+    fleet
+        .transcript
+        .record("cvo fleet observe --placement fleet/waves", &stderr);
     let (_, _, stderr) = common::run_cvo(&fleet.hub, &observe).await;
     assert!(stderr.contains("cvo-observe-waves unchanged"), "{stderr}");
     let st = status_until(fleet, "both clusters reporting 1.0.0 Completed", |st, _| {
@@ -467,6 +487,9 @@ async fn observe_reports_each_clusters_cluster_version(fleet: &Fleet) {
     assert!(st["target"].is_null());
     // Without --placement: the one Placement cvo's sets name.
     let (code, text, _) = common::run_cvo(&fleet.hub, &["fleet", "status"]).await;
+    fleet
+        .transcript
+        .record("cvo fleet status          # exit code 0", &text);
     assert_eq!(
         code, 0,
         "no rollout, every cluster reachable and none failing: {text}"
@@ -481,6 +504,7 @@ async fn observe_reports_each_clusters_cluster_version(fleet: &Fleet) {
     );
     assert!(text.contains("2 cluster(s), none needs a look"), "{text}");
     let (_, text, _) = common::run_cvo(&fleet.hub, &["fleet", "status", "--all"]).await;
+    fleet.transcript.record("cvo fleet status --all", &text);
     assert!(
         text.contains("c1       0 (canary)  yes        1.0.0"),
         "{text}"
@@ -489,7 +513,11 @@ async fn observe_reports_each_clusters_cluster_version(fleet: &Fleet) {
 
 async fn a_release_that_does_not_verify_is_written_to_no_cluster(fleet: &Fleet) {
     let r110 = release(fleet, "r110", "1.1.0", &[gated()]);
-    let reference = push(fleet, &r110, "1.1.0").await;
+    let (reference, pushed) = push_with_output(fleet, &r110, "1.1.0").await;
+    fleet.transcript.record(
+        "cvo push --release r110 oci://127.0.0.1:5000/fleet/release:1.1.0 --sign-key p256.pem",
+        &pushed,
+    );
     let (code, stdout, stderr) = rollout(fleet, &reference, "other.pub", &[]).await;
     assert_eq!(code, 4, "{stdout}\n{stderr}");
     assert!(stderr.contains("failed signature verification"), "{stderr}");
@@ -525,6 +553,13 @@ async fn a_failing_canary_holds_the_next_wave_until_it_completes(fleet: &Fleet) 
         stdout.contains("ManifestWorkReplicaSet fleet/cvo-rollout-waves created"),
         "{stdout}"
     );
+    fleet.transcript.record(
+        &format!(
+            "cvo fleet rollout --placement fleet/waves --release {} --verify-key p256.pub",
+            crate::walkthrough::stable(&reference)
+        ),
+        &format!("{stderr}{stdout}"),
+    );
     // The canary fails: the rollout is held there, and the next wave is never asked.
     let st = status_until(fleet, "the canary failing", |st, _| {
         cluster(st, "c1")["rollout"]["state"] == "failed"
@@ -539,6 +574,12 @@ async fn a_failing_canary_holds_the_next_wave_until_it_completes(fleet: &Fleet) 
         "{reason}"
     );
     assert_eq!(cluster(&st, "c2")["rollout"]["state"], "pending", "{st:#}");
+    let (_, text, _) =
+        common::run_cvo(&fleet.hub, &["fleet", "status", "--placement", PLACEMENT]).await;
+    fleet.transcript.record(
+        "cvo fleet status --placement fleet/waves          # exit code 1: the canary fails",
+        &text,
+    );
     let c2 = cv(fleet.cluster("c2")).await.expect("ClusterVersion");
     assert!(
         c2["spec"]["desiredUpdate"].is_null(),
@@ -547,7 +588,16 @@ async fn a_failing_canary_holds_the_next_wave_until_it_completes(fleet: &Fleet) 
     );
     // Fixed on the canary: it completes, then the next wave is asked and completes.
     create_namespace(fleet.cluster("c1"), "fleet-gate").await;
+    fleet
+        .transcript
+        .note("the fix: the namespace fleet-gate made on c1");
     status_until(fleet, "every cluster at 1.1.0", |_, code| code == 0).await;
+    let (_, text, _) =
+        common::run_cvo(&fleet.hub, &["fleet", "status", "--placement", PLACEMENT]).await;
+    fleet.transcript.record(
+        "cvo fleet status --placement fleet/waves          # exit code 0",
+        &text,
+    );
     let (c1, c2) = (
         cv(fleet.cluster("c1")).await.expect("cv"),
         cv(fleet.cluster("c2")).await.expect("cv"),
@@ -962,6 +1012,9 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
     let (code, _, stderr) = control(fleet, "pause", &[]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("paused (was running)"), "{stderr}");
+    fleet
+        .transcript
+        .record("cvo fleet pause --placement fleet/waves", &stderr);
     let (code, _, stderr) = control(fleet, "pause", &[]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("already paused"), "{stderr}");
@@ -988,6 +1041,13 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
     let (_, text, _) =
         common::run_cvo(&fleet.hub, &["fleet", "status", "--placement", PLACEMENT]).await;
     assert!(text.contains(": paused"), "{text}");
+    fleet
+        .transcript
+        .note("the canary fixed; paused, the next wave is not asked");
+    fleet.transcript.record(
+        "cvo fleet status --placement fleet/waves          # exit code 3",
+        &text,
+    );
     // The controller saw c1 done (the status says so) and stayed stopped: c2 not asked.
     stopped_by_the_hub(fleet).await;
     assert_ne!(
@@ -1006,6 +1066,9 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
     let (code, _, stderr) = control(fleet, "resume", &[]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("running (was paused)"), "{stderr}");
+    fleet
+        .transcript
+        .record("cvo fleet resume --placement fleet/waves", &stderr);
     status_until(fleet, "every cluster at 1.4.0", |_, code| code == 0).await;
     let (c1v, c2v) = (cv(c1).await.expect("cv"), cv(c2).await.expect("cv"));
     assert_started_after_completed(&c2v, &c1v);
@@ -1021,8 +1084,14 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
         cluster(st, "c1")["rollout"]["state"] == "failed"
     })
     .await;
-    let (code, _, stderr) = control(fleet, "abort", &["-o", "json"]).await;
+    let (code, stdout, stderr) = control(fleet, "abort", &["-o", "json"]).await;
     assert_eq!(code, 0, "{stderr}");
+    fleet
+        .transcript
+        .note("1.5.0 rolled out the same way; its canary fails");
+    fleet
+        .transcript
+        .record("cvo fleet abort --placement fleet/waves -o json", &stdout);
     fault(fleet, &["restart", "hub-work"]);
     stopped_by_the_hub(fleet).await;
     create_namespace(c1, "fleet-abort").await;
@@ -1047,9 +1116,20 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
     let (_, text, _) =
         common::run_cvo(&fleet.hub, &["fleet", "status", "--placement", PLACEMENT]).await;
     assert!(text.contains(": aborted"), "{text}");
+    fleet
+        .transcript
+        .note("the canary fixed; aborted, the next wave is never asked");
+    fleet.transcript.record(
+        "cvo fleet status --placement fleet/waves          # exit code 1",
+        &text,
+    );
     let (code, _, stderr) = control(fleet, "resume", &[]).await;
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("was aborted"), "{stderr}");
+    fleet.transcript.record(
+        "cvo fleet resume --placement fleet/waves          # exit code 1",
+        &stderr,
+    );
 
     // Retry: a new rollout (1.5.1: c2, never asked for 1.5.0, would refuse to skip a minor)
     // replaces the aborted one; its canary fails. With OCM's work
@@ -1071,6 +1151,12 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
     let (code, _, stderr) = control(fleet, "retry", &["c1"]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("cluster c1 asked again"), "{stderr}");
+    fleet
+        .transcript
+        .note("1.5.1 rolled out; its canary fails; OCM's hub work controller down");
+    fleet
+        .transcript
+        .record("cvo fleet retry --placement fleet/waves c1", &stderr);
     assert!(rollout_works(fleet, "c1").await.is_empty());
     create_namespace(c1, "fleet-retry").await;
     create_namespace(c2, "fleet-retry").await;
@@ -1509,4 +1595,11 @@ async fn the_operator_pod_fleet_install_puts_on_a_node_updates_and_refuses_an_un
         text.contains("c3") && text.contains("ImageVerificationFailed"),
         "{text}"
     );
+}
+
+async fn the_walkthrough_in_docs_fleet_md_is_what_this_tier_ran(fleet: &Fleet) {
+    let doc = repo().join("docs/fleet.md");
+    if let Err(e) = crate::walkthrough::check(&doc, &fleet.transcript.text()) {
+        panic!("{e}");
+    }
 }
