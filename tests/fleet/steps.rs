@@ -1014,6 +1014,9 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
     assert!(stderr.contains("paused (was running)"), "{stderr}");
     fleet
         .transcript
+        .note("1.4.0 rolled out the same way; its canary fails");
+    fleet
+        .transcript
         .record("cvo fleet pause --placement fleet/waves", &stderr);
     let (code, _, stderr) = control(fleet, "pause", &[]).await;
     assert_eq!(code, 0, "{stderr}");

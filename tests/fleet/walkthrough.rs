@@ -40,11 +40,14 @@ impl Transcript {
 }
 
 /// `text` without what changes from run to run: loopback and bridge registry ports, digests,
-/// temporary and repository paths.
+/// generated names, temporary and repository paths.
 pub fn stable(text: &str) -> String {
-    let rules: [(&str, &str); 5] = [
+    let rules: [(&str, &str); 7] = [
         (r"(127\.0\.0\.1|10\.244\.\d+\.1):\d+", "127.0.0.1:5000"),
         (r"sha256:[0-9a-f]{64}", "sha256:…"),
+        (r"sha256-[0-9a-f]{64}", "sha256-…"),
+        // A ManifestWork's generated name.
+        (r"(cvo-rollout-[a-z0-9-]*waves)[a-z0-9]{5}\b", "${1}xxxxx"),
         (r"/[^\s:]*/tests/fixtures/oci/keys/", ""),
         (r"/[^\s:]*?/manifests-example", "manifests-example"),
         (r"/tmp/[^\s:]*/", ""),
