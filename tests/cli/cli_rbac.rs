@@ -136,6 +136,8 @@ fn the_example_gets_rules_by_name_and_the_operator_its_own() {
         rules(role),
         [
             "/configmaps [] create",
+            // The operator's pull configuration (its Deployment's --pull-config).
+            "/configmaps [cvo-pull-config] get",
             "/configmaps [cvo-deletion-record] get,update,patch",
             "coordination.k8s.io/leases [] create",
             "coordination.k8s.io/leases [cvo-operator] get,update",
