@@ -174,6 +174,22 @@ fn refs(set: &DynamicObject) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The rollout set of Placement `namespace/placement`: its API, name and `NAMESPACE/NAME`.
+fn rollout_set(
+    client: &kube::Client,
+    namespace: &str,
+    placement: &str,
+) -> (Api<DynamicObject>, String, String) {
+    let api = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        namespace,
+        &ocm::manifest_work_replica_set(),
+    );
+    let name = Purpose::Rollout.name(placement);
+    let set_name = format!("{namespace}/{name}");
+    (api, name, set_name)
+}
+
 /// Pauses, resumes or aborts the rollout of Placement `namespace/placement`.
 ///
 /// # Errors
@@ -186,13 +202,7 @@ pub async fn control(
     placement: &str,
     verb: Verb,
 ) -> Result<Changed, ControlError> {
-    let api = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        namespace,
-        &ocm::manifest_work_replica_set(),
-    );
-    let name = Purpose::Rollout.name(placement);
-    let set_name = format!("{namespace}/{name}");
+    let (api, name, set_name) = rollout_set(client, namespace, placement);
     let retry = RetryPolicy::default();
     let request = |what: &str, error| ControlError::Request {
         what: format!("{what} the rollout set {set_name}"),
@@ -271,13 +281,7 @@ pub async fn retry(
     placement: &str,
     cluster: &str,
 ) -> Result<String, RetryError> {
-    let sets = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        namespace,
-        &ocm::manifest_work_replica_set(),
-    );
-    let name = Purpose::Rollout.name(placement);
-    let set_name = format!("{namespace}/{name}");
+    let (sets, name, set_name) = rollout_set(client, namespace, placement);
     let retry = RetryPolicy::default();
     let set = retry
         .run(|| sets.get_opt(&name))

@@ -985,6 +985,28 @@ async fn rollout_works(fleet: &Fleet, cluster: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Rolls out release `name` at `version` with a ConfigMap in namespace `ns`, which no cluster
+/// has, and waits until the canary fails on it; the release's reference, and what `cvo fleet
+/// rollout` printed on stderr.
+async fn rollout_failing_on(
+    fleet: &Fleet,
+    name: &str,
+    version: &str,
+    ns: &str,
+) -> (String, String) {
+    let file = format!("0000_60_{ns}_00_settings.yaml");
+    let text = common::configmap(ns, "settings", PROFILE, &[("gate", "open")]);
+    let dir = release(fleet, name, version, &[(&file, text)]);
+    let reference = push(fleet, &dir, version).await;
+    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    status_until(fleet, &format!("the canary failing on {ns}"), |st, _| {
+        cluster(st, "c1")["rollout"]["state"] == "failed"
+    })
+    .await;
+    (reference, stderr)
+}
+
 async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_restarts(
     fleet: &Fleet,
 ) {
@@ -994,21 +1016,7 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
 
     // Pause: 1.4.0 waits on c1 for a namespace; paused meanwhile, and OCM's work controller
     // restarted, c1 (asked) completes and c2 is never asked until resumed.
-    let gate = |ns: &str| {
-        (
-            format!("0000_60_{ns}_00_settings.yaml"),
-            common::configmap(ns, "settings", PROFILE, &[("gate", "open")]),
-        )
-    };
-    let (file, text) = gate("fleet-pause");
-    let r140 = release(fleet, "r140", "1.4.0", &[(&file, text)]);
-    let reference = push(fleet, &r140, "1.4.0").await;
-    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    status_until(fleet, "the canary failing on fleet-pause", |st, _| {
-        cluster(st, "c1")["rollout"]["state"] == "failed"
-    })
-    .await;
+    let (reference, _) = rollout_failing_on(fleet, "r140", "1.4.0", "fleet-pause").await;
     let (code, _, stderr) = control(fleet, "pause", &[]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("paused (was running)"), "{stderr}");
@@ -1078,15 +1086,7 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
 
     // Abort: 1.5.0's canary fails; aborted, and the hub controller restarted, c1 completes
     // once fixed and c2 is never asked. Resume refuses an aborted rollout.
-    let (file, text) = gate("fleet-abort");
-    let r150 = release(fleet, "r150", "1.5.0", &[(&file, text)]);
-    let reference = push(fleet, &r150, "1.5.0").await;
-    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    status_until(fleet, "the canary failing on fleet-abort", |st, _| {
-        cluster(st, "c1")["rollout"]["state"] == "failed"
-    })
-    .await;
+    rollout_failing_on(fleet, "r150", "1.5.0", "fleet-abort").await;
     let (code, stdout, stderr) = control(fleet, "abort", &["-o", "json"]).await;
     assert_eq!(code, 0, "{stderr}");
     fleet
@@ -1138,16 +1138,8 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
     // replaces the aborted one; its canary fails. With OCM's work
     // controller down, `retry c1` deletes c1's work; back up, the controller writes it anew,
     // and once fixed c1 completes and c2 follows.
-    let (file, text) = gate("fleet-retry");
-    let r151 = release(fleet, "r151", "1.5.1", &[(&file, text)]);
-    let reference = push(fleet, &r151, "1.5.1").await;
-    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let (_, stderr) = rollout_failing_on(fleet, "r151", "1.5.1", "fleet-retry").await;
     assert!(stderr.contains("aborted rollout is replaced"), "{stderr}");
-    status_until(fleet, "the canary failing on fleet-retry", |st, _| {
-        cluster(st, "c1")["rollout"]["state"] == "failed"
-    })
-    .await;
     let before = rollout_works(fleet, "c1").await;
     assert_eq!(before.len(), 1, "{before:?}");
     fault(fleet, &["kill", "hub-work"]);
