@@ -110,7 +110,7 @@ pub fn objects(
         .unwrap_or_else(|| crate::rbac::DEFAULT_LEASE_NAME.to_owned());
     let mut extra_objects = Vec::new();
     // For the RBAC only: the pull Secret the configuration names, as if passed by flag (the
-    // operator may read it by name).
+    // operator may then read it, by name).
     let mut for_rbac = operator.clone();
     if !extras.is_empty() {
         let config = words_of(&operator, "--pull-config").ok_or(InstallError::NoPullConfig)?;
@@ -123,24 +123,28 @@ pub fn objects(
         }
         extra_objects.push(pull_config(&namespace, &config, extras));
     }
-    // The RBAC of the release as installed: the Deployment with its flags (a pull Secret it
-    // names is granted by name).
-    let mut installed = release.clone();
-    installed.manifests[index].object = std::sync::Arc::new(operator.clone());
+    // The RBAC is derived from the release with the pull Secret as if passed by flag.
     let mut derived_from = release.clone();
     derived_from.manifests[index].object = std::sync::Arc::new(for_rbac);
     let mut out: Vec<Value> = extra_objects;
     out.extend(
-        installed
+        release
             .manifests
             .iter()
-            .filter(|m| m.order.is_some() && m.order == component)
-            .filter(|m| {
+            .enumerate()
+            .filter(|(_, m)| m.order.is_some() && m.order == component)
+            .filter(|(_, m)| {
                 m.intent == crate::release::DeleteIntent::Apply
                     && !is_rbac(m)
                     && m.id.kind != "ClusterVersion"
             })
-            .map(|m| (*m.object).clone()),
+            .map(|(i, m)| {
+                if i == index {
+                    operator.clone()
+                } else {
+                    (*m.object).clone()
+                }
+            }),
     );
     let rbac = least_privilege(
         &derived_from,
