@@ -754,8 +754,6 @@ impl Puller {
         }
     }
 
-    /// The pull Secret's credentials (none without `--pull-secret`). Read at every pull; its
-    /// data is never printed.
     /// What this pull adds to the flags ([`PullAccess`]): the pull configuration (when
     /// `--pull-config` names one; absent, nothing) and the pull Secret's credentials (the
     /// flag's, else the configuration's), read now. Fails closed: a configuration or Secret
@@ -767,10 +765,11 @@ impl Puller {
             let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
                 Api::namespaced(client.clone(), &name.namespace);
             let found = api.get_opt(&name.name).await.map_err(|e| {
-                format!(
-                    "reading the pull configuration {name} (--pull-config): {}",
-                    api_error(&e)
-                )
+                let why = match &e {
+                    kube::Error::Api(s) if s.code == 403 => "the operator may not read it (403 Forbidden): grant get on this ConfigMap (`cvo rbac` prints the rule when the operator's Deployment passes --pull-config)".to_owned(),
+                    e => api_error(e),
+                };
+                format!("reading the pull configuration {name} (--pull-config): {why}")
             })?;
             if let Some(found) = found {
                 let (read, named) = pull_config_of(name, &found.data.unwrap_or_default())?;
