@@ -6,7 +6,6 @@ use std::fmt::Debug;
 use kube::api::{Api, ListParams, ObjectList};
 use kube::core::PartialObjectMeta;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use super::retry::{RequestError, RetryPolicy};
 
@@ -67,15 +66,6 @@ where
     pages(lp, retry, |p| async move { api.list_metadata(&p).await }).await
 }
 
-/// Every object `api` lists with `lp`, as JSON values: whole objects, each page decoded once.
-pub async fn all_json<K: kube::Resource + Clone>(
-    api: &Api<K>,
-    lp: &ListParams,
-    retry: &RetryPolicy,
-) -> Result<Vec<Value>, RequestError> {
-    all_as(api, lp, retry).await
-}
-
 /// Every object `api` lists with `lp`, decoded as `T`: for a reader of a few fields of large
 /// objects, a narrow `T` whose decoding skips the rest (each page decoded once, no typed
 /// object of the kind, no JSON tree).
@@ -102,7 +92,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::PostParams;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     #[tokio::test]
     async fn json_pages_follow_the_continue_token_and_keep_the_selector() {
@@ -116,7 +106,7 @@ mod tests {
                 .unwrap();
         }
         let lp = ListParams::default().labels("team=x").limit(2);
-        let items = all_json(&api, &lp, &RetryPolicy::default()).await.unwrap();
+        let items: Vec<Value> = all_as(&api, &lp, &RetryPolicy::default()).await.unwrap();
         let names: Vec<&str> = items
             .iter()
             .filter_map(|o| o.pointer("/metadata/name")?.as_str())

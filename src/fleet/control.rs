@@ -24,12 +24,12 @@
 //! it. Every change is a JSON patch that first tests the set's resourceVersion, so a change
 //! made by someone else in between is never overwritten (the command reads and tries again).
 
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::ocm;
-use super::work::{FIELD_MANAGER, Purpose};
+use super::work::Purpose;
 use crate::cluster::retry::{RequestError, RetryPolicy};
 
 /// The first placementRef of a paused rollout set.
@@ -49,8 +49,8 @@ pub enum State {
 
 impl State {
     /// The state a set's `placementRefs` say.
-    pub fn of_refs(refs: &[String]) -> State {
-        match refs.first().map(String::as_str) {
+    pub fn of_refs(refs: &[&str]) -> State {
+        match refs.first().copied() {
             Some(PAUSED) => State::Paused,
             Some(ABORTED) => State::Aborted,
             _ => State::Running,
@@ -139,39 +139,22 @@ pub enum ControlError {
 /// How often a verb reads the set again when someone else changed it in between.
 const TRIES: u32 = 5;
 
-/// The patch that takes a set whose first ref says `from` (and whose resourceVersion is
-/// `resource_version`) to `to`; `None` when nothing is to change.
-fn patch(from: State, to: State, resource_version: &str) -> Option<Vec<Value>> {
+/// The patch that takes a set whose first ref says `from` to `to`; `None` when nothing is to
+/// change. Written with [`super::patch_unchanged`], which tests the set's resourceVersion
+/// first.
+fn patch(from: State, to: State) -> Option<Vec<Value>> {
     if from == to {
         return None;
     }
-    let mut ops =
-        vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version})];
-    match (from.stop_ref(), to.stop_ref()) {
-        (None, Some(stop)) => {
-            ops.push(json!({"op": "add", "path": "/spec/placementRefs/0", "value": stop}));
-        }
-        (Some(_), None) => {
-            ops.push(json!({"op": "remove", "path": "/spec/placementRefs/0"}));
-        }
+    let op = match (from.stop_ref(), to.stop_ref()) {
+        (None, Some(stop)) => json!({"op": "add", "path": "/spec/placementRefs/0", "value": stop}),
+        (Some(_), None) => json!({"op": "remove", "path": "/spec/placementRefs/0"}),
         (Some(_), Some(stop)) => {
-            ops.push(json!({"op": "replace", "path": "/spec/placementRefs/0", "value": stop}));
+            json!({"op": "replace", "path": "/spec/placementRefs/0", "value": stop})
         }
         (None, None) => return None,
-    }
-    Some(ops)
-}
-
-/// The names in a set's `placementRefs`.
-fn refs(set: &DynamicObject) -> Vec<String> {
-    set.data["spec"]["placementRefs"]
-        .as_array()
-        .map(|refs| {
-            refs.iter()
-                .filter_map(|r| r["name"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
+    };
+    Some(vec![op])
 }
 
 /// The rollout set of Placement `namespace/placement`: its API, name and `NAMESPACE/NAME`.
@@ -180,14 +163,9 @@ fn rollout_set(
     namespace: &str,
     placement: &str,
 ) -> (Api<DynamicObject>, String, String) {
-    let api = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        namespace,
-        &ocm::manifest_work_replica_set(),
-    );
     let name = Purpose::Rollout.name(placement);
     let set_name = format!("{namespace}/{name}");
-    (api, name, set_name)
+    (super::sets(client, namespace), name, set_name)
 }
 
 /// Pauses, resumes or aborts the rollout of Placement `namespace/placement`.
@@ -214,8 +192,8 @@ pub async fn control(
             .await
             .map_err(|(e, _)| request("reading", e))?
             .ok_or_else(|| ControlError::NoRollout(set_name.clone()))?;
-        let names = refs(&set);
-        if !names.iter().any(|n| n == placement) {
+        let names = super::ref_names(&set.data);
+        if !names.contains(&placement) {
             return Err(ControlError::Malformed(
                 set_name.clone(),
                 format!("its placementRefs ({names:?}) do not name Placement {placement}"),
@@ -229,21 +207,16 @@ pub async fn control(
             (Verb::Resume, _) => State::Running,
             (Verb::Abort, _) => State::Aborted,
         };
-        let resource_version = set.metadata.resource_version.clone().unwrap_or_default();
-        let Some(ops) = patch(before, after, &resource_version) else {
+        let Some(ops) = patch(before, after) else {
             return Ok(Changed { before, after });
         };
-        let ops: json_patch::Patch = serde_json::from_value(Value::Array(ops))
-            .map_err(|e| ControlError::Malformed(set_name.clone(), e.to_string()))?;
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
-        match api.patch(&name, &params, &Patch::Json::<()>(ops)).await {
-            Ok(_) => return Ok(Changed { before, after }),
-            // A failed `test` (the set changed since it was read): read it again.
-            Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => continue,
-            Err(e) => return Err(request("patching", RequestError::Kube(e))),
+        let resource_version = set.metadata.resource_version.clone().unwrap_or_default();
+        // Not written when the set changed since it was read: read it again.
+        if super::patch_unchanged(&api, &name, &resource_version, ops)
+            .await
+            .map_err(|e| request("patching", e))?
+        {
+            return Ok(Changed { before, after });
         }
     }
     Err(ControlError::Contended {
@@ -291,7 +264,7 @@ pub async fn retry(
             error,
         })?
         .ok_or_else(|| ControlError::NoRollout(set_name.clone()))?;
-    let state = State::of_refs(&refs(&set));
+    let state = State::of_refs(&super::ref_names(&set.data));
     if state != State::Running {
         return Err(RetryError::Stopped {
             set: set_name,
@@ -332,7 +305,7 @@ mod tests {
 
     #[test]
     fn the_first_ref_is_the_state() {
-        let names = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let names = |n: &[&'static str]| n.to_vec();
         assert_eq!(State::of_refs(&names(&["waves"])), State::Running);
         assert_eq!(State::of_refs(&names(&[PAUSED, "waves"])), State::Paused);
         assert_eq!(State::of_refs(&names(&[ABORTED, "waves"])), State::Aborted);
@@ -342,19 +315,17 @@ mod tests {
 
     #[test]
     fn each_change_tests_the_resource_version_first() {
-        let ops = patch(State::Running, State::Paused, "42").unwrap();
+        let tested = |from, to| super::super::tested("42", patch(from, to).unwrap());
+        let ops = tested(State::Running, State::Paused);
         assert_eq!(ops[0]["op"], "test");
         assert_eq!(ops[0]["value"], "42");
         assert_eq!(ops[1]["op"], "add");
         assert_eq!(ops[1]["path"], "/spec/placementRefs/0");
         assert_eq!(ops[1]["value"]["name"], PAUSED);
-        assert_eq!(
-            patch(State::Paused, State::Running, "1").unwrap()[1]["op"],
-            "remove"
-        );
-        let abort = patch(State::Paused, State::Aborted, "1").unwrap();
+        assert_eq!(tested(State::Paused, State::Running)[1]["op"], "remove");
+        let abort = tested(State::Paused, State::Aborted);
         assert_eq!(abort[1]["op"], "replace");
         assert_eq!(abort[1]["value"]["name"], ABORTED);
-        assert!(patch(State::Paused, State::Paused, "1").is_none());
+        assert!(patch(State::Paused, State::Paused).is_none());
     }
 }

@@ -100,11 +100,9 @@ pub fn objects(
     let mut operator = (*deployment.object).clone();
     set_operator_image(&mut operator, image);
     let words_of = |d: &Value, flag: &str| -> Option<String> {
-        operator_containers(d).find_map(|c| {
-            crate::rbac::flag_values(&crate::rbac::operator_words(c), flag)
-                .last()
-                .map(|v| (*v).to_owned())
-        })
+        crate::rbac::deployment_flag(d, flag)
+            .last()
+            .map(|v| (*v).to_owned())
     };
     let lease_name = words_of(&operator, "--lease-name")
         .unwrap_or_else(|| crate::rbac::DEFAULT_LEASE_NAME.to_owned());
@@ -262,14 +260,6 @@ pub fn redacted(mut set: Value) -> Value {
     set
 }
 
-fn operator_containers(deployment: &Value) -> impl Iterator<Item = &Value> {
-    deployment["spec"]["template"]["spec"]["containers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| is_operator_container(c))
-}
-
 /// Appends `args` to the operator container's.
 fn add_args(deployment: &mut Value, args: &[String]) {
     if let Some(cs) = deployment["spec"]["template"]["spec"]["containers"].as_array_mut() {
@@ -397,12 +387,8 @@ pub async fn uninstall(
     namespace: &str,
     placement: &str,
 ) -> Result<Uninstalled, UninstallError> {
-    use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
-    let api = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        namespace,
-        &super::ocm::manifest_work_replica_set(),
-    );
+    use kube::api::DeleteParams;
+    let api = super::sets(client, namespace);
     let retry = crate::cluster::retry::RetryPolicy::default();
     let request = |what: String| move |(error, _)| UninstallError::Request { what, error };
     let mut out = Uninstalled::default();
@@ -438,26 +424,17 @@ pub async fn uninstall(
         "selectivelyOrphans": {"orphaningRules": rules},
     });
     let resource_version = set.metadata.resource_version.clone().unwrap_or_default();
-    let ops: json_patch::Patch = serde_json::from_value(json!([
-        {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
-        {"op": "replace", "path": "/spec/manifestWorkTemplate/deleteOption", "value": option},
-    ]))
-    .map_err(|_| UninstallError::Contended(format!("{namespace}/{name}")))?;
-    let params = PatchParams {
-        field_manager: Some(work::FIELD_MANAGER.to_owned()),
-        ..PatchParams::default()
-    };
-    match api.patch(&name, &params, &Patch::Json::<()>(ops)).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => {
-            return Err(UninstallError::Contended(format!("{namespace}/{name}")));
-        }
-        Err(e) => {
-            return Err(UninstallError::Request {
-                what: format!("patching {namespace}/{name}"),
-                error: crate::cluster::retry::RequestError::Kube(e),
-            });
-        }
+    let ops = vec![
+        json!({"op": "replace", "path": "/spec/manifestWorkTemplate/deleteOption", "value": option}),
+    ];
+    let written = super::patch_unchanged(&api, &name, &resource_version, ops)
+        .await
+        .map_err(|error| UninstallError::Request {
+            what: format!("patching {namespace}/{name}"),
+            error,
+        })?;
+    if !written {
+        return Err(UninstallError::Contended(format!("{namespace}/{name}")));
     }
     retry
         .run(|| api.delete(&name, &delete))

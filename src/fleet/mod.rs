@@ -67,10 +67,8 @@ pub async fn placements(client: &kube::Client) -> Result<Vec<NamespacedName>, Re
             Some(NamespacedName {
                 namespace: s.metadata.namespace.clone()?,
                 // The first ref that is a Placement (a paused set names cvo's stop first).
-                name: s.data["spec"]["placementRefs"]
-                    .as_array()?
-                    .iter()
-                    .filter_map(|r| r["name"].as_str())
+                name: ref_names(&s.data)
+                    .into_iter()
                     .find(|n| !control::is_stop(n))?
                     .to_owned(),
             })
@@ -81,17 +79,61 @@ pub async fn placements(client: &kube::Client) -> Result<Vec<NamespacedName>, Re
     Ok(out)
 }
 
+/// The ManifestWorkReplicaSets of `namespace` on the hub.
+pub(crate) fn sets(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), namespace, &ocm::manifest_work_replica_set())
+}
+
+/// `ops` after a `test` that the object's resourceVersion is still `resource_version`.
+fn tested(resource_version: &str, ops: Vec<Value>) -> Vec<Value> {
+    let mut all = vec![
+        serde_json::json!({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version}),
+    ];
+    all.extend(ops);
+    all
+}
+
+/// JSON-patches `name` with `ops`, first testing that its resourceVersion is still
+/// `resource_version` (field manager [`work::FIELD_MANAGER`]): `Ok(false)` when the object
+/// changed since it was read (the test failed), and nothing was written.
+pub(crate) async fn patch_unchanged(
+    api: &Api<DynamicObject>,
+    name: &str,
+    resource_version: &str,
+    ops: Vec<Value>,
+) -> Result<bool, RequestError> {
+    let patch: json_patch::Patch =
+        serde_json::from_value(Value::Array(tested(resource_version, ops)))
+            .map_err(|e| RequestError::Kube(kube::Error::SerdeError(e)))?;
+    let params = PatchParams {
+        field_manager: Some(work::FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    match api.patch(name, &params, &Patch::Json::<()>(patch)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => Ok(false),
+        Err(e) => Err(RequestError::Kube(e)),
+    }
+}
+
+/// The names in a set's `spec.placementRefs` (`set` whole), in order: cvo's stop, if any,
+/// first ([`control`]).
+pub(crate) fn ref_names(set: &Value) -> Vec<&str> {
+    set["spec"]["placementRefs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["name"].as_str())
+        .collect()
+}
+
 /// Server-side applies the ManifestWorkReplicaSet `set` on the hub (field manager
 /// [`work::FIELD_MANAGER`]): the same set applied again changes nothing (`Unchanged`: the
 /// same generation, labels and annotations as before).
 pub async fn write(client: &kube::Client, set: &Value) -> Result<Written, RequestError> {
     let namespace = set["metadata"]["namespace"].as_str().unwrap_or_default();
     let name = set["metadata"]["name"].as_str().unwrap_or_default();
-    let api = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        namespace,
-        &ocm::manifest_work_replica_set(),
-    );
+    let api = sets(client, namespace);
     let retry = RetryPolicy::default();
     let before = retry.run(|| api.get_opt(name)).await.map_err(|(e, _)| e)?;
     let params = PatchParams::apply(work::FIELD_MANAGER).force();

@@ -325,11 +325,7 @@ pub async fn read(
     get(&placements, placement, "Placement", &retry)
         .await?
         .ok_or_else(|| ReadError::NoPlacement(name.clone()))?;
-    let sets = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        namespace,
-        &ocm::manifest_work_replica_set(),
-    );
+    let sets = super::sets(client, namespace);
     // The rollout set and the three LISTs at once: the pages of one list follow each other,
     // but the server serves one list while cvo decodes another.
     let decisions = Api::namespaced_with(client.clone(), namespace, &ocm::placement_decision());
@@ -403,10 +399,6 @@ fn target(set: &Value, namespace: &str, placement: &str) -> Option<Target> {
     let refs = set["spec"]["placementRefs"].as_array()?;
     let own = refs.iter().find(|r| r["name"] == placement)?;
     let strategy = &own["rolloutStrategy"]["progressivePerGroup"];
-    let names: Vec<String> = refs
-        .iter()
-        .filter_map(|r| r["name"].as_str().map(str::to_owned))
-        .collect();
     Some(Target {
         rollout: format!("{namespace}/{}", set["metadata"]["name"].as_str()?),
         version: annotations[work::VERSION_ANNOTATION].as_str()?.to_owned(),
@@ -425,7 +417,7 @@ fn target(set: &Value, namespace: &str, placement: &str) -> Option<Target> {
             .filter(|c| !c.is_empty())
             .map(str::to_owned)
             .collect(),
-        state: control::State::of_refs(&names),
+        state: control::State::of_refs(&super::ref_names(set)),
     })
 }
 

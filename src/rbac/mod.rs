@@ -647,53 +647,42 @@ fn operator_namespace_grants(options: &Options) -> BTreeMap<String, Vec<Grant>> 
 /// release's Deployments pass to a `cvo operator` container: the operator reads each when it
 /// pulls a release.
 pub fn pull_secrets(release: &Release) -> BTreeSet<crate::cluster::NamespacedName> {
-    let mut out = BTreeSet::new();
-    for m in release
-        .manifests
-        .iter()
-        .filter(|m| !m.is_delete() && m.id.group == "apps" && m.id.kind == "Deployment")
-    {
-        let containers = m
-            .object
-            .pointer("/spec/template/spec/containers")
-            .and_then(serde_json::Value::as_array);
-        for c in containers.into_iter().flatten() {
-            let words = operator_words(c);
-            for value in flag_values(&words, "--pull-secret") {
-                if let Ok(name) = value.parse() {
-                    out.insert(name);
-                }
-            }
-        }
-    }
-    out
+    operator_flag(release, "--pull-secret")
+        .filter_map(|value| value.parse().ok())
+        .collect()
 }
 
 /// The pull configurations (`--pull-config NAME`, a ConfigMap in the operator's namespace) the
 /// release's Deployments pass to a `cvo operator` container.
 pub fn pull_configs(release: &Release) -> BTreeSet<String> {
+    operator_flag(release, "--pull-config")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The values of `flag` that the release's Deployments pass to a `cvo operator` container.
+fn operator_flag<'a>(release: &'a Release, flag: &'a str) -> impl Iterator<Item = &'a str> {
     release
         .manifests
         .iter()
         .filter(|m| !m.is_delete() && m.id.group == "apps" && m.id.kind == "Deployment")
-        .filter_map(|m| {
-            m.object
-                .pointer("/spec/template/spec/containers")?
-                .as_array()
-        })
+        .flat_map(move |m| deployment_flag(&m.object, flag))
+}
+
+/// The values of `flag` that Deployment `deployment` passes to its `cvo operator` containers.
+pub fn deployment_flag<'a>(deployment: &'a serde_json::Value, flag: &str) -> Vec<&'a str> {
+    deployment
+        .pointer("/spec/template/spec/containers")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
         .flatten()
-        .flat_map(|c| {
-            flag_values(&operator_words(c), "--pull-config")
-                .into_iter()
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
+        .flat_map(|c| flag_values(&operator_words(c), flag))
         .collect()
 }
 
 /// The command and arguments of `container` when it runs `cvo operator` (the word `operator`
 /// among them), else none.
-pub fn operator_words(container: &serde_json::Value) -> Vec<&str> {
+fn operator_words(container: &serde_json::Value) -> Vec<&str> {
     let words: Vec<&str> = ["command", "args"]
         .iter()
         .filter_map(|k| container.get(*k).and_then(serde_json::Value::as_array))
@@ -708,7 +697,7 @@ pub fn operator_words(container: &serde_json::Value) -> Vec<&str> {
 }
 
 /// The values `words` give flag `flag` (`--flag VALUE` or `--flag=VALUE`), in order.
-pub fn flag_values<'a>(words: &[&'a str], flag: &str) -> Vec<&'a str> {
+fn flag_values<'a>(words: &[&'a str], flag: &str) -> Vec<&'a str> {
     let mut out = Vec::new();
     let mut it = words.iter();
     while let Some(w) = it.next() {
