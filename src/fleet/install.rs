@@ -506,6 +506,20 @@ mod tests {
         crate::release::load(&dir, &crate::release::LoadOptions::default()).expect("load")
     }
 
+    /// manifests-example with its operator Deployment changed by `edit`.
+    fn example_with_operator(edit: impl FnOnce(&mut Value)) -> Release {
+        let mut release = example();
+        let index = release
+            .manifests
+            .iter()
+            .position(is_operator_deployment)
+            .unwrap();
+        let mut deployment = (*release.manifests[index].object).clone();
+        edit(&mut deployment);
+        release.manifests[index].object = std::sync::Arc::new(deployment);
+        release
+    }
+
     fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
         objects
             .iter()
@@ -567,22 +581,16 @@ mod tests {
             Err(InstallError::PullSecret(m)) if m.contains("auths")
         ));
         // A release whose operator reads no pull configuration cannot be given one.
-        let mut without = example();
-        let index = without
-            .manifests
-            .iter()
-            .position(is_operator_deployment)
-            .unwrap();
-        let mut d = (*without.manifests[index].object).clone();
-        for c in d["spec"]["template"]["spec"]["containers"]
-            .as_array_mut()
-            .unwrap()
-        {
-            if let Some(args) = c["args"].as_array_mut() {
-                args.retain(|a| !a.as_str().is_some_and(|a| a.starts_with("--pull-config")));
+        let without = example_with_operator(|d| {
+            for c in d["spec"]["template"]["spec"]["containers"]
+                .as_array_mut()
+                .unwrap()
+            {
+                if let Some(args) = c["args"].as_array_mut() {
+                    args.retain(|a| !a.as_str().is_some_and(|a| a.starts_with("--pull-config")));
+                }
             }
-        }
-        without.manifests[index].object = std::sync::Arc::new(d);
+        });
         assert!(matches!(
             super::objects(&without, "img:1", &extras),
             Err(InstallError::NoPullConfig)
@@ -600,15 +608,8 @@ mod tests {
 
     #[test]
     fn the_lease_granted_is_the_one_the_deployment_names() {
-        let mut release = example();
-        let index = release
-            .manifests
-            .iter()
-            .position(is_operator_deployment)
-            .unwrap();
-        let mut deployment = (*release.manifests[index].object).clone();
-        add_args(&mut deployment, &["--lease-name=fleet-lease".to_owned()]);
-        release.manifests[index].object = std::sync::Arc::new(deployment);
+        let release =
+            example_with_operator(|d| add_args(d, &["--lease-name=fleet-lease".to_owned()]));
         let objects = objects(&release, "img:1", &Extras::default()).expect("objects");
         assert_eq!(names_granted(&objects, "leases"), ["fleet-lease"]);
         let default = objects_of(&example());

@@ -881,6 +881,14 @@ mod tests {
 
     const DONE: &[(&str, &str)] = &[("Available", "True"), ("Failing", "False")];
 
+    /// The three clusters' rollout works, each at the target and done.
+    fn all_done() -> Vec<Value> {
+        ["c1", "c2", "c3"]
+            .iter()
+            .map(|c| work(c, "1.1.0", ("1.1.0", "Completed"), DONE))
+            .collect()
+    }
+
     #[test]
     fn a_running_canary_holds_the_later_waves_and_is_named() {
         let works = vec![work(
@@ -906,15 +914,12 @@ mod tests {
     #[test]
     fn a_paused_rollout_is_in_progress_and_an_aborted_one_is_held_for_good() {
         let works = || vec![work("c1", "1.1.0", ("1.1.0", "Completed"), DONE)];
-        let stopped = |stop: &str| {
+        let stopped = |state| {
             let mut v = view(works(), &["c1", "c2", "c3"]);
-            let refs = &mut v.rollout.as_mut().unwrap()["spec"]["placementRefs"];
-            refs.as_array_mut()
-                .unwrap()
-                .insert(0, json!({"name": stop}));
+            control::keep(v.rollout.as_mut().unwrap(), state);
             judge(&v, jiff::Timestamp::now())
         };
-        let paused = stopped(control::PAUSED);
+        let paused = stopped(control::State::Paused);
         assert_eq!(
             paused.target.as_ref().unwrap().state,
             control::State::Paused
@@ -928,22 +933,12 @@ mod tests {
             "{:?}",
             paused.held_by
         );
-        let aborted = stopped(control::ABORTED);
+        let aborted = stopped(control::State::Aborted);
         assert_eq!(aborted.exit(), Exit::Failed);
         assert!(aborted.held_by[0].reason.contains("aborted"));
         // Aborted after the last wave was done: done.
-        let mut v = view(
-            vec![
-                work("c1", "1.1.0", ("1.1.0", "Completed"), DONE),
-                work("c2", "1.1.0", ("1.1.0", "Completed"), DONE),
-                work("c3", "1.1.0", ("1.1.0", "Completed"), DONE),
-            ],
-            &["c1", "c2", "c3"],
-        );
-        let refs = &mut v.rollout.as_mut().unwrap()["spec"]["placementRefs"];
-        refs.as_array_mut()
-            .unwrap()
-            .insert(0, json!({"name": control::ABORTED}));
+        let mut v = view(all_done(), &["c1", "c2", "c3"]);
+        control::keep(v.rollout.as_mut().unwrap(), control::State::Aborted);
         assert_eq!(judge(&v, jiff::Timestamp::now()).exit(), Exit::Success);
     }
 
@@ -1025,14 +1020,7 @@ mod tests {
 
     #[test]
     fn every_cluster_done_is_success_and_a_stale_work_is_pending() {
-        let mut v = view(
-            vec![
-                work("c1", "1.1.0", ("1.1.0", "Completed"), DONE),
-                work("c2", "1.1.0", ("1.1.0", "Completed"), DONE),
-                work("c3", "1.1.0", ("1.1.0", "Completed"), DONE),
-            ],
-            &["c1", "c2", "c3"],
-        );
+        let mut v = view(all_done(), &["c1", "c2", "c3"]);
         assert_eq!(judge(&v, jiff::Timestamp::now()).exit(), Exit::Success);
         // c3's work still asks for the previous release: not yet rolled to.
         v.works[2] = typed(work("c3", "1.0.0", ("1.0.0", "Completed"), DONE));

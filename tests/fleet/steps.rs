@@ -1007,6 +1007,23 @@ async fn rollout_failing_on(
     (reference, stderr)
 }
 
+/// With the rollout stopped (`state`): restarts OCM's hub work controller, waits until it has
+/// reached cvo's stop, makes namespace `ns` on both clusters (the canary's fix) and waits
+/// until the hub sees the canary done, the status exiting with `code`; the status then.
+async fn canary_fixed_while_stopped(fleet: &Fleet, ns: &str, state: &str, code: i32) -> Value {
+    fault(fleet, &["restart", "hub-work"]);
+    stopped_by_the_hub(fleet).await;
+    for c in &fleet.clusters {
+        create_namespace(c, ns).await;
+    }
+    status_until(
+        fleet,
+        &format!("c1 done as the hub sees it, {state}"),
+        |st, exit| cluster(st, "c1")["rollout"]["state"] == "done" && exit == code,
+    )
+    .await
+}
+
 async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_restarts(
     fleet: &Fleet,
 ) {
@@ -1033,14 +1050,7 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
     let (code, _, stderr) = control(fleet, "retry", &["c1"]).await;
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("is paused"), "{stderr}");
-    fault(fleet, &["restart", "hub-work"]);
-    stopped_by_the_hub(fleet).await;
-    create_namespace(c1, "fleet-pause").await;
-    create_namespace(c2, "fleet-pause").await;
-    let st = status_until(fleet, "c1 done as the hub sees it, paused", |st, code| {
-        cluster(st, "c1")["rollout"]["state"] == "done" && code == 3
-    })
-    .await;
+    let st = canary_fixed_while_stopped(fleet, "fleet-pause", "paused", 3).await;
     assert_eq!(st["target"]["state"], "paused", "{st:#}");
     assert_eq!(cluster(&st, "c2")["rollout"]["state"], "pending", "{st:#}");
     assert!(
@@ -1095,14 +1105,7 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
     fleet
         .transcript
         .record("cvo fleet abort --placement fleet/waves -o json", &stdout);
-    fault(fleet, &["restart", "hub-work"]);
-    stopped_by_the_hub(fleet).await;
-    create_namespace(c1, "fleet-abort").await;
-    create_namespace(c2, "fleet-abort").await;
-    let st = status_until(fleet, "c1 done as the hub sees it, aborted", |st, code| {
-        cluster(st, "c1")["rollout"]["state"] == "done" && code == 1
-    })
-    .await;
+    let st = canary_fixed_while_stopped(fleet, "fleet-abort", "aborted", 1).await;
     assert_eq!(st["target"]["state"], "aborted", "{st:#}");
     assert!(
         st["heldBy"][0]["reason"]
