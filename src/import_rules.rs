@@ -43,11 +43,22 @@ const RULES: &[(&str, &[&str])] = &[
         "status",
         &["apply", "cluster", "diagnostic", "health", "release"],
     ),
+    // The risks of an update, judged from what a sync read and its dry run: it reads
+    // results and the cluster, never runs the engine itself.
+    ("preflight", &["apply", "cluster", "release", "status"]),
     // One run; it never knows the operator or the managed components.
     (
         "sync",
         &[
-            "apply", "cluster", "exit", "graph", "health", "release", "retry", "status",
+            "apply",
+            "cluster",
+            "exit",
+            "graph",
+            "health",
+            "preflight",
+            "release",
+            "retry",
+            "status",
         ],
     ),
     ("olm", &["cluster", "retry"]),
@@ -69,8 +80,19 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "operator",
         &[
-            "apply", "cluster", "exit", "health", "oci", "olm", "release", "retry", "status",
-            "sync", "timings", "updates",
+            "apply",
+            "cluster",
+            "exit",
+            "health",
+            "oci",
+            "olm",
+            "preflight",
+            "release",
+            "retry",
+            "status",
+            "sync",
+            "timings",
+            "updates",
         ],
     ),
     // Fleets on OCM: the hub's objects (through `cluster`'s requests), the update rules of
@@ -78,7 +100,15 @@ const RULES: &[(&str, &[&str])] = &[
     // operator): each cluster's own operator updates it.
     (
         "fleet",
-        &["cluster", "exit", "rbac", "release", "status", "version"],
+        &[
+            "cluster",
+            "exit",
+            "preflight",
+            "rbac",
+            "release",
+            "status",
+            "version",
+        ],
     ),
     // What an empty embedded server lacks that a real cluster has (the `in-memory` feature).
     ("dev", &["cluster", "olm", "release", "retry"]),
@@ -97,6 +127,7 @@ const RULES: &[(&str, &[&str])] = &[
             "oci",
             "olm",
             "operator",
+            "preflight",
             "rbac",
             "release",
             "retry",

@@ -28,6 +28,7 @@ pub mod lifecycle;
 pub mod oci;
 pub mod olm;
 pub mod operator;
+pub mod preflight;
 pub mod rbac;
 pub mod release;
 pub mod retry;

@@ -222,6 +222,9 @@ pub struct ManifestResult {
     pub error: Option<String>,
     /// A failure that trying again cannot fix ([`ManifestError::is_permanent`]).
     pub permanent: bool,
+    /// The HTTP status code the server refused it with ([`ManifestError::Rejected`]): what
+    /// tells a manifest the server rejects from one the identity may not write (403).
+    pub rejected: Option<u16>,
     /// Non-fatal findings (dropped fields, stale delete manifests).
     pub warnings: Vec<String>,
     /// Set when the object is being deleted but still exists (boxed, as `health`: rare, and
@@ -284,6 +287,7 @@ impl ManifestResult {
             action,
             error: None,
             permanent: false,
+            rejected: None,
             warnings: Vec::new(),
             pending: None,
             changes: Vec::new(),

@@ -206,6 +206,12 @@ impl<'r> Applier<'r> {
             Err(e) => {
                 result.action = Action::Failed;
                 result.permanent = e.is_permanent();
+                result.rejected = match &e {
+                    ManifestError::Rejected { code, .. } => Some(*code),
+                    // The server answers 404 for the namespace: it refuses the object.
+                    ManifestError::MissingNamespace { .. } => Some(404),
+                    _ => None,
+                };
                 result.error = Some(e.to_string());
             }
         }

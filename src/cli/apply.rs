@@ -65,6 +65,11 @@ pub struct TargetArgs {
     /// the cluster is asked: objects cvo applied that the release moves into a capability.
     #[arg(long, value_name = "DIR")]
     pub updating_from: Option<std::path::PathBuf>,
+    /// Preflight risks accepted for this update (comma-separated names, docs/preflight.md):
+    /// an update proceeds only when every risk that applies is accepted (exit code 4
+    /// otherwise). `apply` records them in ClusterVersion spec.desiredUpdate.acceptRisks.
+    #[arg(long, value_name = "RISK,...", value_delimiter = ',', value_parser = super::values::parse_risk_name)]
+    pub accept_risks: Vec<String>,
 }
 
 /// The knobs of a pass, shared by `cvo apply` and `cvo operator` (each full pass).
@@ -213,6 +218,7 @@ pub(super) fn execute(
         ));
     }
     let runtime = super::runtime()?;
+    options.accept_risks = target.accept_risks.clone();
     options.record = Some(crate::status::record::Location {
         namespace: target.state_namespace.clone(),
     });
@@ -248,6 +254,9 @@ pub(super) fn execute(
         .await;
         progress.finish();
         let mut outcome = outcome.map_err(CliError::failed)?;
+        if !options.apply.dry_run && !options.accept_risks.is_empty() && outcome.report.is_some() {
+            record_accepted(&cluster, &options, &mut outcome).await;
+        }
         if !options.apply.dry_run {
             retrieve_updates(&cluster, &release, &options, &mut outcome, console).await;
         }
@@ -294,6 +303,25 @@ pub(super) fn execute(
         }
         Ok(outcome.exit())
     })
+}
+
+/// Records `--accept-risks` in ClusterVersion `spec.desiredUpdate.acceptRisks` once the
+/// update went ahead; what fails is a warning of the report.
+async fn record_accepted(
+    cluster: &crate::cluster::Cluster,
+    options: &SyncOptions,
+    outcome: &mut crate::sync::SyncOutcome,
+) {
+    use crate::status::clusterversion::{self, WriteOutcome};
+    let names = &options.accept_risks;
+    match clusterversion::record_accepted_risks(cluster, &options.apply.retry, names).await {
+        Ok(WriteOutcome::Written | WriteOutcome::Absent) => {}
+        Ok(WriteOutcome::Unchanged) => {}
+        Err(e) => outcome.warnings.push(format!(
+            "the accepted risks ({}) were not recorded in ClusterVersion spec.desiredUpdate.acceptRisks: {e}",
+            names.join(",")
+        )),
+    }
 }
 
 /// Writes the `--timings` page to `file` and says where.
@@ -348,6 +376,7 @@ async fn retrieve_updates(
         (&source.upstream, &source.channel),
         retrieval.status_lists(),
         &retrieval.condition,
+        crate::preflight::status::carry_over,
     )
     .await
     {

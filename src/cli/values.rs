@@ -1,5 +1,5 @@
 //! Parsers for flag values that must be refused early (exit code 2) rather than reach the
-//! engine or a manifest: `--parallelism` and `--release-image`.
+//! engine or a manifest: `--parallelism`, `--release-image` and `--accept-risks`.
 
 use std::sync::LazyLock;
 
@@ -95,4 +95,18 @@ mod tests {
             assert!(parse_release_image(bad).is_err(), "{bad:?}");
         }
     }
+}
+
+/// One name of `--accept-risks`: what `spec.desiredUpdate.acceptRisks[].name` accepts (1 to
+/// 256 characters), without spaces. A name that is no preflight risk of cvo is accepted too:
+/// acceptRisks also names the risks of an update service.
+pub fn parse_risk_name(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s.is_empty() || s.len() > 256 || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(
+            "a risk name is 1 to 256 characters without spaces, such as MinorUpdateWhileDeletionInProgress (docs/preflight.md)"
+                .to_owned(),
+        );
+    }
+    Ok(s.to_owned())
 }

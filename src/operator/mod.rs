@@ -69,6 +69,7 @@ mod lead;
 pub mod leader;
 pub mod metrics;
 mod pass;
+mod preflight;
 pub mod previous;
 pub mod pull;
 mod repair;

@@ -68,6 +68,8 @@ struct Decided {
     move_conditions: Vec<Condition>,
     /// The ClusterVersion the pass started from.
     cv: Option<DynamicObject>,
+    /// `spec.desiredUpdate` with `mode: Preflight`: checked after the sync.
+    preflight: Option<DesiredUpdate>,
 }
 
 impl Decided {
@@ -94,6 +96,7 @@ impl Passes<'_> {
             generation,
             mut move_conditions,
             cv,
+            preflight,
         } = decided;
         let (release, metrics) = (self.release, self.metrics);
         let outcome = sync(self.cluster, release, &sync_options, |r| {
@@ -119,6 +122,16 @@ impl Passes<'_> {
             ));
         }
         write_move_conditions(self.cluster, retry, &move_conditions, generation).await;
+        if let Some(request) = &preflight {
+            self.preflight(request).await;
+        }
+        // The preflight of an update this pass started (or refused) is recorded as well.
+        if let Ok(o) = &outcome
+            && let Some(assessment) = &o.preflight
+            && let Err(e) = crate::preflight::status::write(self.cluster, retry, assessment).await
+        {
+            tracing::error!(error = %e, "the update's preflight not recorded in ClusterVersion");
+        }
         let end = |accepted| PassEnd {
             accepted,
             generation,
@@ -203,7 +216,12 @@ impl Passes<'_> {
             generation,
             move_conditions: decision.conditions(self.mover.deployment(), &version),
             cv,
+            preflight: spec.preflight.clone(),
         };
+        // An update proceeds when every preflight risk that applies is accepted.
+        decided.sync_options.accept_risks = desired
+            .map(|d| d.accept_risks.clone())
+            .unwrap_or_default();
         // A failed pull leaves this release applied only when the cluster is at it.
         let meanwhile = match &cluster_image {
             Some(at) if pull_failure.is_some() => Meanwhile::Nothing { at },

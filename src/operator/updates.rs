@@ -100,6 +100,7 @@ impl Updates {
             (&source.upstream, &source.channel),
             retrieval.status_lists(),
             &retrieval.condition,
+            crate::preflight::status::carry_over,
         )
         .await
         {

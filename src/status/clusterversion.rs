@@ -83,6 +83,67 @@ fn status(cv: &DynamicObject) -> &Value {
     cv.data.get("status").unwrap_or(&Value::Null)
 }
 
+/// The field manager of the risks `cvo apply --accept-risks` records in
+/// `spec.desiredUpdate.acceptRisks` (its own, so that applying the release's ClusterVersion
+/// manifest as `cvo` never takes them away).
+pub const ACCEPT_RISKS_MANAGER: &str = "cvo-accept-risks";
+
+/// Records `names` in `spec.desiredUpdate.acceptRisks` (server-side apply, a list keyed by
+/// name: the entries others wrote stay). Nothing is created: without a ClusterVersion the
+/// answer is [`WriteOutcome::Absent`].
+///
+/// # Errors
+///
+/// [`ClusterVersionError::Read`] or [`ClusterVersionError::Discovery`] when ClusterVersion
+/// cannot be read, [`ClusterVersionError::WriteSpec`] when the server refuses the write (for
+/// example a ClusterVersion CRD without `acceptRisks`, which prunes it: then nothing is
+/// recorded and the write is reported unchanged).
+pub async fn record_accepted_risks(
+    cluster: &Cluster,
+    retry: &RetryPolicy,
+    names: &[String],
+) -> Result<WriteOutcome, ClusterVersionError> {
+    let Some(api) = api(cluster).await? else {
+        return Ok(WriteOutcome::Absent);
+    };
+    let Some(cv) = read(cluster, retry).await? else {
+        return Ok(WriteOutcome::Absent);
+    };
+    let has = |cv: &DynamicObject| {
+        let listed: Vec<&str> = cv
+            .data
+            .pointer("/spec/desiredUpdate/acceptRisks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.get("name").and_then(Value::as_str))
+            .collect();
+        names.iter().all(|n| listed.contains(&n.as_str()))
+    };
+    if has(&cv) {
+        return Ok(WriteOutcome::Unchanged);
+    }
+    let body = json!({
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": NAME},
+        "spec": {"desiredUpdate": {
+            "acceptRisks": names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>(),
+        }},
+    });
+    let params = kube::api::PatchParams::apply(ACCEPT_RISKS_MANAGER).force();
+    let patch = kube::api::Patch::Apply(&body);
+    let written = retry
+        .run(|| api.patch(NAME, &params, &patch))
+        .await
+        .map_err(|(e, _)| ClusterVersionError::WriteSpec(e))?;
+    Ok(if has(&written) {
+        WriteOutcome::Written
+    } else {
+        WriteOutcome::Unchanged
+    })
+}
+
 /// The newest Completed history entry's version.
 pub fn current_version(cv: &DynamicObject) -> Option<semver::Version> {
     status(cv)
@@ -324,8 +385,8 @@ fn object_or_empty(old: &Value) -> Value {
     }
 }
 
-/// The version of the newest history entry.
-fn newest_version(status: &Value) -> Option<&str> {
+/// The version of the newest history entry (of `status`), completed or not.
+pub fn newest_version(status: &Value) -> Option<&str> {
     status.pointer("/history/0/version").and_then(Value::as_str)
 }
 
@@ -616,6 +677,29 @@ async fn read_modify_write(
     Err(ClusterVersionError::Conflict(retry.attempts))
 }
 
+/// Replaces ClusterVersion status with what `change` makes of it (pure; the same status: no
+/// write), read again and retried on conflict.
+///
+/// # Errors
+///
+/// [`ClusterVersionError::Read`] or [`ClusterVersionError::Discovery`] when ClusterVersion
+/// cannot be read, [`ClusterVersionError::Write`] when the write is refused,
+/// [`ClusterVersionError::Conflict`] when it keeps conflicting.
+pub async fn write_status_with(
+    cluster: &Cluster,
+    retry: &RetryPolicy,
+    change: impl Fn(&Value) -> Value,
+) -> Result<WriteOutcome, ClusterVersionError> {
+    read_modify_write(cluster, retry, Part::Status, |cv| {
+        let old = status(cv).clone();
+        let new = change(&old);
+        let changed = new != old;
+        cv.data["status"] = new;
+        changed
+    })
+    .await
+}
+
 /// Every condition in the status.
 pub fn conditions(cv: &DynamicObject) -> Vec<Condition> {
     status(cv)
@@ -723,20 +807,24 @@ pub fn names_update_service(spec: Option<&Value>, (upstream, channel): (&str, &s
 /// Writes what the update service `source` (`(upstream, channel)`) said (see
 /// [`with_available_updates`]), only when it changes the status — and only while the spec
 /// still names that service: an answer for a channel the administrator has left since is
-/// not written (`Unchanged`).
+/// not written (`Unchanged`). `carry(old, new)` puts back what others keep in the lists it
+/// replaces (the preflight's entry of the target, `crate::preflight::status::carry_over`).
 pub async fn write_available_updates(
     cluster: &Cluster,
     retry: &RetryPolicy,
     source: (&str, &str),
     lists: Option<(Value, Value)>,
     condition: &Condition,
+    carry: fn(&Value, &mut Value),
 ) -> Result<WriteOutcome, ClusterVersionError> {
     read_modify_write(cluster, retry, Part::Status, |cv| {
         if !names_update_service(cv.data.get("spec"), source) {
             return false;
         }
         let old = status(cv).clone();
-        let new = with_available_updates(&old, lists.as_ref(), condition, jiff::Timestamp::now());
+        let mut new =
+            with_available_updates(&old, lists.as_ref(), condition, jiff::Timestamp::now());
+        carry(&old, &mut new);
         let changed = new != old;
         cv.data["status"] = new;
         changed

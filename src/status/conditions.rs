@@ -15,6 +15,17 @@ pub enum ConditionStatus {
     Unknown,
 }
 
+impl ConditionStatus {
+    /// As the API writes it: `True`, `False`, `Unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+    }
+}
+
 /// One condition, as in the JSON report and `ClusterVersion.status.conditions`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Condition {

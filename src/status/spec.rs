@@ -36,6 +36,9 @@ pub struct Spec {
     pub invalid: Vec<String>,
     /// `spec.desiredUpdate`, when given and valid.
     pub desired_update: Option<DesiredUpdate>,
+    /// `spec.desiredUpdate` with `mode: Preflight`, when valid: the release to check, not to
+    /// apply (then [`Spec::desired_update`] is `None`: nothing asks for an update).
+    pub preflight: Option<DesiredUpdate>,
     /// `spec.capabilities`, when given (fields of the wrong shape are reported and read as
     /// absent).
     pub capabilities: Option<Asked>,
@@ -75,6 +78,7 @@ impl Spec {
         if let Some(du) = s.get("desiredUpdate").filter(|v| !v.is_null()) {
             let status = cv.data.get("status").unwrap_or(&Value::Null);
             match check_desired_update(du, status) {
+                Ok(Some(desired)) if desired.preflight => spec.preflight = Some(desired),
                 Ok(desired) => spec.desired_update = desired,
                 Err(wrong) => spec.invalid.extend(wrong),
             }
@@ -247,7 +251,12 @@ pub struct DesiredUpdate {
     pub force: bool,
     /// `acceptRisks[].name`, in order.
     pub accept_risks: Vec<String>,
+    /// `mode: Preflight`: the release asked for is checked (its risks reported), not applied.
+    pub preflight: bool,
 }
+
+/// The one value of `spec.desiredUpdate.mode`.
+pub const PREFLIGHT_MODE: &str = "Preflight";
 
 /// Where the image of a desired update comes from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -359,6 +368,7 @@ fn check_desired_update(du: &Value, status: &Value) -> Result<Option<DesiredUpda
         image_from,
         force: requested.force,
         accept_risks: requested.accept_risks,
+        preflight: requested.mode == PREFLIGHT_MODE,
     }))
 }
 
@@ -369,6 +379,7 @@ struct Requested {
     architecture: String,
     force: bool,
     accept_risks: Vec<String>,
+    mode: String,
 }
 
 impl Requested {
@@ -387,6 +398,7 @@ impl Requested {
             }
         };
         let (version, image, architecture) = (text("version"), text("image"), text("architecture"));
+        let mode = text("mode");
         let force = match o.get("force") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
@@ -411,6 +423,7 @@ impl Requested {
             architecture,
             force,
             accept_risks,
+            mode,
         })
     }
 
@@ -443,6 +456,18 @@ impl Requested {
         {
             return Err(
                 "spec.desiredUpdate: Required value: must specify architecture, version, image, or acceptRisks"
+                    .to_owned(),
+            );
+        }
+        if !self.mode.is_empty() && self.mode != PREFLIGHT_MODE {
+            return Err(format!(
+                "spec.desiredUpdate.mode: Unsupported value: \"{}\": supported values: \"{PREFLIGHT_MODE}\"",
+                crate::diagnostic::excerpt(&self.mode)
+            ));
+        }
+        if !self.mode.is_empty() && version.is_empty() && image.is_empty() {
+            return Err(
+                "spec.desiredUpdate.mode: Invalid value: \"Preflight\": a preflight needs the release to check: set version or image"
                     .to_owned(),
             );
         }
@@ -794,7 +819,24 @@ mod tests {
                 image_from: ImageFrom::Spec,
                 force: true,
                 accept_risks: vec!["RiskA".into(), "RiskB".into()],
+                preflight: false,
             })
+        );
+        // mode: Preflight asks for a check of the release; another mode is refused.
+        let preflight = Spec::of(&cv_with(
+            json!({"image": "example.com/cvo:1.5.0", "mode": "Preflight"}),
+            json!({}),
+        ));
+        assert!(preflight.desired_update.is_none(), "nothing asks for an update");
+        assert!(preflight.preflight.unwrap().preflight);
+        let other = Spec::of(&cv_with(
+            json!({"image": "example.com/cvo:1.5.0", "mode": "Apply"}),
+            json!({}),
+        ));
+        assert!(other.desired_update.is_none() && other.preflight.is_none());
+        assert_eq!(
+            other.invalid,
+            ["spec.desiredUpdate.mode: Unsupported value: \"Apply\": supported values: \"Preflight\""]
         );
         // acceptRisks alone (what `oc adm upgrade accept` and `--clear` leave) is valid.
         let only = Spec::of(&cv_with(

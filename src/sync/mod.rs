@@ -30,6 +30,7 @@ mod gate;
 pub mod implicit;
 mod pass;
 pub mod report;
+mod risks;
 
 use std::time::Duration;
 
@@ -79,6 +80,10 @@ pub struct SyncOptions {
     /// Risks the administrator accepted for this update besides the preconditions `force`
     /// overrides (`spec.desiredUpdate.acceptRisks`), recorded in its history entry.
     pub accepted_risks: Option<String>,
+    /// The preflight risks accepted for this update (`--accept-risks`,
+    /// `spec.desiredUpdate.acceptRisks`): an update proceeds when every risk that applies is
+    /// among them ([`crate::preflight`]).
+    pub accept_risks: Vec<String>,
     /// Where the deletion record lives (`status::record`); `None` keeps none, and then every
     /// absent delete target counts as deleted earlier (a minor update shipping its manifest is
     /// refused).
@@ -125,6 +130,7 @@ impl Default for SyncOptions {
             failing_after: Duration::from_secs(30 * 60),
             release_accepted: false,
             accepted_risks: None,
+            accept_risks: Vec::new(),
             record: None,
             updating_from: None,
             previous_release: None,
@@ -140,6 +146,9 @@ pub struct SyncOutcome {
     /// Preconditions that failed. When non-empty and not forced, nothing was written and
     /// `report` is `None`.
     pub refused: Vec<PreconditionFailure>,
+    /// The preflight of the update (`None` for an install, and for an update already under
+    /// way): every risk, whether it applies and whether it was accepted.
+    pub preflight: Option<crate::preflight::Assessment>,
     pub report: Option<PassReport>,
     pub mode: Mode,
     /// When each pass over the graph ran (1 for updates, one per round of an install; none
@@ -239,7 +248,7 @@ impl PartialEq for StatusNotWritten {
 /// Runs one sync of `release` against `cluster`; `on_result` sees each manifest's final
 /// result (an install reports a failure only once no round is left to retry it).
 ///
-/// The phases, in order, each a type of this module: `Preflight` (what the cluster is at),
+/// The phases, in order, each a type of this module: `Observed` (what the cluster is at),
 /// `Checked` (the preconditions; a refusal ends the sync in `refuse`), `Announced` (the
 /// update made visible), the pass with its progress (`pass`), the deletions read back and
 /// recorded (`deletions::settle`), and the `Concluded` status.
@@ -263,27 +272,56 @@ where
     F: Fn(&crate::apply::ManifestResult),
 {
     let retries_before = options.apply.retry.retries() + cluster.discovery().retries();
-    let pre = Preflight::read(cluster, release, options).await?;
+    let pre = Observed::read(cluster, release, options).await?;
     let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (apply_options, gate) = pre.apply_options(cluster, release, options, &done);
     let applier = Applier::new(cluster.clone(), release, apply_options);
     let mut checked = Checked::run(cluster, &applier, options, &pre).await;
-    if !checked.refused.is_empty() && !options.force {
-        return Ok(refuse(cluster, options, pre, checked).await);
+    // The preflight of an update not under way yet; in a dry run its pass is the plan.
+    let mut planned = None;
+    let mut preflight = None;
+    if pre.gated() {
+        let assessed = risks::assess(
+            cluster,
+            release,
+            options,
+            applier.options(),
+            (&pre, &checked),
+            |r: &crate::apply::ManifestResult| {
+                if options.apply.dry_run {
+                    on_result(r);
+                }
+            },
+        )
+        .await;
+        checked.refused = risks::refusals(&checked.refused, &pre, &assessed.assessment);
+        if options.apply.dry_run {
+            planned = Some((assessed.report, assessed.passes));
+        }
+        preflight = Some(assessed.assessment);
     }
-    let announced = Announced::run(cluster, &applier, options, &pre, &mut checked).await;
-    let (report, passes) = pass::run(
-        &applier,
-        options,
-        pre.mode,
-        pass::Progress {
-            version: &pre.version,
-            gate: gate.as_deref(),
-            done: &done,
-        },
-        on_result,
-    )
-    .await;
+    if !checked.refused.is_empty() && !options.force {
+        return Ok(refuse(cluster, options, pre, checked, preflight).await);
+    }
+    let announced =
+        Announced::run(cluster, &applier, options, &pre, &mut checked, preflight.as_ref()).await;
+    let (report, passes) = match planned {
+        Some(planned) => planned,
+        None => {
+            pass::run(
+                &applier,
+                options,
+                pre.mode,
+                pass::Progress {
+                    version: &pre.version,
+                    gate: gate.as_deref(),
+                    done: &done,
+                },
+                on_result,
+            )
+            .await
+        }
+    };
     let mut warnings = checked.warnings;
     warnings.extend(pass_warnings(release, &report, &pre, &checked.record));
     let settled = deletions::settle(cluster, &applier, &report, options, &pre.version).await;
@@ -300,6 +338,7 @@ where
     Ok(SyncOutcome {
         update: pre.update,
         refused: checked.refused,
+        preflight,
         report: Some(report),
         mode: pre.mode,
         passes,
@@ -316,7 +355,43 @@ where
     })
 }
 
-/// Phase 1, preflight: what the cluster is at, from its ClusterVersion.
+/// The preflight of an update to `release`, and nothing else: what `cvo operator` runs for
+/// `spec.desiredUpdate.mode: Preflight` ([`crate::preflight`]). It reads the cluster and
+/// dry-runs every manifest; nothing is written. `Ok(None)`: the cluster has no completed
+/// release, so there is no update to check (an install).
+///
+/// # Errors
+///
+/// What [`sync`] fails with before anything is applied: ClusterVersion, the feature gates or
+/// an object judged for implicit capabilities could not be read.
+pub async fn preflight(
+    cluster: &Cluster,
+    release: &Release,
+    options: &SyncOptions,
+) -> Result<Option<crate::preflight::Assessment>, SyncError> {
+    let mut options = options.clone();
+    options.apply.dry_run = true;
+    let pre = Observed::read(cluster, release, &options).await?;
+    if pre.update == UpdateType::Install {
+        return Ok(None);
+    }
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (apply_options, _) = pre.apply_options(cluster, release, &options, &done);
+    let applier = Applier::new(cluster.clone(), release, apply_options);
+    let checked = Checked::run(cluster, &applier, &options, &pre).await;
+    let assessed = risks::assess(
+        cluster,
+        release,
+        &options,
+        applier.options(),
+        (&pre, &checked),
+        |_| {},
+    )
+    .await;
+    Ok(Some(assessed.assessment))
+}
+
+/// Phase 1, observed: what the cluster is at, from its ClusterVersion.
 ///
 /// After it, the ClusterVersion is known to exist or known to be absent — one that cannot be
 /// read ends the sync before it ([`SyncError`]; fail closed: an unreadable cluster is not an
@@ -324,7 +399,7 @@ where
 /// (one FeatureGate that cannot be read ends the sync too) and the cluster's capabilities,
 /// with those the update enables implicitly ([`implicit`]; an object that cannot be read for
 /// it ends the sync too), and what the gates and capabilities leave out of this release.
-struct Preflight {
+struct Observed {
     cv: Option<DynamicObject>,
     /// The spec generation this sync acts on: its status writes answer it.
     generation: Option<i64>,
@@ -351,7 +426,7 @@ struct Preflight {
     version: String,
 }
 
-impl Preflight {
+impl Observed {
     async fn read(
         cluster: &Cluster,
         release: &Release,
@@ -414,7 +489,7 @@ impl Preflight {
             }
             None => Mode::Updating,
         };
-        Ok(Preflight {
+        Ok(Observed {
             cv,
             generation,
             update,
@@ -473,6 +548,19 @@ impl Preflight {
         (apply, gate)
     }
 
+    /// The update needs a preflight: it is an update (not an install) that is not under way
+    /// (ClusterVersion's newest history entry is another release).
+    fn gated(&self) -> bool {
+        self.update != UpdateType::Install
+            && self
+                .cv
+                .as_ref()
+                .and_then(|cv| cv.data.get("status"))
+                .is_none_or(|status| {
+                    clusterversion::newest_version(status) != Some(self.version.as_str())
+                })
+    }
+
     /// The release or the cluster has capabilities: ClusterVersion gets
     /// `status.capabilities` and the `ImplicitlyEnabledCapabilities` condition (a release and
     /// cluster without any get neither).
@@ -522,7 +610,7 @@ impl Checked {
         cluster: &Cluster,
         applier: &Applier<'_>,
         options: &SyncOptions,
-        pre: &Preflight,
+        pre: &Observed,
     ) -> Self {
         let release = applier.release();
         let record = deletions::read_record(cluster, release, options).await;
@@ -569,8 +657,9 @@ impl Checked {
 async fn refuse(
     cluster: &Cluster,
     options: &SyncOptions,
-    pre: Preflight,
+    pre: Observed,
     checked: Checked,
+    preflight: Option<crate::preflight::Assessment>,
 ) -> SyncOutcome {
     let cluster_version = if options.release_accepted && pre.cv.is_some() && !options.apply.dry_run
     {
@@ -600,6 +689,7 @@ async fn refuse(
     SyncOutcome {
         update: pre.update,
         refused: checked.refused,
+        preflight,
         report: None,
         mode: pre.mode,
         passes: Vec::new(),
@@ -638,8 +728,9 @@ impl Announced {
         cluster: &Cluster,
         applier: &Applier<'_>,
         options: &SyncOptions,
-        pre: &Preflight,
+        pre: &Observed,
         checked: &mut Checked,
+        preflight: Option<&crate::preflight::Assessment>,
     ) -> Self {
         let release = applier.release();
         let refused = &checked.refused;
@@ -657,7 +748,23 @@ impl Announced {
             Verification::Forced(risk) => Some(risk.clone()),
             _ => None,
         };
-        let accepted_risks = [unverified, accepted_risks, options.accepted_risks.clone()]
+        // And the preflight risks that apply and were accepted, as OpenShift words them.
+        let accepted_by_admin = preflight.and_then(|a| {
+            let names: Vec<&str> = a.applying().filter(|r| r.accepted).map(|r| r.name).collect();
+            (!names.is_empty()).then(|| {
+                format!(
+                    "The target release {} is exposed to the risks [{}] which were all explicitly accepted by the cluster administrator.",
+                    if a.image.is_empty() { &a.version } else { &a.image },
+                    names.join(",")
+                )
+            })
+        });
+        let accepted_risks = [
+            unverified,
+            accepted_risks,
+            accepted_by_admin,
+            options.accepted_risks.clone(),
+        ]
             .into_iter()
             .flatten()
             .reduce(|a, b| format!("{a}; {b}"));
@@ -708,7 +815,7 @@ impl Announced {
         cluster: &Cluster,
         release: &Release,
         options: &SyncOptions,
-        pre: &Preflight,
+        pre: &Observed,
     ) -> Result<WriteOutcome, ClusterVersionError> {
         let mut starting = vec![Condition::new(
             "Progressing",
@@ -745,7 +852,7 @@ fn ships_cluster_version(release: &Release) -> bool {
 fn pass_warnings(
     release: &Release,
     report: &PassReport,
-    pre: &Preflight,
+    pre: &Observed,
     record: &RecordRead,
 ) -> Vec<String> {
     let mut warnings = Vec::new();
@@ -800,7 +907,7 @@ struct Concluded {
 struct AfterPass<'a> {
     release: &'a Release,
     options: &'a SyncOptions,
-    pre: &'a Preflight,
+    pre: &'a Observed,
     announced: &'a Announced,
     report: &'a PassReport,
     settled: &'a Settled,

@@ -84,6 +84,9 @@ impl<'a> JsonReport<'a> {
         if !outcome.refused.is_empty() {
             tail["preconditionFailures"] = json!(outcome.refused);
         }
+        if let Some(preflight) = &outcome.preflight {
+            tail["preflight"] = json!(preflight);
+        }
         if !outcome.warnings.is_empty() {
             tail["warnings"] = json!(outcome.warnings);
         }
@@ -188,6 +191,9 @@ pub fn text_report(release: &Release, outcome: &SyncOutcome, all_changes: bool) 
             "install: {} rounds (failed manifests are retried until they succeed or --install-timeout passes)",
             outcome.rounds()
         );
+    }
+    if let Some(preflight) = &outcome.preflight {
+        out.push_str(&preflight.text());
     }
     for f in &outcome.refused {
         let _ = writeln!(out, "refused: {f}");

@@ -316,9 +316,16 @@ async fn an_update_is_visible_before_its_first_manifest() {
     let log = log.lock().expect("log").clone();
     let first = |prefix: &str, part: &str| {
         log.iter()
-            .position(|l| l.starts_with(prefix) && l.contains(part))
+            .position(|l| l.starts_with(prefix) && l.contains(part) && !l.ends_with("(dry run)"))
             .unwrap_or_else(|| panic!("no {prefix} {part} in {log:?}"))
     };
+    // The update's preflight checks the manifest with a dry run first, writing nothing.
+    assert!(
+        log.iter()
+            .position(|l| l.starts_with("PATCH") && l.ends_with("(dry run)"))
+            .is_some_and(|dry| dry < first("PUT", "/clusterversions/version/status")),
+        "{log:?}"
+    );
     assert!(
         first("PUT", "/clusterversions/version/status") < first("PATCH", "/configmaps/"),
         "{log:?}"

@@ -34,8 +34,19 @@ fn gated(ns: &str, name: &str, caps: Option<&str>, value: &str, delete: bool) ->
 }
 
 async fn run(client: &kube::Client, rel: &Release, from: Option<&Release>) -> SyncOutcome {
+    run_accepting(client, rel, from, &[]).await
+}
+
+/// [`run`] with the preflight risks `accept` accepted.
+async fn run_accepting(
+    client: &kube::Client,
+    rel: &Release,
+    from: Option<&Release>,
+    accept: &[&str],
+) -> SyncOutcome {
     let options = SyncOptions {
         updating_from: from.map(|f| Arc::new(Gates::of(f))),
+        accept_risks: accept.iter().map(|a| (*a).to_owned()).collect(),
         ..common::sync_options(Duration::from_millis(10))
     };
     sync(&Cluster::new(client.clone()), rel, &options, |_| {})
@@ -186,8 +197,18 @@ async fn the_spec_chooses_optional_components_and_an_enabled_one_is_never_disabl
 
     // 1.0.1 moves `base`, which the cluster has, into Storage: the update enables Storage
     // implicitly, and with it every Storage manifest (the delete one too).
+    // The preflight names it first, and the update waits until it is accepted.
     let (_d1, v101) = common::release(Some("1.0.1"), &files("2", Some("Storage")));
     let out = run(&tc.client, &v101, Some(&v100)).await;
+    assert_eq!(out.exit_code(), 4, "{:?}", out.refused);
+    let risk = out
+        .preflight
+        .as_ref()
+        .and_then(|p| p.applying().find(|r| r.name == "CapabilityImplicitlyEnabled"))
+        .unwrap_or_else(|| panic!("{:?}", out.preflight));
+    assert!(risk.message.contains("Storage"), "{}", risk.message);
+    assert_eq!(value("base").await.as_deref(), Some("1"), "nothing applied");
+    let out = run_accepting(&tc.client, &v101, Some(&v100), &["CapabilityImplicitlyEnabled"]).await;
     assert_eq!(out.exit_code(), 0, "{:?}", out.report);
     assert_eq!(action_of(&out, &v101, "base").0, Action::Updated);
     assert_eq!(action_of(&out, &v101, "storage").0, Action::Created);
@@ -334,6 +355,13 @@ async fn without_the_release_it_leaves_an_update_judges_from_the_objects_cvo_app
     assert_eq!(code, 0, "{output}");
     assert_eq!(value_of(&cms, "base").await.as_deref(), Some("1"));
     let (code, output) = apply(&kubeconfig, new.to_str().unwrap(), &[]).await;
+    assert_eq!(code, 4, "{output}");
+    assert!(
+        output.contains("CapabilityImplicitlyEnabled (not accepted): the update enables Storage implicitly"),
+        "{output}"
+    );
+    let accept = ["--accept-risks", "CapabilityImplicitlyEnabled"];
+    let (code, output) = apply(&kubeconfig, new.to_str().unwrap(), &accept).await;
     assert_eq!(code, 0, "{output}");
     assert_eq!(
         value_of(&cms, "base").await.as_deref(),

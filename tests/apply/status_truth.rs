@@ -74,7 +74,18 @@ async fn available_during_a_failed_update_names_the_completed_version() {
             ("0000_20_b_cm.yaml", configmap(&missing, "refused", "")),
         ],
     );
+    // The preflight sees the refusal first: the update does not start until it is accepted.
     let out = run(tc.client.clone(), &v160, &chosen()).await;
+    assert_eq!(out.exit_code(), 4, "{:?}", out.refused);
+    let preflight = out.preflight.as_ref().expect("preflight");
+    let applying: Vec<&str> = preflight.applying().map(|r| r.name).collect();
+    assert_eq!(applying, ["ManifestRejectedByServer"], "{preflight:?}");
+    assert!(out.refused[0].message.contains(&format!("ConfigMap {missing}/refused")), "{:?}", out.refused);
+    let accepted = SyncOptions {
+        accept_risks: vec!["ManifestRejectedByServer".into()],
+        ..chosen()
+    };
+    let out = run(tc.client.clone(), &v160, &accepted).await;
     assert_eq!(out.mode, Mode::Updating);
     assert_eq!(out.exit_code(), 1, "{:?}", out.report);
     let available = condition(&out, "Available");

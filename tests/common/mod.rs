@@ -375,7 +375,8 @@ pub fn counting_client(inner: Client) -> (Client, std::sync::Arc<AtomicU64>) {
     (Client::new(service, "default"), count)
 }
 
-/// `inner`, recording every request as `METHOD path` in order.
+/// `inner`, recording every request as `METHOD path` in order (`METHOD path (dry run)` for a
+/// server-side dry run).
 pub fn recording_client(inner: Client) -> (Client, std::sync::Arc<Mutex<Vec<String>>>) {
     let log = std::sync::Arc::new(Mutex::new(Vec::new()));
     let writer = log.clone();
@@ -384,7 +385,16 @@ pub fn recording_client(inner: Client) -> (Client, std::sync::Arc<Mutex<Vec<Stri
         writer
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(format!("{} {}", req.method(), req.uri().path()));
+            .push(format!(
+                "{} {}{}",
+                req.method(),
+                req.uri().path(),
+                if req.uri().query().is_some_and(|q| q.contains("dryRun=All")) {
+                    " (dry run)"
+                } else {
+                    ""
+                }
+            ));
         async move { inner.send(req).await }
     });
     (Client::new(service, "default"), log)
