@@ -7,8 +7,9 @@ use super::*;
 
 /// An operator image with release 1.0.0 baked in (`--release-image` a tag, which is not read)
 /// applies `base`; the next image, with 1.0.1, moves `base` into Storage, which the cluster
-/// does not enable. The new operator's first pass finds `base` applied by cvo: Storage is
-/// enabled implicitly, `base` stays managed and Storage's other object is created, and the
+/// does not enable. The new operator's first pass finds `base` applied by cvo: the update
+/// would enable Storage implicitly, a preflight risk the administrator accepts; then Storage
+/// is enabled implicitly, `base` stays managed and Storage's other object is created, and the
 /// condition says it was judged from the cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_operator_image_enables_the_capability_an_object_it_has_moved_into() {
@@ -59,6 +60,23 @@ async fn a_new_operator_image_enables_the_capability_an_object_it_has_moved_into
         ],
     );
     let op = env.start(&flags("example.com/cvo:1.0.1"));
+    // The update's preflight names the capability it would enable: refused until accepted.
+    let refused = condition_is(cvs, "ReleaseAccepted", "False", "RisksNotAccepted").await;
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("CapabilityImplicitlyEnabled: the update enables Storage implicitly")),
+        "{refused}"
+    );
+    assert_eq!(cm_value(tc, ns, "base").await.as_deref(), Some("1"), "nothing applied");
+    cvs.patch(
+        "version",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"desiredUpdate": {
+            "acceptRisks": [{"name": "CapabilityImplicitlyEnabled"}]}}})),
+    )
+    .await
+    .expect("accept the risk");
     let cv = history(cvs, "1.0.1", "Completed").await;
     assert_eq!(
         cm_value(tc, ns, "base").await.as_deref(),
