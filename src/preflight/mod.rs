@@ -245,6 +245,14 @@ impl Assessment {
             };
             let _ = writeln!(out, "  {} ({state}): {}", r.name, r.message);
         }
+        let stopping: Vec<&str> = self.unaccepted().iter().map(|r| r.name).collect();
+        if !stopping.is_empty() {
+            let _ = writeln!(
+                out,
+                "  to go ahead anyway, accept them: --accept-risks {}",
+                stopping.join(",")
+            );
+        }
         let _ = writeln!(out, "  what each risk means and what to do: {DOCS}");
         out
     }

@@ -1,7 +1,8 @@
 //! The preflight of an update inside a sync ([`crate::preflight`]): a server-side dry run of
 //! every manifest (the flattened graph, so that no failure hides another manifest), the CRDs'
 //! stored versions, and what the sync already read, judged into risks; the accepted ones
-//! ([`SyncOptions::accept_risks`]) take back the refusals they answer for.
+//! ([`SyncOptions::accept_risks`], and ClusterVersion's `spec.desiredUpdate.acceptRisks`)
+//! take back the refusals they answer for.
 //!
 //! It runs for an update that has not started yet (ClusterVersion's newest history entry is
 //! another release): once the update is under way, each pass finishes it. Nothing is written.
@@ -70,7 +71,13 @@ where
         dry_run: &report,
         stored_versions: &stored_versions,
     });
-    assessment.accept(&options.accept_risks);
+    // Accepted: what this run was given, and what the administrator recorded in
+    // ClusterVersion (`spec.desiredUpdate.acceptRisks` stays until cleared).
+    let mut accepted = options.accept_risks.clone();
+    if let Some(d) = &pre.spec.desired_update {
+        accepted.extend(d.accept_risks.iter().cloned());
+    }
+    assessment.accept(&accepted);
     Assessed {
         assessment,
         report,
