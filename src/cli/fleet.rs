@@ -1,11 +1,15 @@
-//! `cvo fleet observe|status|rollout|install|pause|resume|abort|retry|uninstall`: one release rolled out to the clusters of an
+//! `cvo fleet observe|status|preflight|rollout|install|pause|resume|abort|retry|uninstall`: one release rolled out to the clusters of an
 //! Open Cluster Management Placement, in its decision groups (docs/fleet.md). The kubeconfig
 //! is the hub's.
 //!
 //! Exit codes: `status` 0 all at the target, 3 in progress (or paused), 1 held by a failure or
 //! a deadline, or aborted (without a rollout: 0 when every cluster is reachable and none
-//! fails); `rollout` 0 written (or, with `--dry-run`, would be), 4 refused on a cluster whose
-//! operator would refuse it (or a release that does not verify), 1 a request failed, 2 usage;
+//! fails); `preflight` 0 every cluster clean or its risks accepted, 3 not every cluster has
+//! answered yet, 1 risks not accepted (or a preflight that could not run), 4 refused (a rollout
+//! under way, a release that does not verify); `rollout` 0 written (or, with `--dry-run`,
+//! would be), 4 refused on a cluster whose operator would refuse it, on a first-wave cluster
+//! with preflight risks not accepted or no preflight answer (or a release that does not
+//! verify), 1 a request failed, 2 usage;
 //! `pause`, `resume`, `abort`, `retry` 0 done (or already so), 1 refused or failed; `install`
 //! 4 refused on a cluster whose ClusterVersion OpenShift's own operator manages (`--force`).
 
@@ -18,6 +22,7 @@ use super::{CliError, GlobalArgs, OciArgs, OutputFormat, pretty, print_stdout};
 use crate::cluster::NamespacedName;
 use crate::exit::Exit;
 use crate::fleet::control::{State, Verb};
+use crate::fleet::preflight::{self as fleet_preflight, Answer, FleetPreflight};
 use crate::fleet::status::{ClusterRollout, FleetStatus, Reachability};
 use crate::fleet::work::{MaxFailures, Purpose, Rollout};
 use crate::fleet::{self, rollout, status};
@@ -36,6 +41,10 @@ pub enum FleetCommand {
     /// Show each cluster's wave, reachability, version, Upgradeable and first failure, each
     /// wave's progress, and what holds a running rollout.
     Status(StatusArgs),
+    /// Ask every cluster of the Placement at once for the preflight of a release (read-only:
+    /// its operator checks the update without starting it) and show, by wave, the risks that
+    /// apply to each and whether each is accepted.
+    Preflight(PreflightArgs),
     /// Roll a release out: `spec.desiredUpdate` of every cluster's ClusterVersion, one
     /// decision group after the other, each gated on the previous one's ClusterVersions.
     Rollout(RolloutArgs),
@@ -125,13 +134,45 @@ pub struct RolloutArgs {
     /// How long a wave must stay done before the next one starts.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s")]
     pub min_success_time: Duration,
-    /// Write the rollout even where a cluster's operator would refuse the update (recorded on
+    /// Preflight risks accepted on every cluster (comma-separated names, docs/preflight.md):
+    /// spec.desiredUpdate.acceptRisks of each ClusterVersion, and the first wave's preflight
+    /// judged with them.
+    #[arg(long, value_name = "RISK,...", value_delimiter = ',', value_parser = super::values::parse_risk_name)]
+    pub accept_risks: Vec<String>,
+    /// Write the rollout even where a cluster's operator would refuse the update, or a
+    /// first-wave cluster has preflight risks not accepted or no preflight answer (recorded on
     /// the rollout set, annotation fleet.cvo.io/forced).
     #[arg(long)]
     pub force: bool,
     /// Print the waves and clusters and what would be refused; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PreflightArgs {
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+    /// The release: oci://HOST[:PORT]/REPO@sha256:HEX (a tag is resolved once, here, and the
+    /// clusters are given the digest).
+    #[arg(long, value_name = "oci://…")]
+    pub release: String,
+    #[command(flatten)]
+    pub oci: OciArgs,
+    /// The version the release must have (its release-metadata): a check, not an override.
+    #[arg(long, value_name = "V")]
+    pub version: Option<String>,
+    /// Preflight risks accepted (comma-separated names): spec.desiredUpdate.acceptRisks of
+    /// each ClusterVersion for this preflight.
+    #[arg(long, value_name = "RISK,...", value_delimiter = ',', value_parser = super::values::parse_risk_name)]
+    pub accept_risks: Vec<String>,
+    /// List every cluster, not only those that need a look.
+    #[arg(long)]
+    pub all: bool,
+    /// Print again whenever the answers change, until every cluster has answered (exit code
+    /// as without it).
+    #[arg(long, short = 'w')]
+    pub watch: bool,
 }
 
 #[derive(Debug, Args)]
@@ -188,6 +229,7 @@ pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<Exit, CliError> {
                 FleetCommand::Observe(a) => observe(global, &client, a).await,
                 FleetCommand::Status(a) => show_status(&client, a).await,
                 FleetCommand::Rollout(a) => roll_out(global, &client, a).await,
+                FleetCommand::Preflight(a) => preflight(global, &client, a).await,
                 FleetCommand::Pause(a) => control(global, &client, a, Verb::Pause).await,
                 FleetCommand::Resume(a) => control(global, &client, a, Verb::Resume).await,
                 FleetCommand::Abort(a) => control(global, &client, a, Verb::Abort).await,
@@ -634,17 +676,16 @@ pub(super) fn load_release(
     Ok(release)
 }
 
-async fn resolve_release(args: &RolloutArgs) -> Result<Resolved, CliError> {
-    let source = match crate::oci::Source::parse(&args.release).map_err(CliError::Usage)? {
+async fn resolve_release(release: &str, oci: &OciArgs) -> Result<Resolved, CliError> {
+    let source = match crate::oci::Source::parse(release).map_err(CliError::Usage)? {
         Some(s @ crate::oci::Source::Registry(_)) => s,
         _ => {
             return Err(CliError::usage(format_args!(
-                "--release {}: a fleet rollout needs a release in a registry (oci://HOST[:PORT]/REPO@sha256:HEX) that every cluster can pull",
-                args.release
+                "--release {release}: a fleet rollout or preflight needs a release in a registry (oci://HOST[:PORT]/REPO@sha256:HEX) that every cluster can pull"
             )));
         }
     };
-    let options = args.oci.fetch_options()?;
+    let options = oci.fetch_options()?;
     let opened = crate::oci::open(&source, &options)
         .await
         .map_err(super::oci_error)?;
@@ -653,11 +694,10 @@ async fn resolve_release(args: &RolloutArgs) -> Result<Resolved, CliError> {
         .clone()
         .ok_or_else(|| CliError::failed("the release has no registry pull spec"))?;
     let dir = opened.dir();
-    let release = load_release(&dir, &format!("{} ({})", args.release, opened.digest))?;
-    let version = release.version().cloned().ok_or_else(|| {
+    let loaded = load_release(&dir, &format!("{release} ({})", opened.digest))?;
+    let version = loaded.version().cloned().ok_or_else(|| {
         CliError::failed(format_args!(
-            "--release {} has no version (release-metadata): the clusters could not tell what they update to",
-            args.release
+            "--release {release} has no version (release-metadata): the clusters could not tell what they update to"
         ))
     })?;
     let verified = match &opened.signature {
@@ -678,42 +718,30 @@ async fn roll_out(
 ) -> Result<Exit, CliError> {
     let console = global.console;
     let p = &args.placement.placement;
-    let resolved = resolve_release(args).await?;
-    if let Some(v) = &args.version
-        && crate::version::parse(v).ok().as_ref() != Some(&resolved.version)
-    {
-        return Err(CliError::usage(format_args!(
-            "--version {v}: the release {} is version {}",
-            resolved.image, resolved.version
-        )));
-    }
-    match &resolved.verified {
-        Some(key) => say!(
-            console,
-            note,
-            "release {} {} verified by {key}",
-            resolved.image,
-            resolved.version
-        ),
-        None => say!(
-            console,
-            warning,
-            "release {} {} is not verified at the hub (no --verify-key): each cluster's operator verifies it with its own keys, if it has any",
-            resolved.image,
-            resolved.version
-        ),
-    }
-    let view = status::read(client, &p.namespace, &p.name)
+    let resolved =
+        resolve_checked(global, &args.release, &args.oci, args.version.as_deref()).await?;
+    let view = fleet_preflight::read(client, &p.namespace, &p.name)
         .await
         .map_err(|e| CliError::failed(e.to_string()))?;
-    let st = status::judge(&view, jiff::Timestamp::now());
+    let st = status::judge(&view.hub, jiff::Timestamp::now());
     if st.waves.is_empty() {
         return Err(CliError::failed(format_args!(
             "Placement {p} selects no cluster (no PlacementDecision names one): nothing to roll out to"
         )));
     }
     check_max_failures(&args.max_failures, &st)?;
-    let refusals = rollout::refusals(&st, &resolved.version);
+    let answers = fleet_preflight::answers(&view.works, &resolved.image);
+    let refusals = rollout::merge(
+        rollout::refusals(&st, &resolved.version, &args.accept_risks)
+            .into_iter()
+            .chain(fleet_preflight::first_wave_refusals(
+                &st,
+                &answers,
+                &resolved.image,
+                &args.accept_risks,
+            ))
+            .collect(),
+    );
     let plan = Rollout {
         namespace: p.namespace.clone(),
         placement: p.name.clone(),
@@ -724,6 +752,7 @@ async fn roll_out(
         progress_deadline: args.progress_deadline,
         min_success_time: args.min_success_time,
         forced: (args.force && !refusals.is_empty()).then(|| rollout::forced_record(&refusals)),
+        accept_risks: args.accept_risks.clone(),
     };
     let refused = !refusals.is_empty() && !args.force;
     let was = st.target.as_ref().map(|t| t.state).unwrap_or_default();
@@ -734,6 +763,27 @@ async fn roll_out(
     let written = if refused || args.dry_run {
         None
     } else {
+        // The preflight set writes desiredUpdate through the same field manager: deleted
+        // first (its works orphan), so that the two never write it in turn. The rollout's
+        // apply then removes the preflight's mode.
+        let name = Purpose::Preflight.name(&p.name);
+        if view.set.is_some()
+            && fleet_preflight::delete_set(client, &p.namespace, &name)
+                .await
+                .map_err(|e| {
+                    CliError::failed(format_args!(
+                        "deleting the preflight set {}/{name}: {e}",
+                        p.namespace
+                    ))
+                })?
+        {
+            say!(
+                console,
+                note,
+                "ManifestWorkReplicaSet {}/{name} deleted: the preflight is over (its answers were read)",
+                p.namespace
+            );
+        }
         Some(
             fleet::write(client, &set)
                 .await
@@ -759,6 +809,286 @@ async fn roll_out(
     } else {
         Exit::Success
     })
+}
+
+/// The release resolved and verified at the hub, checked against `--version`, with a note
+/// (or a warning when no key verified it).
+async fn resolve_checked(
+    global: &GlobalArgs,
+    release: &str,
+    oci: &OciArgs,
+    version: Option<&str>,
+) -> Result<Resolved, CliError> {
+    let console = global.console;
+    let resolved = resolve_release(release, oci).await?;
+    if let Some(v) = version
+        && crate::version::parse(v).ok().as_ref() != Some(&resolved.version)
+    {
+        return Err(CliError::usage(format_args!(
+            "--version {v}: the release {} is version {}",
+            resolved.image, resolved.version
+        )));
+    }
+    match &resolved.verified {
+        Some(key) => say!(
+            console,
+            note,
+            "release {} {} verified by {key}",
+            resolved.image,
+            resolved.version
+        ),
+        None => say!(
+            console,
+            warning,
+            "release {} {} is not verified at the hub (no --verify-key): each cluster's operator verifies it with its own keys, if it has any",
+            resolved.image,
+            resolved.version
+        ),
+    }
+    Ok(resolved)
+}
+
+async fn preflight(
+    global: &GlobalArgs,
+    client: &kube::Client,
+    args: &PreflightArgs,
+) -> Result<Exit, CliError> {
+    let console = global.console;
+    let p = &args.placement.placement;
+    let resolved =
+        resolve_checked(global, &args.release, &args.oci, args.version.as_deref()).await?;
+    let view = status::read(client, &p.namespace, &p.name)
+        .await
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    let st = status::judge(&view, jiff::Timestamp::now());
+    if st.waves.is_empty() {
+        return Err(CliError::failed(format_args!(
+            "Placement {p} selects no cluster (no PlacementDecision names one): no cluster to ask"
+        )));
+    }
+    match fleet_preflight::rollout_in_the_way(&st) {
+        Err(why) => {
+            say!(console, error, "{why}");
+            return Ok(Exit::Refused);
+        }
+        Ok(Some(rollout_set)) => {
+            let name = Purpose::Rollout.name(&p.name);
+            fleet_preflight::delete_set(client, &p.namespace, &name)
+                .await
+                .map_err(|e| {
+                    CliError::failed(format_args!("deleting the rollout set {rollout_set}: {e}"))
+                })?;
+            let was = st.target.as_ref().map_or(State::Running, |t| t.state);
+            say!(
+                console,
+                note,
+                "ManifestWorkReplicaSet {rollout_set} deleted: its rollout was {} (its works orphan what they applied), and its works and the preflight's would write spec.desiredUpdate in turn",
+                if was == State::Aborted {
+                    "aborted"
+                } else {
+                    "done"
+                }
+            );
+        }
+        Ok(None) => {}
+    }
+    let request = fleet_preflight::Request {
+        namespace: p.namespace.clone(),
+        placement: p.name.clone(),
+        version: resolved.version.to_string(),
+        image: resolved.image.clone(),
+        accept_risks: args.accept_risks.clone(),
+    };
+    let written = fleet::write(client, &request.manifest())
+        .await
+        .map_err(|e| CliError::failed(format_args!("writing the preflight set: {e}")))?;
+    say!(
+        console,
+        note,
+        "ManifestWorkReplicaSet {}/{} {written}: every cluster of Placement {p} asked for the preflight of {} ({})",
+        p.namespace,
+        Purpose::Preflight.name(&p.name),
+        resolved.version,
+        resolved.image
+    );
+    let mut last = String::new();
+    loop {
+        let view = fleet_preflight::read(client, &p.namespace, &p.name)
+            .await
+            .map_err(|e| CliError::failed(e.to_string()))?;
+        let Some(pf) = fleet_preflight::judge(&view, jiff::Timestamp::now()) else {
+            return Err(CliError::failed(format_args!(
+                "the preflight set of Placement {p} is gone from the hub (deleted by a rollout?)"
+            )));
+        };
+        let text = match args.placement.output {
+            OutputFormat::Json => pretty(&serde_json::json!({
+                "preflight": pf, "exitCode": pf.exit() as i32,
+            })),
+            OutputFormat::Text => preflight_text(&pf, args.all),
+        };
+        if text != last {
+            print_stdout(&text)?;
+            last = text;
+        }
+        if !args.watch || pf.exit() != Exit::InProgress {
+            return Ok(pf.exit());
+        }
+        tokio::time::sleep(WATCH_INTERVAL).await;
+    }
+}
+
+/// A preflight as a person reads it: its state, each wave's clusters counted by answer, then
+/// the clusters that need a look (`all`: every cluster, those first).
+pub fn preflight_text(pf: &FleetPreflight, all: bool) -> String {
+    use fleet_preflight::Verdict;
+    let count = |v: Verdict| pf.clusters.iter().filter(|c| c.verdict == v).count();
+    let state = match pf.exit() {
+        Exit::Success => "every cluster clean or its risks accepted".to_owned(),
+        Exit::InProgress => format!(
+            "{} of {} cluster(s) not reported yet",
+            count(Verdict::NotReported),
+            pf.clusters.len()
+        ),
+        _ => {
+            let mut parts = Vec::new();
+            let (risky, failed) = (count(Verdict::NotAccepted), count(Verdict::Failed));
+            if risky > 0 {
+                parts.push(format!("risks not accepted on {risky} cluster(s)"));
+            }
+            if failed > 0 {
+                parts.push(format!("could not run on {failed} cluster(s)"));
+            }
+            if !pf.problems.is_empty() {
+                parts.push("the hub could not be read".to_owned());
+            }
+            parts.join(", ")
+        }
+    };
+    let mut out = format!(
+        "preflight {}: {} ({}) on Placement {}: {state}\n",
+        pf.preflight, pf.version, pf.image, pf.placement
+    );
+    if !pf.accept_risks.is_empty() {
+        out.push_str(&format!("  accepting: {}\n", pf.accept_risks.join(",")));
+    }
+    out.push('\n');
+    let rows: Vec<Vec<String>> = pf
+        .waves
+        .iter()
+        .map(|w| {
+            let n = &w.counts;
+            vec![
+                w.wave.index.to_string(),
+                w.wave.name.clone(),
+                w.clusters.len().to_string(),
+                n.clean.to_string(),
+                n.accepted.to_string(),
+                n.not_accepted.to_string(),
+                n.failed.to_string(),
+                n.not_reported.to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "WAVE",
+            "NAME",
+            "CLUSTERS",
+            "CLEAN",
+            "ACCEPTED",
+            "NOT ACCEPTED",
+            "COULD NOT RUN",
+            "NOT REPORTED",
+        ],
+        &rows,
+    ));
+    out.push('\n');
+    for problem in &pf.problems {
+        out.push_str(&format!("cannot read: {problem}\n"));
+    }
+    let header = ["CLUSTER", "WAVE", "REACHABLE", "PREFLIGHT", "RISKS"];
+    let attention = pf.attention();
+    if all {
+        // Those that need a look first, then the rest in wave order.
+        let mut shown: Vec<&fleet_preflight::ClusterPreflight> = attention.clone();
+        shown.extend(
+            pf.clusters
+                .iter()
+                .filter(|c| !attention.iter().any(|a| a.name == c.name)),
+        );
+        let rows: Vec<Vec<String>> = shown.into_iter().map(preflight_row).collect();
+        out.push_str(&table(&header, &rows));
+        return out;
+    }
+    if attention.is_empty() {
+        out.push_str(&format!(
+            "{} cluster(s), none needs a look (`--all` lists every cluster)\n",
+            pf.clusters.len()
+        ));
+        return out;
+    }
+    out.push_str(&format!(
+        "{} of {} cluster(s) need a look (`--all` lists every cluster):\n",
+        attention.len(),
+        pf.clusters.len()
+    ));
+    let rows: Vec<Vec<String>> = attention
+        .iter()
+        .take(SHOWN)
+        .map(|c| preflight_row(c))
+        .collect();
+    out.push_str(&table(&header, &rows));
+    more(
+        &mut out,
+        attention.len().saturating_sub(SHOWN),
+        "needing a look",
+    );
+    out
+}
+
+fn preflight_row(c: &fleet_preflight::ClusterPreflight) -> Vec<String> {
+    let risks = match &c.answer {
+        Answer::NotReported { reason } => reason.clone(),
+        Answer::Failed { message } => message.clone(),
+        Answer::Assessed { risks } if risks.is_empty() => "-".to_owned(),
+        Answer::Assessed { risks } => risks
+            .iter()
+            .map(|r| {
+                let mut s = format!(
+                    "{} ({}{})",
+                    r.name,
+                    if r.accepted {
+                        "accepted"
+                    } else {
+                        "not accepted"
+                    },
+                    if r.applies == "True" {
+                        ""
+                    } else {
+                        ", cannot tell"
+                    }
+                );
+                if let Some(m) = &r.message {
+                    s.push_str(": ");
+                    s.push_str(m);
+                }
+                s
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
+    vec![
+        c.name.clone(),
+        c.wave.to_string(),
+        match &c.reachable {
+            Reachability::Reachable => "yes".to_owned(),
+            Reachability::Unreachable(_) => "no".to_owned(),
+            Reachability::Unknown(_) => "unknown".to_owned(),
+        },
+        c.verdict.to_string(),
+        risks,
+    ]
 }
 
 /// OCM reads a number of failures larger than a wave as none: refused rather than silently
@@ -802,6 +1132,7 @@ fn report_rollout(
             "waves": waves,
             "refused": refusals,
             "forced": plan.forced.is_some(),
+            "acceptRisks": plan.accept_risks,
             "dryRun": args.dry_run,
             "result": written,
         })));

@@ -393,7 +393,7 @@ pub async fn uninstall(
     let request = |what: String| move |(error, _)| UninstallError::Request { what, error };
     let mut out = Uninstalled::default();
     let delete = DeleteParams::default();
-    for purpose in [Purpose::Rollout, Purpose::Observe] {
+    for purpose in [Purpose::Rollout, Purpose::Preflight, Purpose::Observe] {
         let name = purpose.name(placement);
         let gone = retry
             .run(|| api.delete(&name, &delete))

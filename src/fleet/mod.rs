@@ -14,6 +14,7 @@
 //! - [`work`]: the sets cvo writes (observe, rollout, install);
 //! - [`status`]: the fleet as the hub sees it — waves, clusters, what holds a rollout;
 //! - [`rollout`]: what a rollout is refused for, before anything is written;
+//! - [`preflight`]: every cluster asked for the preflight of a release, and what each answered;
 //! - [`install`]: the operator's objects for every cluster;
 //! - [`control`]: pause, resume and abort of a rollout, retry of one cluster.
 
@@ -22,6 +23,7 @@ pub mod feedback;
 pub mod hub;
 pub mod install;
 pub mod ocm;
+pub mod preflight;
 pub mod rollout;
 pub mod status;
 pub mod work;

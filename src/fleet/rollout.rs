@@ -8,13 +8,17 @@
 //! whatever Upgradeable says is refused too: a skipped minor version, a new major version, a
 //! rollback further than the previous version ([`crate::status::update::Versions`], from the
 //! two reported history entries). A cluster that reports nothing cannot be judged and is
-//! refused too. `--force` writes the rollout anyway and records
+//! refused too. A refusal a preflight risk stands for (`MinorUpdateWhileDeletionInProgress` for
+//! an unfinished deletion, `MultipleMinorVersionsUpdate` for a skipped minor version, …) is
+//! taken back when `--accept-risks` names that risk, as the cluster's operator takes it back
+//! for `spec.desiredUpdate.acceptRisks`. `--force` writes the rollout anyway and records
 //! what it overrode on the rollout set.
 
 use serde::Serialize;
 
 use super::feedback;
 use super::status::{ClusterState, FleetStatus};
+use crate::preflight;
 use crate::status::update::{UpdateType, update_type};
 
 /// A cluster the rollout would be refused on, and why.
@@ -25,14 +29,27 @@ pub struct Refusal {
     pub reason: String,
 }
 
-/// The clusters of `status` that a rollout to `target` is refused on.
-pub fn refusals(status: &FleetStatus, target: &semver::Version) -> Vec<Refusal> {
+/// The clusters of `status` that a rollout to `target` is refused on, once the risks
+/// `accepted` (`--accept-risks`) took back the refusals they stand for.
+pub fn refusals(
+    status: &FleetStatus,
+    target: &semver::Version,
+    accepted: &[String],
+) -> Vec<Refusal> {
     status
         .clusters
         .iter()
         .filter(|c| c.wave.is_some())
         .filter_map(|c| {
-            refusal(c, target).map(|reason| Refusal {
+            let (reason, risk) = refusal(c, target)?;
+            let reason = match risk {
+                Some(risk) if accepted.iter().any(|a| a == risk) => return None,
+                Some(risk) => {
+                    format!("{reason} (preflight risk {risk}: `--accept-risks {risk}` accepts it)")
+                }
+                None => reason,
+            };
+            Some(Refusal {
                 cluster: c.name.clone(),
                 reason,
             })
@@ -40,12 +57,18 @@ pub fn refusals(status: &FleetStatus, target: &semver::Version) -> Vec<Refusal> 
         .collect()
 }
 
-fn refusal(cluster: &ClusterState, target: &semver::Version) -> Option<String> {
+/// The reason a cluster is refused for, and the preflight risk that stands for it (the one
+/// whose acceptance makes the cluster's operator go ahead), if any.
+fn refusal(
+    cluster: &ClusterState,
+    target: &semver::Version,
+) -> Option<(String, Option<&'static str>)> {
     let Some(report) = &cluster.report else {
-        return Some(
+        return Some((
             "its ClusterVersion has not been reported to the hub (run `cvo fleet observe` and wait for the feedback)"
                 .to_owned(),
-        );
+            None,
+        ));
     };
     let current = report
         .current_version()
@@ -67,7 +90,8 @@ fn refusal(cluster: &ClusterState, target: &semver::Version) -> Option<String> {
         target: Some(target),
     };
     if let Some(refused) = hops.check() {
-        return Some(refused.to_string());
+        let risk = preflight::check_named(refused.reason).map(|c| c.name);
+        return Some((refused.to_string(), risk));
     }
     if kind != UpdateType::MinorOrMajor {
         return None;
@@ -75,14 +99,50 @@ fn refusal(cluster: &ClusterState, target: &semver::Version) -> Option<String> {
     let from = current.map_or_else(|| "an unknown version".to_owned(), |v| v.to_string());
     match report.condition("Upgradeable") {
         Some(c) if c.is("True") => None,
-        Some(c) => Some(format!(
-            "{from} → {target} is a minor/major update and {}",
-            feedback::describe("Upgradeable", c)
-        )),
-        None => Some(format!(
-            "{from} → {target} is a minor/major update and its ClusterVersion reports no Upgradeable condition"
+        Some(c) => {
+            let deletion = [
+                crate::status::conditions::REASON_IN_PROGRESS,
+                crate::status::conditions::REASON_STUCK,
+                crate::status::conditions::REASON_UNKNOWN,
+            ]
+            .contains(&c.reason.as_deref().unwrap_or_default());
+            let risk = if deletion {
+                preflight::MINOR_UPDATE_WHILE_DELETION_IN_PROGRESS.name
+            } else {
+                preflight::MINOR_UPDATE_WHILE_NOT_UPGRADEABLE.name
+            };
+            Some((
+                format!(
+                    "{from} → {target} is a minor/major update and {}",
+                    feedback::describe("Upgradeable", c)
+                ),
+                Some(risk),
+            ))
+        }
+        // The cluster's operator could not tell either: no risk stands for it.
+        None => Some((
+            format!(
+                "{from} → {target} is a minor/major update and its ClusterVersion reports no Upgradeable condition"
+            ),
+            None,
         )),
     }
+}
+
+/// `refusals` with one entry per cluster, in the order each cluster first appears: the
+/// reasons of a cluster refused twice (its report and its preflight) joined.
+pub fn merge(refusals: Vec<Refusal>) -> Vec<Refusal> {
+    let mut out: Vec<Refusal> = Vec::new();
+    for r in refusals {
+        match out.iter_mut().find(|o| o.cluster == r.cluster) {
+            Some(o) => {
+                o.reason.push_str("; ");
+                o.reason.push_str(&r.reason);
+            }
+            None => out.push(r),
+        }
+    }
+    out
 }
 
 /// The `--force` record of `refusals`: one line per cluster.
@@ -151,7 +211,7 @@ mod tests {
             cluster("stuck", Some("1.0.0"), Some("False")),
             cluster("fine", Some("1.0.0"), Some("True")),
         ]);
-        let minor = refusals(&st, &semver::Version::new(1, 1, 0));
+        let minor = refusals(&st, &semver::Version::new(1, 1, 0), &[]);
         assert_eq!(minor.len(), 1);
         assert_eq!(minor[0].cluster, "stuck");
         assert!(
@@ -159,7 +219,7 @@ mod tests {
             "{}",
             minor[0].reason
         );
-        assert!(refusals(&st, &semver::Version::new(1, 0, 1)).is_empty());
+        assert!(refusals(&st, &semver::Version::new(1, 0, 1), &[]).is_empty());
     }
 
     #[test]
@@ -169,13 +229,13 @@ mod tests {
             cluster("no-condition", Some("1.0.0"), None),
             cluster("unknown", Some("1.0.0"), Some("Unknown")),
         ]);
-        let refused: Vec<String> = refusals(&st, &semver::Version::new(1, 1, 0))
+        let refused: Vec<String> = refusals(&st, &semver::Version::new(1, 1, 0), &[])
             .into_iter()
             .map(|r| r.cluster)
             .collect();
         assert_eq!(refused, ["silent", "no-condition", "unknown"]);
         // A patch still needs a report to be judged.
-        let patch = refusals(&st, &semver::Version::new(1, 0, 1));
+        let patch = refusals(&st, &semver::Version::new(1, 0, 1), &[]);
         assert_eq!(patch.len(), 1);
         assert_eq!(patch[0].cluster, "silent");
         assert_eq!(forced_record(&patch).lines().count(), 1);
@@ -184,7 +244,7 @@ mod tests {
     #[test]
     fn what_the_operator_refuses_whatever_upgradeable_says_is_refused() {
         let st = fleet(vec![cluster("c2", Some("1.4.0"), Some("True"))]);
-        let skip = refusals(&st, &semver::Version::new(1, 6, 0));
+        let skip = refusals(&st, &semver::Version::new(1, 6, 0), &[]);
         assert_eq!(skip.len(), 1, "{skip:?}");
         assert!(
             skip[0]
@@ -193,11 +253,53 @@ mod tests {
             "{}",
             skip[0].reason
         );
-        let major = refusals(&st, &semver::Version::new(2, 0, 0));
+        let major = refusals(&st, &semver::Version::new(2, 0, 0), &[]);
         assert!(
             major[0].reason.starts_with("MajorVersionUpdate"),
             "{major:?}"
         );
-        assert!(refusals(&st, &semver::Version::new(1, 5, 0)).is_empty());
+        assert!(refusals(&st, &semver::Version::new(1, 5, 0), &[]).is_empty());
+    }
+
+    #[test]
+    fn an_accepted_risk_takes_back_the_refusal_it_stands_for() {
+        let mut stuck = cluster("stuck", Some("1.0.0"), Some("False"));
+        let mut other = cluster("overridden", Some("1.0.0"), Some("False"));
+        if let Some(r) = other.report.as_mut() {
+            r.conditions.get_mut("Upgradeable").expect("set").reason =
+                Some("ClusterVersionOverridesSet".to_owned());
+        }
+        if let Some(r) = stuck.report.as_mut() {
+            r.conditions.get_mut("Upgradeable").expect("set").reason =
+                Some(crate::status::conditions::REASON_STUCK.to_owned());
+        }
+        let st = fleet(vec![stuck, other, cluster("silent", None, None)]);
+        let target = semver::Version::new(1, 1, 0);
+        let none = refusals(&st, &target, &[]);
+        assert_eq!(none.len(), 3, "{none:?}");
+        assert!(
+            none[0]
+                .reason
+                .ends_with("(preflight risk MinorUpdateWhileDeletionInProgress: `--accept-risks MinorUpdateWhileDeletionInProgress` accepts it)"),
+            "{}",
+            none[0].reason
+        );
+        let accepted = refusals(
+            &st,
+            &target,
+            &["MinorUpdateWhileDeletionInProgress".to_owned()],
+        );
+        let names: Vec<&str> = accepted.iter().map(|r| r.cluster.as_str()).collect();
+        // Another reason is another risk; a cluster that reports nothing is never accepted.
+        assert_eq!(names, ["overridden", "silent"]);
+        assert!(
+            accepted[0]
+                .reason
+                .contains("MinorUpdateWhileNotUpgradeable")
+        );
+        let skip = fleet(vec![cluster("c2", Some("1.4.0"), Some("True"))]);
+        let six = semver::Version::new(1, 6, 0);
+        assert_eq!(refusals(&skip, &six, &[]).len(), 1);
+        assert!(refusals(&skip, &six, &["MultipleMinorVersionsUpdate".to_owned()]).is_empty());
     }
 }

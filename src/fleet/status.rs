@@ -358,7 +358,7 @@ pub async fn read(
     })
 }
 
-async fn get(
+pub(super) async fn get(
     api: &Api<DynamicObject>,
     name: &str,
     kind: &str,
@@ -370,7 +370,7 @@ async fn get(
         .map_err(|(error, _)| request_error(kind, error))
 }
 
-async fn list<T: serde::de::DeserializeOwned + Clone>(
+pub(super) async fn list<T: serde::de::DeserializeOwned + Clone>(
     api: &Api<DynamicObject>,
     lp: &ListParams,
     what: &str,

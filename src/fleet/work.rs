@@ -8,6 +8,9 @@
 //!   (`ProgressivePerGroup`), judged by CEL rules over the cluster's ClusterVersion status,
 //!   applied as the [`EXECUTOR`] ServiceAccount that `cvo fleet install` makes on each cluster.
 //! - **install** (`cvo-install-PLACEMENT`): the operator's objects on every selected cluster.
+//! - **preflight** (`cvo-preflight-PLACEMENT`): every selected cluster at once gets
+//!   `spec.desiredUpdate {version, image, mode: Preflight, acceptRisks}` (same field manager
+//!   as the rollout's), and reports its operator's preflight ([`super::preflight`]).
 //!
 //! Deleting one of them orphans what it put on the clusters (`deleteOption: Orphan`): taking a
 //! rollout away never takes a ClusterVersion away.
@@ -34,6 +37,8 @@ pub const VERSION_ANNOTATION: &str = "fleet.cvo.io/version";
 pub const FORCED_ANNOTATION: &str = "fleet.cvo.io/forced";
 /// Rollout annotation: the clusters selected when it was written, comma-separated.
 pub const CLUSTERS_ANNOTATION: &str = "fleet.cvo.io/clusters";
+/// Rollout and preflight annotation: the risks accepted (`--accept-risks`), comma-separated.
+pub const ACCEPT_RISKS_ANNOTATION: &str = "fleet.cvo.io/accept-risks";
 
 /// The namespace and name of the ServiceAccount the rollout's manifests are applied as, on
 /// every cluster (made by `cvo fleet install`).
@@ -45,6 +50,7 @@ pub enum Purpose {
     Observe,
     Rollout,
     Install,
+    Preflight,
 }
 
 impl Purpose {
@@ -54,6 +60,7 @@ impl Purpose {
             Purpose::Observe => "cvo-observe",
             Purpose::Rollout => "cvo-rollout",
             Purpose::Install => "cvo-install",
+            Purpose::Preflight => "cvo-preflight",
         };
         // A dot in a set's name keeps OCM from waking the rollout on ManifestWork changes
         // (it then advances only on timers and resyncs): Placement names may hold dots.
@@ -62,7 +69,7 @@ impl Purpose {
 }
 
 /// ClusterVersion `version`'s identity in a ManifestWork's `manifestConfigs`.
-fn cluster_version_identifier() -> Value {
+pub(super) fn cluster_version_identifier() -> Value {
     json!({"group": "config.openshift.io", "resource": "clusterversions", "name": "version"})
 }
 
@@ -151,6 +158,8 @@ pub struct Rollout {
     pub min_success_time: Duration,
     /// What `--force` overrode, if anything.
     pub forced: Option<String>,
+    /// The preflight risks accepted (`--accept-risks`): `spec.desiredUpdate.acceptRisks`.
+    pub accept_risks: Vec<String>,
 }
 
 impl Rollout {
@@ -178,35 +187,67 @@ impl Rollout {
         if let Some(forced) = &self.forced {
             annotations[FORCED_ANNOTATION] = json!(forced);
         }
+        if !self.accept_risks.is_empty() {
+            annotations[ACCEPT_RISKS_ANNOTATION] = json!(self.accept_risks.join(","));
+        }
         set["metadata"]["annotations"] = annotations;
         set
     }
 
     fn template(&self) -> Value {
-        json!({
-            "deleteOption": {"propagationPolicy": "Orphan"},
-            "executor": {"subject": {
-                "type": "ServiceAccount",
-                "serviceAccount": {"namespace": EXECUTOR.0, "name": EXECUTOR.1},
-            }},
-            "manifestConfigs": [{
-                "resourceIdentifier": cluster_version_identifier(),
-                "updateStrategy": {
-                    "type": "ServerSideApply",
-                    "serverSideApply": {"fieldManager": AGENT_FIELD_MANAGER, "force": true},
-                },
-                "feedbackScrapeType": "Watch",
-                "feedbackRules": feedback::rules(),
-                "conditionRules": condition_rules(&self.version, &self.image),
-            }],
-            "workload": {"manifests": [{
-                "apiVersion": "config.openshift.io/v1",
-                "kind": "ClusterVersion",
-                "metadata": {"name": "version"},
-                "spec": {"desiredUpdate": {"version": self.version, "image": self.image}},
-            }]},
-        })
+        let mut update = json!({"version": self.version, "image": self.image});
+        if !self.accept_risks.is_empty() {
+            update["acceptRisks"] = accept_risks(&self.accept_risks);
+        }
+        desired_update_template(
+            update,
+            feedback::rules(),
+            Some(condition_rules(&self.version, &self.image)),
+        )
     }
+}
+
+/// `acceptRisks` of `spec.desiredUpdate`: one `{name}` per accepted risk.
+pub(super) fn accept_risks(names: &[String]) -> Value {
+    Value::Array(names.iter().map(|n| json!({"name": n})).collect())
+}
+
+/// The ManifestWork template that server-side applies ClusterVersion `version`'s
+/// `spec.desiredUpdate` as `update` (field manager [`AGENT_FIELD_MANAGER`], as the
+/// [`EXECUTOR`]), with `feedback_rules` and, for a rollout, its condition rules. The rollout and
+/// the preflight write through the same field manager: what one leaves out of
+/// `desiredUpdate` (the preflight's `mode`), the other's apply removes.
+pub(super) fn desired_update_template(
+    update: Value,
+    feedback_rules: Value,
+    condition_rules: Option<Value>,
+) -> Value {
+    let mut config = json!({
+        "resourceIdentifier": cluster_version_identifier(),
+        "updateStrategy": {
+            "type": "ServerSideApply",
+            "serverSideApply": {"fieldManager": AGENT_FIELD_MANAGER, "force": true},
+        },
+        "feedbackScrapeType": "Watch",
+        "feedbackRules": feedback_rules,
+    });
+    if let Some(rules) = condition_rules {
+        config["conditionRules"] = rules;
+    }
+    json!({
+        "deleteOption": {"propagationPolicy": "Orphan"},
+        "executor": {"subject": {
+            "type": "ServiceAccount",
+            "serviceAccount": {"namespace": EXECUTOR.0, "name": EXECUTOR.1},
+        }},
+        "manifestConfigs": [config],
+        "workload": {"manifests": [{
+            "apiVersion": "config.openshift.io/v1",
+            "kind": "ClusterVersion",
+            "metadata": {"name": "version"},
+            "spec": {"desiredUpdate": update},
+        }]},
+    })
 }
 
 /// A duration as OCM's rollout fields take it (Go's `time.ParseDuration`: `90s`, `2h`).
@@ -298,6 +339,7 @@ mod tests {
             progress_deadline: Some(Duration::from_secs(7200)),
             min_success_time: Duration::ZERO,
             forced: None,
+            accept_risks: Vec::new(),
         };
         let set = rollout.manifest();
         assert_eq!(set["metadata"]["name"], "cvo-rollout-waves");
