@@ -19,4 +19,5 @@ mod feature_gates;
 mod openshift_corpus;
 mod openshift_schema;
 mod payload_semantics;
+mod preflight;
 mod status_truth;
