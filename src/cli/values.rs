@@ -47,6 +47,20 @@ pub fn parse_release_image(s: &str) -> Result<String, String> {
     }
 }
 
+/// One name of `--accept-risks`: what `spec.desiredUpdate.acceptRisks[].name` accepts (1 to
+/// 256 characters), without spaces. A name that is no preflight risk of cvo is accepted too:
+/// acceptRisks also names the risks of an update service.
+pub fn parse_risk_name(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s.is_empty() || s.len() > 256 || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(
+            "a risk name is 1 to 256 characters without spaces, such as MinorUpdateWhileDeletionInProgress (docs/preflight.md)"
+                .to_owned(),
+        );
+    }
+    Ok(s.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,18 +109,16 @@ mod tests {
             assert!(parse_release_image(bad).is_err(), "{bad:?}");
         }
     }
-}
 
-/// One name of `--accept-risks`: what `spec.desiredUpdate.acceptRisks[].name` accepts (1 to
-/// 256 characters), without spaces. A name that is no preflight risk of cvo is accepted too:
-/// acceptRisks also names the risks of an update service.
-pub fn parse_risk_name(s: &str) -> Result<String, String> {
-    let s = s.trim();
-    if s.is_empty() || s.len() > 256 || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(
-            "a risk name is 1 to 256 characters without spaces, such as MinorUpdateWhileDeletionInProgress (docs/preflight.md)"
-                .to_owned(),
+    #[test]
+    fn a_risk_name_is_one_to_256_characters_without_spaces() {
+        assert_eq!(
+            parse_risk_name(" MinorUpdateWhileDeletionInProgress ").unwrap(),
+            "MinorUpdateWhileDeletionInProgress"
         );
+        assert!(parse_risk_name("").is_err());
+        assert!(parse_risk_name("Two Words").is_err());
+        assert!(parse_risk_name(&"x".repeat(257)).is_err());
+        assert!(parse_risk_name(&"x".repeat(256)).is_ok());
     }
-    Ok(s.to_owned())
 }
