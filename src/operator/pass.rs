@@ -219,9 +219,8 @@ impl Passes<'_> {
             preflight: spec.preflight.clone(),
         };
         // An update proceeds when every preflight risk that applies is accepted.
-        decided.sync_options.accept_risks = desired
-            .map(|d| d.accept_risks.clone())
-            .unwrap_or_default();
+        decided.sync_options.accept_risks =
+            desired.map(|d| d.accept_risks.clone()).unwrap_or_default();
         // A failed pull leaves this release applied only when the cluster is at it.
         let meanwhile = match &cluster_image {
             Some(at) if pull_failure.is_some() => Meanwhile::Nothing { at },

@@ -185,7 +185,12 @@ impl Risk {
             Applies::No => "DoesNotApply",
             Applies::CannotTell => "EvaluationFailed",
         };
-        Condition::new("Applies", self.applies.status(), reason, self.message.clone())
+        Condition::new(
+            "Applies",
+            self.applies.status(),
+            reason,
+            self.message.clone(),
+        )
     }
 }
 
@@ -336,11 +341,9 @@ pub fn assess(evidence: &Evidence<'_>) -> Assessment {
             n if n == MANIFEST_REJECTED_BY_SERVER.name => rejected(evidence, false),
             n if n == OPERATOR_LACKS_PERMISSION.name => rejected(evidence, true),
             n if n == CAPABILITY_IMPLICITLY_ENABLED.name => implicit(evidence),
-            _ if from_preconditions.is_empty() => Risk::new(
-                check,
-                Applies::No,
-                not_applying(check, evidence.update),
-            ),
+            _ if from_preconditions.is_empty() => {
+                Risk::new(check, Applies::No, not_applying(check, evidence.update))
+            }
             _ => {
                 let unknown = from_preconditions.iter().any(|f| {
                     f.reason == "DeletionStatusUnknown" || f.reason == "UpgradeableUnknown"
@@ -426,10 +429,7 @@ fn rejected(evidence: &Evidence<'_>, permission: bool) -> Risk {
     if !refused.is_empty() {
         let mut message = format!("{} of {checked}: {}", refused.len(), name_list(&refused));
         if !unchecked.is_empty() {
-            message.push_str(&format!(
-                "; not checked: {}",
-                name_list(&unchecked)
-            ));
+            message.push_str(&format!("; not checked: {}", name_list(&unchecked)));
         }
         return Risk::new(check, Applies::Yes, message);
     }

@@ -827,7 +827,10 @@ mod tests {
             json!({"image": "example.com/cvo:1.5.0", "mode": "Preflight"}),
             json!({}),
         ));
-        assert!(preflight.desired_update.is_none(), "nothing asks for an update");
+        assert!(
+            preflight.desired_update.is_none(),
+            "nothing asks for an update"
+        );
         assert!(preflight.preflight.unwrap().preflight);
         let other = Spec::of(&cv_with(
             json!({"image": "example.com/cvo:1.5.0", "mode": "Apply"}),
@@ -836,7 +839,9 @@ mod tests {
         assert!(other.desired_update.is_none() && other.preflight.is_none());
         assert_eq!(
             other.invalid,
-            ["spec.desiredUpdate.mode: Unsupported value: \"Apply\": supported values: \"Preflight\""]
+            [
+                "spec.desiredUpdate.mode: Unsupported value: \"Apply\": supported values: \"Preflight\""
+            ]
         );
         // acceptRisks alone (what `oc adm upgrade accept` and `--clear` leave) is valid.
         let only = Spec::of(&cv_with(

@@ -303,8 +303,15 @@ where
     if !checked.refused.is_empty() && !options.force {
         return Ok(refuse(cluster, options, pre, checked, preflight).await);
     }
-    let announced =
-        Announced::run(cluster, &applier, options, &pre, &mut checked, preflight.as_ref()).await;
+    let announced = Announced::run(
+        cluster,
+        &applier,
+        options,
+        &pre,
+        &mut checked,
+        preflight.as_ref(),
+    )
+    .await;
     let (report, passes) = match planned {
         Some(planned) => planned,
         None => {
@@ -765,9 +772,9 @@ impl Announced {
             accepted_by_admin,
             options.accepted_risks.clone(),
         ]
-            .into_iter()
-            .flatten()
-            .reduce(|a, b| format!("{a}; {b}"));
+        .into_iter()
+        .flatten()
+        .reduce(|a, b| format!("{a}; {b}"));
         warnings.extend(
             refused
                 .iter()

@@ -204,11 +204,20 @@ async fn the_spec_chooses_optional_components_and_an_enabled_one_is_never_disabl
     let risk = out
         .preflight
         .as_ref()
-        .and_then(|p| p.applying().find(|r| r.name == "CapabilityImplicitlyEnabled"))
+        .and_then(|p| {
+            p.applying()
+                .find(|r| r.name == "CapabilityImplicitlyEnabled")
+        })
         .unwrap_or_else(|| panic!("{:?}", out.preflight));
     assert!(risk.message.contains("Storage"), "{}", risk.message);
     assert_eq!(value("base").await.as_deref(), Some("1"), "nothing applied");
-    let out = run_accepting(&tc.client, &v101, Some(&v100), &["CapabilityImplicitlyEnabled"]).await;
+    let out = run_accepting(
+        &tc.client,
+        &v101,
+        Some(&v100),
+        &["CapabilityImplicitlyEnabled"],
+    )
+    .await;
     assert_eq!(out.exit_code(), 0, "{:?}", out.report);
     assert_eq!(action_of(&out, &v101, "base").0, Action::Updated);
     assert_eq!(action_of(&out, &v101, "storage").0, Action::Created);
@@ -357,7 +366,9 @@ async fn without_the_release_it_leaves_an_update_judges_from_the_objects_cvo_app
     let (code, output) = apply(&kubeconfig, new.to_str().unwrap(), &[]).await;
     assert_eq!(code, 4, "{output}");
     assert!(
-        output.contains("CapabilityImplicitlyEnabled (not accepted): the update enables Storage implicitly"),
+        output.contains(
+            "CapabilityImplicitlyEnabled (not accepted): the update enables Storage implicitly"
+        ),
         "{output}"
     );
     let accept = ["--accept-risks", "CapabilityImplicitlyEnabled"];

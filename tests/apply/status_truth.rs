@@ -80,7 +80,13 @@ async fn available_during_a_failed_update_names_the_completed_version() {
     let preflight = out.preflight.as_ref().expect("preflight");
     let applying: Vec<&str> = preflight.applying().map(|r| r.name).collect();
     assert_eq!(applying, ["ManifestRejectedByServer"], "{preflight:?}");
-    assert!(out.refused[0].message.contains(&format!("ConfigMap {missing}/refused")), "{:?}", out.refused);
+    assert!(
+        out.refused[0]
+            .message
+            .contains(&format!("ConfigMap {missing}/refused")),
+        "{:?}",
+        out.refused
+    );
     let accepted = SyncOptions {
         accept_risks: vec!["ManifestRejectedByServer".into()],
         ..chosen()

@@ -65,10 +65,15 @@ async fn a_new_operator_image_enables_the_capability_an_object_it_has_moved_into
     assert!(
         refused["message"]
             .as_str()
-            .is_some_and(|m| m.contains("CapabilityImplicitlyEnabled: the update enables Storage implicitly")),
+            .is_some_and(|m| m
+                .contains("CapabilityImplicitlyEnabled: the update enables Storage implicitly")),
         "{refused}"
     );
-    assert_eq!(cm_value(tc, ns, "base").await.as_deref(), Some("1"), "nothing applied");
+    assert_eq!(
+        cm_value(tc, ns, "base").await.as_deref(),
+        Some("1"),
+        "nothing applied"
+    );
     cvs.patch(
         "version",
         &PatchParams::default(),
