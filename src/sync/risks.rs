@@ -102,7 +102,7 @@ pub(super) fn refusals(
     let mut out: Vec<PreconditionFailure> = preconditions
         .iter()
         .filter(|f| !accepted(preflight::risk_of(f, upgradeable).name))
-        .cloned()
+        .map(|f| naming_its_risk(f, upgradeable))
         .collect();
     let from_preconditions: Vec<&str> = preconditions
         .iter()
@@ -112,4 +112,21 @@ pub(super) fn refusals(
     rest.risks.retain(|r| !from_preconditions.contains(&r.name));
     out.extend(rest.refusal());
     out
+}
+
+/// `failure`, its message naming the risk it stands for when its reason does not (the
+/// Upgradeable ones: `UpgradeableFalse` is `MinorUpdateWhileDeletionInProgress` or
+/// `MinorUpdateWhileNotUpgradeable`), so that the refusal says what to accept.
+fn naming_its_risk(
+    failure: &PreconditionFailure,
+    upgradeable: Option<&crate::status::Condition>,
+) -> PreconditionFailure {
+    let risk = preflight::risk_of(failure, upgradeable).name;
+    let mut named = failure.clone();
+    if named.reason != risk {
+        named.message.push_str(&format!(
+            " (preflight risk {risk}: accept it with --accept-risks {risk} or ClusterVersion spec.desiredUpdate.acceptRisks)"
+        ));
+    }
+    named
 }

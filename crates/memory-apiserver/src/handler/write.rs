@@ -458,6 +458,9 @@ fn decode_and_validate(
     t.check_schema(new, strict)?;
     check_metadata(t, new)?;
     validation::check_immutable(&t.info, old, new)?;
+    if scope != Scope::Status {
+        crd_stored_versions(t, new)?;
+    }
     if scope == Scope::Status {
         let causes = status_rules::check_status_update(&t.info, old, new);
         if !causes.is_empty() {
@@ -470,6 +473,59 @@ fn decode_and_validate(
         }
     }
     Ok(decoded)
+}
+
+/// A CRD's spec update, as the real server's CRD strategy and validation treat it: the new
+/// storage version joins `status.storedVersions`, and every stored version must stay in
+/// `spec.versions` (422 otherwise: objects may still be stored in it).
+fn crd_stored_versions(t: &Target, new: &mut Value) -> Result<(), ApiError> {
+    if t.info.custom
+        || (t.info.group.as_str(), t.info.kind.as_str())
+            != ("apiextensions.k8s.io", "CustomResourceDefinition")
+    {
+        return Ok(());
+    }
+    let versions: Vec<Value> = new
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let names: Vec<&Value> = versions.iter().map(|v| &v["name"]).collect();
+    let Some(stored) = new
+        .pointer_mut("/status/storedVersions")
+        .and_then(Value::as_array_mut)
+    else {
+        return Ok(());
+    };
+    if let Some(storage) = versions.iter().find(|v| v["storage"] == true)
+        && !stored.contains(&storage["name"])
+    {
+        stored.push(storage["name"].clone());
+    }
+    let causes: Vec<Cause> = stored
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !names.contains(s))
+        .map(|(i, s)| {
+            let v = s.as_str().unwrap_or_default();
+            Cause::invalid(
+                &format!("status.storedVersions[{i}]"),
+                s,
+                &format!(
+                    "missing from spec.versions; {v} was previously a storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted in {v} and removes {v} from status.storedVersions"
+                ),
+            )
+        })
+        .collect();
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        &t.info.group,
+        &t.info.kind,
+        &t.name,
+        causes,
+    ))
 }
 
 /// One more generation when what the generation covers changed (`decoded`: the request before
