@@ -617,3 +617,42 @@ async fn discovery_serves_the_builtin_kinds_with_their_scope() {
         "Deployment subresources: {subs:?}"
     );
 }
+
+/// A CRD update keeps every stored version: a new storage version joins
+/// `status.storedVersions`, and an update that drops a stored version from `spec.versions` is
+/// refused (422: objects may still be stored in it).
+#[tokio::test]
+async fn a_crd_update_keeps_every_stored_version() {
+    let tc = cluster().await;
+    let crd = TestCrd::new("Sprocket", false, false);
+    crd.install(&tc).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(tc.client.clone());
+    let mut live = crds.get(&crd.name).await.expect("CRD");
+    let mut v2 = live.spec.versions[0].clone();
+    v2.name = "v2".into();
+    live.spec.versions[0].storage = false;
+    live.spec.versions.push(v2);
+    let live = crds
+        .replace(&crd.name, &pp(), &live)
+        .await
+        .expect("v2 stored next to v1");
+    let stored = live.status.as_ref().and_then(|s| s.stored_versions.clone());
+    assert_eq!(stored, Some(vec!["v1".to_owned(), "v2".to_owned()]));
+
+    let mut dropped = live.clone();
+    dropped.spec.versions.remove(0);
+    let status = api_error(
+        crds.replace(&crd.name, &pp(), &dropped).await,
+        "drop the stored v1",
+    );
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(
+        status.message.contains(
+            "status.storedVersions[0]: Invalid value: \"v1\": missing from spec.versions; v1 was previously a storage version"
+        ),
+        "{}",
+        status.message
+    );
+    let now = crds.get(&crd.name).await.expect("CRD");
+    assert_eq!(now.spec.versions.len(), 2, "unchanged");
+}
