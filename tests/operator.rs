@@ -39,6 +39,8 @@ mod common;
 
 #[path = "operator/capabilities.rs"]
 mod capabilities;
+#[path = "operator/preflight.rs"]
+mod preflight;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

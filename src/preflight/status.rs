@@ -42,7 +42,11 @@ const MAX_MESSAGE: usize = 32768;
 pub fn condition(a: &Assessment) -> Condition {
     let target = target_text(a);
     let stopping: Vec<&str> = a.unaccepted().iter().map(|r| r.name).collect();
-    let accepted: Vec<&str> = a.applying().filter(|r| r.accepted).map(|r| r.name).collect();
+    let accepted: Vec<&str> = a
+        .applying()
+        .filter(|r| r.accepted)
+        .map(|r| r.name)
+        .collect();
     let (status, reason, message) = match (stopping.is_empty(), accepted.is_empty()) {
         (true, true) => (
             ConditionStatus::True,
@@ -111,7 +115,11 @@ pub async fn write(
 
 /// `old` status with `a` in it (pure).
 pub fn with_assessment(old: &Value, a: &Assessment, now: jiff::Timestamp) -> Value {
-    let mut status = if old.is_object() { old.clone() } else { json!({}) };
+    let mut status = if old.is_object() {
+        old.clone()
+    } else {
+        json!({})
+    };
     let time = now.to_string();
     let before_risks = list(old, "conditionalUpdateRisks");
     let mut risks: Vec<Value> = before_risks
@@ -160,9 +168,14 @@ pub fn with_assessment(old: &Value, a: &Assessment, now: jiff::Timestamp) -> Val
 /// After an update service replaced `conditionalUpdates` (`new`, from `old`): the preflight's
 /// part of the target's entry is put back (pure).
 pub fn carry_over(old: &Value, new: &mut Value) {
+    // The preflight's entries name its risks in `riskNames`, and in `risks` (which a
+    // ClusterVersion CRD without `riskNames`, OpenShift's Default one, keeps).
     let kept: Vec<Value> = list(old, "conditionalUpdates")
         .into_iter()
-        .filter(|e| names(e, "riskNames").iter().any(|n| ours(Some(&json!(n)))))
+        .filter(|e| {
+            names(e, "riskNames").iter().any(|n| ours(Some(&json!(n))))
+                || list(e, "risks").iter().any(|r| ours(r.get("name")))
+        })
         .collect();
     if kept.is_empty() {
         return;
@@ -186,12 +199,17 @@ fn only_ours(entry: &Value) -> Value {
         .into_iter()
         .filter(|r| ours(r.get("name")))
         .collect();
-    e["riskNames"] = json!(
-        names(entry, "riskNames")
-            .into_iter()
-            .filter(|n| ours(Some(&json!(n))))
-            .collect::<Vec<_>>()
-    );
+    let risk_names: Vec<String> = names(entry, "riskNames")
+        .into_iter()
+        .filter(|n| ours(Some(&json!(n))))
+        .collect();
+    // None (pruned by the CRD): none written, as OpenShift's schema wants at least one.
+    match e.as_object_mut() {
+        Some(o) if risk_names.is_empty() => {
+            o.remove("riskNames");
+        }
+        _ => e["riskNames"] = json!(risk_names),
+    }
     e["risks"] = Value::Array(risks);
     e
 }
@@ -237,7 +255,13 @@ fn merge_entry(updates: &mut Vec<Value>, mut ours_entry: Value, time: &str) {
         .and_then(Value::as_str)
         != Some("True");
     existing["risks"] = Value::Array(risks);
-    existing["riskNames"] = json!(risk_names);
+    if risk_names.is_empty() {
+        if let Some(o) = existing.as_object_mut() {
+            o.remove("riskNames");
+        }
+    } else {
+        existing["riskNames"] = json!(risk_names);
+    }
     if !others_say_no || ours_say_no {
         existing["conditions"] = ours_entry["conditions"].clone();
         keep_time(existing, Some(&before), time);
@@ -273,7 +297,11 @@ fn recommended(a: &Assessment) -> Value {
             "AllExposedRisksAccepted".to_owned(),
             format!(
                 "The update is recommended, because every risk that applies is accepted: {}.",
-                applying.iter().map(|r| r.name).collect::<Vec<_>>().join(",")
+                applying
+                    .iter()
+                    .map(|r| r.name)
+                    .collect::<Vec<_>>()
+                    .join(",")
             ),
         )
     } else {
@@ -407,14 +435,36 @@ mod tests {
         assert_eq!(risks[2]["conditions"][0]["status"], "False");
         let entry = &s["conditionalUpdates"][0];
         assert_eq!(entry["release"]["image"], "r.example/rel@sha256:16");
-        assert_eq!(entry["riskNames"].as_array().unwrap().len(), CATALOGUE.len());
         assert_eq!(
-            (&entry["conditions"][0]["status"], &entry["conditions"][0]["reason"]),
-            (&json!("False"), &json!("MinorUpdateWhileDeletionInProgress"))
+            entry["riskNames"].as_array().unwrap().len(),
+            CATALOGUE.len()
         );
-        let c = s["conditions"].as_array().unwrap().iter().find(|c| c["type"] == CONDITION).unwrap();
-        assert_eq!((&c["status"], &c["reason"]), (&json!("False"), &json!(NOT_ACCEPTED)));
-        assert!(c["message"].as_str().unwrap().ends_with("not accepted: MinorUpdateWhileDeletionInProgress."));
+        assert_eq!(
+            (
+                &entry["conditions"][0]["status"],
+                &entry["conditions"][0]["reason"]
+            ),
+            (
+                &json!("False"),
+                &json!("MinorUpdateWhileDeletionInProgress")
+            )
+        );
+        let c = s["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == CONDITION)
+            .unwrap();
+        assert_eq!(
+            (&c["status"], &c["reason"]),
+            (&json!("False"), &json!(NOT_ACCEPTED))
+        );
+        assert!(
+            c["message"]
+                .as_str()
+                .unwrap()
+                .ends_with("not accepted: MinorUpdateWhileDeletionInProgress.")
+        );
         // The same preflight later writes nothing new.
         assert_eq!(with_assessment(&s, &a, t(2)), s);
         // Accepted: recommended, and the condition turns True.
@@ -424,9 +474,20 @@ mod tests {
         );
         let s2 = with_assessment(&s, &accepted, t(3));
         assert_eq!(s2["conditionalUpdates"].as_array().unwrap().len(), 1);
-        assert_eq!(s2["conditionalUpdates"][0]["conditions"][0]["reason"], "AllExposedRisksAccepted");
-        let c = s2["conditions"].as_array().unwrap().iter().find(|c| c["type"] == CONDITION).unwrap();
-        assert_eq!((&c["status"], &c["reason"]), (&json!("True"), &json!(ALL_ACCEPTED)));
+        assert_eq!(
+            s2["conditionalUpdates"][0]["conditions"][0]["reason"],
+            "AllExposedRisksAccepted"
+        );
+        let c = s2["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == CONDITION)
+            .unwrap();
+        assert_eq!(
+            (&c["status"], &c["reason"]),
+            (&json!("True"), &json!(ALL_ACCEPTED))
+        );
     }
 
     #[test]
@@ -442,7 +503,10 @@ mod tests {
         carry_over(&s, &mut replaced);
         let entry = &replaced["conditionalUpdates"][0];
         assert_eq!(replaced["conditionalUpdates"].as_array().unwrap().len(), 1);
-        assert_eq!(entry["risks"].as_array().unwrap().len(), 1 + CATALOGUE.len());
+        assert_eq!(
+            entry["risks"].as_array().unwrap().len(),
+            1 + CATALOGUE.len()
+        );
         assert_eq!(entry["risks"][0]["name"], "Slow");
         // The service's doubt stands: cvo's checks passing do not make it recommended.
         assert_eq!(entry["conditions"][0]["status"], "Unknown");
@@ -454,9 +518,28 @@ mod tests {
     }
 
     #[test]
+    fn the_preflights_entry_is_carried_over_where_the_crd_prunes_risk_names() {
+        // OpenShift's Default ClusterVersion CRD has no riskNames, nor risks' conditions.
+        let mut s = with_assessment(&json!({}), &assessment(&[], &[]), t(1));
+        let entry = &mut s["conditionalUpdates"][0];
+        entry.as_object_mut().unwrap().remove("riskNames");
+        for r in entry["risks"].as_array_mut().unwrap() {
+            r.as_object_mut().unwrap().remove("conditions");
+        }
+        let mut cleared = s.clone();
+        cleared["conditionalUpdates"] = json!([]);
+        carry_over(&s, &mut cleared);
+        assert_eq!(cleared["conditionalUpdates"], s["conditionalUpdates"]);
+        assert!(cleared["conditionalUpdates"][0].get("riskNames").is_none());
+    }
+
+    #[test]
     fn a_preflight_that_cannot_run_is_unknown_and_long_messages_are_cut() {
         let c = failed("1.6.0 (img)", &"x".repeat(100_000));
-        assert_eq!((c.status, c.reason.as_str()), (ConditionStatus::Unknown, FAILED));
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (ConditionStatus::Unknown, FAILED)
+        );
         assert!(c.message.len() <= MAX_MESSAGE);
     }
 }

@@ -16,9 +16,11 @@ use super::{TestCluster, TestCrd};
 pub const CV_CRD_FILE: &str = "0000_00_cluster-version-operator_01_clusterversions.crd.yaml";
 /// The example's ClusterOperator CRD file (and OpenShift's payload's name for it).
 pub const CO_CRD_FILE: &str = "0000_00_cluster-version-operator_01_clusteroperators.crd.yaml";
-/// The OpenShift ClusterVersion CRD in the corpus (feature set Default).
-const OPENSHIFT_CV_CRD: &str =
-    "0000_00_cluster-version-operator_01_clusterversions-Default.crd.yaml";
+/// The OpenShift ClusterVersion CRD in the corpus for a feature set (`Default` or
+/// `DevPreviewNoUpgrade`, the variants the corpus holds).
+fn openshift_cv_crd(feature_set: &str) -> String {
+    format!("0000_00_cluster-version-operator_01_clusterversions-{feature_set}.crd.yaml")
+}
 
 /// manifests-example in the repository.
 pub fn dir() -> PathBuf {
@@ -109,6 +111,16 @@ pub async fn remove_guard(tc: &TestCluster) {
 /// in place of the example's. The test fails without the corpus: it is
 /// `#[ignore = "needs the shared OpenShift corpus …"]`.
 pub fn with_openshift_crds(dest: &Path, version: &str, previous: &str) {
+    with_openshift_crds_of(dest, version, previous, "Default");
+}
+
+/// [`with_openshift_crds`] with the ClusterVersion CRD of OpenShift's feature set
+/// `feature_set`: `Default`, or `DevPreviewNoUpgrade` (the one with `spec.desiredUpdate.mode`
+/// and `acceptRisks`, `status.conditionalUpdateRisks` and `conditionalUpdates[].riskNames`:
+/// feature gates ClusterUpdatePreflight and ClusterUpdateAcceptRisks). The CRD keeps its
+/// `release.openshift.io/feature-set` annotation, so the release is read with `--feature-set
+/// FEATURE_SET` (the default `Default` leaves the DevPreviewNoUpgrade CRD out).
+pub fn with_openshift_crds_of(dest: &Path, version: &str, previous: &str, feature_set: &str) {
     let corpus = super::needs::corpus("openshift-api");
     std::fs::create_dir_all(dest).expect("release directory");
     for entry in std::fs::read_dir(dir()).expect("manifests-example") {
@@ -117,7 +129,11 @@ pub fn with_openshift_crds(dest: &Path, version: &str, previous: &str) {
             std::fs::copy(&path, dest.join(path.file_name().expect("name"))).expect("copy");
         }
     }
-    std::fs::copy(corpus.join(OPENSHIFT_CV_CRD), dest.join(CV_CRD_FILE)).expect("CV CRD");
+    std::fs::copy(
+        corpus.join(openshift_cv_crd(feature_set)),
+        dest.join(CV_CRD_FILE),
+    )
+    .expect("CV CRD");
     std::fs::copy(corpus.join(CO_CRD_FILE), dest.join(CO_CRD_FILE)).expect("CO CRD");
     std::fs::write(
         dest.join("release-metadata"),

@@ -118,6 +118,23 @@ impl Lists<'_> {
     }
 }
 
+impl Lists<'_> {
+    /// The object at `path` is merged and owned as a whole (kube's `+structType=atomic`): a
+    /// CRD version's `schema.openAPIV3Schema` (a `JSONSchemaProps`), so that an apply of a
+    /// new schema leaves nothing of another manager's old one. Only for built-in kinds.
+    pub fn atomic(&self, path: &[Pe]) -> bool {
+        // The merge walks list items without their key (`k:`), field collection with it.
+        let fields: Vec<&str> = path
+            .iter()
+            .filter_map(|pe| match pe {
+                Pe::Field(f) => Some(f.as_str()),
+                _ => None,
+            })
+            .collect();
+        self.schema.is_none() && fields == ["spec", "versions", "schema", "openAPIV3Schema"]
+    }
+}
+
 fn heuristic(path: &[Pe], items: &[Value]) -> ListKind {
     if path == [Pe::Field("metadata".into()), Pe::Field("finalizers".into())]
         && items.iter().all(Value::is_string)
@@ -181,7 +198,7 @@ fn same_key(a: &Value, b: &Value, keys: &[String]) -> bool {
 
 fn collect(v: &Value, path: &mut Path, out: &mut FieldSet, lists: &Lists<'_>) {
     match v {
-        Value::Object(m) if !m.is_empty() => {
+        Value::Object(m) if !m.is_empty() && !lists.atomic(path) => {
             for (k, c) in m {
                 path.push(Pe::Field(k.clone()));
                 collect(c, path, out, lists);
@@ -383,7 +400,7 @@ pub fn remove_at(obj: &mut Value, path: &[Pe]) {
 /// lists by union, everything else replaced.
 pub fn merge_applied(live: &mut Value, applied: &Value, path: &mut Path, lists: &Lists<'_>) {
     match (live, applied) {
-        (Value::Object(l), Value::Object(a)) => {
+        (Value::Object(l), Value::Object(a)) if !lists.atomic(path) => {
             for (k, av) in a {
                 path.push(Pe::Field(k.clone()));
                 match l.get_mut(k) {
@@ -863,6 +880,40 @@ mod tests {
         let before = upd.clone();
         adopt_unmanaged(&mut upd, "v1", Scope::Whole, "t2", &lists);
         assert_eq!(upd, before);
+    }
+
+    #[test]
+    fn a_crd_schema_is_applied_as_a_whole_over_another_managers() {
+        let crd = |schema: Value| {
+            json!({"apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition", "metadata": {"name": "xs.example.com"},
+            "spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": schema}}]}})
+        };
+        let loose = json!({"type": "object", "properties": {
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}});
+        let strict = json!({"type": "object", "properties": {
+            "status": {"type": "object", "properties": {"a": {"type": "string"}}}}});
+        let mut live = crd(json!({}));
+        live["metadata"]["uid"] = json!("u");
+        let first = apply(&live, &req(&crd(strict.clone()), "cvo", false)).unwrap();
+        // Another manager replaces the schema (a test putting its stand-in back).
+        let mut replaced = first.clone();
+        replaced["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = loose;
+        let lists = Lists::default();
+        track_update(
+            Some(&first),
+            &mut replaced,
+            "test",
+            "apiextensions.k8s.io/v1",
+            Scope::Whole,
+            "t2",
+            &lists,
+        );
+        let again = apply(&replaced, &req(&crd(strict.clone()), "cvo", true)).unwrap();
+        assert_eq!(
+            again["spec"]["versions"][0]["schema"]["openAPIV3Schema"], strict,
+            "nothing of the other schema is left (kube: JSONSchemaProps is atomic)"
+        );
     }
 
     #[test]
