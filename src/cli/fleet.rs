@@ -931,7 +931,13 @@ async fn preflight(
             print_stdout(&text)?;
             last = text;
         }
-        if !args.watch || pf.exit() != Exit::InProgress {
+        // Until every cluster has answered: a first bad answer (exit code 1) does not end it.
+        let waiting = pf.problems.is_empty()
+            && pf
+                .clusters
+                .iter()
+                .any(|c| c.verdict == fleet_preflight::Verdict::NotReported);
+        if !args.watch || !waiting {
             return Ok(pf.exit());
         }
         tokio::time::sleep(WATCH_INTERVAL).await;
@@ -1251,6 +1257,84 @@ mod tests {
             1000 + 7,
             "every cluster"
         );
+    }
+
+    #[test]
+    fn a_preflight_shows_the_waves_and_the_clusters_that_need_a_look_first() {
+        use crate::fleet::preflight::{
+            ClusterPreflight, RiskState, Verdict, WaveCounts, WavePreflight,
+        };
+        use crate::fleet::status::Wave;
+        let wave = |index: u32, name: &str| Wave {
+            index,
+            name: name.to_owned(),
+        };
+        let stuck = Answer::Assessed {
+            risks: vec![RiskState {
+                name: "MinorUpdateWhileDeletionInProgress".to_owned(),
+                applies: "True".to_owned(),
+                accepted: false,
+                message: Some("ConfigMap fleet-stuck/held is still being deleted".to_owned()),
+            }],
+        };
+        let pf = FleetPreflight {
+            placement: "fleet/waves".to_owned(),
+            preflight: "fleet/cvo-preflight-waves".to_owned(),
+            version: "1.6.0".to_owned(),
+            image: "r@sha256:ab".to_owned(),
+            accept_risks: Vec::new(),
+            waves: vec![
+                WavePreflight {
+                    wave: wave(0, "canary"),
+                    clusters: vec!["c1".to_owned()],
+                    counts: WaveCounts {
+                        not_accepted: 1,
+                        ..WaveCounts::default()
+                    },
+                },
+                WavePreflight {
+                    wave: wave(1, "rest"),
+                    clusters: vec!["c0".to_owned()],
+                    counts: WaveCounts {
+                        clean: 1,
+                        ..WaveCounts::default()
+                    },
+                },
+            ],
+            clusters: vec![
+                ClusterPreflight {
+                    name: "c0".to_owned(),
+                    wave: wave(1, "rest"),
+                    reachable: Reachability::Reachable,
+                    verdict: Verdict::Clean,
+                    answer: Answer::Assessed { risks: Vec::new() },
+                },
+                ClusterPreflight {
+                    name: "c1".to_owned(),
+                    wave: wave(0, "canary"),
+                    reachable: Reachability::Reachable,
+                    verdict: Verdict::NotAccepted,
+                    answer: stuck,
+                },
+            ],
+            problems: Vec::new(),
+        };
+        let text = preflight_text(&pf, false);
+        assert!(
+            text.starts_with("preflight fleet/cvo-preflight-waves: 1.6.0 (r@sha256:ab) on Placement fleet/waves: risks not accepted on 1 cluster(s)\n"),
+            "{text}"
+        );
+        assert!(text.contains("1 of 2 cluster(s) need a look"), "{text}");
+        assert!(
+            text.contains("c1       0 (canary)  yes        risks not accepted  MinorUpdateWhileDeletionInProgress (not accepted): ConfigMap fleet-stuck/held is still being deleted"),
+            "{text}"
+        );
+        assert!(!text.contains("c0 "), "{text}");
+        // --all: every cluster, those that need a look first.
+        let all = preflight_text(&pf, true);
+        let c1 = all.find("\nc1 ").expect("c1");
+        let c0 = all.find("\nc0 ").expect("c0");
+        assert!(c1 < c0, "{all}");
     }
 
     #[test]

@@ -629,16 +629,32 @@ pub fn rollout_in_the_way(fleet: &FleetStatus) -> Result<Option<String>, String>
     ))
 }
 
-/// Deletes the set `namespace/name` (its works orphan what they applied); `false` when it was
-/// not there.
+/// How long a deleted set may take to go: OCM's work controller removes its finalizer once it
+/// has deleted the set's ManifestWorks.
+pub const DELETE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Why a set could not be deleted.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteError {
+    #[error("{0}")]
+    Request(RequestError),
+    #[error(
+        "ManifestWorkReplicaSet {0} is still being deleted after {1:?}: OCM's hub work controller removes its finalizer once it deleted the set's ManifestWorks (is it running?); run the command again once the set is gone"
+    )]
+    Stuck(String, std::time::Duration),
+}
+
+/// Deletes the set `namespace/name` (its works orphan what they applied) and waits, by watch,
+/// until it is gone — a set written again while it is being deleted would go with it. `false`
+/// when it was not there.
 pub async fn delete_set(
     client: &kube::Client,
     namespace: &str,
     name: &str,
-) -> Result<bool, RequestError> {
+) -> Result<bool, DeleteError> {
     let api = super::sets(client, namespace);
     let params = DeleteParams::default();
-    RetryPolicy::default()
+    let deleted = RetryPolicy::default()
         .run(|| api.delete(name, &params))
         .await
         .map(|_| true)
@@ -646,7 +662,11 @@ pub async fn delete_set(
             RequestError::Kube(kube::Error::Api(s)) if s.code == 404 => Ok(false),
             e => Err((e, n)),
         })
-        .map_err(|(e, _)| e)
+        .map_err(|(e, _)| DeleteError::Request(e))?;
+    crate::cluster::wait::until(&api, name, |o| o.is_none(), DELETE_TIMEOUT)
+        .await
+        .map_err(|_| DeleteError::Stuck(format!("{namespace}/{name}"), DELETE_TIMEOUT))?;
+    Ok(deleted)
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ crate::steps! {
     a_rollout_resumes_after_its_agent_and_the_hub_work_controller_were_down needs [an_unreachable_cluster_is_named];
     a_set_naming_another_object_is_not_applied_and_status_says_why needs [a_rollout_resumes_after_its_agent_and_the_hub_work_controller_were_down];
     a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_restarts needs [a_set_naming_another_object_is_not_applied_and_status_says_why];
+    preflight_names_the_cluster_with_a_stuck_deletion_and_rollout_refuses_until_it_finishes needs [a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_restarts];
     install_refuses_a_cluster_whose_cluster_version_openshift_manages needs [observe_reports_each_clusters_cluster_version];
     the_operator_pod_fleet_install_puts_on_a_node_updates_and_refuses_an_unsigned_release needs [];
     uninstall_removes_the_operator_and_keeps_the_cluster_version needs [install_puts_the_operator_and_the_executor_on_every_cluster];
@@ -163,6 +164,89 @@ async fn rollout(
     common::run_cvo(&fleet.hub, &args).await
 }
 
+/// The risk a release whose ConfigMap goes to a namespace a cluster lacks has there: the
+/// cluster's API server refuses the manifest in its preflight's dry run.
+const REJECTED: &str = "ManifestRejectedByServer";
+
+/// `cvo fleet preflight --placement PLACEMENT --release REFERENCE -o json EXTRA…`, run until
+/// every cluster has answered (exit code 1 comes as soon as one answered badly); the
+/// preflight and the exit code (checked against `exitCode`).
+async fn preflight_answered(
+    fleet: &Fleet,
+    placement: &str,
+    reference: &str,
+    extra: &[&str],
+) -> (Value, i32) {
+    common::poll_until(
+        &format!("every cluster of {placement} answering the preflight of {reference}"),
+        DEADLINE,
+        || async {
+            let mut args = vec![
+                "fleet",
+                "preflight",
+                "--placement",
+                placement,
+                "--release",
+                reference,
+                "-o",
+                "json",
+            ];
+            args.extend(extra);
+            let (code, stdout, stderr) = common::run_cvo(&fleet.hub, &args).await;
+            let v: Value = serde_json::from_str(&stdout).map_err(|e| {
+                format!("preflight -o json (exit code {code}): {e}\n{stdout}\n{stderr}")
+            })?;
+            assert_eq!(v["exitCode"], code, "{stdout}");
+            let waiting = v["preflight"]["clusters"]
+                .as_array()
+                .is_none_or(|cs| cs.iter().any(|c| c["verdict"] == "not-reported"));
+            if code == 3 || waiting {
+                Err(format!("{:#}", v["preflight"]))
+            } else {
+                Ok((v["preflight"].clone(), code))
+            }
+        },
+    )
+    .await
+}
+
+/// [`preflight_answered`] on `fleet/waves`, verifying with the test key.
+async fn preflight(fleet: &Fleet, reference: &str, extra: &[&str]) -> (Value, i32) {
+    let key = key("p256.pub");
+    let cache = fleet.work.path().join("cache");
+    let cache = cache.to_str().expect("utf-8");
+    let mut args = vec!["--verify-key", &key, "--cache-dir", cache];
+    args.extend(extra);
+    preflight_answered(fleet, PLACEMENT, reference, &args).await
+}
+
+/// The preflight's cluster `name`.
+fn answered<'a>(pf: &'a Value, name: &str) -> &'a Value {
+    pf["clusters"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("no cluster {name} in {pf:#}"))
+}
+
+/// The names of the risks that apply to cluster `name` of preflight `pf`.
+fn risks_of(pf: &Value, name: &str) -> Vec<String> {
+    answered(pf, name)["answer"]["risks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The preflight set on the hub, if written.
+async fn preflight_set(fleet: &Fleet) -> Option<Value> {
+    sets(fleet)
+        .get_opt("cvo-preflight-waves")
+        .await
+        .expect("get the preflight set")
+        .map(|o| serde_json::to_value(o).expect("json"))
+}
+
 /// `cvo fleet status -o json`: the status and its exit code (checked against `exitCode`).
 async fn status(fleet: &Fleet) -> (Value, i32) {
     let (code, stdout, stderr) = common::run_cvo(
@@ -269,6 +353,18 @@ fn assert_started_after_completed(later: &Value, earlier: &Value) {
         time(&l["startedTime"]) >= time(&e["completionTime"]),
         "started before the earlier wave completed: {l:#} {e:#}"
     );
+}
+
+/// The version ClusterVersion `v` asks to update to: `spec.desiredUpdate.version`, unless the
+/// request is a preflight's (`mode: Preflight`, kept on a cluster of a later wave from the
+/// preflight before the rollout, which updates nothing).
+fn asked_update(v: &Value) -> Value {
+    let update = &v["spec"]["desiredUpdate"];
+    if update["mode"] == "Preflight" {
+        Value::Null
+    } else {
+        update["version"].clone()
+    }
 }
 
 fn completed(v: &Value, version: &str) -> bool {
@@ -547,15 +643,86 @@ async fn a_failing_canary_holds_the_next_wave_until_it_completes(fleet: &Fleet) 
         create_namespace(c, "cvo-ops").await;
     }
     let operators = operators(fleet, &r100);
+    // Without a preflight the canary's answer is missing: refused, nothing written.
     let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
+    assert_eq!(code, 4, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("c1: no answer to the preflight of this release")
+            && stdout.contains("cvo fleet preflight --placement fleet/waves"),
+        "{stdout}"
+    );
+    assert!(
+        rollout_set(fleet).await.is_none(),
+        "a rollout set was written"
+    );
+    // Every cluster asked at once: the canary's API server refuses the gated ConfigMap in its
+    // dry run (no namespace fleet-gate there); c2 is clean.
+    let (pf, code) = preflight(fleet, &reference, &[]).await;
+    assert_eq!(code, 1, "{pf:#}");
+    assert_eq!(risks_of(&pf, "c1"), [REJECTED], "{pf:#}");
+    assert_eq!(answered(&pf, "c1")["verdict"], "not-accepted", "{pf:#}");
+    assert_eq!(answered(&pf, "c2")["verdict"], "clean", "{pf:#}");
+    let (code, text, stderr) = common::run_cvo(
+        &fleet.hub,
+        &[
+            "fleet",
+            "preflight",
+            "--placement",
+            PLACEMENT,
+            "--release",
+            &reference,
+            "--verify-key",
+            &key("p256.pub"),
+            "--cache-dir",
+            fleet.work.path().join("cache").to_str().expect("utf-8"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{text}\n{stderr}");
+    assert!(stderr.contains("cvo-preflight-waves unchanged"), "{stderr}");
+    assert!(
+        text.contains("1 of 2 cluster(s) need a look")
+            && text.contains("ManifestRejectedByServer (not accepted)"),
+        "{text}"
+    );
+    fleet
+        .transcript
+        .note("every cluster asked at once; the same command again once both answered");
+    fleet.transcript.record(
+        &format!(
+            "cvo fleet preflight --placement fleet/waves --release {} --verify-key p256.pub          # exit code 1",
+            crate::walkthrough::stable(&reference)
+        ),
+        &format!("{stderr}{text}"),
+    );
+    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
+    assert_eq!(code, 4, "{stdout}\n{stderr}");
+    assert!(
+        stdout
+            .contains("c1: preflight risks apply that are not accepted: ManifestRejectedByServer"),
+        "{stdout}"
+    );
+    // Accepted: the canary's operator applies the release anyway, and fails on it.
+    let accept = ["--accept-risks", REJECTED];
+    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &accept).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(
         stdout.contains("ManifestWorkReplicaSet fleet/cvo-rollout-waves created"),
         "{stdout}"
     );
+    assert!(stderr.contains("cvo-preflight-waves deleted"), "{stderr}");
+    assert!(
+        preflight_set(fleet).await.is_none(),
+        "the preflight set is left"
+    );
+    let set = rollout_set(fleet).await.expect("the rollout set");
+    assert_eq!(
+        set["spec"]["manifestWorkTemplate"]["workload"]["manifests"][0]["spec"]["desiredUpdate"]["acceptRisks"],
+        json!([{"name": REJECTED}])
+    );
     fleet.transcript.record(
         &format!(
-            "cvo fleet rollout --placement fleet/waves --release {} --verify-key p256.pub",
+            "cvo fleet rollout --placement fleet/waves --release {} --verify-key p256.pub --accept-risks ManifestRejectedByServer",
             crate::walkthrough::stable(&reference)
         ),
         &format!("{stderr}{stdout}"),
@@ -582,7 +749,7 @@ async fn a_failing_canary_holds_the_next_wave_until_it_completes(fleet: &Fleet) 
     );
     let c2 = cv(fleet.cluster("c2")).await.expect("ClusterVersion");
     assert!(
-        c2["spec"]["desiredUpdate"].is_null(),
+        asked_update(&c2).is_null(),
         "the next wave was asked: {:#}",
         c2["spec"]
     );
@@ -620,8 +787,20 @@ async fn a_failing_canary_holds_the_next_wave_until_it_completes(fleet: &Fleet) 
     .await;
     assert_eq!(code, 0, "{text}");
     assert!(text.contains(": done"), "{text}");
-    // The same release again changes nothing.
-    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
+    // c1's ClusterVersion: the accepted risk, and no preflight mode (the rollout's apply,
+    // with the same field manager, removed it).
+    let c1 = cv(fleet.cluster("c1")).await.expect("cv");
+    assert_eq!(
+        c1["spec"]["desiredUpdate"]["acceptRisks"],
+        json!([{"name": REJECTED}])
+    );
+    assert!(
+        c1["spec"]["desiredUpdate"]["mode"].is_null(),
+        "{:#}",
+        c1["spec"]
+    );
+    // The same release again changes nothing (no preflight needed: the rollout is this one).
+    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &accept).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(
         stdout.contains("fleet/cvo-rollout-waves unchanged"),
@@ -667,6 +846,8 @@ async fn a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch(fleet: &Fleet)
     let written_version = || async {
         rollout_set(fleet).await.expect("the rollout set")["metadata"]["annotations"]["fleet.cvo.io/version"].clone()
     };
+    // No operator runs here, so no cluster answers a preflight: the canary c1 is refused for
+    // that alone, c2 for its stuck deletion too.
     for extra in [&[][..], &["--dry-run"][..]] {
         let (code, stdout, stderr) = rollout(fleet, &minor, "p256.pub", extra).await;
         assert_eq!(code, 4, "{stdout}\n{stderr}");
@@ -675,16 +856,18 @@ async fn a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch(fleet: &Fleet)
             "{stdout}"
         );
         assert!(
-            !stdout.contains("c1:"),
+            stdout.contains("c1: no answer to the preflight of this release"),
             "c1 has no stuck deletion: {stdout}"
         );
         assert_eq!(written_version().await, "1.1.0", "nothing written");
     }
     let (code, stdout, stderr) = rollout(fleet, &patch, "p256.pub", &["--dry-run"]).await;
-    assert_eq!(code, 0, "a patch update goes ahead: {stdout}\n{stderr}");
+    assert_eq!(code, 4, "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("dry run: nothing written") && !stdout.contains("refused"),
-        "{stdout}"
+        stdout.contains("refused on 1 cluster(s)")
+            && stdout.contains("c1: no answer to the preflight")
+            && !stdout.contains("c2:"),
+        "a patch update goes ahead on c2: {stdout}"
     );
     assert_eq!(written_version().await, "1.1.0", "nothing written");
     // Forced, with a deadline: no operator runs now, so the canary never progresses.
@@ -696,7 +879,7 @@ async fn a_stuck_deletion_refuses_a_minor_rollout_but_not_a_patch(fleet: &Fleet)
     )
     .await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert!(stdout.contains("forced past on 1 cluster(s)"), "{stdout}");
+    assert!(stdout.contains("forced past on 2 cluster(s)"), "{stdout}");
     let set = rollout_set(fleet).await.expect("the rollout set");
     assert_eq!(
         set["metadata"]["annotations"]["fleet.cvo.io/version"],
@@ -790,7 +973,11 @@ async fn a_rollout_resumes_after_its_agent_and_the_hub_work_controller_were_down
     );
     let r130 = release(fleet, "r130", "1.3.0", &[gated(), resume]);
     let reference = push(fleet, &r130, "1.3.0").await;
-    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
+    let (pf, code) = preflight(fleet, &reference, &[]).await;
+    assert_eq!(code, 1, "{pf:#}");
+    assert_eq!(risks_of(&pf, "c1"), [REJECTED], "{pf:#}");
+    let (code, stdout, stderr) =
+        rollout(fleet, &reference, "p256.pub", &["--accept-risks", REJECTED]).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     status_until(fleet, "the canary failing on fleet-resume", |st, _| {
         let c1 = &cluster(st, "c1")["rollout"];
@@ -817,8 +1004,7 @@ async fn a_rollout_resumes_after_its_agent_and_the_hub_work_controller_were_down
     })
     .await;
     assert_eq!(cluster(&st, "c2")["rollout"]["state"], "pending", "{st:#}");
-    let asked =
-        cv(c2).await.expect("c2's ClusterVersion")["spec"]["desiredUpdate"]["version"].clone();
+    let asked = asked_update(&cv(c2).await.expect("c2's ClusterVersion"));
     assert_ne!(
         asked, "1.3.0",
         "c2 asked while the hub's work controller was down"
@@ -882,8 +1068,13 @@ async fn a_set_naming_another_object_is_not_applied_and_status_says_why(fleet: &
         .as_str()
         .expect("release")
         .to_owned();
-    let (code, stdout, stderr) =
-        rollout(fleet, &format!("oci://{reference}"), "p256.pub", &[]).await;
+    let (code, stdout, stderr) = rollout(
+        fleet,
+        &format!("oci://{reference}"),
+        "p256.pub",
+        &["--accept-risks", REJECTED],
+    )
+    .await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(
         stdout.contains("fleet/cvo-rollout-waves configured"),
@@ -891,6 +1082,147 @@ async fn a_set_naming_another_object_is_not_applied_and_status_says_why(fleet: &
     );
     status_until(fleet, "every cluster at 1.3.0 again", |_, code| code == 0).await;
 }
+
+async fn preflight_names_the_cluster_with_a_stuck_deletion_and_rollout_refuses_until_it_finishes(
+    fleet: &Fleet,
+) {
+    let c1 = fleet.cluster("c1");
+    let operators = operators(fleet, &fleet.work.path().join("r100"));
+    // 1.5.2, a patch, deletes ConfigMap fleet-stuck/held; on the canary c1 a finalizer nobody
+    // removes holds it, so c1's deletion never finishes (Upgradeable=False). c2 has no such
+    // object: its deletion is done at once.
+    create_namespace(c1, "fleet-stuck").await;
+    let held: ConfigMap = serde_json::from_value(json!({"metadata": {
+        "name": "held", "namespace": "fleet-stuck", "finalizers": [common::TEST_FINALIZER],
+    }}))
+    .expect("cm");
+    let cms = Api::<ConfigMap>::namespaced(c1.client.clone(), "fleet-stuck");
+    cms.create(&PostParams::default(), &held)
+        .await
+        .expect("create held");
+    let delete = (
+        "0000_70_stuck_00_cm.delete.yaml",
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: fleet-stuck\n{PROFILE}    release.openshift.io/delete: \"true\"\n"
+        ),
+    );
+    let r152 = push(fleet, &release(fleet, "r152", "1.5.2", &[delete]), "1.5.2").await;
+    let (pf, code) = preflight(fleet, &r152, &[]).await;
+    assert_eq!(code, 0, "1.5.2 is clean everywhere: {pf:#}");
+    let (code, stdout, stderr) = rollout(fleet, &r152, "p256.pub", &[]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    status_until(
+        fleet,
+        "every cluster at 1.5.2, c1 not Upgradeable (its deletion held)",
+        |st, code| {
+            code == 0
+                && cluster(st, "c1")["report"]["conditions"]["Upgradeable"]["status"] == "False"
+        },
+    )
+    .await;
+    // The preflight of 1.6.0, a minor update: c1 is named with the risk, c2 is clean. The
+    // done rollout of 1.5.2 makes way.
+    let r160 = push(fleet, &release(fleet, "r160", "1.6.0", &[]), "1.6.0").await;
+    let (pf, code) = preflight(fleet, &r160, &[]).await;
+    assert_eq!(code, 1, "risks not accepted: {pf:#}");
+    assert!(
+        rollout_set(fleet).await.is_none(),
+        "the done rollout is left"
+    );
+    assert_eq!(risks_of(&pf, "c1"), [STUCK], "{pf:#}");
+    let risk = &answered(&pf, "c1")["answer"]["risks"][0];
+    assert_eq!(risk["applies"], "True", "{pf:#}");
+    assert_eq!(risk["accepted"], false, "{pf:#}");
+    assert!(
+        risk["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("fleet-stuck/held")),
+        "the Applies message, through a nested JSONPath filter: {pf:#}"
+    );
+    assert_eq!(answered(&pf, "c2")["verdict"], "clean", "{pf:#}");
+    assert_eq!(pf["waves"][0]["counts"]["notAccepted"], 1, "{pf:#}");
+    assert_eq!(pf["waves"][1]["counts"]["clean"], 1, "{pf:#}");
+    // The cluster's own word: UpdatePreflight=False on c1, its ClusterVersion asking for a
+    // preflight only (no update started).
+    let v = cv(c1).await.expect("c1's ClusterVersion");
+    assert_eq!(
+        v["spec"]["desiredUpdate"]["mode"], "Preflight",
+        "{:#}",
+        v["spec"]
+    );
+    assert!(completed(&v, "1.5.2"), "{:#}", v["status"]["history"][0]);
+    // The rollout refuses the canary, naming the risk and how to accept it; nothing written.
+    let (code, stdout, stderr) = rollout(fleet, &r160, "p256.pub", &[]).await;
+    assert_eq!(code, 4, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "c1: 1.5.2 → 1.6.0 is a minor/major update and Upgradeable=False"
+        )) && stdout.contains(&format!("`--accept-risks {STUCK}`"))
+            && stdout.contains(
+                "preflight risks apply that are not accepted: MinorUpdateWhileDeletionInProgress"
+            ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("c2:"), "c2 is clean: {stdout}");
+    assert!(
+        rollout_set(fleet).await.is_none(),
+        "a rollout set was written"
+    );
+    // Accepted, it would start (a dry run: nothing written).
+    let (code, stdout, stderr) = rollout(
+        fleet,
+        &r160,
+        "p256.pub",
+        &["--accept-risks", STUCK, "--dry-run"],
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("dry run: nothing written") && !stdout.contains("refused"),
+        "{stdout}"
+    );
+    assert!(
+        preflight_set(fleet).await.is_some(),
+        "a dry run deleted the preflight"
+    );
+    // The deletion finishes (the finalizer let go): c1's next preflight is clean, and the
+    // rollout starts without accepting anything.
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release the finalizer");
+    // An answer is as fresh as the cluster's last pass: its operator checks again at each.
+    common::poll_until(
+        "c1's preflight clean once its deletion finished",
+        DEADLINE,
+        || async {
+            match preflight(fleet, &r160, &[]).await {
+                (pf, 0) if answered(&pf, "c1")["verdict"] == "clean" => Ok(()),
+                (pf, code) => Err(format!("exit code {code}: {pf:#}")),
+            }
+        },
+    )
+    .await;
+    let (code, stdout, stderr) = rollout(fleet, &r160, "p256.pub", &[]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stderr.contains("cvo-preflight-waves deleted"), "{stderr}");
+    status_until(fleet, "every cluster at 1.6.0", |_, code| code == 0).await;
+    let v = cv(c1).await.expect("c1's ClusterVersion");
+    assert!(
+        v["spec"]["desiredUpdate"]["mode"].is_null(),
+        "{:#}",
+        v["spec"]
+    );
+    for o in operators {
+        o.terminate().await;
+    }
+}
+
+/// The risk of a minor update while a deletion the release asked for is unfinished.
+const STUCK: &str = "MinorUpdateWhileDeletionInProgress";
 
 /// A registry credential as `docker login` writes it (for a registry this tier does not use).
 const PULL_SECRET_JSON: &str =
@@ -998,13 +1330,34 @@ async fn rollout_failing_on(
     let text = common::configmap(ns, "settings", PROFILE, &[("gate", "open")]);
     let dir = release(fleet, name, version, &[(&file, text)]);
     let reference = push(fleet, &dir, version).await;
-    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
+    // The preflight names the namespace's absence (the previous rollout, done or aborted,
+    // deleted to make way); the rollout accepts it, and the canary fails on it.
+    let key = key("p256.pub");
+    let cache = fleet.work.path().join("cache");
+    let args = [
+        "fleet",
+        "preflight",
+        "--placement",
+        PLACEMENT,
+        "--release",
+        &reference,
+        "--verify-key",
+        &key,
+        "--cache-dir",
+        cache.to_str().expect("utf-8"),
+    ];
+    let (_, _, made_way) = common::run_cvo(&fleet.hub, &args).await;
+    let (pf, code) = preflight(fleet, &reference, &[]).await;
+    assert_eq!(code, 1, "{pf:#}");
+    assert_eq!(risks_of(&pf, "c1"), [REJECTED], "{pf:#}");
+    let (code, stdout, stderr) =
+        rollout(fleet, &reference, "p256.pub", &["--accept-risks", REJECTED]).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     status_until(fleet, &format!("the canary failing on {ns}"), |st, _| {
         cluster(st, "c1")["rollout"]["state"] == "failed"
     })
     .await;
-    (reference, stderr)
+    (reference, format!("{made_way}{stderr}"))
 }
 
 /// With the rollout stopped (`state`): restarts OCM's hub work controller, waits until it has
@@ -1029,7 +1382,7 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
 ) {
     let (c1, c2) = (fleet.cluster("c1"), fleet.cluster("c2"));
     let operators = operators(fleet, &fleet.work.path().join("r100"));
-    let asked = |v: &Value| v["spec"]["desiredUpdate"]["version"].clone();
+    let asked = asked_update;
 
     // Pause: 1.4.0 waits on c1 for a namespace; paused meanwhile, and OCM's work controller
     // restarted, c1 (asked) completes and c2 is never asked until resumed.
@@ -1077,7 +1430,8 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
         "c2 asked while paused"
     );
     // Written again while paused, the rollout stays paused.
-    let (code, stdout, stderr) = rollout(fleet, &reference, "p256.pub", &[]).await;
+    let (code, stdout, stderr) =
+        rollout(fleet, &reference, "p256.pub", &["--accept-risks", REJECTED]).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stderr.contains("stays paused"), "{stderr}");
     assert_eq!(
@@ -1142,7 +1496,10 @@ async fn a_rollout_is_paused_resumed_aborted_and_a_cluster_retried_across_hub_re
     // controller down, `retry c1` deletes c1's work; back up, the controller writes it anew,
     // and once fixed c1 completes and c2 follows.
     let (_, stderr) = rollout_failing_on(fleet, "r151", "1.5.1", "fleet-retry").await;
-    assert!(stderr.contains("aborted rollout is replaced"), "{stderr}");
+    assert!(
+        stderr.contains("cvo-rollout-waves deleted: its rollout was aborted"),
+        "{stderr}"
+    );
     let before = rollout_works(fleet, "c1").await;
     assert_eq!(before.len(), 1, "{before:?}");
     fault(fleet, &["kill", "hub-work"]);
@@ -1552,7 +1909,17 @@ async fn the_operator_pod_fleet_install_puts_on_a_node_updates_and_refuses_an_un
         }
         args
     };
+    // First the Pod's preflight of it (it pulls and verifies B, and checks the update).
     let args = rollout_args(&signed, true);
+    let (pf, code) = preflight_answered(
+        fleet,
+        PODS,
+        &signed,
+        &args[6..].iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
+    assert_eq!(code, 0, "{pf:#}");
+    assert_eq!(answered(&pf, "c3")["verdict"], "clean", "{pf:#}");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, stdout, stderr) = common::run_cvo(&fleet.hub, &args).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
@@ -1569,11 +1936,18 @@ async fn the_operator_pod_fleet_install_puts_on_a_node_updates_and_refuses_an_un
     // Pod refuses it itself, and status names c3 and the reason.
     let c = operator_release(fleet, "pods-c", "1.2.0");
     let unsigned = push_for_pods(fleet, &c, "1.2.0", false).await;
-    let args = rollout_args(&unsigned, false);
+    let mut args = rollout_args(&unsigned, false);
+    // No preflight answer from c3 for it: forced past that too.
+    args.push("--force".to_owned());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, stdout, stderr) = common::run_cvo(&fleet.hub, &args).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stderr.contains("is not verified at the hub"), "{stderr}");
+    assert!(
+        stdout.contains("forced past on 1 cluster(s)")
+            && stdout.contains("c3: no answer to the preflight"),
+        "{stdout}"
+    );
     let st = pods_status_until(fleet, "c3 refusing the unsigned release", |st, code| {
         code == 1
             && cluster(st, "c3")["rollout"]["reason"]
