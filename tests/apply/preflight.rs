@@ -405,6 +405,15 @@ async fn stale_delete_manifest() {
     let risk = "StaleDeleteManifest";
     let rel = cvo::release::load(&v110, &Default::default()).expect("load 1.1.0");
     let before = versions(tc, &[&rel]).await;
+    let record = || async {
+        tc.dynamic(&configmaps(), Some(ns))
+            .get(cvo::status::record::NAME)
+            .await
+            .expect("the deletion record")
+            .metadata
+            .resource_version
+    };
+    let record_before = record().await;
     let (code, stdout, stderr) = apply(&kubeconfig, &v110, &state).await;
     assert_eq!(code, 4, "{stdout}{stderr}");
     assert!(
@@ -423,6 +432,11 @@ async fn stale_delete_manifest() {
         before,
         versions(tc, &[&rel]).await,
         "the refused runs wrote"
+    );
+    assert_eq!(
+        record_before,
+        record().await,
+        "the refused runs wrote the record"
     );
     let report = json_report(&stdout, &stderr);
     let found = json_risk(&report, risk);
