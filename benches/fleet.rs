@@ -279,6 +279,7 @@ fn rollout(version: &str, n: usize) -> work::Rollout {
         progress_deadline: Some(Duration::from_secs(2 * 3600)),
         min_success_time: Duration::from_secs(300),
         forced: None,
+        accept_risks: Vec::new(),
     }
 }
 

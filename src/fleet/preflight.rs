@@ -232,7 +232,7 @@ impl Answer {
         risks
             .iter()
             .filter(|r| match accepted {
-                Some(names) => !names.iter().any(|n| *n == r.name),
+                Some(names) => !names.contains(&r.name),
                 None => !r.accepted,
             })
             .collect()

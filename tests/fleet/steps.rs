@@ -1155,9 +1155,8 @@ async fn preflight_names_the_cluster_with_a_stuck_deletion_and_rollout_refuses_u
     let (code, stdout, stderr) = rollout(fleet, &r160, "p256.pub", &[]).await;
     assert_eq!(code, 4, "{stdout}\n{stderr}");
     assert!(
-        stdout.contains(&format!(
-            "c1: 1.5.2 → 1.6.0 is a minor/major update and Upgradeable=False"
-        )) && stdout.contains(&format!("`--accept-risks {STUCK}`"))
+        stdout.contains("c1: 1.5.2 → 1.6.0 is a minor/major update and Upgradeable=False")
+            && stdout.contains(&format!("`--accept-risks {STUCK}`"))
             && stdout.contains(
                 "preflight risks apply that are not accepted: MinorUpdateWhileDeletionInProgress"
             ),
