@@ -1057,8 +1057,8 @@ fn preflight_row(c: &fleet_preflight::ClusterPreflight) -> Vec<String> {
     let risks = match &c.answer {
         Answer::NotReported { reason } => reason.clone(),
         Answer::Failed { message } => message.clone(),
-        Answer::Assessed { risks } if risks.is_empty() => "-".to_owned(),
-        Answer::Assessed { risks } => risks
+        Answer::Assessed { risks, .. } if risks.is_empty() => "-".to_owned(),
+        Answer::Assessed { risks, .. } => risks
             .iter()
             .map(|r| {
                 let mut s = format!(
@@ -1276,6 +1276,7 @@ mod tests {
                 accepted: false,
                 message: Some("ConfigMap fleet-stuck/held is still being deleted".to_owned()),
             }],
+            recommended: Some("False".to_owned()),
         };
         let pf = FleetPreflight {
             placement: "fleet/waves".to_owned(),
@@ -1307,7 +1308,10 @@ mod tests {
                     wave: wave(1, "rest"),
                     reachable: Reachability::Reachable,
                     verdict: Verdict::Clean,
-                    answer: Answer::Assessed { risks: Vec::new() },
+                    answer: Answer::Assessed {
+                        risks: Vec::new(),
+                        recommended: Some("True".to_owned()),
+                    },
                 },
                 ClusterPreflight {
                     name: "c1".to_owned(),

@@ -179,8 +179,14 @@ pub enum Answer {
     NotReported { reason: String },
     /// The preflight could not run (`UpdatePreflight=Unknown`): its message.
     Failed { message: String },
-    /// The preflight ran: the risks that apply.
-    Assessed { risks: Vec<RiskState> },
+    /// The preflight ran: the risks that apply, and the cluster's own `Recommended` status of
+    /// the target (its `conditionalUpdates` entry for the image; shown, not judged: the risks
+    /// are).
+    Assessed {
+        risks: Vec<RiskState>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        recommended: Option<String>,
+    },
 }
 
 /// A cluster's answer, in one word.
@@ -217,7 +223,7 @@ impl Answer {
         match self {
             Answer::NotReported { .. } => Verdict::NotReported,
             Answer::Failed { .. } => Verdict::Failed,
-            Answer::Assessed { risks } if risks.is_empty() => Verdict::Clean,
+            Answer::Assessed { risks, .. } if risks.is_empty() => Verdict::Clean,
             Answer::Assessed { .. } if self.unaccepted(accepted).is_empty() => Verdict::Accepted,
             Answer::Assessed { .. } => Verdict::NotAccepted,
         }
@@ -226,7 +232,7 @@ impl Answer {
     /// The risks that apply and are not accepted (by `accepted` when given, else by the
     /// cluster's `acceptRisks`).
     pub fn unaccepted(&self, accepted: Option<&[String]>) -> Vec<&RiskState> {
-        let Answer::Assessed { risks } = self else {
+        let Answer::Assessed { risks, .. } = self else {
             return Vec::new();
         };
         risks
@@ -308,7 +314,10 @@ pub fn answer(values: &[FeedbackValue], image: &str) -> Answer {
             })
         })
         .collect();
-    Answer::Assessed { risks }
+    Answer::Assessed {
+        risks,
+        recommended: text(RECOMMENDED).map(str::to_owned),
+    }
 }
 
 /// One cluster of a preflight.

@@ -1140,6 +1140,18 @@ async fn preflight_names_the_cluster_with_a_stuck_deletion_and_rollout_refuses_u
         "the Applies message, through a nested JSONPath filter: {pf:#}"
     );
     assert_eq!(answered(&pf, "c2")["verdict"], "clean", "{pf:#}");
+    // Each cluster's own Recommended for the target, through a filter on the image
+    // (`@.release.image=="HOST:PORT/REPO@sha256:…"`).
+    assert_eq!(
+        answered(&pf, "c1")["answer"]["recommended"],
+        "False",
+        "{pf:#}"
+    );
+    assert_eq!(
+        answered(&pf, "c2")["answer"]["recommended"],
+        "True",
+        "{pf:#}"
+    );
     assert_eq!(pf["waves"][0]["counts"]["notAccepted"], 1, "{pf:#}");
     assert_eq!(pf["waves"][1]["counts"]["clean"], 1, "{pf:#}");
     // The cluster's own word: UpdatePreflight=False on c1, its ClusterVersion asking for a

@@ -29,6 +29,10 @@ fn answered(image: &str, applying: &[&str], accepted: &[&str]) -> Vec<FeedbackVa
             if applying.is_empty() { "True" } else { "False" },
         ),
         s(
+            "recommended",
+            if applying.is_empty() { "True" } else { "False" },
+        ),
+        s(
             "UpdatePreflight.message",
             &format!("Preflight of 1.2.0 ({image}): risks apply that are not accepted: …"),
         ),
@@ -161,7 +165,7 @@ fn an_answer_counts_only_for_this_request_and_fails_closed() {
     // A risk whose Applies is missing applies (Unknown).
     let mut missing = answered(IMAGE, &[], &[]);
     missing.retain(|v| v.name != applies_name("CRDStoredVersionRemoved"));
-    let Answer::Assessed { risks } = answer(&missing, IMAGE) else {
+    let Answer::Assessed { risks, .. } = answer(&missing, IMAGE) else {
         panic!("assessed");
     };
     assert_eq!(risks.len(), 1);
@@ -172,10 +176,16 @@ fn an_answer_counts_only_for_this_request_and_fails_closed() {
 #[test]
 fn a_risk_that_applies_is_named_with_its_message_and_whether_it_is_accepted() {
     let clean = answer(&answered(IMAGE, &[], &[]), IMAGE);
-    assert_eq!(clean, Answer::Assessed { risks: Vec::new() });
+    assert_eq!(
+        clean,
+        Answer::Assessed {
+            risks: Vec::new(),
+            recommended: Some("True".to_owned())
+        }
+    );
     assert_eq!(clean.verdict(None), Verdict::Clean);
     let stuck = answer(&answered(IMAGE, &[STUCK], &[]), IMAGE);
-    let Answer::Assessed { risks } = &stuck else {
+    let Answer::Assessed { risks, .. } = &stuck else {
         panic!("assessed");
     };
     assert_eq!(risks[0].name, STUCK);
@@ -315,7 +325,10 @@ fn the_fleet_exit_code_is_1_for_risks_3_for_no_answer_yet_0_when_clean() {
         },
         reachable: Reachability::Reachable,
         verdict,
-        answer: Answer::Assessed { risks: Vec::new() },
+        answer: Answer::Assessed {
+            risks: Vec::new(),
+            recommended: None,
+        },
     };
     let mut p = FleetPreflight {
         placement: "fleet/waves".into(),
