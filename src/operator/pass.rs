@@ -197,6 +197,25 @@ impl Passes<'_> {
         let desired = spec.desired_update.as_ref();
         let image = desired.map(|d| d.image.as_str()).filter(|i| !i.is_empty());
         let cluster_image = cluster_at(cv.as_ref(), self.release.image.as_deref());
+        // Leading with a pulled release the cluster never moved to (its update refused: the
+        // cluster is still at the image this process runs), and no image asked for any more:
+        // back to the release it started with, else every pass would refuse the pulled one.
+        if self.pulled
+            && image.is_none()
+            && let Some(at) = cv.as_ref().and_then(clusterversion::desired_image)
+            && Some(at.as_str()) != self.release.image.as_deref()
+            && self.mover.runs(self.cluster, &at).await
+        {
+            tracing::warn!(image = %at, from = %version, "spec.desiredUpdate asks for no image and the cluster is at the image the operator runs: back to the release it started with; a full pass with it follows");
+            let switch = Some(Switch::Start);
+            return Err(ended(
+                "switched",
+                PassEnd {
+                    switch,
+                    ..PassEnd::default()
+                },
+            ));
+        }
         // Without an image asked for, the image the cluster is at is looked up when this
         // operator leads with the release it started with.
         let lookup = Lookup::of(desired, cluster_image.as_deref().filter(|_| !self.pulled));

@@ -545,8 +545,8 @@ async fn preflight_risk_refuses_the_update_until_accepted_with_the_dev_preview_c
 /// (`ReleaseAccepted=False RisksNotAccepted`). The preflight's status is written and the server
 /// keeps what its schema has: `UpdatePreflight=False`, the target's conditional update with
 /// its risks and `Recommended=False`, and prunes `conditionalUpdateRisks`, `riskNames` and the
-/// risks' `Applies`; no write is refused and nothing of 1.4.0 changes. Asked for the image it
-/// runs, the operator is back at 1.4.0 and repairs drift.
+/// risks' `Applies`; no write is refused and nothing of 1.4.0 changes. The request cleared,
+/// the operator is back at 1.4.0 and repairs drift.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the shared OpenShift corpus (../shared/corpus, or CVO_TEST_CORPUS) and docker-registry (apt-get install docker-registry): run with --include-ignored (.ci/run does)"]
 async fn preflight_with_the_default_crd_is_pruned_to_an_update_that_is_refused() {
@@ -613,8 +613,8 @@ async fn preflight_with_the_default_crd_is_pruned_to_an_update_that_is_refused()
     );
     c.assert_no_refused_write();
 
-    // The operator keeps working: asked for the image it runs, it is back at its own release
-    // and puts back what drifted meanwhile.
+    // The operator keeps working: the request cleared, it is back at its own release and puts
+    // back what drifted meanwhile.
     let (ns, name) = SETTINGS;
     let cms = c.env.tc.dynamic(&configmaps(), Some(ns));
     cms.patch(
@@ -624,10 +624,18 @@ async fn preflight_with_the_default_crd_is_pruned_to_an_update_that_is_refused()
     )
     .await
     .expect("edit the settings");
-    // (Removing spec.desiredUpdate is not enough: the operator keeps leading with the release
-    // it pulled, refused; naming the image it runs takes it back to its own release.)
-    let back = json!({"image": START_IMAGE});
-    assert_eq!(c.desire(back.clone()).await, back);
+    c.env
+        .cvs
+        .patch(
+            "version",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([{"op": "remove", "path": "/spec/desiredUpdate"}]))
+                    .expect("JSON patch"),
+            ),
+        )
+        .await
+        .expect("remove spec.desiredUpdate (oc adm upgrade --clear)");
     condition_is(&c.env.cvs, "ReleaseAccepted", "True", "PayloadLoaded").await;
     poll_until("the settings repaired", Duration::from_secs(30), || async {
         let cm = cms.get(name).await.map_err(|e| e.to_string())?;
