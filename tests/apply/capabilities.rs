@@ -443,7 +443,18 @@ async fn an_update_from_a_release_by_digest_judges_from_that_release() {
     let (code, output) = apply(&kubeconfig, &old_source, &cache_flag).await;
     assert_eq!(code, 0, "{output}");
     let new_source = registry.url("caps/release", &format!("@{new_digest}"));
+    // The preflight names what the update would enable; accepted, the update runs.
     let (code, output) = apply(&kubeconfig, &new_source, &cache_flag).await;
+    assert_eq!(code, 4, "{output}");
+    assert!(
+        output.contains(
+            "CapabilityImplicitlyEnabled (not accepted): the update enables Storage implicitly"
+        ),
+        "{output}"
+    );
+    let mut flags = cache_flag.to_vec();
+    flags.extend(["--accept-risks", "CapabilityImplicitlyEnabled"]);
+    let (code, output) = apply(&kubeconfig, &new_source, &flags).await;
     assert_eq!(code, 0, "{output}");
     assert_eq!(
         value_of(&cms, "base").await.as_deref(),
@@ -511,6 +522,7 @@ async fn a_release_by_digest_that_does_not_verify_falls_back_to_the_cluster() {
     let key = keys.join("p256.pub");
     let mut flags = cache_flag.to_vec();
     flags.extend(["--verify-key", key.to_str().unwrap()]);
+    flags.extend(["--accept-risks", "CapabilityImplicitlyEnabled"]);
     let (code, output) = apply(&kubeconfig, &new_source, &flags).await;
     assert_eq!(code, 0, "{output}");
     let old_image = registry.pullspec("caps/release", &format!("@{old_digest}"));
