@@ -947,30 +947,7 @@ async fn preflight(
 /// A preflight as a person reads it: its state, each wave's clusters counted by answer, then
 /// the clusters that need a look (`all`: every cluster, those first).
 pub fn preflight_text(pf: &FleetPreflight, all: bool) -> String {
-    use fleet_preflight::Verdict;
-    let count = |v: Verdict| pf.clusters.iter().filter(|c| c.verdict == v).count();
-    let state = match pf.exit() {
-        Exit::Success => "every cluster clean or its risks accepted".to_owned(),
-        Exit::InProgress => format!(
-            "{} of {} cluster(s) not reported yet",
-            count(Verdict::NotReported),
-            pf.clusters.len()
-        ),
-        _ => {
-            let mut parts = Vec::new();
-            let (risky, failed) = (count(Verdict::NotAccepted), count(Verdict::Failed));
-            if risky > 0 {
-                parts.push(format!("risks not accepted on {risky} cluster(s)"));
-            }
-            if failed > 0 {
-                parts.push(format!("could not run on {failed} cluster(s)"));
-            }
-            if !pf.problems.is_empty() {
-                parts.push("the hub could not be read".to_owned());
-            }
-            parts.join(", ")
-        }
-    };
+    let state = preflight_state(pf);
     let mut out = format!(
         "preflight {}: {} ({}) on Placement {}: {state}\n",
         pf.preflight, pf.version, pf.image, pf.placement
@@ -979,36 +956,7 @@ pub fn preflight_text(pf: &FleetPreflight, all: bool) -> String {
         out.push_str(&format!("  accepting: {}\n", pf.accept_risks.join(",")));
     }
     out.push('\n');
-    let rows: Vec<Vec<String>> = pf
-        .waves
-        .iter()
-        .map(|w| {
-            let n = &w.counts;
-            vec![
-                w.wave.index.to_string(),
-                w.wave.name.clone(),
-                w.clusters.len().to_string(),
-                n.clean.to_string(),
-                n.accepted.to_string(),
-                n.not_accepted.to_string(),
-                n.failed.to_string(),
-                n.not_reported.to_string(),
-            ]
-        })
-        .collect();
-    out.push_str(&table(
-        &[
-            "WAVE",
-            "NAME",
-            "CLUSTERS",
-            "CLEAN",
-            "ACCEPTED",
-            "NOT ACCEPTED",
-            "COULD NOT RUN",
-            "NOT REPORTED",
-        ],
-        &rows,
-    ));
+    out.push_str(&preflight_waves(pf));
     out.push('\n');
     for problem in &pf.problems {
         out.push_str(&format!("cannot read: {problem}\n"));
@@ -1051,6 +999,68 @@ pub fn preflight_text(pf: &FleetPreflight, all: bool) -> String {
         "needing a look",
     );
     out
+}
+
+/// The preflight's state in words, from its exit code.
+fn preflight_state(pf: &FleetPreflight) -> String {
+    use fleet_preflight::Verdict;
+    let count = |v: Verdict| pf.clusters.iter().filter(|c| c.verdict == v).count();
+    match pf.exit() {
+        Exit::Success => "every cluster clean or its risks accepted".to_owned(),
+        Exit::InProgress => format!(
+            "{} of {} cluster(s) not reported yet",
+            count(Verdict::NotReported),
+            pf.clusters.len()
+        ),
+        _ => {
+            let mut parts = Vec::new();
+            let (risky, failed) = (count(Verdict::NotAccepted), count(Verdict::Failed));
+            if risky > 0 {
+                parts.push(format!("risks not accepted on {risky} cluster(s)"));
+            }
+            if failed > 0 {
+                parts.push(format!("could not run on {failed} cluster(s)"));
+            }
+            if !pf.problems.is_empty() {
+                parts.push("the hub could not be read".to_owned());
+            }
+            parts.join(", ")
+        }
+    }
+}
+
+/// Each wave's clusters counted by answer.
+fn preflight_waves(pf: &FleetPreflight) -> String {
+    let rows: Vec<Vec<String>> = pf
+        .waves
+        .iter()
+        .map(|w| {
+            let n = &w.counts;
+            vec![
+                w.wave.index.to_string(),
+                w.wave.name.clone(),
+                w.clusters.len().to_string(),
+                n.clean.to_string(),
+                n.accepted.to_string(),
+                n.not_accepted.to_string(),
+                n.failed.to_string(),
+                n.not_reported.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "WAVE",
+            "NAME",
+            "CLUSTERS",
+            "CLEAN",
+            "ACCEPTED",
+            "NOT ACCEPTED",
+            "COULD NOT RUN",
+            "NOT REPORTED",
+        ],
+        &rows,
+    )
 }
 
 fn preflight_row(c: &fleet_preflight::ClusterPreflight) -> Vec<String> {
