@@ -1659,7 +1659,7 @@ async fn an_update_with_openshifts_crds_writes_only_status_the_server_accepts() 
         cv.metadata.generation
     );
     assert!(status["availableUpdates"].is_null(), "{status}");
-    common::example::clean_up(tc, cvs).await;
+    common::example::clean_up_and_wait(tc, cvs).await;
     env.finish().await;
 }
 

@@ -81,6 +81,46 @@ pub async fn clean_up(tc: &TestCluster, cvs: &kube::Api<kube::api::DynamicObject
     remove_guard(tc).await;
 }
 
+/// [`clean_up`], then deletes what [`prepare`] tracked (the example's namespaces, CRDs and
+/// cluster-scoped RBAC) and waits until it is gone: the cleanup guard deletes them only once
+/// the test's cluster drops, after the ClusterVersion lock is released, so that the next test
+/// of the binary to apply the example on a real cluster could see its objects deleted under it.
+pub async fn clean_up_and_wait(tc: &TestCluster, cvs: &kube::Api<kube::api::DynamicObject>) {
+    clean_up(tc, cvs).await;
+    let gone = |api: Api<DynamicObject>, name: &'static str| async move {
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => panic!("delete {name}: {e}"),
+        }
+        super::wait_gone(tc, &api, name, name).await;
+    };
+    let rbac =
+        |kind: &str, plural: &str| super::builtin("rbac.authorization.k8s.io", "v1", kind, plural);
+    gone(
+        tc.dynamic(&rbac("ClusterRole", "clusterroles"), None),
+        "widget-operator",
+    )
+    .await;
+    for binding in ["widget-operator", "cvo-operator"] {
+        let bindings = rbac("ClusterRoleBinding", "clusterrolebindings");
+        gone(tc.dynamic(&bindings, None), binding).await;
+    }
+    let crds = super::builtin(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    );
+    for crd in ["widgets.example.com", "alives.lifecycle.cvo.io"] {
+        gone(tc.dynamic(&crds, None), crd).await;
+    }
+    let namespaces = super::builtin("", "v1", "Namespace", "namespaces");
+    for ns in NAMESPACES {
+        gone(tc.dynamic(&namespaces, None), ns).await;
+    }
+}
+
 /// Deletes the example's admission guard (policy and binding), which denies deleting its
 /// `Alive` object and would hold the namespace cleanup (docs/cluster-deletion.md).
 pub async fn remove_guard(tc: &TestCluster) {

@@ -167,7 +167,7 @@ impl Cluster {
             env, op, registry, ..
         } = self;
         op.terminate().await;
-        common::example::clean_up(&env.tc, &env.cvs).await;
+        common::example::clean_up_and_wait(&env.tc, &env.cvs).await;
         env.finish().await;
         drop(registry);
     }
