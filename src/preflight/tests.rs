@@ -98,7 +98,9 @@ fn a_clean_update_has_every_check_and_none_applies() {
 fn a_stuck_deletion_is_its_own_risk_and_other_reasons_for_not_upgradeable_are_another() {
     let failure = PreconditionFailure {
         reason: "UpgradeableFalse",
-        message: "a minor/major update is not allowed while Upgradeable=False (ResourceDeletionStuck: …)".into(),
+        message:
+            "a minor/major update is not allowed while Upgradeable=False (ResourceDeletionStuck: …)"
+                .into(),
         objects: Vec::new(),
     };
     let stuck = Condition::new("Upgradeable", ConditionStatus::False, REASON_STUCK, "…");
@@ -122,7 +124,10 @@ fn a_stuck_deletion_is_its_own_risk_and_other_reasons_for_not_upgradeable_are_an
         preconditions: vec![failure],
         ..Given::default()
     });
-    assert_eq!(applying(&a), [("MinorUpdateWhileNotUpgradeable", Applies::Yes)]);
+    assert_eq!(
+        applying(&a),
+        [("MinorUpdateWhileNotUpgradeable", Applies::Yes)]
+    );
     // A deletion nobody can read back cannot be told finished: it applies (fail closed).
     let a = assessed(&Given {
         preconditions: vec![PreconditionFailure {
@@ -155,8 +160,16 @@ fn the_dry_run_tells_rejections_from_missing_permissions_and_unchecked_manifests
             ("OperatorLacksPermission", Applies::Yes)
         ]
     );
-    let rejected = a.risks.iter().find(|r| r.name == "ManifestRejectedByServer").unwrap();
-    assert!(rejected.message.starts_with("1 of 2: ConfigMap ns/a"), "{}", rejected.message);
+    let rejected = a
+        .risks
+        .iter()
+        .find(|r| r.name == "ManifestRejectedByServer")
+        .unwrap();
+    assert!(
+        rejected.message.starts_with("1 of 2: ConfigMap ns/a"),
+        "{}",
+        rejected.message
+    );
     // A manifest that failed for another reason (a timeout) or was skipped was not checked.
     let a = assessed(&Given {
         results: vec![
@@ -195,7 +208,10 @@ fn crd_versions_and_implicit_capabilities_apply_and_an_unreadable_crd_cannot_be_
         stored: Err("503".into()),
         ..Given::default()
     });
-    assert_eq!(applying(&a), [("CRDStoredVersionRemoved", Applies::CannotTell)]);
+    assert_eq!(
+        applying(&a),
+        [("CRDStoredVersionRemoved", Applies::CannotTell)]
+    );
 }
 
 #[test]
