@@ -193,6 +193,15 @@ impl Passes<'_> {
             paused: true,
             ..PassEnd::default()
         };
+        let switched = |switch: Switch| {
+            ended(
+                "switched",
+                PassEnd {
+                    switch: Some(switch),
+                    ..PassEnd::default()
+                },
+            )
+        };
         let spec = cv.as_ref().map(Spec::of).unwrap_or_default();
         let desired = spec.desired_update.as_ref();
         let image = desired.map(|d| d.image.as_str()).filter(|i| !i.is_empty());
@@ -200,36 +209,14 @@ impl Passes<'_> {
         // Leading with a pulled release the cluster never moved to (its update refused: the
         // cluster is still at the image this process runs), and no image asked for any more:
         // back to the release it started with, else every pass would refuse the pulled one.
-        if self.pulled
-            && image.is_none()
-            && let Some(at) = cv.as_ref().and_then(clusterversion::desired_image)
-            && Some(at.as_str()) != self.release.image.as_deref()
-            && self.mover.runs(self.cluster, &at).await
-        {
-            tracing::warn!(image = %at, from = %version, "spec.desiredUpdate asks for no image and the cluster is at the image the operator runs: back to the release it started with; a full pass with it follows");
-            let switch = Some(Switch::Start);
-            return Err(ended(
-                "switched",
-                PassEnd {
-                    switch,
-                    ..PassEnd::default()
-                },
-            ));
+        if image.is_none() && self.back_to_start(cv.as_ref(), &version).await {
+            return Err(switched(Switch::Start));
         }
         // Without an image asked for, the image the cluster is at is looked up when this
         // operator leads with the release it started with.
         let lookup = Lookup::of(desired, cluster_image.as_deref().filter(|_| !self.pulled));
         let considered = self.consider(lookup.as_ref(), image, &version).await;
-        let (decision, pull_failure) = considered.map_err(|switch| {
-            let switch = Some(switch);
-            ended(
-                "switched",
-                PassEnd {
-                    switch,
-                    ..PassEnd::default()
-                },
-            )
-        })?;
+        let (decision, pull_failure) = considered.map_err(switched)?;
         let mut decided = Decided {
             sync_options: self.options.sync.clone(),
             generation,
@@ -275,6 +262,23 @@ impl Passes<'_> {
                 .map_err(|result| ended(result, paused()))?;
         }
         Ok(decided)
+    }
+
+    /// Leading with a pulled release the cluster never moved to (its update refused: the
+    /// cluster is still at the image this process runs), with no image asked for any more:
+    /// back to the release it started with, else every pass would refuse the pulled one.
+    async fn back_to_start(&self, cv: Option<&DynamicObject>, version: &str) -> bool {
+        let Some(at) = cv.and_then(clusterversion::desired_image) else {
+            return false;
+        };
+        if !self.pulled
+            || Some(at.as_str()) == self.release.image.as_deref()
+            || !self.mover.runs(self.cluster, &at).await
+        {
+            return false;
+        }
+        tracing::warn!(image = %at, from = %version, "spec.desiredUpdate asks for no image and the cluster is at the image the operator runs: back to the release it started with; a full pass with it follows");
+        true
     }
 
     /// What the image `lookup` names means for the operator: a release artifact is pulled and
