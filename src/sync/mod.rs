@@ -18,6 +18,12 @@
 //! delete manifest whose object cannot be read makes `Upgradeable` Unknown, which refuses a
 //! minor update exactly as False does.
 //!
+//! An update that has not started yet (ClusterVersion's newest history entry is another
+//! release) first has its preflight ([`crate::preflight`], in `risks`): a dry run of every
+//! manifest and the checks of the risk catalogue; it goes ahead only when every risk that
+//! applies is accepted ([`SyncOptions::accept_risks`], `spec.desiredUpdate.acceptRisks`), and
+//! [`preflight`] runs that preflight alone.
+//!
 //! [`sync`] is a short sequence of named phases, each documented with what is true after it;
 //! the walk of the graph with its progress lives in `pass`, the `Upgradeable` gate closed in
 //! ClusterVersion as soon as a deletion is requested (before any wait) in `gate`, the deletion
@@ -249,7 +255,9 @@ impl PartialEq for StatusNotWritten {
 /// result (an install reports a failure only once no round is left to retry it).
 ///
 /// The phases, in order, each a type of this module: `Observed` (what the cluster is at),
-/// `Checked` (the preconditions; a refusal ends the sync in `refuse`), `Announced` (the
+/// `Checked` (the preconditions), for an update not under way yet its preflight (`risks`:
+/// a dry run of every manifest, the risks and which are accepted; a refusal by a
+/// precondition or a risk ends the sync in `refuse`), `Announced` (the
 /// update made visible), the pass with its progress (`pass`), the deletions read back and
 /// recorded (`deletions::settle`), and the `Concluded` status.
 ///
