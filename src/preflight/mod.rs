@@ -14,6 +14,7 @@
 //! or when forced; the sync refuses it otherwise (exit code 4).
 
 pub mod crds;
+pub mod grants;
 pub mod status;
 
 use std::collections::BTreeSet;
@@ -412,20 +413,36 @@ fn rejected(evidence: &Evidence<'_>, permission: bool) -> Risk {
     let release = evidence.release;
     let mut refused = Vec::new();
     let mut unchecked = Vec::new();
+    let mut granted = Vec::new();
     for r in &evidence.dry_run.results {
         let m = &release.manifests[r.index];
+        let error = r.error.as_deref().unwrap_or("");
         match (r.action, r.rejected) {
-            (Action::Failed, Some(403)) if permission => {
-                refused.push(format!("{} ({})", m.id, r.error.as_deref().unwrap_or("")));
+            (Action::Failed, Some(403)) => {
+                match grants::parse(error).and_then(|f| grants::granted_by(release, m, &f)) {
+                    Some(by) => granted.push(format!("{} (by {by})", m.id)),
+                    None if permission => refused.push(format!("{} ({error})", m.id)),
+                    None => {}
+                }
             }
-            (Action::Failed, Some(code)) if !permission && code != 403 => {
-                refused.push(format!("{} ({})", m.id, r.error.as_deref().unwrap_or("")));
+            (Action::Failed, Some(_)) if !permission => {
+                refused.push(format!("{} ({error})", m.id));
             }
             (Action::Failed, None) | (Action::Skipped, _) => unchecked.push(m.id.to_string()),
             _ => {}
         }
     }
     let checked = evidence.dry_run.results.len();
+    // Forbidden until the release's own RBAC is applied: planned without the server's check.
+    let granted_note = if granted.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " {} planned without the server's check: forbidden until the release's own RBAC, at an earlier run level, grants it: {}.",
+            granted.len(),
+            name_list(&granted)
+        )
+    };
     if !refused.is_empty() {
         let mut message = format!("{} of {checked}: {}", refused.len(), name_list(&refused));
         if !unchecked.is_empty() {
@@ -447,7 +464,7 @@ fn rejected(evidence: &Evidence<'_>, permission: bool) -> Risk {
     Risk::new(
         check,
         Applies::No,
-        format!("The server accepted a dry run of every manifest ({checked})."),
+        format!("The server accepted a dry run of every manifest ({checked}).{granted_note}"),
     )
 }
 
