@@ -537,18 +537,10 @@ pub fn status_text(st: &FleetStatus, all: bool) -> String {
         return out;
     }
     let attention = st.attention();
+    out.push_str(&needing_a_look(attention.len(), st.clusters.len()));
     if attention.is_empty() {
-        out.push_str(&format!(
-            "{} cluster(s), none needs a look (`--all` lists every cluster)\n",
-            st.clusters.len()
-        ));
         return out;
     }
-    out.push_str(&format!(
-        "{} of {} cluster(s) need a look (`--all` lists every cluster):\n",
-        attention.len(),
-        st.clusters.len()
-    ));
     let rows: Vec<Vec<String>> = attention
         .iter()
         .take(SHOWN)
@@ -975,18 +967,10 @@ pub fn preflight_text(pf: &FleetPreflight, all: bool) -> String {
         out.push_str(&table(&header, &rows));
         return out;
     }
+    out.push_str(&needing_a_look(attention.len(), pf.clusters.len()));
     if attention.is_empty() {
-        out.push_str(&format!(
-            "{} cluster(s), none needs a look (`--all` lists every cluster)\n",
-            pf.clusters.len()
-        ));
         return out;
     }
-    out.push_str(&format!(
-        "{} of {} cluster(s) need a look (`--all` lists every cluster):\n",
-        attention.len(),
-        pf.clusters.len()
-    ));
     let rows: Vec<Vec<String>> = attention
         .iter()
         .take(SHOWN)
@@ -1182,6 +1166,15 @@ fn report_rollout(
         None => {}
     }
     print_stdout(&out)
+}
+
+/// The line before the clusters that need a look (`needing` of `total`), or that none does.
+fn needing_a_look(needing: usize, total: usize) -> String {
+    if needing == 0 {
+        format!("{total} cluster(s), none needs a look (`--all` lists every cluster)\n")
+    } else {
+        format!("{needing} of {total} cluster(s) need a look (`--all` lists every cluster):\n")
+    }
 }
 
 #[cfg(test)]
