@@ -310,17 +310,7 @@ fn read_live_crds(global: &GlobalArgs) -> Result<LiveCrds, CliError> {
             let Some(name) = crd.metadata.name.clone() else {
                 continue;
             };
-            let names = |pointer: &str| -> Option<Vec<String>> {
-                crd.data.pointer(pointer)?.as_array().map(|vs| {
-                    vs.iter()
-                        .filter_map(|v| v.as_str().or_else(|| v.get("name")?.as_str()))
-                        .map(str::to_owned)
-                        .collect()
-                })
-            };
-            let stored = names("/status/storedVersions")
-                .or_else(|| names("/spec/versions"))
-                .unwrap_or_default();
+            let stored = crate::preflight::crds::stored_versions(&crd.data);
             let object = serde_json::to_value(&crd)
                 .map_err(|e| cannot(format!("reading CustomResourceDefinition {name}: {e}")))?;
             live.insert(name, stored, object);

@@ -638,7 +638,7 @@ impl Puller {
             image: key.image.clone(),
             digest: digest.cloned(),
             reason,
-            cause: crate::updates::truncate(&cause, MAX_CAUSE),
+            cause: crate::status::conditions::truncate(&cause, MAX_CAUSE),
         };
         let options = self
             .options(client, force)

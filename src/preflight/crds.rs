@@ -51,14 +51,20 @@ pub async fn dropped(
             .await
             .map_err(|(e, _)| format!("reading CustomResourceDefinition {}: {e}", m.id.name))?;
         let Some(live) = live else { continue };
-        let stored = names(&live.data, "/status/storedVersions")
-            .or_else(|| names(&live.data, "/spec/versions"))
-            .unwrap_or_default();
-        if let Some(d) = drops(&m.id.name, &stored, &m.object) {
+        if let Some(d) = drops(&m.id.name, &stored_versions(&live.data), &m.object) {
             out.push(d);
         }
     }
     Ok(out)
+}
+
+/// The versions a live CRD (`object`, as the server serves it) may store objects in: its
+/// `status.storedVersions`, or every version of its spec when it has no such status yet (not
+/// reconciled): never assumed fewer.
+pub fn stored_versions(object: &Value) -> Vec<String> {
+    names(object, "/status/storedVersions")
+        .or_else(|| names(object, "/spec/versions"))
+        .unwrap_or_default()
 }
 
 /// The names of a list of strings or of `{name}` objects at `pointer`.

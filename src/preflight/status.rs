@@ -25,6 +25,7 @@ use super::{Applies, Assessment, CATALOGUE, Risk};
 use crate::apply::RetryPolicy;
 use crate::cluster::Cluster;
 use crate::status::clusterversion::{self, ClusterVersionError, WriteOutcome};
+use crate::status::conditions::truncate;
 use crate::status::{Condition, ConditionStatus};
 
 /// The ClusterVersion condition that says how the last preflight ended.
@@ -75,7 +76,7 @@ pub fn condition(a: &Assessment) -> Condition {
             ),
         ),
     };
-    Condition::new(CONDITION, status, reason, message)
+    Condition::new(CONDITION, status, reason, truncate(&message, MAX_MESSAGE))
 }
 
 /// The `UpdatePreflight` condition of a preflight that could not run (`why`): `Unknown`.
@@ -84,7 +85,10 @@ pub fn failed(target: &str, why: &str) -> Condition {
         CONDITION,
         ConditionStatus::Unknown,
         FAILED,
-        truncate(&format!("Preflight of {target} could not run: {why}")),
+        truncate(
+            &format!("Preflight of {target} could not run: {why}"),
+            MAX_MESSAGE,
+        ),
     )
 }
 
@@ -143,26 +147,7 @@ pub fn with_assessment(old: &Value, a: &Assessment, now: jiff::Timestamp) -> Val
     let mut updates = list(old, "conditionalUpdates");
     merge_entry(&mut updates, entry, &time);
     status["conditionalUpdates"] = Value::Array(updates);
-    let condition = condition(a);
-    let mut conditions = list(old, "conditions");
-    let since = conditions
-        .iter()
-        .find(|c| {
-            c.get("type").and_then(Value::as_str) == Some(CONDITION)
-                && c.get("status").and_then(Value::as_str) == Some(condition.status.as_str())
-        })
-        .and_then(|c| c.get("lastTransitionTime").cloned())
-        .unwrap_or_else(|| json!(time));
-    conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some(CONDITION));
-    conditions.push(json!({
-        "type": CONDITION,
-        "status": condition.status.as_str(),
-        "reason": condition.reason,
-        "message": truncate(&condition.message),
-        "lastTransitionTime": since,
-    }));
-    status["conditions"] = Value::Array(conditions);
-    status
+    clusterversion::with_conditions(&status, &[condition(a)], now)
 }
 
 /// After an update service replaced `conditionalUpdates` (`new`, from `old`): the preflight's
@@ -218,6 +203,9 @@ fn only_ours(entry: &Value) -> Value {
 /// release (by image, else by version) beside the risks others listed there, else as a new
 /// entry. `Recommended` is the preflight's unless the other entry's says not recommended.
 fn merge_entry(updates: &mut Vec<Value>, mut ours_entry: Value, time: &str) {
+    if let Some(c) = ours_entry.pointer_mut("/conditions/0") {
+        c["lastTransitionTime"] = json!(time);
+    }
     let field = |f: &str| {
         ours_entry
             .pointer(f)
@@ -230,7 +218,6 @@ fn merge_entry(updates: &mut Vec<Value>, mut ours_entry: Value, time: &str) {
         None => e.pointer("/release/version").and_then(Value::as_str) == version.as_deref(),
     };
     let Some(existing) = updates.iter_mut().find(|e| same(e)) else {
-        keep_time(&mut ours_entry, None, time);
         updates.push(ours_entry);
         return;
     };
@@ -264,20 +251,7 @@ fn merge_entry(updates: &mut Vec<Value>, mut ours_entry: Value, time: &str) {
     }
     if !others_say_no || ours_say_no {
         existing["conditions"] = ours_entry["conditions"].clone();
-        keep_time(existing, Some(&before), time);
-    }
-}
-
-/// The entry's Recommended keeps `before`'s `lastTransitionTime` while its status is the
-/// same; a new one is dated `time`.
-fn keep_time(entry: &mut Value, before: Option<&Value>, time: &str) {
-    let old = before
-        .and_then(|b| b.pointer("/conditions/0"))
-        .filter(|c| c.get("status") == entry.pointer("/conditions/0/status"))
-        .and_then(|c| c.get("lastTransitionTime"))
-        .cloned();
-    if let Some(c) = entry.pointer_mut("/conditions/0") {
-        c["lastTransitionTime"] = old.unwrap_or_else(|| json!(time));
+        clusterversion::keep_transition_times(existing, std::slice::from_ref(&before));
     }
 }
 
@@ -323,7 +297,7 @@ fn recommended(a: &Assessment) -> Value {
         "type": "Recommended",
         "status": status,
         "reason": reason,
-        "message": truncate(&message),
+        "message": truncate(&message, MAX_MESSAGE),
         "lastTransitionTime": "",
     })
 }
@@ -348,7 +322,7 @@ fn risk_json(r: &Risk, before: &[Value], time: &str) -> Value {
             "type": c.type_,
             "status": c.status.as_str(),
             "reason": c.reason,
-            "message": truncate(&c.message),
+            "message": truncate(&c.message, MAX_MESSAGE),
             "lastTransitionTime": since,
         }],
     })
@@ -373,18 +347,6 @@ fn names(v: &Value, field: &str) -> Vec<String> {
         .filter_map(Value::as_str)
         .map(str::to_owned)
         .collect()
-}
-
-/// `text` cut to [`MAX_MESSAGE`] bytes on a character boundary.
-fn truncate(text: &str) -> String {
-    if text.len() <= MAX_MESSAGE {
-        return text.to_owned();
-    }
-    let mut end = MAX_MESSAGE - 3;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &text[..end])
 }
 
 #[cfg(test)]

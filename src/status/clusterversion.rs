@@ -9,7 +9,7 @@
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
-use super::{Condition, ConditionStatus};
+use super::Condition;
 use crate::apply::RetryPolicy;
 use crate::apply::retry::{RequestError, Verdict, classify};
 use crate::cluster::Cluster;
@@ -313,11 +313,7 @@ fn merge_conditions(old: &Value, conditions: &[Condition], now: jiff::Timestamp)
         .cloned()
         .unwrap_or_default();
     for c in conditions {
-        let status_text = match c.status {
-            ConditionStatus::True => "True",
-            ConditionStatus::False => "False",
-            ConditionStatus::Unknown => "Unknown",
-        };
+        let status_text = c.status.as_str();
         let slot = merged
             .iter()
             .position(|o| o.get("type").and_then(Value::as_str) == Some(c.type_.as_str()));
@@ -767,7 +763,7 @@ pub fn with_available_updates(
 
 /// `entry`'s conditions take the `lastTransitionTime` of the same condition, same status, of
 /// the entry for the same release image in `before`.
-fn keep_transition_times(entry: &mut Value, before: &[Value]) {
+pub fn keep_transition_times(entry: &mut Value, before: &[Value]) {
     let image = entry.pointer("/release/image").cloned();
     let Some(old) = before
         .iter()
@@ -835,6 +831,7 @@ pub async fn write_available_updates(
 #[cfg(test)]
 mod available_updates_tests {
     use super::*;
+    use crate::status::ConditionStatus;
 
     fn retrieved(status: ConditionStatus, reason: &str) -> Condition {
         Condition::new("RetrievedUpdates", status, reason, "")
@@ -904,6 +901,7 @@ mod available_updates_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::ConditionStatus;
 
     fn d(version: &str) -> Desired<'_> {
         Desired {

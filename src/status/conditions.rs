@@ -361,7 +361,7 @@ impl ErrorTally {
             group.0 += 1;
         } else if seen < MAX_GROUPS {
             self.groups
-                .insert(key, (1, bounded(error, ERROR_MESSAGE_MAX), seen));
+                .insert(key, (1, cut(error, ERROR_MESSAGE_MAX), seen));
         }
     }
 
@@ -394,7 +394,7 @@ impl ErrorTally {
 /// as names (quoted, or as `ns/name`), so that the same failure of other objects groups
 /// together; bounded in length.
 fn error_key(error: &str, id: Option<&crate::release::ObjectId>) -> String {
-    let mut key = bounded(error, 2 * ERROR_MESSAGE_MAX);
+    let mut key = cut(error, 2 * ERROR_MESSAGE_MAX);
     if let Some(id) = id {
         if let Some(ns) = &id.namespace {
             key = key.replace(&format!("{ns}/{}", id.name), "*/*");
@@ -406,14 +406,6 @@ fn error_key(error: &str, id: Option<&crate::release::ObjectId>) -> String {
         }
     }
     key
-}
-
-/// `text` cut to at most `max` characters, ending in `…` when cut.
-fn bounded(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
 }
 
 /// The progress message, and what the pass waits on when it waits:
@@ -591,6 +583,19 @@ fn cut(text: &str, max: usize) -> String {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),
     }
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary), `…` marking the cut: what a
+/// schema's length cap on a condition message accepts.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// The condition `cvo operator` adds to ClusterVersion: whether the release was accepted.

@@ -7,7 +7,6 @@ use serde_json::{Value, json};
 use super::SyncOutcome;
 use crate::apply::{Action, ManifestResult, Summary};
 use crate::release::{ExcludedBy, Release};
-use crate::status::ConditionStatus;
 use crate::status::conditions::{ErrorTally, version_text};
 
 /// The failed manifests the text report lists one by one; the others are counted by error
@@ -306,11 +305,7 @@ fn failures_by_error(out: &mut String, release: &Release, results: &[ManifestRes
 /// One line per condition: `Type=Status Reason: message`.
 fn write_conditions(out: &mut String, conditions: &[crate::status::Condition]) {
     for c in conditions {
-        let status = match c.status {
-            ConditionStatus::True => "True",
-            ConditionStatus::False => "False",
-            ConditionStatus::Unknown => "Unknown",
-        };
+        let status = c.status.as_str();
         let _ = write!(out, "{}={status}", c.type_);
         if !c.reason.is_empty() {
             let _ = write!(out, " {}", c.reason);

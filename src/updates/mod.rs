@@ -48,17 +48,7 @@ pub const MAX_BODY: usize = 4 * 1024 * 1024;
 /// not grow ClusterVersion.
 const MAX_MESSAGE: usize = 4096;
 
-/// `text` cut to at most `max` bytes (on a character boundary), `…` marking the cut.
-pub fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max.saturating_sub('…'.len_utf8());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
+use crate::status::conditions::truncate;
 
 /// Why there are no updates: a `RetrievedUpdates=False` reason and message.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -185,7 +185,7 @@ fn recommendation(
         "The update is recommended, because none of the conditional update risks apply to this cluster.".to_owned()
     } else {
         // OpenShift's schema caps a condition message at 32 KiB.
-        super::truncate(&messages.join("\n\n"), MAX_CONDITION_MESSAGE)
+        crate::status::conditions::truncate(&messages.join("\n\n"), MAX_CONDITION_MESSAGE)
     };
     UpdateCondition {
         type_: RECOMMENDED.into(),
